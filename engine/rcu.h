@@ -1,0 +1,76 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * engine/rcu.h - the one place that names the liburcu flavour.
+ *
+ * KVForge uses urcu-memb: read lock/unlock cost ~1 ns, readers may block,
+ * and no offline/online dance around blocking calls (qsbr would force one
+ * around every fsync). Changing flavour means changing this file only.
+ *
+ * ThreadSanitizer cannot see liburcu's grace periods or the ordering that
+ * rcu_assign_pointer/rcu_dereference give, so publication points carry
+ * kvf__tsan_release() before publishing and kvf__tsan_acquire() after
+ * finding an object; both compile to nothing outside TSan builds.
+ */
+#ifndef KVF_ENGINE_RCU_H
+#define KVF_ENGINE_RCU_H
+
+#ifndef _LGPL_SOURCE
+#define _LGPL_SOURCE
+#endif
+#include <urcu/urcu-memb.h>
+#include <urcu/rculfhash.h>
+#include <urcu/compiler.h>
+
+#if defined(__SANITIZE_THREAD__)
+void __tsan_acquire(void *addr);
+void __tsan_release(void *addr);
+#define kvf__tsan_acquire(p) __tsan_acquire((void *)(p))
+#define kvf__tsan_release(p) __tsan_release((void *)(p))
+#else
+#define kvf__tsan_acquire(p) ((void)(p))
+#define kvf__tsan_release(p) ((void)(p))
+#endif
+
+/**
+ * kvf__rcu_ensure_registered() - register the calling thread on first use.
+ *
+ * Cheap after the first call (one thread-local load). Installs a
+ * thread-exit destructor that unregisters the thread.
+ */
+void kvf__rcu_ensure_registered(void);
+
+static inline void kvf__rcu_read_lock(void)
+{
+	urcu_memb_read_lock();
+}
+
+static inline void kvf__rcu_read_unlock(void)
+{
+	urcu_memb_read_unlock();
+}
+
+/* Wait for a grace period. Never call inside a read-side section. */
+static inline void kvf__rcu_synchronize(void)
+{
+	urcu_memb_synchronize_rcu();
+}
+
+/* Run @fn(@head) after a grace period, on liburcu's call_rcu thread. */
+static inline void kvf__rcu_call(struct rcu_head *head,
+				 void (*fn)(struct rcu_head *head))
+{
+	urcu_memb_call_rcu(head, fn);
+}
+
+/* Wait until every callback queued so far by kvf__rcu_call() has run. */
+static inline void kvf__rcu_barrier(void)
+{
+	urcu_memb_barrier();
+}
+
+static inline const struct rcu_flavor_struct *kvf__rcu_flavor(void)
+{
+	return &urcu_memb_flavor;
+}
+
+#endif /* KVF_ENGINE_RCU_H */

@@ -1,0 +1,10 @@
+/* SPDX-License-Identifier: MIT */
+/* kvforge.h - everything public. */
+#ifndef KVFORGE_H
+#define KVFORGE_H
+#include <kvforge/status.h>
+#include <kvforge/engine.h>
+#include <kvforge/segment.h>
+#include <kvforge/batch.h>
+#include <kvforge/profile.h>
+#endif

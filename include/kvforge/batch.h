@@ -1,0 +1,227 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * kvforge/batch.h - the batched object API.
+ *
+ * Every operation takes arrays and fills a per-item status array; a
+ * single-key call is a batch of one. The return value is the overall
+ * status:
+ *   - %KVF_OK: every item succeeded;
+ *   - %KVF_ERR_PARTIAL: at least one item failed; read @status;
+ *   - another error: the batch itself was refused (NULL arrays, empty or
+ *     oversized batch, unknown client) and nothing changed; every entry of
+ *     @status, when @status is not NULL, holds that same code.
+ * An item that fails changes nothing, and the other items proceed.
+ *
+ * Per-item validation: an empty key or one longer than
+ * &kvf_config.max_key_len gives %KVF_ERR_INVALID_KEY; a key that appears
+ * more than once in one batch gives %KVF_ERR_DUPLICATE_KEY to every
+ * occurrence.
+ *
+ * Concurrency: all calls are thread-safe and lock-free for readers
+ * (get/exist never wait for writers). The calling thread is registered with
+ * RCU on first use. Calls that mutate metadata may block on the journal
+ * (&kvf_config.durability); get and exist never block.
+ */
+#ifndef KVFORGE_BATCH_H
+#define KVFORGE_BATCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <kvforge/engine.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Most replicas one object may have. */
+#define KVF_MAX_REPLICAS 4
+
+/**
+ * struct kvf_key - a key: @len bytes at @data (not NUL-terminated).
+ * The engine copies what it keeps; the caller owns @data.
+ */
+struct kvf_key {
+	const char *data;
+	size_t len;
+};
+
+/**
+ * struct kvf_replica_desc - where one replica lives.
+ * @segment_id: the segment (its endpoint: kvf_segment_query()).
+ * @addr: first byte, in the segment owner's address space.
+ * @size: bytes (the object's size).
+ */
+struct kvf_replica_desc {
+	uint64_t segment_id;
+	uint64_t addr;
+	uint64_t size;
+};
+
+/** struct kvf_replicas - the replicas of one object. */
+struct kvf_replicas {
+	uint32_t count;
+	struct kvf_replica_desc replica[KVF_MAX_REPLICAS];
+};
+
+/**
+ * struct kvf_put_config - how a batch of puts is placed.
+ * @replica_num: replicas per object, 1..%KVF_MAX_REPLICAS.
+ * @preferred_segments: tried first, in order; may be NULL.
+ * @nr_preferred: entries in @preferred_segments.
+ * @hard_pin: never evict these objects.
+ * @soft_pin: evict these only after everything else, for
+ *            &kvf_config.soft_pin_ttl_ms.
+ */
+struct kvf_put_config {
+	uint32_t replica_num;
+	const uint64_t *preferred_segments;
+	uint32_t nr_preferred;
+	bool hard_pin;
+	bool soft_pin;
+};
+
+/**
+ * kvf_batch_put_start() - allocate replicas for new objects.
+ * @engine: the engine.
+ * @client_id: the writing client (must be known: it mounted a segment).
+ * @keys: @n keys.
+ * @sizes: @n object sizes in bytes, each > 0.
+ * @n: batch size, 1..&kvf_config.max_batch.
+ * @cfg: placement for the whole batch.
+ * @out: @n replica lists, filled for items whose status is %KVF_OK.
+ * @status: @n per-item statuses.
+ *
+ * Each object is recorded as processing: invisible to get/exist until
+ * kvf_batch_put_end(). A processing object older than
+ * &kvf_config.put_discard_timeout_ms is pre-empted: its buffers are freed
+ * after &kvf_config.put_release_timeout_ms. Not journaled (a put is
+ * durable from its end).
+ *
+ * Item errors: %KVF_ERR_INVALID_KEY, %KVF_ERR_DUPLICATE_KEY,
+ * %KVF_ERR_INVALID_PARAMS (size 0), %KVF_ERR_OBJECT_ALREADY_EXISTS (complete,
+ * or processing and not yet pre-emptible), %KVF_ERR_NO_SPACE.
+ * Batch errors: %KVF_ERR_CLIENT_NOT_FOUND, %KVF_ERR_INVALID_PARAMS (bad
+ * replica_num), %KVF_ERR_NOT_ENOUGH_SEGMENTS, %KVF_ERR_SEGMENT_NOT_FOUND (an
+ * unknown preferred segment), plus the common ones above.
+ *
+ * Context: any thread; never blocks on I/O.
+ */
+int kvf_batch_put_start(struct kvf_engine *engine, uint64_t client_id,
+			const struct kvf_key *keys, const uint64_t *sizes,
+			size_t n, const struct kvf_put_config *cfg,
+			struct kvf_replicas *out, enum kvf_status *status);
+
+/**
+ * kvf_batch_put_end() - mark puts complete; the objects become readable.
+ * @engine: the engine.
+ * @client_id: must be the client that started each put.
+ * @keys: @n keys.
+ * @n: batch size.
+ * @status: @n per-item statuses.
+ *
+ * Item errors: %KVF_ERR_OBJECT_NOT_FOUND (no processing put),
+ * %KVF_ERR_ILLEGAL_CLIENT, %KVF_ERR_OBJECT_ALREADY_EXISTS (already ended).
+ * Journaled: with %KVF_DURABILITY_STRICT it returns after the sync.
+ *
+ * Context: any thread; may block on the journal.
+ */
+int kvf_batch_put_end(struct kvf_engine *engine, uint64_t client_id,
+		      const struct kvf_key *keys, size_t n,
+		      enum kvf_status *status);
+
+/**
+ * kvf_batch_put_revoke() - abandon started puts and free their buffers.
+ * @engine: the engine.
+ * @client_id: must be the client that started each put.
+ * @keys: @n keys.
+ * @n: batch size.
+ * @status: @n per-item statuses.
+ *
+ * Item errors as for kvf_batch_put_end().
+ * Context: any thread; never blocks on I/O.
+ */
+int kvf_batch_put_revoke(struct kvf_engine *engine, uint64_t client_id,
+			 const struct kvf_key *keys, size_t n,
+			 enum kvf_status *status);
+
+/**
+ * kvf_batch_get() - replica descriptors of complete objects, with a lease.
+ * @engine: the engine.
+ * @keys: @n keys.
+ * @n: batch size.
+ * @out: @n replica lists, filled for items whose status is %KVF_OK.
+ * @status: @n per-item statuses.
+ * @lease_ttl_ms: if not NULL, receives the lease granted (ms).
+ *
+ * Grants or extends each found object's lease to now + lease TTL (never
+ * shortens it). A leased object is not evicted, nor removed without force.
+ *
+ * Item errors: %KVF_ERR_OBJECT_NOT_FOUND (absent or still processing).
+ * Context: any thread; RCU reader; lock-free, never blocks.
+ */
+int kvf_batch_get(struct kvf_engine *engine, const struct kvf_key *keys,
+		  size_t n, struct kvf_replicas *out, enum kvf_status *status,
+		  uint64_t *lease_ttl_ms);
+
+/**
+ * kvf_batch_exist() - which keys name complete objects; extends leases.
+ * @engine: the engine.
+ * @keys: @n keys.
+ * @n: batch size.
+ * @status: @n per-item: %KVF_OK (exists) or %KVF_ERR_OBJECT_NOT_FOUND.
+ *
+ * Context: any thread; RCU reader; lock-free, never blocks.
+ */
+int kvf_batch_exist(struct kvf_engine *engine, const struct kvf_key *keys,
+		    size_t n, enum kvf_status *status);
+
+/**
+ * kvf_batch_remove() - remove complete objects and free their buffers.
+ * @engine: the engine.
+ * @keys: @n keys.
+ * @n: batch size.
+ * @force: remove even if leased or pinned.
+ * @status: @n per-item statuses.
+ *
+ * Item errors: %KVF_ERR_OBJECT_NOT_FOUND, %KVF_ERR_OBJECT_NOT_READY
+ * (processing: use revoke), %KVF_ERR_OBJECT_HAS_LEASE and
+ * %KVF_ERR_OBJECT_PINNED (hard pin) without @force. Journaled.
+ *
+ * Context: any thread; may block on the journal.
+ */
+int kvf_batch_remove(struct kvf_engine *engine, const struct kvf_key *keys,
+		     size_t n, bool force, enum kvf_status *status);
+
+/**
+ * kvf_remove_all() - remove every complete object (leased and hard-pinned
+ * ones only with @force).
+ * @engine: the engine.
+ * @force: also leased and pinned objects.
+ * @removed: if not NULL, receives how many were removed.
+ *
+ * Context: any thread; visits the whole index (readers are not stalled);
+ * may block on the journal.
+ * Return: %KVF_OK or a journal error.
+ */
+int kvf_remove_all(struct kvf_engine *engine, bool force, uint64_t *removed);
+
+/**
+ * kvf_remove_prefix() - remove complete objects whose key starts with
+ * @prefix (leased and hard-pinned ones only with @force).
+ * @engine: the engine.
+ * @prefix: the prefix; an empty prefix is refused (use kvf_remove_all()).
+ * @force: also leased and pinned objects.
+ * @removed: if not NULL, receives how many were removed.
+ *
+ * Context: as kvf_remove_all().
+ * Return: %KVF_OK, %KVF_ERR_INVALID_KEY, or a journal error.
+ */
+int kvf_remove_prefix(struct kvf_engine *engine, const struct kvf_key *prefix,
+		      bool force, uint64_t *removed);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KVFORGE_BATCH_H */

@@ -1,0 +1,230 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * kvforge/engine.h - opening, configuring and driving an engine.
+ *
+ * An engine is the metadata state of one store master: clients, their
+ * mounted segments, and the objects whose replicas live in them. Every
+ * public call is thread-safe; any number of threads may call any operation
+ * at the same time.
+ *
+ * RCU and threads: lookups run inside liburcu (urcu-memb flavour) read-side
+ * critical sections. A thread is registered with RCU either explicitly with
+ * kvf_thread_register() or transparently on its first engine call; in both
+ * cases it is unregistered automatically when it exits. A thread that never
+ * registers cannot corrupt anything: the engine registers it on demand.
+ */
+#ifndef KVFORGE_ENGINE_H
+#define KVFORGE_ENGINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <kvforge/status.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct kvf_engine;
+struct kvf_profiler;
+
+/** enum kvf_durability - how metadata mutations are journaled. */
+enum kvf_durability {
+	/** Commit without sync, sync every @sync_interval_ms (default). */
+	KVF_DURABILITY_BOUNDED = 0,
+	/** A batch returns after its transaction is synced to disk. */
+	KVF_DURABILITY_STRICT = 1,
+	/** Memory only; no data directory is needed. */
+	KVF_DURABILITY_NONE = 2,
+};
+
+/** enum kvf_placement_strategy - how replicas are placed in segments. */
+enum kvf_placement_strategy {
+	/** Only segments whose largest free region fits; best fit (default). */
+	KVF_PLACEMENT_FRAGMENTATION_AWARE = 0,
+	/** Walk from a random segment, distinct segments (upstream default). */
+	KVF_PLACEMENT_RANDOM = 1,
+	/** Sample segments, prefer the highest free ratio, else random. */
+	KVF_PLACEMENT_FREE_RATIO_FIRST = 2,
+};
+
+/** enum kvf_index_kind - implementation of the metadata index. */
+enum kvf_index_kind {
+	/** liburcu's cds_lfht (split-ordered lists). */
+	KVF_INDEX_LFHT = 0,
+	/** KVForge's bucketized, prefetch-pipelined RCU hash. */
+	KVF_INDEX_BUCKET = 1,
+};
+
+/**
+ * typedef kvf_clock_fn - a monotonic clock in nanoseconds.
+ *
+ * Injected through &struct kvf_config so time rules (leases, client TTL,
+ * put timeouts) can be tested without sleeping. Must be thread-safe and
+ * never go backwards.
+ */
+typedef uint64_t (*kvf_clock_fn)(void *ctx);
+
+/**
+ * struct kvf_config - engine configuration.
+ *
+ * Always start from kvf_config_init(), which fills the documented defaults,
+ * then change what you need.
+ */
+struct kvf_config {
+	/** Journal directory (created if missing). NULL only with
+	 *  %KVF_DURABILITY_NONE. Default NULL. */
+	const char *data_dir;
+	/** Default %KVF_DURABILITY_NONE when @data_dir is NULL. */
+	enum kvf_durability durability;
+	/** Sync period for %KVF_DURABILITY_BOUNDED, ms. Default 10. */
+	uint32_t sync_interval_ms;
+	/** Read lease granted by get/exist, ms. Default 10000. */
+	uint64_t lease_ttl_ms;
+	/** A client silent this long is dead, ms. Default 10000. */
+	uint64_t client_ttl_ms;
+	/** A put processing this long may be pre-empted, ms. Default 30000. */
+	uint64_t put_discard_timeout_ms;
+	/** Buffers of a pre-empted put are freed after this, ms. Default 600000. */
+	uint64_t put_release_timeout_ms;
+	/** Soft pin lifetime, ms. Default 1800000 (30 min). */
+	uint64_t soft_pin_ttl_ms;
+	/** Longest key accepted, bytes. Default 4096, at most 65535. */
+	uint32_t max_key_len;
+	/** Most items in one batch call. Default 65536. */
+	uint32_t max_batch;
+	/** Objects to presize the index for. Default 65536. */
+	uint64_t expected_objects;
+	/** Allocation alignment in segments, a power of two. Default 64. */
+	uint64_t alloc_alignment;
+	/** Replica placement. Default %KVF_PLACEMENT_FRAGMENTATION_AWARE. */
+	enum kvf_placement_strategy placement;
+	/** Index implementation. Default %KVF_INDEX_LFHT. */
+	enum kvf_index_kind index;
+	/** Eviction starts above this used/total ratio. Default 0.90. */
+	double eviction_high_watermark;
+	/** Fraction of capacity one eviction pass frees. Default 0.05. */
+	double eviction_ratio;
+	/** Run housekeeping (expiry, eviction, deferred frees) on an
+	 *  engine-owned thread. If false, call kvf_engine_tick(). Default true. */
+	bool background;
+	/** Period of the background thread, ms. Default 100. */
+	uint32_t tick_interval_ms;
+	/** Clock; NULL means CLOCK_MONOTONIC. */
+	kvf_clock_fn clock;
+	/** Argument passed to @clock. */
+	void *clock_ctx;
+	/** Seed for placement randomness; 0 picks one from the clock. */
+	uint64_t seed;
+};
+
+/** struct kvf_engine_stats - a consistent-enough snapshot of counters. */
+struct kvf_engine_stats {
+	uint64_t objects;          /**< complete objects */
+	uint64_t processing;       /**< puts started, not ended */
+	uint64_t clients;          /**< known clients */
+	uint64_t segments;         /**< mounted segments */
+	uint64_t capacity_bytes;   /**< sum of mounted segment sizes */
+	uint64_t used_bytes;       /**< allocated in all segments */
+	uint64_t deferred_frees;   /**< pre-empted buffers awaiting release */
+	uint64_t evicted_objects;  /**< since open */
+	uint64_t expired_clients;  /**< since open */
+	uint64_t recovered_objects; /**< restored from the journal at open */
+	uint64_t recovery_ns;      /**< time spent recovering at open */
+};
+
+/**
+ * kvf_config_init() - fill @cfg with the documented defaults.
+ * @cfg: configuration to initialise.
+ *
+ * Context: any thread; never blocks.
+ */
+void kvf_config_init(struct kvf_config *cfg);
+
+/**
+ * kvf_engine_open() - create an engine, recovering the journal if present.
+ * @cfg: configuration; copied (strings included), the caller keeps it.
+ * @out: receives the engine on success; untouched on failure.
+ *
+ * With a @data_dir holding a journal, rebuilds clients, segments,
+ * allocators and objects before returning.
+ *
+ * Context: may block (disk I/O, thread creation). Registers the calling
+ * thread with RCU.
+ * Return: %KVF_OK, %KVF_ERR_INVALID_ARGUMENT for a bad configuration,
+ * %KVF_ERR_JOURNAL_VERSION / %KVF_ERR_JOURNAL_CORRUPT for a directory it
+ * refuses, %KVF_ERR_IO, %KVF_ERR_NO_MEMORY.
+ */
+int kvf_engine_open(const struct kvf_config *cfg, struct kvf_engine **out);
+
+/**
+ * kvf_engine_close() - stop background work, flush the journal, free all.
+ * @engine: engine to close; NULL is ignored.
+ *
+ * No other thread may use @engine during or after this call.
+ * Context: blocks (joins threads, syncs the journal, waits for RCU).
+ */
+void kvf_engine_close(struct kvf_engine *engine);
+
+/**
+ * kvf_engine_tick() - run one round of housekeeping now.
+ * @engine: the engine.
+ *
+ * Expires silent clients, runs eviction if needed, and releases the buffers
+ * of pre-empted puts whose release timeout passed. The background thread
+ * (when &kvf_config.background) calls this periodically; embedders that
+ * drive their own loop call it themselves. Safe to call concurrently with
+ * every other operation, including another tick.
+ *
+ * Context: may block briefly (journal, RCU grace period).
+ * Return: %KVF_OK or a journal error.
+ */
+int kvf_engine_tick(struct kvf_engine *engine);
+
+/**
+ * kvf_engine_get_stats() - read the engine's counters.
+ * @engine: the engine.
+ * @stats: filled on return.
+ *
+ * Context: any thread; lock-free, never blocks.
+ * Return: %KVF_OK or %KVF_ERR_INVALID_ARGUMENT.
+ */
+int kvf_engine_get_stats(struct kvf_engine *engine,
+			 struct kvf_engine_stats *stats);
+
+/**
+ * kvf_engine_profiler() - the engine's per-stage profiler.
+ * @engine: the engine.
+ *
+ * Return: the profiler owned by @engine (see kvforge/profile.h); valid
+ * until kvf_engine_close().
+ */
+struct kvf_profiler *kvf_engine_profiler(struct kvf_engine *engine);
+
+/**
+ * kvf_thread_register() - register the calling thread with RCU.
+ *
+ * Optional: every engine call registers its thread on first use. A
+ * registered thread is unregistered automatically at thread exit. Calling
+ * it twice is harmless.
+ *
+ * Context: any thread; may block briefly (takes liburcu's registry lock).
+ * Return: %KVF_OK.
+ */
+int kvf_thread_register(void);
+
+/**
+ * kvf_thread_unregister() - unregister the calling thread from RCU now.
+ *
+ * Optional; harmless if the thread is not registered. The thread may call
+ * the engine again later (it will be registered again).
+ *
+ * Context: must not be called inside an engine call.
+ */
+void kvf_thread_unregister(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KVFORGE_ENGINE_H */

@@ -1,0 +1,123 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * kvforge/segment.h - clients and the memory segments they lend the pool.
+ *
+ * A client is known from its first segment mount until it is expired
+ * (silent for &kvf_config.client_ttl_ms) or unregistered. The engine never
+ * touches segment memory: it only hands out (segment, address, size)
+ * descriptors inside [base, base + size).
+ */
+#ifndef KVFORGE_SEGMENT_H
+#define KVFORGE_SEGMENT_H
+
+#include <stdint.h>
+
+#include <kvforge/engine.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Longest segment name and transport endpoint, bytes (NUL excluded). */
+#define KVF_SEGMENT_NAME_MAX 127
+#define KVF_ENDPOINT_MAX 127
+
+/**
+ * struct kvf_segment_desc - a segment to mount.
+ * @id: caller-chosen identifier, unique in the engine, non-zero.
+ * @name: NUL-terminated, at most %KVF_SEGMENT_NAME_MAX bytes.
+ * @base: first address of the segment in the client's address space.
+ * @size: bytes; at least 1 MiB.
+ * @endpoint: transport endpoint ("host:port" or RDMA GID), may be empty.
+ */
+struct kvf_segment_desc {
+	uint64_t id;
+	const char *name;
+	uint64_t base;
+	uint64_t size;
+	const char *endpoint;
+};
+
+/** struct kvf_segment_info - what kvf_segment_query() reports. */
+struct kvf_segment_info {
+	uint64_t id;
+	uint64_t client_id;
+	uint64_t base;
+	uint64_t size;
+	uint64_t used_bytes;
+	uint64_t free_bytes;
+	uint64_t largest_free;
+	char name[KVF_SEGMENT_NAME_MAX + 1];
+	char endpoint[KVF_ENDPOINT_MAX + 1];
+};
+
+/**
+ * kvf_segment_mount() - lend a segment to the pool.
+ * @engine: the engine.
+ * @client_id: owner; non-zero. An unknown client becomes known.
+ * @seg: description; strings are copied.
+ *
+ * Also counts as a heartbeat of @client_id. Journaled.
+ *
+ * Context: any thread; may block (journal, RCU grace period).
+ * Return: %KVF_OK, %KVF_ERR_SEGMENT_EXISTS (same id mounted),
+ * %KVF_ERR_INVALID_PARAMS (size below 1 MiB, base+size overflows, name or
+ * endpoint too long, zero ids), %KVF_ERR_NO_MEMORY, a journal error.
+ */
+int kvf_segment_mount(struct kvf_engine *engine, uint64_t client_id,
+		      const struct kvf_segment_desc *seg);
+
+/**
+ * kvf_segment_unmount() - withdraw a segment; drop every replica in it.
+ * @engine: the engine.
+ * @client_id: the owner that mounted it.
+ * @segment_id: the segment.
+ *
+ * Replicas in the segment disappear from their objects; an object left
+ * with no replica is removed (leases notwithstanding: its memory is gone).
+ * Readers never see a replica in the segment after this returns.
+ *
+ * Context: any thread; blocks for RCU grace periods and the journal.
+ * Return: %KVF_OK, %KVF_ERR_SEGMENT_NOT_FOUND, %KVF_ERR_ILLEGAL_CLIENT
+ * (another client owns it), a journal error.
+ */
+int kvf_segment_unmount(struct kvf_engine *engine, uint64_t client_id,
+			uint64_t segment_id);
+
+/**
+ * kvf_segment_query() - describe a mounted segment.
+ * @engine: the engine.
+ * @segment_id: the segment.
+ * @info: filled on success.
+ *
+ * Context: any thread; lock-free.
+ * Return: %KVF_OK or %KVF_ERR_SEGMENT_NOT_FOUND.
+ */
+int kvf_segment_query(struct kvf_engine *engine, uint64_t segment_id,
+		      struct kvf_segment_info *info);
+
+/**
+ * kvf_client_heartbeat() - a client says it is alive.
+ * @engine: the engine.
+ * @client_id: the client.
+ *
+ * Context: any thread; lock-free, never blocks.
+ * Return: %KVF_OK or %KVF_ERR_CLIENT_NOT_FOUND (never mounted, or expired:
+ * the client should mount its segments again).
+ */
+int kvf_client_heartbeat(struct kvf_engine *engine, uint64_t client_id);
+
+/**
+ * kvf_client_unregister() - a client leaves: unmount all its segments.
+ * @engine: the engine.
+ * @client_id: the client.
+ *
+ * Context: any thread; blocks like kvf_segment_unmount().
+ * Return: %KVF_OK, %KVF_ERR_CLIENT_NOT_FOUND, a journal error.
+ */
+int kvf_client_unregister(struct kvf_engine *engine, uint64_t client_id);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KVFORGE_SEGMENT_H */

@@ -1,0 +1,114 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * metadata/index.h - the narrow interface of the object index.
+ *
+ * Maps keys to &struct kvf__object records. Implementations: cds_lfht
+ * (index_lfht.c) and the bucketized pipelined hash (index_bucket.c); the
+ * engine picks one from &kvf_config.index. The index never allocates or
+ * frees records: the engine owns them, and frees an unpublished record only
+ * after an RCU grace period.
+ *
+ * Concurrency contract, for every implementation:
+ *  - all calls except create/destroy are made by RCU-registered threads
+ *    *inside* a read-side critical section;
+ *  - lookups take no lock and never wait for writers;
+ *  - insert/replace/remove may run concurrently with each other and with
+ *    lookups; a record returned by a lookup stays valid until the caller
+ *    leaves its read-side section;
+ *  - @hash is kvf__key_hash() of the key; records carry it in ->hash.
+ */
+#ifndef KVF_METADATA_INDEX_H
+#define KVF_METADATA_INDEX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <kvforge/batch.h>
+
+#include "metadata/object.h"
+
+struct kvf__index;
+
+/* Called for each record by foreach; may remove or replace that record. */
+typedef void (*kvf__index_visit_fn)(struct kvf__object *o, void *arg);
+
+struct kvf__index_ops {
+	const char *name;
+	/* Presize for @expected records. Returns KVF_OK or KVF_ERR_NO_MEMORY. */
+	int (*create)(uint64_t expected, struct kvf__index **out);
+	/* The index must be empty and no reader may remain. */
+	void (*destroy)(struct kvf__index *idx);
+	/*
+	 * For each i < n: out[i] = the record whose key equals keys[i] (in any
+	 * state), or NULL. hashes[i] = kvf__key_hash(keys[i]).
+	 */
+	void (*lookup_batch)(struct kvf__index *idx, size_t n,
+			     const uint64_t *hashes, const struct kvf_key *keys,
+			     struct kvf__object **out);
+	/* Insert @o unless its key is present: NULL, or the existing record. */
+	struct kvf__object *(*insert_unique)(struct kvf__index *idx,
+					     struct kvf__object *o);
+	/* Swap @old (same key) for @new. KVF_OK or KVF_ERR_OBJECT_NOT_FOUND. */
+	int (*replace)(struct kvf__index *idx, struct kvf__object *old,
+		       struct kvf__object *new_obj);
+	/* Unlink @o. KVF_OK or KVF_ERR_OBJECT_NOT_FOUND (already gone). */
+	int (*remove)(struct kvf__index *idx, struct kvf__object *o);
+	/* Visit every record present at the start and not removed since. */
+	void (*foreach)(struct kvf__index *idx, kvf__index_visit_fn fn,
+			void *arg);
+	/* Approximate number of records. */
+	uint64_t (*count)(struct kvf__index *idx);
+};
+
+/* Every implementation's object starts with this. */
+struct kvf__index {
+	const struct kvf__index_ops *ops;
+};
+
+extern const struct kvf__index_ops kvf__index_lfht_ops;
+extern const struct kvf__index_ops kvf__index_bucket_ops;
+
+static inline void kvf__index_lookup_batch(struct kvf__index *idx, size_t n,
+					   const uint64_t *hashes,
+					   const struct kvf_key *keys,
+					   struct kvf__object **out)
+{
+	idx->ops->lookup_batch(idx, n, hashes, keys, out);
+}
+
+static inline struct kvf__object *
+kvf__index_insert_unique(struct kvf__index *idx, struct kvf__object *o)
+{
+	return idx->ops->insert_unique(idx, o);
+}
+
+static inline int kvf__index_replace(struct kvf__index *idx,
+				     struct kvf__object *old,
+				     struct kvf__object *new_obj)
+{
+	return idx->ops->replace(idx, old, new_obj);
+}
+
+static inline int kvf__index_remove(struct kvf__index *idx,
+				    struct kvf__object *o)
+{
+	return idx->ops->remove(idx, o);
+}
+
+static inline void kvf__index_foreach(struct kvf__index *idx,
+				      kvf__index_visit_fn fn, void *arg)
+{
+	idx->ops->foreach(idx, fn, arg);
+}
+
+static inline uint64_t kvf__index_count(struct kvf__index *idx)
+{
+	return idx->ops->count(idx);
+}
+
+static inline void kvf__index_destroy(struct kvf__index *idx)
+{
+	idx->ops->destroy(idx);
+}
+
+#endif /* KVF_METADATA_INDEX_H */

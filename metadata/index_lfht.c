@@ -1,0 +1,186 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * metadata/index_lfht.c - the object index on liburcu's cds_lfht.
+ *
+ * Design: records embed a cds_lfht_node (union kvf__index_hook); the table
+ * is presized to the expected count and created with AUTO_RESIZE together
+ * with ACCOUNTING (AUTO_RESIZE alone lagged for seconds after a bulk load
+ * on these machines). Lookups run under the caller's RCU read lock and take
+ * no lock; add_unique/replace/del are lock-free. The split-ordered list
+ * hides its buckets, so lookup_batch is a plain loop: this is the baseline
+ * the bucketized index is measured against.
+ *
+ * Destroy needs an empty table (cds_lfht_destroy refuses a non-empty
+ * auto-resize table with -EPERM); the engine removes everything first.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <kvforge/status.h>
+
+#include "engine/die.h"
+#include "engine/rcu.h"
+#include "metadata/index.h"
+
+struct lfht_index {
+	struct kvf__index base;
+	struct cds_lfht *ht;
+};
+
+static struct cds_lfht *table_of(struct kvf__index *idx)
+{
+	return caa_container_of(idx, struct lfht_index, base)->ht;
+}
+
+static struct kvf__object *object_of(struct cds_lfht_node *node)
+{
+	return caa_container_of(node, struct kvf__object, hook.lfht);
+}
+
+struct key_ref {
+	const char *data;
+	size_t len;
+};
+
+static int match_key(struct cds_lfht_node *node, const void *arg)
+{
+	const struct key_ref *k = arg;
+	const struct kvf__object *o = object_of(node);
+
+	return o->key_len == k->len &&
+	       memcmp(kvf__object_key(o), k->data, k->len) == 0;
+}
+
+static unsigned long table_size_for(uint64_t expected)
+{
+	unsigned long size = 1;
+
+	/* Power of two at or above expected / 0.75, at least 1024. */
+	expected = expected + expected / 3;
+	while (size < expected && size < (1UL << 40))
+		size <<= 1;
+	return size < 1024 ? 1024 : size;
+}
+
+static int lfht_create(uint64_t expected, struct kvf__index **out)
+{
+	struct lfht_index *li = calloc(1, sizeof(*li));
+
+	if (!li)
+		return KVF_ERR_NO_MEMORY;
+	li->base.ops = &kvf__index_lfht_ops;
+	li->ht = cds_lfht_new_flavor(table_size_for(expected), 1024, 0,
+				     CDS_LFHT_AUTO_RESIZE | CDS_LFHT_ACCOUNTING,
+				     kvf__rcu_flavor(), NULL);
+	if (!li->ht) {
+		free(li);
+		return KVF_ERR_NO_MEMORY;
+	}
+	*out = &li->base;
+	return KVF_OK;
+}
+
+static void lfht_destroy(struct kvf__index *idx)
+{
+	struct lfht_index *li = caa_container_of(idx, struct lfht_index, base);
+	int ret;
+
+	if (!idx)
+		return;
+	ret = cds_lfht_destroy(li->ht, NULL);
+	if (ret)
+		kvf__die("cds_lfht_destroy: %d (index not empty?)", ret);
+	free(li);
+}
+
+static void lfht_lookup_batch(struct kvf__index *idx, size_t n,
+			      const uint64_t *hashes, const struct kvf_key *keys,
+			      struct kvf__object **out)
+{
+	struct cds_lfht *ht = table_of(idx);
+
+	for (size_t i = 0; i < n; i++) {
+		struct key_ref k = { keys[i].data, keys[i].len };
+		struct cds_lfht_iter iter;
+		struct cds_lfht_node *node;
+
+		cds_lfht_lookup(ht, (unsigned long)hashes[i], match_key, &k,
+				&iter);
+		node = cds_lfht_iter_get_node(&iter);
+		out[i] = node ? object_of(node) : NULL;
+		if (out[i])
+			kvf__tsan_acquire(out[i]);
+	}
+}
+
+static struct kvf__object *lfht_insert_unique(struct kvf__index *idx,
+					      struct kvf__object *o)
+{
+	struct key_ref k = { kvf__object_key(o), o->key_len };
+	struct cds_lfht_node *node;
+
+	kvf__tsan_release(o);
+	node = cds_lfht_add_unique(table_of(idx), (unsigned long)o->hash,
+				   match_key, &k, &o->hook.lfht);
+	if (node == &o->hook.lfht)
+		return NULL;
+	kvf__tsan_acquire(object_of(node));
+	return object_of(node);
+}
+
+static int lfht_replace(struct kvf__index *idx, struct kvf__object *old,
+			struct kvf__object *new_obj)
+{
+	struct key_ref k = { kvf__object_key(new_obj), new_obj->key_len };
+	struct cds_lfht_iter old_pos = { .node = &old->hook.lfht };
+
+	kvf__tsan_release(new_obj);
+	if (cds_lfht_replace(table_of(idx), &old_pos,
+			     (unsigned long)new_obj->hash, match_key, &k,
+			     &new_obj->hook.lfht))
+		return KVF_ERR_OBJECT_NOT_FOUND;
+	return KVF_OK;
+}
+
+static int lfht_remove(struct kvf__index *idx, struct kvf__object *o)
+{
+	return cds_lfht_del(table_of(idx), &o->hook.lfht) ?
+		       KVF_ERR_OBJECT_NOT_FOUND :
+		       KVF_OK;
+}
+
+static void lfht_foreach(struct kvf__index *idx, kvf__index_visit_fn fn,
+			 void *arg)
+{
+	struct cds_lfht_iter iter;
+	struct cds_lfht_node *node;
+
+	cds_lfht_for_each(table_of(idx), &iter, node) {
+		kvf__tsan_acquire(object_of(node));
+		fn(object_of(node), arg);
+	}
+}
+
+static uint64_t lfht_count(struct kvf__index *idx)
+{
+	long before, after;
+	unsigned long count;
+
+	cds_lfht_count_nodes(table_of(idx), &before, &count, &after);
+	return count;
+}
+
+const struct kvf__index_ops kvf__index_lfht_ops = {
+	.name = "lfht",
+	.create = lfht_create,
+	.destroy = lfht_destroy,
+	.lookup_batch = lfht_lookup_batch,
+	.insert_unique = lfht_insert_unique,
+	.replace = lfht_replace,
+	.remove = lfht_remove,
+	.foreach = lfht_foreach,
+	.count = lfht_count,
+};

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# The whole test suite, as CI runs it: make check plain, then under
+# AddressSanitizer + UndefinedBehaviorSanitizer, then the concurrency tests
+# under ThreadSanitizer. Warnings are errors. Set KVF_TEST_TIERS to a subset
+# of "plain asan tsan" to run fewer.
+set -euo pipefail
+. "$(dirname "$0")/setup.sh"
+kvf_install_deps
+kvf_bootstrap
+
+tiers=${KVF_TEST_TIERS:-plain asan tsan}
+failed=()
+
+run_tier() {
+	local name=$1 dir=$2
+	shift 2
+	kvf_log "tier $name"
+	if ! kvf_build "$dir" "$@"; then
+		failed+=("$name (build)")
+		return
+	fi
+	if ! make -C "$KVF_TOP/$dir" -j"$KVF_JOBS" check; then
+		failed+=("$name")
+		find "$KVF_TOP/$dir/tests" -name '*.log' -newer "$KVF_TOP/$dir/Makefile" \
+			-exec grep -l -E '^(FAIL|ERROR)' {} + 2>/dev/null |
+			while read -r f; do kvf_log "$f"; tail -40 "${f%.trs}.log"; done
+	fi
+}
+
+for t in $tiers; do
+	case $t in
+	plain) run_tier plain build ;;
+	asan) run_tier asan build-asan --enable-sanitizers=address,undefined ;;
+	tsan) run_tier tsan build-tsan --enable-sanitizers=thread ;;
+	*) kvf_log "unknown tier $t"; exit 2 ;;
+	esac
+done
+
+if [ ${#failed[@]} -ne 0 ]; then
+	kvf_log "FAILED tiers: ${failed[*]}"
+	exit 1
+fi
+kvf_log "all tiers passed: $tiers"

@@ -1,0 +1,2 @@
+# SPDX-License-Identifier: MIT
+EXTRA_DIST += tests/unit/helpers.h
