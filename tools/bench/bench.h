@@ -1,0 +1,84 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tools/bench/bench.h - the kvforge-bench framework.
+ *
+ * A workload is a function that reads the parsed options and records named
+ * results; main.c renders them as a table or as one JSON object:
+ *   {"workload": ..., "config": {...}, "results": {...}, <extras>}
+ * A result is (group, metric, value): with a group it lands at
+ * results.<group>.<metric>, without one at results.<metric>. Extras are
+ * top-level numbers (e.g. bytes_per_object).
+ */
+#ifndef KVF_TOOLS_BENCH_H
+#define KVF_TOOLS_BENCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <kvforge.h>
+
+struct bench_opts {
+	const char *workload;
+	uint64_t objects;        /* --objects, default 1000000 */
+	uint32_t batch;          /* --batch, default 128 */
+	uint32_t threads;        /* --threads, default 1 */
+	uint64_t seed;           /* --seed, default 42 */
+	uint32_t rounds;         /* --rounds, default 3 (workload-specific) */
+	enum kvf_durability durability; /* --durability none|bounded|strict */
+	bool durability_set;     /* --durability was given */
+	enum kvf_index_kind index;      /* --index lfht|bucket */
+	enum kvf_placement_strategy placement; /* --placement ... */
+	const char *data_dir;    /* --data-dir; default ./kvforge-data */
+	bool json;               /* --json */
+	bool profile;            /* --profile */
+	bool keep_data;          /* --keep-data: do not wipe data_dir first */
+	int argc;                /* unparsed, workload-specific arguments */
+	char **argv;
+};
+
+struct bench_results;
+
+/* Record results.<group>.<metric> = value (group may be NULL). */
+void bench_result(struct bench_results *r, const char *group,
+		  const char *metric, double value);
+/* Record a top-level number next to "results". */
+void bench_extra(struct bench_results *r, const char *name, double value);
+/* Record a config entry shown under "config" (string value). */
+void bench_config(struct bench_results *r, const char *name,
+		  const char *value);
+/* Attach the engine whose profile --profile prints (may be NULL). */
+void bench_attach_profile(struct bench_results *r, struct kvf_profiler *p);
+/* Text printed verbatim after the table (not in JSON); may be NULL. */
+void bench_note(struct bench_results *r, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* Helpers shared by workloads. */
+uint64_t bench_now_ns(void);
+uint64_t bench_rss_bytes(void);
+/* xorshift64*; state must be non-zero. */
+uint64_t bench_rand(uint64_t *state);
+/* Sorts @v in place and returns the q-quantile (0..1) of n values. */
+double bench_quantile(double *v, size_t n, double q);
+/* Fill buf with a HiCache-shaped key: 64 hex chars + "_<rank>_k|v". */
+size_t bench_hicache_key(char *buf, size_t cap, uint64_t id);
+/* Default engine config from the options (durability, index, ...). */
+void bench_engine_config(const struct bench_opts *o, struct kvf_config *cfg);
+/* Remove a data directory's journal files (unless --keep-data). */
+void bench_wipe_dir(const struct bench_opts *o, const char *dir);
+
+typedef int (*bench_workload_fn)(const struct bench_opts *o,
+				 struct bench_results *r);
+
+struct bench_workload {
+	const char *name;
+	const char *help;
+	bench_workload_fn run;
+};
+
+/* Workloads (one file each). */
+int bench_hicache(const struct bench_opts *o, struct bench_results *r);
+int bench_placement(const struct bench_opts *o, struct bench_results *r);
+
+#endif /* KVF_TOOLS_BENCH_H */
