@@ -1,1 +1,17 @@
 # SPDX-License-Identifier: MIT
+libkvforge_core_la_SOURCES += alloc/segalloc.h alloc/segalloc.c \
+	alloc/placement.h alloc/placement.c
+
+if HAVE_CMOCKA
+check_PROGRAMS += tests/unit/test_segalloc tests/unit/test_placement \
+	tests/stress/test_segalloc_concurrent
+UNIT_TESTS += tests/unit/test_segalloc tests/unit/test_placement
+CONCURRENCY_TESTS += tests/stress/test_segalloc_concurrent
+
+tests_unit_test_segalloc_CFLAGS = $(KVF_TEST_CFLAGS)
+tests_unit_test_segalloc_LDADD = $(KVF_TEST_LIBS)
+tests_unit_test_placement_CFLAGS = $(KVF_TEST_CFLAGS)
+tests_unit_test_placement_LDADD = $(KVF_TEST_LIBS)
+tests_stress_test_segalloc_concurrent_CFLAGS = $(KVF_TEST_CFLAGS)
+tests_stress_test_segalloc_concurrent_LDADD = $(KVF_TEST_LIBS)
+endif

@@ -11,6 +11,8 @@
 #ifndef KVF_ALLOC_SEGALLOC_H
 #define KVF_ALLOC_SEGALLOC_H
 
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 struct kvf__segalloc;
@@ -50,5 +52,86 @@ uint64_t kvf__segalloc_largest_free(const struct kvf__segalloc *a);
 
 /* The segment size given at create. */
 uint64_t kvf__segalloc_size(const struct kvf__segalloc *a);
+
+/*
+ * kvf__segalloc_reserve() - mark exactly [@offset, @offset + @size) used, as
+ * if alloc had returned it (journal recovery rebuilds allocators from the
+ * recorded replicas). @offset must be aligned; @size is rounded up to the
+ * alignment like alloc does, and the range is released with
+ * kvf__segalloc_free(a, @offset, @size). Returns KVF_OK,
+ * KVF_ERR_INVALID_PARAMS (size 0, unaligned offset, outside the segment),
+ * KVF_ERR_NO_SPACE (some part of the range is not free) or
+ * KVF_ERR_NO_MEMORY. O(log n), takes the allocator's lock.
+ */
+int kvf__segalloc_reserve(struct kvf__segalloc *a, uint64_t offset,
+			  uint64_t size);
+
+/*
+ * Bytes handed out (sizes rounded up to the alignment), exact, lock-free:
+ * kvf__segalloc_capacity() - kvf__segalloc_free_bytes().
+ */
+uint64_t kvf__segalloc_used_bytes(const struct kvf__segalloc *a);
+
+/*
+ * Bytes the allocator manages: the segment size rounded down to the
+ * alignment (an unaligned tail, shorter than the alignment, is never used).
+ */
+uint64_t kvf__segalloc_capacity(const struct kvf__segalloc *a);
+
+/* The alignment given at create. */
+uint64_t kvf__segalloc_alignment(const struct kvf__segalloc *a);
+
+/* Live allocations (alloc + reserve - free), exact, lock-free. */
+uint64_t kvf__segalloc_nr_allocs(const struct kvf__segalloc *a);
+
+/*
+ * The published part of an allocator: the first member of every struct
+ * kvf__segalloc, written (release) by the lock holder after each change and
+ * read here without the lock. Placement reads it inline for many segments
+ * per call, so it must not cost a function call. Read it only through the
+ * helpers below.
+ */
+struct kvf__segalloc_pub {
+	_Atomic uint64_t free_bytes;
+	_Atomic uint64_t largest_free;
+	uint64_t align_mask;          /* alignment - 1, constant */
+	uint64_t capacity;            /* managed bytes, constant */
+};
+
+static inline const struct kvf__segalloc_pub *
+kvf__segalloc_pub(const struct kvf__segalloc *a)
+{
+	return (const struct kvf__segalloc_pub *)(const void *)a;
+}
+
+/*
+ * kvf__segalloc_may_fit() - lock-free hint: could alloc(@size) succeed now?
+ * True iff the largest free region holds @size rounded up to the alignment.
+ * The answer may be stale by the time alloc runs.
+ */
+static inline bool kvf__segalloc_may_fit(const struct kvf__segalloc *a,
+					 uint64_t size)
+{
+	const struct kvf__segalloc_pub *p = kvf__segalloc_pub(a);
+	uint64_t need = (size + p->align_mask) & ~p->align_mask;
+
+	return need >= size &&
+	       atomic_load_explicit(&p->largest_free, memory_order_relaxed) >=
+		       need;
+}
+
+/* Inline kvf__segalloc_largest_free() for hot loops. */
+static inline uint64_t kvf__segalloc_largest_fast(const struct kvf__segalloc *a)
+{
+	return atomic_load_explicit(&kvf__segalloc_pub(a)->largest_free,
+				    memory_order_relaxed);
+}
+
+/* Inline kvf__segalloc_free_bytes() for hot loops. */
+static inline uint64_t kvf__segalloc_free_fast(const struct kvf__segalloc *a)
+{
+	return atomic_load_explicit(&kvf__segalloc_pub(a)->free_bytes,
+				    memory_order_relaxed);
+}
 
 #endif /* KVF_ALLOC_SEGALLOC_H */

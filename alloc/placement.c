@@ -1,0 +1,291 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * alloc/placement.c - choosing segments for an object's replicas.
+ *
+ * Every strategy places replicas one at a time, each in a segment not yet
+ * used by the object. Preferred segments are tried first, in order; they
+ * are a hint, so one that cannot fit is skipped without counting against
+ * the strategy. Then:
+ *
+ *  - RANDOM (upstream Mooncake): walk the segments from a random start and
+ *    take the first whose allocator succeeds.
+ *  - FREE_RATIO_FIRST: look at up to SAMPLE segments, try the one with the
+ *    highest free ratio; if that allocation fails, walk like RANDOM. The
+ *    free ratio says nothing about contiguity, which is its weakness.
+ *  - FRAGMENTATION_AWARE: look at up to SAMPLE segments, keep only those
+ *    whose largest free region holds the request (a lock-free read of the
+ *    allocator's published maximum), and try them best fit first: the
+ *    smallest largest-region that still fits. Large regions elsewhere stay
+ *    whole for large requests, so fragmentation does not turn into "no
+ *    space". If the sample holds no candidate, scan every segment.
+ *
+ * Cost per replica is bounded by SAMPLE reads of two atomics plus one
+ * allocation, whatever the number of segments; the full scan runs only when
+ * sampling fails. Published maxima may be stale: a failed allocation just
+ * moves on to the next candidate, and the last resort is a walk over every
+ * segment that might fit, so NO_SPACE means no segment could fit.
+ *
+ * A replica that did not land on its strategy's first choice counts one
+ * fallback. On any failure everything allocated so far is freed.
+ * Thread-safe: only the allocators' own locks are taken, one at a time.
+ */
+#include "config.h"
+
+#include <kvforge/status.h>
+
+#include "alloc/placement.h"
+
+/* Segments examined per replica by the sampling strategies. */
+#define SAMPLE 8
+
+static inline uint64_t rnd(uint64_t *s)
+{
+	uint64_t x = *s;
+
+	x ^= x >> 12;
+	x ^= x << 25;
+	x ^= x >> 27;
+	*s = x;
+	return x * 0x2545f4914f6cdd1dULL;
+}
+
+/* Uniform-enough index in [0, n) from 32 random bits (multiply-shift). */
+static inline uint32_t pick(uint32_t bits, uint32_t n)
+{
+	return (uint32_t)(((uint64_t)bits * n) >> 32);
+}
+
+struct ctx {
+	struct kvf__segalloc *const *segs;
+	uint32_t nr;
+	uint64_t size;
+	uint64_t *rng;
+	struct kvf__place_result *res;
+};
+
+static bool taken(const struct ctx *c, uint32_t i)
+{
+	for (uint32_t k = 0; k < c->res->count; k++)
+		if (c->res->seg[k] == i)
+			return true;
+	return false;
+}
+
+/* Usable for the next replica: mounted and not used by this object. */
+static inline bool usable(const struct ctx *c, uint32_t i)
+{
+	return c->segs[i] && !taken(c, i);
+}
+
+/* Allocate in segment @i; on success record the replica. */
+static int try_seg(struct ctx *c, uint32_t i)
+{
+	uint64_t off;
+	int rc = kvf__segalloc_alloc(c->segs[i], c->size, &off);
+
+	if (rc == KVF_OK) {
+		c->res->seg[c->res->count] = i;
+		c->res->offset[c->res->count] = off;
+		c->res->count++;
+	}
+	return rc;
+}
+
+/*
+ * Walk every segment from a random start; with @check_fit skip those whose
+ * published maximum already says no. Returns KVF_OK, KVF_ERR_NO_SPACE or
+ * an allocator error. *@attempts counts failed allocations.
+ */
+static int walk(struct ctx *c, bool check_fit, uint32_t *attempts)
+{
+	uint32_t i = pick((uint32_t)(rnd(c->rng) >> 32), c->nr);
+
+	for (uint32_t k = 0; k < c->nr; k++, i = i + 1 == c->nr ? 0 : i + 1) {
+		int rc;
+
+		if (!usable(c, i) ||
+		    (check_fit && !kvf__segalloc_may_fit(c->segs[i], c->size)))
+			continue;
+		rc = try_seg(c, i);
+		if (rc != KVF_ERR_NO_SPACE)
+			return rc;
+		(*attempts)++;
+	}
+	return KVF_ERR_NO_SPACE;
+}
+
+static int place_random(struct ctx *c)
+{
+	uint32_t failed = 0;
+	int rc = walk(c, false, &failed);
+
+	if (failed)
+		c->res->fallbacks++;
+	return rc;
+}
+
+/*
+ * Up to SAMPLE segment indices: all of them (rotated) when there are at
+ * most SAMPLE segments, else SAMPLE random draws (repeats are harmless).
+ */
+static uint32_t sample(struct ctx *c, uint32_t *idx)
+{
+	uint32_t n = 0;
+
+	if (c->nr <= SAMPLE) {
+		uint32_t i = pick((uint32_t)(rnd(c->rng) >> 32), c->nr);
+
+		for (; n < c->nr; n++, i = i + 1 == c->nr ? 0 : i + 1)
+			idx[n] = i;
+		return n;
+	}
+	for (; n < SAMPLE; n += 2) {
+		uint64_t r = rnd(c->rng);
+
+		idx[n] = pick((uint32_t)r, c->nr);
+		idx[n + 1] = pick((uint32_t)(r >> 32), c->nr);
+	}
+	return n;
+}
+
+static int place_free_ratio(struct ctx *c)
+{
+	uint32_t idx[SAMPLE], n = sample(c, idx), best = UINT32_MAX;
+	double best_ratio = -1.0;
+	uint32_t failed = 0;
+	int rc;
+
+	for (uint32_t k = 0; k < n; k++) {
+		const struct kvf__segalloc *a;
+		double ratio;
+
+		if (!usable(c, idx[k]))
+			continue;
+		a = c->segs[idx[k]];
+		ratio = (double)kvf__segalloc_free_fast(a) /
+			(double)kvf__segalloc_pub(a)->capacity;
+		if (ratio > best_ratio) {
+			best_ratio = ratio;
+			best = idx[k];
+		}
+	}
+	if (best != UINT32_MAX) {
+		rc = try_seg(c, best);
+		if (rc != KVF_ERR_NO_SPACE)
+			return rc;
+	}
+	c->res->fallbacks++;
+	return walk(c, false, &failed);
+}
+
+static int place_frag_aware(struct ctx *c)
+{
+	uint32_t idx[SAMPLE], n = sample(c, idx), m = 0, failed = 0;
+	struct {
+		uint64_t largest;
+		uint32_t seg;
+	} cand[SAMPLE];
+	int rc;
+
+	/* Insertion sort of the eligible sample by largest free region. */
+	for (uint32_t k = 0; k < n; k++) {
+		uint32_t i = idx[k], j;
+		uint64_t largest;
+
+		if (!usable(c, i) || !kvf__segalloc_may_fit(c->segs[i], c->size))
+			continue;
+		largest = kvf__segalloc_largest_fast(c->segs[i]);
+		for (j = 0; j < m && cand[j].seg != i; j++)
+			;
+		if (j < m)
+			continue; /* drawn twice */
+		for (j = m++; j > 0 && cand[j - 1].largest > largest; j--)
+			cand[j] = cand[j - 1];
+		cand[j].largest = largest;
+		cand[j].seg = i;
+	}
+	for (uint32_t k = 0; k < m; k++) {
+		rc = try_seg(c, cand[k].seg);
+		if (rc != KVF_ERR_NO_SPACE) {
+			if (k > 0 && rc == KVF_OK)
+				c->res->fallbacks++;
+			return rc;
+		}
+	}
+	/* The sample had nothing (or only stale maxima): look everywhere. */
+	c->res->fallbacks++;
+	return walk(c, true, &failed);
+}
+
+/* Preferred segments first, in order; KVF_ERR_NO_SPACE if none took it. */
+static int place_preferred(struct ctx *c, const struct kvf__place_request *req)
+{
+	for (uint32_t k = 0; k < req->nr_preferred; k++) {
+		uint32_t i = req->preferred[k];
+		int rc;
+
+		if (i >= c->nr || !usable(c, i) ||
+		    !kvf__segalloc_may_fit(c->segs[i], c->size))
+			continue;
+		rc = try_seg(c, i);
+		if (rc != KVF_ERR_NO_SPACE)
+			return rc;
+	}
+	return KVF_ERR_NO_SPACE;
+}
+
+int kvf__place(enum kvf_placement_strategy strategy,
+	       struct kvf__segalloc *const *segs, uint32_t nr_segs,
+	       const struct kvf__place_request *req, uint64_t *rng,
+	       struct kvf__place_result *res)
+{
+	struct ctx c = { segs, nr_segs, 0, rng, res };
+	int rc = KVF_OK;
+
+	if (!req || !res || !rng || !*rng || (nr_segs && !segs) ||
+	    !req->size || !req->replica_num ||
+	    req->replica_num > KVF_MAX_REPLICAS ||
+	    (req->nr_preferred && !req->preferred))
+		return KVF_ERR_INVALID_PARAMS;
+	c.size = req->size;
+	res->count = 0;
+	res->fallbacks = 0;
+	if (nr_segs < req->replica_num)
+		return KVF_ERR_NOT_ENOUGH_SEGMENTS;
+	while (res->count < req->replica_num) {
+		rc = place_preferred(&c, req);
+		if (rc != KVF_ERR_NO_SPACE)
+			goto next;
+		switch (strategy) {
+		case KVF_PLACEMENT_RANDOM:
+			rc = place_random(&c);
+			break;
+		case KVF_PLACEMENT_FREE_RATIO_FIRST:
+			rc = place_free_ratio(&c);
+			break;
+		case KVF_PLACEMENT_FRAGMENTATION_AWARE:
+		default:
+			rc = place_frag_aware(&c);
+			break;
+		}
+next:
+		if (rc != KVF_OK)
+			goto err_undo;
+	}
+	res->first_choice = res->fallbacks == 0;
+	return KVF_OK;
+
+err_undo:
+	kvf__place_undo(segs, req, res);
+	res->count = 0;
+	res->first_choice = 0;
+	return rc;
+}
+
+void kvf__place_undo(struct kvf__segalloc *const *segs,
+		     const struct kvf__place_request *req,
+		     const struct kvf__place_result *res)
+{
+	for (uint32_t k = 0; k < res->count; k++)
+		kvf__segalloc_free(segs[res->seg[k]], res->offset[k], req->size);
+}

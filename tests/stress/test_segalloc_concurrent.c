@@ -1,0 +1,156 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tests/stress/test_segalloc_concurrent.c - many threads allocating and
+ * freeing in shared allocators, directly and through kvf__place().
+ *
+ * Every granule of every segment has an atomic owner flag: a thread that
+ * gets a range swaps the flags of its granules to 1 and must see 0 in each
+ * (no overlap with any live range), and swaps them back to 0 before it
+ * frees (seeing 1). At the end every allocator is one free region again.
+ * Worker threads never call cmocka (it is not thread-safe): they count
+ * violations, the main thread asserts.
+ */
+#include "config.h"
+
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include <cmocka.h>
+
+#include <kvforge/status.h>
+
+#include "alloc/placement.h"
+
+#define NR_SEGS 4
+#define NR_THREADS 4
+#define SEG_SIZE (4ULL << 20)
+#define GRAN 256ULL
+#define GRANULES (SEG_SIZE / GRAN)
+#define OPS 20000
+#define MAX_LIVE 256
+
+static struct kvf__segalloc *segs[NR_SEGS];
+static atomic_uchar owner[NR_SEGS][GRANULES];
+static atomic_ulong violations;
+
+struct held {
+	uint32_t seg;
+	uint64_t off, size;
+};
+
+static void mark(uint32_t s, uint64_t off, uint64_t size, unsigned char v)
+{
+	if (off % GRAN || off + size > SEG_SIZE) {
+		atomic_fetch_add(&violations, 1);
+		return;
+	}
+	for (uint64_t g = off / GRAN; g < (off + size + GRAN - 1) / GRAN; g++)
+		if (atomic_exchange(&owner[s][g], v) == v)
+			atomic_fetch_add(&violations, 1);
+}
+
+static uint64_t next(uint64_t *r)
+{
+	*r ^= *r << 13;
+	*r ^= *r >> 7;
+	*r ^= *r << 17;
+	return *r;
+}
+
+static void release(struct held *h)
+{
+	mark(h->seg, h->off, h->size, 0);
+	kvf__segalloc_free(segs[h->seg], h->off, h->size);
+}
+
+static void *worker(void *arg)
+{
+	uintptr_t id = (uintptr_t)arg;
+	uint64_t rng = 0x9e3779b97f4a7c15ULL * (id + 1);
+	struct held live[MAX_LIVE];
+	uint32_t n = 0;
+
+	for (int op = 0; op < OPS; op++) {
+		uint64_t r = next(&rng), size = 1 + (r >> 40) % (32 * 1024);
+
+		if (n && ((r & 3) == 0 || n + 2 > MAX_LIVE)) {
+			uint32_t k = (uint32_t)((r >> 8) % n);
+
+			release(&live[k]);
+			live[k] = live[--n];
+		} else if (r & 4) {
+			/* Directly in one allocator. */
+			uint32_t s = (uint32_t)((r >> 16) % NR_SEGS);
+			uint64_t off;
+
+			if (kvf__segalloc_alloc(segs[s], size, &off) != KVF_OK)
+				continue;
+			mark(s, off, size, 1);
+			live[n++] = (struct held){ s, off, size };
+		} else {
+			/* Two replicas through placement. */
+			struct kvf__place_request req = { .size = size,
+							  .replica_num = 2 };
+			struct kvf__place_result res;
+			enum kvf_placement_strategy st =
+				(enum kvf_placement_strategy)((r >> 12) % 3);
+
+			if (kvf__place(st, segs, NR_SEGS, &req, &rng, &res) !=
+			    KVF_OK)
+				continue;
+			if (res.count != 2 || res.seg[0] == res.seg[1])
+				atomic_fetch_add(&violations, 1);
+			for (uint32_t k = 0; k < res.count; k++) {
+				mark(res.seg[k], res.offset[k], size, 1);
+				live[n++] = (struct held){ res.seg[k],
+							   res.offset[k], size };
+			}
+		}
+		/* Lock-free reads must stay within bounds. */
+		for (uint32_t s = 0; s < NR_SEGS; s++)
+			if (kvf__segalloc_largest_free(segs[s]) > SEG_SIZE ||
+			    kvf__segalloc_free_bytes(segs[s]) > SEG_SIZE)
+				atomic_fetch_add(&violations, 1);
+	}
+	while (n)
+		release(&live[--n]);
+	return NULL;
+}
+
+static void test_concurrent(void **state)
+{
+	pthread_t t[NR_THREADS];
+
+	(void)state;
+	for (int s = 0; s < NR_SEGS; s++)
+		assert_int_equal(kvf__segalloc_create(SEG_SIZE, GRAN, &segs[s]),
+				 KVF_OK);
+	for (uintptr_t i = 0; i < NR_THREADS; i++)
+		assert_int_equal(pthread_create(&t[i], NULL, worker, (void *)i),
+				 0);
+	for (int i = 0; i < NR_THREADS; i++)
+		assert_int_equal(pthread_join(t[i], NULL), 0);
+	assert_int_equal(atomic_load(&violations), 0);
+	for (int s = 0; s < NR_SEGS; s++) {
+		assert_int_equal(kvf__segalloc_free_bytes(segs[s]), SEG_SIZE);
+		assert_int_equal(kvf__segalloc_largest_free(segs[s]), SEG_SIZE);
+		assert_int_equal(kvf__segalloc_nr_allocs(segs[s]), 0);
+		for (uint64_t g = 0; g < GRANULES; g++)
+			assert_int_equal(atomic_load(&owner[s][g]), 0);
+		kvf__segalloc_destroy(segs[s]);
+	}
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_concurrent),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

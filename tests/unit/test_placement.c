@@ -1,0 +1,354 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tests/unit/test_placement.c - replica placement over arrays of
+ * allocators: distinct segments, preferred segments, failures that leave
+ * nothing allocated, and a fragmented pool where the free ratio lies.
+ */
+#include "config.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include <cmocka.h>
+
+#include <kvforge/status.h>
+
+#include "alloc/placement.h"
+
+#define KiB (1ULL << 10)
+#define MiB (1ULL << 20)
+#define MAX_SEGS 16
+
+static const enum kvf_placement_strategy all[] = {
+	KVF_PLACEMENT_RANDOM,
+	KVF_PLACEMENT_FREE_RATIO_FIRST,
+	KVF_PLACEMENT_FRAGMENTATION_AWARE,
+};
+
+struct pool {
+	struct kvf__segalloc *seg[MAX_SEGS];
+	uint32_t n;
+};
+
+static void pool_init(struct pool *p, uint32_t n, uint64_t size)
+{
+	p->n = n;
+	for (uint32_t i = 0; i < n; i++)
+		assert_int_equal(kvf__segalloc_create(size, 64, &p->seg[i]),
+				 KVF_OK);
+}
+
+static void pool_fini(struct pool *p)
+{
+	for (uint32_t i = 0; i < p->n; i++)
+		kvf__segalloc_destroy(p->seg[i]);
+}
+
+static uint64_t pool_free(const struct pool *p)
+{
+	uint64_t sum = 0;
+
+	for (uint32_t i = 0; i < p->n; i++)
+		sum += kvf__segalloc_free_bytes(p->seg[i]);
+	return sum;
+}
+
+static uint32_t fitting(const struct pool *p, uint64_t size)
+{
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < p->n; i++)
+		n += kvf__segalloc_may_fit(p->seg[i], size);
+	return n;
+}
+
+static void assert_distinct(const struct kvf__place_result *res)
+{
+	for (uint32_t i = 0; i < res->count; i++)
+		for (uint32_t j = i + 1; j < res->count; j++)
+			assert_int_not_equal(res->seg[i], res->seg[j]);
+}
+
+static void test_distinct_until_full(void **state)
+{
+	(void)state;
+	for (size_t s = 0; s < sizeof(all) / sizeof(all[0]); s++) {
+		struct pool p;
+		struct kvf__place_request req = { .size = 100 * KiB,
+						  .replica_num = 3 };
+		struct kvf__place_result res;
+		uint64_t rng = 77 + s, before;
+		int rc, placed = 0;
+
+		pool_init(&p, 5, MiB);
+		for (;;) {
+			before = pool_free(&p);
+			rc = kvf__place(all[s], p.seg, p.n, &req, &rng, &res);
+			if (rc != KVF_OK)
+				break;
+			assert_int_equal(res.count, 3);
+			assert_distinct(&res);
+			placed++;
+		}
+		assert_int_equal(rc, KVF_ERR_NO_SPACE);
+		assert_int_equal(res.count, 0);
+		assert_int_equal(pool_free(&p), before);
+		/* NO_SPACE only when fewer than 3 segments could fit. */
+		assert_true(fitting(&p, req.size) < 3);
+		assert_true(placed >= 10);
+		pool_fini(&p);
+	}
+}
+
+static void test_preferred(void **state)
+{
+	(void)state;
+	for (size_t s = 0; s < sizeof(all) / sizeof(all[0]); s++) {
+		struct pool p;
+		const uint32_t pref[] = { 5, 2, 99 };
+		struct kvf__place_request req = { .size = 256 * KiB,
+						  .replica_num = 2,
+						  .preferred = pref,
+						  .nr_preferred = 3 };
+		struct kvf__place_result res;
+		uint64_t rng = 5;
+
+		pool_init(&p, 8, MiB);
+		for (int i = 0; i < 4; i++) {
+			assert_int_equal(kvf__place(all[s], p.seg, p.n, &req,
+						    &rng, &res),
+					 KVF_OK);
+			assert_int_equal(res.seg[0], 5);
+			assert_int_equal(res.seg[1], 2);
+		}
+		/* 5 and 2 are full now: the strategy picks elsewhere. */
+		assert_int_equal(kvf__place(all[s], p.seg, p.n, &req, &rng,
+					    &res),
+				 KVF_OK);
+		assert_int_not_equal(res.seg[0], 5);
+		assert_int_not_equal(res.seg[0], 2);
+		assert_int_not_equal(res.seg[1], 5);
+		assert_int_not_equal(res.seg[1], 2);
+		assert_distinct(&res);
+		/* A preferred segment is not reused for a second replica. */
+		req.nr_preferred = 1;
+		req.preferred = &pref[0];
+		kvf__segalloc_free(p.seg[5], 0, 256 * KiB);
+		kvf__segalloc_free(p.seg[5], 256 * KiB, 256 * KiB);
+		assert_int_equal(kvf__place(all[s], p.seg, p.n, &req, &rng,
+					    &res),
+				 KVF_OK);
+		assert_int_equal(res.seg[0], 5);
+		assert_int_not_equal(res.seg[1], 5);
+		pool_fini(&p);
+	}
+}
+
+static void test_not_enough_and_invalid(void **state)
+{
+	struct pool p;
+	struct kvf__place_request req = { .size = 4096, .replica_num = 3 };
+	struct kvf__place_result res;
+	uint64_t rng = 1, zero = 0;
+
+	(void)state;
+	pool_init(&p, 2, MiB);
+	assert_int_equal(kvf__place(KVF_PLACEMENT_FRAGMENTATION_AWARE, p.seg,
+				    p.n, &req, &rng, &res),
+			 KVF_ERR_NOT_ENOUGH_SEGMENTS);
+	req.replica_num = 0;
+	assert_int_equal(kvf__place(KVF_PLACEMENT_RANDOM, p.seg, p.n, &req,
+				    &rng, &res),
+			 KVF_ERR_INVALID_PARAMS);
+	req.replica_num = KVF_MAX_REPLICAS + 1;
+	assert_int_equal(kvf__place(KVF_PLACEMENT_RANDOM, p.seg, p.n, &req,
+				    &rng, &res),
+			 KVF_ERR_INVALID_PARAMS);
+	req.replica_num = 1;
+	req.size = 0;
+	assert_int_equal(kvf__place(KVF_PLACEMENT_RANDOM, p.seg, p.n, &req,
+				    &rng, &res),
+			 KVF_ERR_INVALID_PARAMS);
+	req.size = 64;
+	assert_int_equal(kvf__place(KVF_PLACEMENT_RANDOM, p.seg, p.n, &req,
+				    &zero, &res),
+			 KVF_ERR_INVALID_PARAMS);
+	assert_int_equal(kvf__place(KVF_PLACEMENT_RANDOM, p.seg, 0, &req, &rng,
+				    &res),
+			 KVF_ERR_NOT_ENOUGH_SEGMENTS);
+	/* Bigger than any segment. */
+	req.size = 2 * MiB;
+	assert_int_equal(kvf__place(KVF_PLACEMENT_FRAGMENTATION_AWARE, p.seg,
+				    p.n, &req, &rng, &res),
+			 KVF_ERR_NO_SPACE);
+	pool_fini(&p);
+}
+
+/* Two segments have room, the third is full: 3 replicas cannot fit. */
+static void test_no_space_leaves_nothing(void **state)
+{
+	(void)state;
+	for (size_t s = 0; s < sizeof(all) / sizeof(all[0]); s++) {
+		struct pool p;
+		struct kvf__place_request req = { .size = 64 * KiB,
+						  .replica_num = 3 };
+		struct kvf__place_result res;
+		uint64_t rng = 3 + s, off;
+
+		pool_init(&p, 3, MiB);
+		assert_int_equal(kvf__segalloc_alloc(p.seg[1], MiB, &off),
+				 KVF_OK);
+		for (int i = 0; i < 20; i++) {
+			assert_int_equal(kvf__place(all[s], p.seg, p.n, &req,
+						    &rng, &res),
+					 KVF_ERR_NO_SPACE);
+			assert_int_equal(pool_free(&p), 2 * MiB);
+		}
+		/* Two replicas do fit. */
+		req.replica_num = 2;
+		assert_int_equal(kvf__place(all[s], p.seg, p.n, &req, &rng,
+					    &res),
+				 KVF_OK);
+		assert_distinct(&res);
+		assert_int_not_equal(res.seg[0], 1);
+		assert_int_not_equal(res.seg[1], 1);
+		kvf__place_undo(p.seg, &req, &res);
+		assert_int_equal(pool_free(&p), 2 * MiB);
+		pool_fini(&p);
+	}
+}
+
+/* Unmounted slots (NULL) are never chosen. */
+static void test_null_segments(void **state)
+{
+	struct kvf__segalloc *segs[6] = { 0 };
+	struct kvf__place_request req = { .size = 4096, .replica_num = 2 };
+	struct kvf__place_result res;
+	uint64_t rng = 11;
+
+	(void)state;
+	assert_int_equal(kvf__segalloc_create(MiB, 64, &segs[1]), KVF_OK);
+	assert_int_equal(kvf__segalloc_create(MiB, 64, &segs[4]), KVF_OK);
+	for (size_t s = 0; s < sizeof(all) / sizeof(all[0]); s++) {
+		for (int i = 0; i < 10; i++) {
+			assert_int_equal(kvf__place(all[s], segs, 6, &req,
+						    &rng, &res),
+					 KVF_OK);
+			assert_true((res.seg[0] == 1 && res.seg[1] == 4) ||
+				    (res.seg[0] == 4 && res.seg[1] == 1));
+			kvf__place_undo(segs, &req, &res);
+		}
+		req.replica_num = 3;
+		assert_int_equal(kvf__place(all[s], segs, 6, &req, &rng, &res),
+				 KVF_ERR_NO_SPACE);
+		req.replica_num = 2;
+	}
+	kvf__segalloc_destroy(segs[1]);
+	kvf__segalloc_destroy(segs[4]);
+}
+
+/*
+ * Segments 0-1 are half free but shredded into 64 KiB holes; segments 2-3
+ * are 7/8 full with one contiguous 1 MiB hole. Requests of 256 KiB only
+ * fit in 2-3, which have the lowest free ratio.
+ */
+static void fragmented_pool(struct pool *p)
+{
+	uint64_t off;
+
+	pool_init(p, 4, 8 * MiB);
+	for (uint32_t s = 0; s < 2; s++) {
+		for (int i = 0; i < 128; i++) {
+			assert_int_equal(kvf__segalloc_alloc(p->seg[s], 64 * KiB,
+							     &off),
+					 KVF_OK);
+			assert_int_equal(off, i * 64 * KiB);
+		}
+		for (int i = 0; i < 128; i += 2)
+			kvf__segalloc_free(p->seg[s], i * 64 * KiB, 64 * KiB);
+		assert_int_equal(kvf__segalloc_free_bytes(p->seg[s]), 4 * MiB);
+		assert_int_equal(kvf__segalloc_largest_free(p->seg[s]),
+				 64 * KiB);
+	}
+	for (uint32_t s = 2; s < 4; s++)
+		assert_int_equal(kvf__segalloc_alloc(p->seg[s], 7 * MiB, &off),
+				 KVF_OK);
+}
+
+static void test_free_ratio_lies(void **state)
+{
+	struct kvf__place_request req = { .size = 256 * KiB,
+					  .replica_num = 1 };
+	struct kvf__place_result res;
+	struct pool p;
+	uint64_t rng = 42;
+
+	(void)state;
+	fragmented_pool(&p);
+	for (int i = 0; i < 8; i++) {
+		assert_int_equal(kvf__place(KVF_PLACEMENT_FRAGMENTATION_AWARE,
+					    p.seg, p.n, &req, &rng, &res),
+				 KVF_OK);
+		assert_true(res.seg[0] >= 2);
+		assert_true(res.first_choice);
+		assert_int_equal(res.fallbacks, 0);
+	}
+	assert_int_equal(kvf__place(KVF_PLACEMENT_FRAGMENTATION_AWARE, p.seg,
+				    p.n, &req, &rng, &res),
+			 KVF_ERR_NO_SPACE);
+	pool_fini(&p);
+
+	fragmented_pool(&p);
+	for (int i = 0; i < 8; i++) {
+		assert_int_equal(kvf__place(KVF_PLACEMENT_FREE_RATIO_FIRST,
+					    p.seg, p.n, &req, &rng, &res),
+				 KVF_OK);
+		assert_true(res.seg[0] >= 2);
+		assert_false(res.first_choice);
+		assert_int_equal(res.fallbacks, 1);
+	}
+	pool_fini(&p);
+}
+
+/* Best fit across segments: the tightest region that fits is chosen. */
+static void test_best_fit(void **state)
+{
+	struct kvf__place_request req = { .size = 300 * KiB,
+					  .replica_num = 2 };
+	struct kvf__place_result res;
+	struct pool p;
+	uint64_t rng = 9, off;
+
+	(void)state;
+	pool_init(&p, 6, 4 * MiB);
+	/* Largest free: seg i has 4 MiB - (i + 1) * 512 KiB. */
+	for (uint32_t s = 0; s < 6; s++)
+		assert_int_equal(kvf__segalloc_alloc(p.seg[s],
+						     (s + 1) * 512 * KiB, &off),
+				 KVF_OK);
+	assert_int_equal(kvf__place(KVF_PLACEMENT_FRAGMENTATION_AWARE, p.seg,
+				    p.n, &req, &rng, &res),
+			 KVF_OK);
+	assert_int_equal(res.seg[0], 5);
+	assert_int_equal(res.seg[1], 4);
+	assert_true(res.first_choice);
+	pool_fini(&p);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_distinct_until_full),
+		cmocka_unit_test(test_preferred),
+		cmocka_unit_test(test_not_enough_and_invalid),
+		cmocka_unit_test(test_no_space_leaves_nothing),
+		cmocka_unit_test(test_null_segments),
+		cmocka_unit_test(test_free_ratio_lies),
+		cmocka_unit_test(test_best_fit),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,483 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tests/unit/test_segalloc.c - the per-segment allocator against reference
+ * models: a granule bitmap (small segments, exact free bytes and largest
+ * region after every operation) and a sorted list of live ranges (larger
+ * segments, no overlap ever).
+ */
+#include "config.h"
+
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include <kvforge/status.h>
+
+#include "alloc/segalloc.h"
+
+#define KiB (1ULL << 10)
+#define MiB (1ULL << 20)
+#define GiB (1ULL << 30)
+#define TiB (1ULL << 40)
+
+static uint64_t rng_next(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return *s;
+}
+
+static uint64_t rng_range(uint64_t *s, uint64_t lo, uint64_t hi)
+{
+	return lo + rng_next(s) % (hi - lo + 1);
+}
+
+struct live {
+	uint64_t off, size, asked;
+};
+
+/* ---- bitmap model: one byte per granule ---- */
+
+struct bitmap_model {
+	uint8_t *used;
+	uint64_t granules, gran;
+};
+
+static void bm_check(const struct bitmap_model *m, struct kvf__segalloc *a)
+{
+	uint64_t free_g = 0, run = 0, best = 0;
+
+	for (uint64_t i = 0; i < m->granules; i++) {
+		if (m->used[i]) {
+			run = 0;
+			continue;
+		}
+		free_g++;
+		if (++run > best)
+			best = run;
+	}
+	assert_int_equal(kvf__segalloc_free_bytes(a), free_g * m->gran);
+	assert_int_equal(kvf__segalloc_largest_free(a), best * m->gran);
+	assert_int_equal(kvf__segalloc_used_bytes(a),
+			 (m->granules - free_g) * m->gran);
+}
+
+static void bm_mark(struct bitmap_model *m, uint64_t off, uint64_t size,
+		    uint8_t v)
+{
+	for (uint64_t g = off / m->gran; g < (off + size) / m->gran; g++) {
+		assert_int_equal(m->used[g], !v); /* disjoint from live ranges */
+		m->used[g] = v;
+	}
+}
+
+static uint64_t round_up(uint64_t v, uint64_t al)
+{
+	return (v + al - 1) & ~(al - 1);
+}
+
+static void test_exact_random(void **state)
+{
+	const uint64_t seg = 64 * KiB, al = 64;
+	struct bitmap_model m = { calloc(seg / al, 1), seg / al, al };
+	struct live *lv = calloc(seg / al, sizeof(*lv));
+	struct kvf__segalloc *a;
+	uint64_t rng = 0x1234567, n = 0;
+
+	(void)state;
+	assert_int_equal(kvf__segalloc_create(seg, al, &a), KVF_OK);
+	bm_check(&m, a);
+	for (int op = 0; op < 30000; op++) {
+		if (n && (rng_next(&rng) % 100 < 45 || n == seg / al)) {
+			uint64_t k = rng_next(&rng) % n;
+
+			kvf__segalloc_free(a, lv[k].off, lv[k].asked);
+			bm_mark(&m, lv[k].off, lv[k].size, 0);
+			lv[k] = lv[--n];
+		} else {
+			uint64_t asked = rng_range(&rng, 1, 4096), off;
+			int rc = kvf__segalloc_alloc(a, asked, &off);
+
+			if (rc == KVF_ERR_NO_SPACE) {
+				/* Only when no free run fits. */
+				assert_true(kvf__segalloc_largest_free(a) <
+					    round_up(asked, al));
+			} else {
+				assert_int_equal(rc, KVF_OK);
+				assert_int_equal(off % al, 0);
+				assert_true(off + round_up(asked, al) <= seg);
+				lv[n].off = off;
+				lv[n].asked = asked;
+				lv[n].size = round_up(asked, al);
+				bm_mark(&m, off, lv[n].size, 1);
+				n++;
+			}
+		}
+		bm_check(&m, a);
+		assert_int_equal(kvf__segalloc_nr_allocs(a), n);
+	}
+	while (n) {
+		n--;
+		kvf__segalloc_free(a, lv[n].off, lv[n].asked);
+	}
+	assert_int_equal(kvf__segalloc_largest_free(a), seg);
+	assert_int_equal(kvf__segalloc_free_bytes(a), seg);
+	kvf__segalloc_destroy(a);
+	free(lv);
+	free(m.used);
+}
+
+/* ---- sorted-range model for big segments ---- */
+
+static int cmp_off(const void *x, const void *y)
+{
+	const struct live *p = x, *q = y;
+
+	return p->off < q->off ? -1 : p->off > q->off;
+}
+
+/* Index of the first live range with off >= @off. */
+static size_t lower(const struct live *lv, size_t n, uint64_t off)
+{
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+
+		if (lv[mid].off < off)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+static void test_no_overlap_large(void **state)
+{
+	const uint64_t seg = 4 * GiB, al = 4096;
+	const size_t max_live = 100000;
+	struct live *lv = calloc(max_live, sizeof(*lv));
+	struct kvf__segalloc *a;
+	uint64_t rng = 0xfeedbeef, used = 0;
+	size_t n = 0;
+
+	(void)state;
+	assert_int_equal(kvf__segalloc_create(seg, al, &a), KVF_OK);
+	for (int op = 0; op < 60000; op++) {
+		bool do_free = n && (rng_next(&rng) % 100 < 48 || n == max_live);
+
+		if (do_free) {
+			size_t k = rng_next(&rng) % n;
+
+			kvf__segalloc_free(a, lv[k].off, lv[k].asked);
+			used -= lv[k].size;
+			memmove(&lv[k], &lv[k + 1], (n - k - 1) * sizeof(*lv));
+			n--;
+		} else {
+			/* Log-uniform-ish sizes, 1 byte to 64 MiB. */
+			uint64_t asked = 1 + rng_next(&rng) %
+						     (1ULL << rng_range(&rng, 0, 26));
+			uint64_t off, sz = round_up(asked, al);
+			int rc = kvf__segalloc_alloc(a, asked, &off);
+			size_t k;
+
+			if (rc == KVF_ERR_NO_SPACE) {
+				assert_true(kvf__segalloc_largest_free(a) < sz);
+				continue;
+			}
+			assert_int_equal(rc, KVF_OK);
+			assert_int_equal(off % al, 0);
+			assert_true(off + sz <= seg);
+			k = lower(lv, n, off);
+			if (k < n)
+				assert_true(off + sz <= lv[k].off);
+			if (k > 0)
+				assert_true(lv[k - 1].off + lv[k - 1].size <= off);
+			memmove(&lv[k + 1], &lv[k], (n - k) * sizeof(*lv));
+			lv[k] = (struct live){ off, sz, asked };
+			n++;
+			used += sz;
+		}
+		assert_int_equal(kvf__segalloc_used_bytes(a), used);
+	}
+	/* Exact largest region against the sorted model at the end. */
+	{
+		uint64_t prev = 0, best = 0;
+
+		for (size_t k = 0; k <= n; k++) {
+			uint64_t start = k < n ? lv[k].off : seg;
+
+			if (start - prev > best)
+				best = start - prev;
+			if (k < n)
+				prev = lv[k].off + lv[k].size;
+		}
+		assert_int_equal(kvf__segalloc_largest_free(a), best);
+	}
+	qsort(lv, n, sizeof(*lv), cmp_off);
+	for (size_t k = 0; k < n; k++)
+		kvf__segalloc_free(a, lv[k].off, lv[k].asked);
+	assert_int_equal(kvf__segalloc_largest_free(a), seg);
+	kvf__segalloc_destroy(a);
+	free(lv);
+}
+
+/* Fill completely, free in random order: one region again. */
+static void test_coalesce_full(void **state)
+{
+	const uint64_t seg = 16 * MiB, al = 256;
+	size_t cap = seg / al, n = 0;
+	struct live *lv = calloc(cap, sizeof(*lv));
+	struct kvf__segalloc *a;
+	uint64_t rng = 99, off;
+
+	(void)state;
+	assert_int_equal(kvf__segalloc_create(seg, al, &a), KVF_OK);
+	for (;;) {
+		uint64_t asked = rng_range(&rng, 1, 8 * KiB);
+
+		if (kvf__segalloc_alloc(a, asked, &off) != KVF_OK)
+			break;
+		lv[n++] = (struct live){ off, round_up(asked, al), asked };
+	}
+	/* Fill the tail with the smallest unit: the segment is then full. */
+	while (kvf__segalloc_alloc(a, 1, &off) == KVF_OK)
+		lv[n++] = (struct live){ off, al, 1 };
+	assert_int_equal(kvf__segalloc_free_bytes(a), 0);
+	assert_int_equal(kvf__segalloc_largest_free(a), 0);
+	for (size_t i = n; i > 1; i--) {
+		size_t j = rng_next(&rng) % i;
+		struct live t = lv[i - 1];
+
+		lv[i - 1] = lv[j];
+		lv[j] = t;
+	}
+	for (size_t i = 0; i < n; i++)
+		kvf__segalloc_free(a, lv[i].off, lv[i].asked);
+	assert_int_equal(kvf__segalloc_largest_free(a), seg);
+	assert_int_equal(kvf__segalloc_free_bytes(a), seg);
+	assert_int_equal(kvf__segalloc_nr_allocs(a), 0);
+	/* One region: the whole segment can be allocated at once. */
+	assert_int_equal(kvf__segalloc_alloc(a, seg, &off), KVF_OK);
+	assert_int_equal(off, 0);
+	kvf__segalloc_destroy(a);
+	free(lv);
+}
+
+static void test_alignment(void **state)
+{
+	struct kvf__segalloc *a;
+	uint64_t off[64];
+
+	(void)state;
+	/* Unaligned segment size: the tail below the alignment is unused. */
+	assert_int_equal(kvf__segalloc_create(MiB + 1000, 4096, &a), KVF_OK);
+	assert_int_equal(kvf__segalloc_size(a), MiB + 1000);
+	assert_int_equal(kvf__segalloc_capacity(a), MiB);
+	assert_int_equal(kvf__segalloc_alignment(a), 4096);
+	assert_int_equal(kvf__segalloc_largest_free(a), MiB);
+	for (int i = 0; i < 64; i++) {
+		assert_int_equal(kvf__segalloc_alloc(a, 1 + i * 64, &off[i]),
+				 KVF_OK);
+		assert_int_equal(off[i] % 4096, 0);
+	}
+	/* Each took one 4 KiB unit, and first fit packs them from 0. */
+	assert_int_equal(kvf__segalloc_used_bytes(a), 64 * 4096);
+	assert_int_equal(off[63], 63 * 4096);
+	assert_true(kvf__segalloc_may_fit(a, MiB - 64 * 4096));
+	assert_false(kvf__segalloc_may_fit(a, MiB - 64 * 4096 + 1));
+	for (int i = 0; i < 64; i++)
+		kvf__segalloc_free(a, off[i], 1 + i * 64);
+	assert_int_equal(kvf__segalloc_largest_free(a), MiB);
+	kvf__segalloc_destroy(a);
+
+	assert_int_equal(kvf__segalloc_create(64 * MiB, 2 * MiB, &a), KVF_OK);
+	assert_int_equal(kvf__segalloc_alloc(a, 100, &off[0]), KVF_OK);
+	assert_int_equal(kvf__segalloc_alloc(a, 100, &off[1]), KVF_OK);
+	assert_int_equal(off[1] - off[0], 2 * MiB);
+	assert_int_equal(kvf__segalloc_free_bytes(a), 60 * MiB);
+	kvf__segalloc_destroy(a);
+}
+
+static void test_reserve(void **state)
+{
+	struct kvf__segalloc *a;
+	uint64_t off;
+
+	(void)state;
+	assert_int_equal(kvf__segalloc_create(MiB, 64, &a), KVF_OK);
+	/* Middle of the one region: it splits in two. */
+	assert_int_equal(kvf__segalloc_reserve(a, 4096, 100), KVF_OK);
+	assert_int_equal(kvf__segalloc_free_bytes(a), MiB - 128);
+	assert_int_equal(kvf__segalloc_largest_free(a), MiB - 4096 - 128);
+	/* Any overlap with a used range is NO_SPACE. */
+	assert_int_equal(kvf__segalloc_reserve(a, 4096, 64), KVF_ERR_NO_SPACE);
+	assert_int_equal(kvf__segalloc_reserve(a, 4096 - 64, 128),
+			 KVF_ERR_NO_SPACE);
+	assert_int_equal(kvf__segalloc_reserve(a, 4096 + 64, 64),
+			 KVF_ERR_NO_SPACE);
+	/* Exactly adjacent is fine (start and end of regions). */
+	assert_int_equal(kvf__segalloc_reserve(a, 4096 - 64, 64), KVF_OK);
+	assert_int_equal(kvf__segalloc_reserve(a, 4096 + 128, 64), KVF_OK);
+	assert_int_equal(kvf__segalloc_reserve(a, 0, 64), KVF_OK);
+	assert_int_equal(kvf__segalloc_reserve(a, MiB - 64, 64), KVF_OK);
+	assert_int_equal(kvf__segalloc_nr_allocs(a), 5);
+	/* Invalid: unaligned, zero, outside. */
+	assert_int_equal(kvf__segalloc_reserve(a, 8, 64), KVF_ERR_INVALID_PARAMS);
+	assert_int_equal(kvf__segalloc_reserve(a, 8192, 0),
+			 KVF_ERR_INVALID_PARAMS);
+	assert_int_equal(kvf__segalloc_reserve(a, MiB, 64),
+			 KVF_ERR_INVALID_PARAMS);
+	assert_int_equal(kvf__segalloc_reserve(a, MiB - 64, 128),
+			 KVF_ERR_INVALID_PARAMS);
+	/* First fit now lands in the hole [64, 4096 - 64). */
+	assert_int_equal(kvf__segalloc_alloc(a, 64, &off), KVF_OK);
+	assert_int_equal(off, 64);
+	kvf__segalloc_free(a, off, 64);
+	/* Reserved ranges are freed like allocations; all coalesces. */
+	kvf__segalloc_free(a, 4096, 100);
+	kvf__segalloc_free(a, 0, 64);
+	kvf__segalloc_free(a, MiB - 64, 64);
+	kvf__segalloc_free(a, 4096 + 128, 64);
+	kvf__segalloc_free(a, 4096 - 64, 64);
+	assert_int_equal(kvf__segalloc_largest_free(a), MiB);
+	/* Whole segment. */
+	assert_int_equal(kvf__segalloc_reserve(a, 0, MiB), KVF_OK);
+	assert_int_equal(kvf__segalloc_alloc(a, 1, &off), KVF_ERR_NO_SPACE);
+	kvf__segalloc_free(a, 0, MiB);
+	kvf__segalloc_destroy(a);
+}
+
+static void test_tib(void **state)
+{
+	struct kvf__segalloc *a;
+	uint64_t off, offs[1000];
+
+	(void)state;
+	assert_int_equal(kvf__segalloc_create(4 * TiB, 64, &a), KVF_OK);
+	assert_int_equal(kvf__segalloc_largest_free(a), 4 * TiB);
+	assert_int_equal(kvf__segalloc_alloc(a, 4 * TiB, &off), KVF_OK);
+	assert_int_equal(kvf__segalloc_alloc(a, 64, &off), KVF_ERR_NO_SPACE);
+	kvf__segalloc_free(a, 0, 4 * TiB);
+	for (int i = 0; i < 1000; i++)
+		assert_int_equal(kvf__segalloc_alloc(a, 3 * GiB + 7, &offs[i]),
+				 KVF_OK);
+	for (int i = 0; i < 1000; i += 2)
+		kvf__segalloc_free(a, offs[i], 3 * GiB + 7);
+	assert_int_equal(kvf__segalloc_largest_free(a),
+			 4 * TiB - 1000 * round_up(3 * GiB + 7, 64));
+	/* Used ranges end near 2.93 TiB; cut the free tail in two. */
+	assert_int_equal(kvf__segalloc_reserve(a, 2 * TiB, TiB),
+			 KVF_ERR_NO_SPACE);
+	assert_int_equal(kvf__segalloc_reserve(a, 3 * TiB + 4096, 512 * GiB),
+			 KVF_OK);
+	assert_int_equal(kvf__segalloc_largest_free(a), 512 * GiB - 4096);
+	kvf__segalloc_destroy(a);
+
+	assert_int_equal(kvf__segalloc_create(TiB, 4096, &a), KVF_OK);
+	assert_int_equal(kvf__segalloc_alloc(a, TiB + 1, &off), KVF_ERR_NO_SPACE);
+	assert_int_equal(kvf__segalloc_alloc(a, TiB, &off), KVF_OK);
+	kvf__segalloc_destroy(a);
+}
+
+static void test_invalid(void **state)
+{
+	struct kvf__segalloc *a = NULL;
+	uint64_t off;
+
+	(void)state;
+	assert_int_equal(kvf__segalloc_create(MiB, 0, &a), KVF_ERR_INVALID_PARAMS);
+	assert_int_equal(kvf__segalloc_create(MiB, 4, &a), KVF_ERR_INVALID_PARAMS);
+	assert_int_equal(kvf__segalloc_create(MiB, 96, &a),
+			 KVF_ERR_INVALID_PARAMS);
+	assert_int_equal(kvf__segalloc_create(32, 64, &a), KVF_ERR_INVALID_PARAMS);
+	assert_int_equal(kvf__segalloc_create(MiB, 64, NULL),
+			 KVF_ERR_INVALID_PARAMS);
+	assert_int_equal(kvf__segalloc_create(MiB, 64, &a), KVF_OK);
+	assert_int_equal(kvf__segalloc_alloc(a, 0, &off), KVF_ERR_INVALID_PARAMS);
+	assert_int_equal(kvf__segalloc_alloc(a, 64, NULL), KVF_ERR_INVALID_PARAMS);
+	assert_int_equal(kvf__segalloc_alloc(a, MiB + 1, &off), KVF_ERR_NO_SPACE);
+	assert_int_equal(kvf__segalloc_alloc(a, UINT64_MAX, &off),
+			 KVF_ERR_NO_SPACE);
+	kvf__segalloc_destroy(a);
+	kvf__segalloc_destroy(NULL);
+}
+
+/* Run @fn in a child; it must die with SIGABRT (kvf__die). */
+static void expect_death(void (*fn)(struct kvf__segalloc *),
+			 struct kvf__segalloc *a)
+{
+	int status;
+	pid_t pid = fork();
+
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		/* Keep the expected abort message out of the test log. */
+		if (!freopen("/dev/null", "w", stderr))
+			_exit(3);
+		fn(a);
+		_exit(0);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFSIGNALED(status));
+	assert_int_equal(WTERMSIG(status), SIGABRT);
+}
+
+static void free_unknown(struct kvf__segalloc *a)
+{
+	kvf__segalloc_free(a, 128, 64);
+}
+
+static void free_wrong_size(struct kvf__segalloc *a)
+{
+	kvf__segalloc_free(a, 0, 200);
+}
+
+static void free_twice(struct kvf__segalloc *a)
+{
+	kvf__segalloc_free(a, 0, 64);
+	kvf__segalloc_free(a, 0, 64);
+}
+
+static void test_bad_free_dies(void **state)
+{
+	struct kvf__segalloc *a;
+	uint64_t off;
+
+	(void)state;
+	assert_int_equal(kvf__segalloc_create(MiB, 64, &a), KVF_OK);
+	assert_int_equal(kvf__segalloc_alloc(a, 64, &off), KVF_OK);
+	assert_int_equal(off, 0);
+	expect_death(free_unknown, a);
+	expect_death(free_wrong_size, a);
+	expect_death(free_twice, a);
+	/* Same rounded size is the same allocation: accepted. */
+	kvf__segalloc_free(a, 0, 60);
+	kvf__segalloc_destroy(a);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_invalid),
+		cmocka_unit_test(test_alignment),
+		cmocka_unit_test(test_reserve),
+		cmocka_unit_test(test_coalesce_full),
+		cmocka_unit_test(test_exact_random),
+		cmocka_unit_test(test_no_overlap_large),
+		cmocka_unit_test(test_tib),
+		cmocka_unit_test(test_bad_free_dies),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
