@@ -179,6 +179,14 @@ static inline struct kvf_engine_stats stats_of(struct kvf_engine *e)
 	return s;
 }
 
+static inline void assert_replicas_equal(const struct kvf_replicas *a,
+					 const struct kvf_replicas *b)
+{
+	assert_int_equal(a->count, b->count);
+	assert_memory_equal(a->replica, b->replica,
+			    a->count * sizeof(a->replica[0]));
+}
+
 /* A unique temporary directory under $KVF_TEST_TMPDIR (or /tmp). */
 static inline char *test_tmpdir(const char *tag)
 {

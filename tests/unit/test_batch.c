@@ -191,7 +191,7 @@ static void test_put_start_placement(void **state)
 	assert_int_equal(get1(f->e, "two", NULL), KVF_ERR_OBJECT_NOT_FOUND);
 	assert_int_equal(end1(f->e, C1, "two"), KVF_OK);
 	assert_int_equal(get1(f->e, "two", &got), KVF_OK);
-	assert_memory_equal(&got, &out, sizeof(got));
+	assert_replicas_equal(&got, &out);
 }
 
 static void test_put_end_errors(void **state)

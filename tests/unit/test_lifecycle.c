@@ -121,7 +121,7 @@ static void test_full_lifecycle(void **state)
 	assert_int_equal(get1(f->e, "k", NULL), KVF_ERR_OBJECT_NOT_FOUND);
 	assert_int_equal(end1(f->e, C1, "k"), KVF_OK);
 	assert_int_equal(get1(f->e, "k", &got), KVF_OK);
-	assert_memory_equal(&got, &started, sizeof(got));
+	assert_replicas_equal(&got, &started);
 	assert_int_equal(remove1(f->e, "k", false), KVF_ERR_OBJECT_HAS_LEASE);
 	test_clock_advance_ms(&f->clock, 10001);
 	assert_int_equal(remove1(f->e, "k", false), KVF_OK);
@@ -149,6 +149,8 @@ static void test_stuck_put_preempted(void **state)
 	assert_int_equal(s.deferred_frees, 1);
 	assert_int_equal(s.used_bytes, 16 * MIB);
 	assert_int_equal(end1(f->e, C2, "stuck"), KVF_OK);
+	assert_int_equal(kvf_client_heartbeat(f->e, C1), KVF_OK);
+	assert_int_equal(kvf_client_heartbeat(f->e, C2), KVF_OK);
 	assert_int_equal(kvf_engine_tick(f->e), KVF_OK);
 	assert_int_equal(stats_of(f->e).deferred_frees, 1);
 	test_clock_advance_ms(&f->clock, 600000);
