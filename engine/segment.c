@@ -36,10 +36,7 @@
 
 struct kvf__seg_table *kvf__segs(struct kvf_engine *e)
 {
-	struct kvf__seg_table *t = rcu_dereference(e->segs);
-
-	kvf__tsan_acquire(t);
-	return t;
+	return kvf__rcu_deref(e->segs);
 }
 
 struct kvf__segment *kvf__seg_find(struct kvf__seg_table *t, uint64_t id,
@@ -91,8 +88,7 @@ static void table_publish(struct kvf_engine *e, struct kvf__seg_table *t)
 {
 	struct kvf__seg_table *old = e->segs;
 
-	kvf__tsan_release(t);
-	rcu_assign_pointer(e->segs, t);
+	kvf__rcu_publish(e->segs, t);
 	kvf__rcu_call(&old->rcu, table_free_rcu);
 }
 
