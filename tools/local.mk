@@ -1,1 +1,9 @@
 # SPDX-License-Identifier: MIT
+bin_PROGRAMS += tools/kvforge-bench
+tools_kvforge_bench_SOURCES = \
+	tools/bench/bench.h \
+	tools/bench/results.h \
+	tools/bench/main.c \
+	tools/bench/json.c \
+	tools/bench/hicache.c
+tools_kvforge_bench_LDADD = libkvforge-core.la

@@ -48,11 +48,19 @@ void bench_extra(struct bench_results *r, const char *name, double value);
 /* Record a config entry shown under "config" (string value). */
 void bench_config(struct bench_results *r, const char *name,
 		  const char *value);
-/* Attach the engine whose profile --profile prints (may be NULL). */
-void bench_attach_profile(struct bench_results *r, struct kvf_profiler *p);
+/* Render @p's stage table into the results (for --profile). */
+void bench_capture_profile(struct bench_results *r, struct kvf_profiler *p);
 /* Text printed verbatim after the table (not in JSON); may be NULL. */
 void bench_note(struct bench_results *r, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+
+/*
+ * Record results.<op>.{keys_per_sec, ns_per_key, p50_us, p99_us} for @keys
+ * keys done in @ns of wall time, from @n per-batch latencies (sorted in
+ * place).
+ */
+void bench_result_op(struct bench_results *r, const char *op, uint64_t keys,
+		     uint64_t ns, double *lat_us, size_t n);
 
 /* Helpers shared by workloads. */
 uint64_t bench_now_ns(void);

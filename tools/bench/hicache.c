@@ -1,0 +1,327 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tools/bench/hicache.c - the default workload, shaped like SGLang HiCache.
+ *
+ * Fill N objects (64-hex page hash + "_<rank>_k|v" keys, 1-4 MB values)
+ * in batches through put_start + put_end, then batch exist over random keys
+ * (half of them missing), batch get over random existing keys, and batch
+ * remove of everything. Threads split every phase evenly and run it
+ * together; a phase's throughput is its keys over its wall time, its
+ * latencies are per batch.
+ *
+ * Keys are generated into a per-thread buffer from their ids, so the
+ * process's RSS growth over the fill is the engine's memory alone.
+ * Random keys within a batch are distinct: ids come from an affine
+ * bijection of [0, N).
+ */
+#include "config.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tools/bench/bench.h"
+
+#define KEY_CAP 96
+#define NR_SEGMENTS 16
+
+enum phase { PH_FILL, PH_EXIST, PH_GET, PH_REMOVE, PH_COUNT };
+
+static const char *const phase_names[PH_COUNT] = { "put", "exist", "get",
+						    "remove" };
+
+struct worker {
+	pthread_t thread;
+	struct hicache *h;
+	unsigned id;
+	uint64_t rng;
+	char *keybuf;
+	struct kvf_key *keys;
+	uint64_t *sizes;
+	struct kvf_replicas *out;
+	enum kvf_status *st;
+	double *lat_us[PH_COUNT];
+	size_t nr_lat[PH_COUNT];
+	uint64_t errors[PH_COUNT];
+};
+
+struct hicache {
+	const struct bench_opts *o;
+	struct bench_results *r;
+	struct kvf_engine *e;
+	uint64_t perm_a;
+	pthread_barrier_t start, done;
+	enum phase phase;
+	struct worker *w;
+};
+
+static uint64_t gcd(uint64_t a, uint64_t b)
+{
+	while (b) {
+		uint64_t t = a % b;
+
+		a = b;
+		b = t;
+	}
+	return a;
+}
+
+/* The x-th id of a fixed pseudo-random permutation of [0, n). */
+static uint64_t perm(const struct hicache *h, uint64_t x)
+{
+	return (unsigned __int128)(x % h->o->objects) * h->perm_a %
+	       h->o->objects;
+}
+
+static void fill_keys(struct worker *w, const uint64_t *ids, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		char *k = w->keybuf + i * KEY_CAP;
+
+		w->keys[i].data = k;
+		w->keys[i].len = bench_hicache_key(k, KEY_CAP, ids[i]);
+	}
+}
+
+/* This thread's share [lo, hi) of @total. */
+static void share(const struct hicache *h, unsigned id, uint64_t total,
+		  uint64_t *lo, uint64_t *hi)
+{
+	uint64_t t = h->o->threads;
+
+	*lo = total * id / t;
+	*hi = total * (id + 1) / t;
+}
+
+static void run_batch(struct worker *w, enum phase ph, const uint64_t *ids,
+		      size_t n)
+{
+	struct kvf_put_config cfg = { .replica_num = 1 };
+	struct kvf_engine *e = w->h->e;
+	uint64_t t0;
+	int ret = KVF_OK;
+
+	fill_keys(w, ids, n);
+	if (ph == PH_FILL)
+		for (size_t i = 0; i < n; i++)
+			w->sizes[i] = (1u << 20) +
+				      (bench_rand(&w->rng) % 768) * 4096;
+	t0 = bench_now_ns();
+	switch (ph) {
+	case PH_FILL:
+		ret = kvf_batch_put_start(e, 1, w->keys, w->sizes, n, &cfg,
+					  w->out, w->st);
+		if (ret == KVF_OK)
+			ret = kvf_batch_put_end(e, 1, w->keys, n, w->st);
+		break;
+	case PH_EXIST:
+		ret = kvf_batch_exist(e, w->keys, n, w->st);
+		break;
+	case PH_GET:
+		ret = kvf_batch_get(e, w->keys, n, w->out, w->st, NULL);
+		break;
+	case PH_REMOVE:
+		ret = kvf_batch_remove(e, w->keys, n, true, w->st);
+		break;
+	case PH_COUNT:
+		break;
+	}
+	w->lat_us[ph][w->nr_lat[ph]++] = (double)(bench_now_ns() - t0) / 1e3;
+	if (ret != KVF_OK)
+		w->errors[ph]++;
+}
+
+static void run_phase(struct worker *w, enum phase ph)
+{
+	const struct hicache *h = w->h;
+	uint32_t b = h->o->batch;
+	uint64_t ids[b], lo, hi, n = h->o->objects;
+
+	share(h, w->id, n, &lo, &hi);
+	for (uint64_t x = lo; x < hi; x += b) {
+		size_t m = hi - x < b ? (size_t)(hi - x) : b;
+
+		for (size_t i = 0; i < m; i++) {
+			switch (ph) {
+			case PH_FILL:
+			case PH_REMOVE:
+				ids[i] = x + i;
+				break;
+			case PH_EXIST:
+				/* Half hits, half keys never written. */
+				ids[i] = perm(h, x + i) + (i % 2 ? n : 0);
+				break;
+			default:
+				ids[i] = perm(h, x + i);
+			}
+		}
+		run_batch(w, ph, ids, m);
+	}
+}
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+
+	kvf_thread_register();
+	for (;;) {
+		pthread_barrier_wait(&w->h->start);
+		if (w->h->phase == PH_COUNT)
+			break;
+		run_phase(w, w->h->phase);
+		pthread_barrier_wait(&w->h->done);
+	}
+	kvf_thread_unregister();
+	return NULL;
+}
+
+static int mount_segments(struct kvf_engine *e, uint64_t objects)
+{
+	/* Room for every object at 4 MB with slack; virtual, never touched. */
+	uint64_t per = (objects * (5ULL << 20)) / NR_SEGMENTS;
+	int ret = KVF_OK;
+
+	per = per < (1ULL << 30) ? (1ULL << 30) : per;
+	for (uint64_t i = 0; i < NR_SEGMENTS && !ret; i++) {
+		char name[32];
+		struct kvf_segment_desc d = { .id = i + 1, .name = name,
+					      .base = (i + 1) << 50,
+					      .size = per,
+					      .endpoint = "10.0.0.1:17812" };
+
+		snprintf(name, sizeof(name), "hicache-%llu",
+			 (unsigned long long)i);
+		ret = kvf_segment_mount(e, 1, &d);
+	}
+	return ret;
+}
+
+static void record_phase(struct hicache *h, enum phase ph, uint64_t ns)
+{
+	const struct bench_opts *o = h->o;
+	size_t total = 0, k = 0;
+	uint64_t errors = 0;
+	double *all;
+
+	for (unsigned t = 0; t < o->threads; t++) {
+		total += h->w[t].nr_lat[ph];
+		errors += h->w[t].errors[ph];
+	}
+	all = malloc((total ? total : 1) * sizeof(*all));
+	for (unsigned t = 0; t < o->threads; t++)
+		for (size_t i = 0; i < h->w[t].nr_lat[ph]; i++)
+			all[k++] = h->w[t].lat_us[ph][i];
+	bench_result_op(h->r, phase_names[ph], o->objects, ns, all, total);
+	if (errors)
+		bench_note(h->r,
+			   "warning: %llu %s batches reported item errors",
+			   (unsigned long long)errors, phase_names[ph]);
+	free(all);
+}
+
+static int workers_init(struct hicache *h)
+{
+	const struct bench_opts *o = h->o;
+	size_t batches = o->objects / o->batch + o->threads + 1;
+
+	h->w = calloc(o->threads, sizeof(*h->w));
+	if (!h->w)
+		return KVF_ERR_NO_MEMORY;
+	for (unsigned t = 0; t < o->threads; t++) {
+		struct worker *w = &h->w[t];
+
+		w->h = h;
+		w->id = t;
+		w->rng = (o->seed + 1) * 0x9e3779b97f4a7c15ULL + t + 1;
+		w->keybuf = malloc((size_t)o->batch * KEY_CAP);
+		w->keys = calloc(o->batch, sizeof(*w->keys));
+		w->sizes = calloc(o->batch, sizeof(*w->sizes));
+		w->out = calloc(o->batch, sizeof(*w->out));
+		w->st = calloc(o->batch, sizeof(*w->st));
+		if (!w->keybuf || !w->keys || !w->sizes || !w->out || !w->st)
+			return KVF_ERR_NO_MEMORY;
+		for (int p = 0; p < PH_COUNT; p++) {
+			w->lat_us[p] = calloc(batches, sizeof(double));
+			if (!w->lat_us[p])
+				return KVF_ERR_NO_MEMORY;
+		}
+	}
+	return KVF_OK;
+}
+
+static void workers_free(struct hicache *h)
+{
+	for (unsigned t = 0; h->w && t < h->o->threads; t++) {
+		struct worker *w = &h->w[t];
+
+		free(w->keybuf);
+		free(w->keys);
+		free(w->sizes);
+		free(w->out);
+		free(w->st);
+		for (int p = 0; p < PH_COUNT; p++)
+			free(w->lat_us[p]);
+	}
+	free(h->w);
+}
+
+static uint64_t timed_phase(struct hicache *h, enum phase ph)
+{
+	uint64_t t0;
+
+	h->phase = ph;
+	t0 = bench_now_ns();
+	pthread_barrier_wait(&h->start);
+	pthread_barrier_wait(&h->done);
+	return bench_now_ns() - t0;
+}
+
+int bench_hicache(const struct bench_opts *o, struct bench_results *r)
+{
+	struct hicache h = { .o = o, .r = r };
+	struct kvf_config cfg;
+	uint64_t rss0, rss1, ns[PH_COUNT];
+	int ret;
+
+	h.perm_a = 0x9e3779b97f4a7c15ULL % o->objects;
+	while (gcd(h.perm_a, o->objects) != 1 || h.perm_a < 2)
+		h.perm_a++;
+	bench_wipe_dir(o, o->data_dir);
+	bench_engine_config(o, &cfg);
+	ret = kvf_engine_open(&cfg, &h.e);
+	if (ret)
+		return ret;
+	ret = mount_segments(h.e, o->objects);
+	if (!ret)
+		ret = workers_init(&h);
+	if (ret)
+		goto out;
+	if (o->profile)
+		kvf_profile_enable(kvf_engine_profiler(h.e), true);
+	pthread_barrier_init(&h.start, NULL, o->threads + 1);
+	pthread_barrier_init(&h.done, NULL, o->threads + 1);
+	for (unsigned t = 0; t < o->threads; t++)
+		pthread_create(&h.w[t].thread, NULL, worker_main, &h.w[t]);
+	rss0 = bench_rss_bytes();
+	ns[PH_FILL] = timed_phase(&h, PH_FILL);
+	rss1 = bench_rss_bytes();
+	for (enum phase p = PH_EXIST; p < PH_COUNT; p++)
+		ns[p] = timed_phase(&h, p);
+	h.phase = PH_COUNT;
+	pthread_barrier_wait(&h.start);
+	for (unsigned t = 0; t < o->threads; t++)
+		pthread_join(h.w[t].thread, NULL);
+	pthread_barrier_destroy(&h.start);
+	pthread_barrier_destroy(&h.done);
+	for (enum phase p = PH_FILL; p < PH_COUNT; p++)
+		record_phase(&h, p, ns[p]);
+	bench_extra(r, "bytes_per_object",
+		    (double)(rss1 - rss0) / (double)o->objects);
+	if (o->profile)
+		bench_capture_profile(r, kvf_engine_profiler(h.e));
+out:
+	workers_free(&h);
+	kvf_engine_close(h.e);
+	return ret;
+}

@@ -1,0 +1,319 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tools/bench/main.c - kvforge-bench: options, workloads, output.
+ *
+ * Every workload runs against an embedded engine in this process and
+ * records its figures through bench_result(); this file parses options,
+ * runs the chosen workload and prints a table or one JSON object.
+ */
+#include "config.h"
+
+#include <dirent.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tools/bench/bench.h"
+#include "tools/bench/results.h"
+
+static const struct bench_workload workloads[] = {
+	{ "hicache", "fill HiCache-shaped objects, then batch exist/get/remove",
+	  bench_hicache },
+};
+
+#define NR_WORKLOADS (sizeof(workloads) / sizeof(workloads[0]))
+
+uint64_t bench_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t bench_rss_bytes(void)
+{
+	long pages = 0, resident = 0;
+	FILE *f = fopen("/proc/self/statm", "r");
+
+	if (!f)
+		return 0;
+	if (fscanf(f, "%ld %ld", &pages, &resident) != 2)
+		resident = 0;
+	fclose(f);
+	return (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+uint64_t bench_rand(uint64_t *s)
+{
+	uint64_t x = *s;
+
+	x ^= x >> 12;
+	x ^= x << 25;
+	x ^= x >> 27;
+	*s = x;
+	return x * 0x2545F4914F6CDD1DULL;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+double bench_quantile(double *v, size_t n, double q)
+{
+	size_t i;
+
+	if (!n)
+		return NAN;
+	qsort(v, n, sizeof(*v), cmp_double);
+	i = (size_t)(q * (double)(n - 1) + 0.5);
+	return v[i < n ? i : n - 1];
+}
+
+void bench_result_op(struct bench_results *r, const char *op, uint64_t keys,
+		     uint64_t ns, double *lat_us, size_t n)
+{
+	bench_result(r, op, "keys_per_sec", (double)keys * 1e9 / (double)ns);
+	bench_result(r, op, "ns_per_key", (double)ns / (double)keys);
+	bench_result(r, op, "p50_us", bench_quantile(lat_us, n, 0.50));
+	bench_result(r, op, "p99_us", bench_quantile(lat_us, n, 0.99));
+}
+
+static uint64_t splitmix(uint64_t x)
+{
+	x += 0x9e3779b97f4a7c15ULL;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+	return x ^ (x >> 31);
+}
+
+size_t bench_hicache_key(char *buf, size_t cap, uint64_t id)
+{
+	/* A page's 64-hex hash, then the rank and the k/v half. */
+	uint64_t page = id / 16;
+	int n = snprintf(buf, cap, "%016llx%016llx%016llx%016llx_%u_%c",
+			 (unsigned long long)splitmix(page * 4),
+			 (unsigned long long)splitmix(page * 4 + 1),
+			 (unsigned long long)splitmix(page * 4 + 2),
+			 (unsigned long long)splitmix(page * 4 + 3),
+			 (unsigned)(id % 16 / 2), id % 2 ? 'v' : 'k');
+
+	return n < 0 ? 0 : (size_t)n;
+}
+
+void bench_engine_config(const struct bench_opts *o, struct kvf_config *cfg)
+{
+	kvf_config_init(cfg);
+	cfg->durability = o->durability;
+	cfg->data_dir = o->durability == KVF_DURABILITY_NONE ? NULL :
+							     o->data_dir;
+	cfg->index = o->index;
+	cfg->placement = o->placement;
+	cfg->expected_objects = o->objects;
+	cfg->seed = o->seed;
+	/* Benchmarks call from one client that never heartbeats. */
+	cfg->client_ttl_ms = 24ULL * 3600 * 1000;
+}
+
+void bench_wipe_dir(const struct bench_opts *o, const char *dir)
+{
+	static const char *const files[] = { "data.mdb", "lock.mdb" };
+	char path[4096];
+
+	if (o->keep_data || !dir)
+		return;
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, files[i]);
+		unlink(path);
+	}
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: kvforge-bench [options]\n"
+		"  --workload NAME     workload to run (default hicache)\n"
+		"  --objects N         objects (default 1000000)\n"
+		"  --batch N           keys per batch (default 128)\n"
+		"  --threads N         client threads (default 1)\n"
+		"  --seed N            random seed (default 42)\n"
+		"  --rounds N          rounds, where a workload repeats (default 3)\n"
+		"  --durability MODE   none | bounded | strict (default bounded\n"
+		"                      with --data-dir, else none)\n"
+		"  --data-dir DIR      journal directory (default ./kvforge-data)\n"
+		"  --keep-data         do not wipe the journal first\n"
+		"  --index KIND        lfht | bucket (default lfht)\n"
+		"  --placement NAME    fragmentation_aware | random |\n"
+		"                      free_ratio_first\n"
+		"  --profile           add the per-stage profile\n"
+		"  --json              one JSON object instead of a table\n"
+		"  --list              list workloads\n");
+}
+
+static int parse_enum(const char *arg, const char *const *names, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (names[i] && !strcmp(arg, names[i]))
+			return i;
+	fprintf(stderr, "kvforge-bench: unknown value '%s'\n", arg);
+	exit(2);
+}
+
+static uint64_t parse_u64(const char *arg)
+{
+	char *end;
+	unsigned long long v = strtoull(arg, &end, 10);
+
+	if (*end == 'k' || *end == 'K')
+		v *= 1000, end++;
+	else if (*end == 'm' || *end == 'M')
+		v *= 1000000, end++;
+	if (*end || end == arg) {
+		fprintf(stderr, "kvforge-bench: not a number: '%s'\n", arg);
+		exit(2);
+	}
+	return v;
+}
+
+static const char *const durability_names[] = { "bounded", "strict", "none" };
+static const char *const index_names[] = { "lfht", "bucket" };
+static const char *const placement_names[] = { "fragmentation_aware", "random",
+						"free_ratio_first" };
+
+static void parse_options(int argc, char **argv, struct bench_opts *o)
+{
+	static const struct option longopts[] = {
+		{ "workload", required_argument, NULL, 'w' },
+		{ "objects", required_argument, NULL, 'n' },
+		{ "batch", required_argument, NULL, 'b' },
+		{ "threads", required_argument, NULL, 't' },
+		{ "seed", required_argument, NULL, 's' },
+		{ "rounds", required_argument, NULL, 'r' },
+		{ "durability", required_argument, NULL, 'd' },
+		{ "data-dir", required_argument, NULL, 'D' },
+		{ "keep-data", no_argument, NULL, 'K' },
+		{ "index", required_argument, NULL, 'i' },
+		{ "placement", required_argument, NULL, 'p' },
+		{ "profile", no_argument, NULL, 'P' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "list", no_argument, NULL, 'l' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int c;
+
+	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'w': o->workload = optarg; break;
+		case 'n': o->objects = parse_u64(optarg); break;
+		case 'b': o->batch = (uint32_t)parse_u64(optarg); break;
+		case 't': o->threads = (uint32_t)parse_u64(optarg); break;
+		case 's': o->seed = parse_u64(optarg); break;
+		case 'r': o->rounds = (uint32_t)parse_u64(optarg); break;
+		case 'd':
+			o->durability = parse_enum(optarg, durability_names, 3);
+			o->durability_set = true;
+			break;
+		case 'D': o->data_dir = optarg; break;
+		case 'K': o->keep_data = true; break;
+		case 'i': o->index = parse_enum(optarg, index_names, 2); break;
+		case 'p':
+			o->placement = parse_enum(optarg, placement_names, 3);
+			break;
+		case 'P': o->profile = true; break;
+		case 'j': o->json = true; break;
+		case 'l':
+			for (size_t i = 0; i < NR_WORKLOADS; i++)
+				printf("%-12s %s\n", workloads[i].name,
+				       workloads[i].help);
+			exit(0);
+		case 'h': usage(stdout); exit(0);
+		default: usage(stderr); exit(2);
+		}
+	}
+	o->argc = argc - optind;
+	o->argv = argv + optind;
+	if (!o->batch || !o->threads || !o->objects || !o->rounds) {
+		fprintf(stderr, "kvforge-bench: counts must be positive\n");
+		exit(2);
+	}
+}
+
+static void record_config(const struct bench_opts *o, struct bench_results *r)
+{
+	char buf[64];
+
+	snprintf(buf, sizeof(buf), "%llu", (unsigned long long)o->objects);
+	bench_config(r, "objects", buf);
+	snprintf(buf, sizeof(buf), "%u", o->batch);
+	bench_config(r, "batch", buf);
+	snprintf(buf, sizeof(buf), "%u", o->threads);
+	bench_config(r, "threads", buf);
+	snprintf(buf, sizeof(buf), "%llu", (unsigned long long)o->seed);
+	bench_config(r, "seed", buf);
+	bench_config(r, "durability", durability_names[o->durability]);
+	bench_config(r, "index", index_names[o->index]);
+	bench_config(r, "placement", placement_names[o->placement]);
+	if (o->durability != KVF_DURABILITY_NONE)
+		bench_config(r, "data_dir", o->data_dir);
+}
+
+int main(int argc, char **argv)
+{
+	struct bench_opts o = {
+		.workload = "hicache",
+		.objects = 1000000,
+		.batch = 128,
+		.threads = 1,
+		.seed = 42,
+		.rounds = 3,
+		.durability = KVF_DURABILITY_NONE,
+		.index = KVF_INDEX_LFHT,
+		.placement = KVF_PLACEMENT_FRAGMENTATION_AWARE,
+		.data_dir = "./kvforge-data",
+	};
+	struct bench_results r = { 0 };
+	const struct bench_workload *w = NULL;
+	bool dir_given;
+	int ret;
+
+	dir_given = false;
+	for (int i = 1; i < argc; i++)
+		dir_given |= !strncmp(argv[i], "--data-dir", 10);
+	parse_options(argc, argv, &o);
+	/* A data directory means the journal, unless told otherwise. */
+	if (dir_given && !o.durability_set)
+		o.durability = KVF_DURABILITY_BOUNDED;
+	for (size_t i = 0; i < NR_WORKLOADS; i++)
+		if (!strcmp(workloads[i].name, o.workload))
+			w = &workloads[i];
+	if (!w) {
+		fprintf(stderr, "kvforge-bench: unknown workload '%s' (--list)\n",
+			o.workload);
+		return 2;
+	}
+	if (o.durability != KVF_DURABILITY_NONE)
+		mkdir(o.data_dir, 0755);
+	r.workload = w->name;
+	record_config(&o, &r);
+	ret = w->run(&o, &r);
+	if (ret) {
+		fprintf(stderr, "kvforge-bench: %s failed: %s\n", w->name,
+			kvf_strerror(ret));
+		bench_results_free(&r);
+		return 1;
+	}
+	if (o.json)
+		bench_render_json(&r, stdout);
+	else
+		bench_render_text(&r, stdout);
+	bench_results_free(&r);
+	return 0;
+}
