@@ -16,7 +16,7 @@
  *    tree and coalesces, so adjacent free regions never coexist.
  *
  *  - Live allocations live in an open-addressing hash (offset -> size,
- *    16 bytes a slot, load <= 3/4), so free() can check that it is given
+ *    16 bytes a slot, load <= 1/2), so free() can check that it is given
  *    exactly what alloc returned; anything else is a broken invariant.
  *
  * Every size is rounded up to the alignment and every region starts
@@ -24,7 +24,7 @@
  * request: no padding, and largest_free answers "does it fit" exactly.
  * An unaligned segment tail (shorter than the alignment) is not managed.
  *
- * Memory: ~21-43 bytes of hash per live allocation plus a 48-byte node per
+ * Memory: 32-64 bytes of hash per live allocation plus a 48-byte node per
  * free region (at most one more than the live allocations, usually far
  * fewer). Nodes come from chunked pools, so the hot path does not malloc
  * except when the hash doubles (amortised O(1)).
@@ -293,7 +293,7 @@ static int tab_grow(struct kvf__segalloc *a)
 /* Make room for one more entry before touching anything else. */
 static int tab_reserve(struct kvf__segalloc *a)
 {
-	if ((a->tab_used + 1) * 4 > (a->tab_mask + 1) * 3)
+	if ((a->tab_used + 1) * 2 > a->tab_mask + 1)
 		return tab_grow(a);
 	return KVF_OK;
 }
@@ -446,6 +446,8 @@ int kvf__segalloc_alloc(struct kvf__segalloc *a, uint64_t size,
 	if (rc)
 		goto out;
 	off = n->off;
+	/* Start the hash slot's cache miss while the tree is updated. */
+	__builtin_prefetch(&a->tab[slot_of(a, off)], 1);
 	if (n->size == need) {
 		a->root = unlink_key(a->root, off);
 		node_put(a, n);
