@@ -1,1 +1,7 @@
 # SPDX-License-Identifier: MIT
+libkvforge_core_la_SOURCES += \
+	batch/batch.h \
+	batch/validate.c \
+	batch/put.c \
+	batch/get.c \
+	batch/remove.c

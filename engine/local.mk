@@ -4,4 +4,11 @@ libkvforge_core_la_SOURCES += \
 	engine/die.c \
 	engine/rcu.h \
 	engine/rcu.c \
-	engine/status.c
+	engine/status.c \
+	engine/internal.h \
+	engine/objstate.h \
+	engine/mutation.h \
+	engine/engine.c \
+	engine/segment.c \
+	engine/buffers.c \
+	engine/journal_glue.c

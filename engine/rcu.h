@@ -68,6 +68,19 @@ static inline void kvf__rcu_barrier(void)
 	urcu_memb_barrier();
 }
 
+/*
+ * Publish/read an RCU-protected pointer. Same ordering as
+ * rcu_assign_pointer()/rcu_dereference() (release store, acquire load; on
+ * x86 both are plain moves), but through compiler atomics that
+ * ThreadSanitizer understands.
+ */
+#define kvf__rcu_publish(slot, val)                                            \
+	do {                                                                   \
+		kvf__tsan_release(val);                                        \
+		__atomic_store_n(&(slot), (val), __ATOMIC_RELEASE);            \
+	} while (0)
+#define kvf__rcu_deref(slot) __atomic_load_n(&(slot), __ATOMIC_ACQUIRE)
+
 static inline const struct rcu_flavor_struct *kvf__rcu_flavor(void)
 {
 	return &urcu_memb_flavor;

@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * batch/batch.h - what every batch operation shares.
+ *
+ * A batch runs in stages, each one pass over all keys (validate, hash,
+ * probe, then the operation's own), so the memory accesses of different
+ * keys overlap instead of forming one dependent chain per key.
+ */
+#ifndef KVF_BATCH_BATCH_H
+#define KVF_BATCH_BATCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/internal.h"
+
+/* Batches up to this size keep their scratch arrays on the stack. */
+#define KVF__BATCH_STACK 128
+
+struct kvf__batch {
+	struct kvf_engine *e;
+	const struct kvf_key *keys;
+	enum kvf_status *status;
+	size_t n;
+	uint64_t *hash;
+	struct kvf__object **obj;
+	void *heap; /* scratch for large batches */
+	struct kvf__prof_span span;
+	uint64_t stack_hash[KVF__BATCH_STACK];
+	struct kvf__object *stack_obj[KVF__BATCH_STACK];
+};
+
+/*
+ * kvf__batch_begin() - check the batch as a whole, then each key: validity,
+ * hashing, duplicates. Items that fail get their status; valid ones get
+ * KVF_OK. Returns KVF_OK or the batch-level error (then every status holds
+ * it, and the caller returns it as is: nothing ran).
+ */
+int kvf__batch_begin(struct kvf__batch *b, struct kvf_engine *e,
+		     enum kvf__op op, const struct kvf_key *keys, size_t n,
+		     enum kvf_status *status);
+
+/* Look up every valid key (stage "probe"); obj[i] NULL when absent. */
+void kvf__batch_probe(struct kvf__batch *b);
+
+/* Look key @i up again (its record was replaced). */
+struct kvf__object *kvf__batch_relookup(struct kvf__batch *b, size_t i);
+
+/*
+ * kvf__batch_end() - free scratch, close the profile span, and return the
+ * overall status: KVF_OK if every item is KVF_OK (or, with @not_found_ok,
+ * KVF_ERR_OBJECT_NOT_FOUND), else KVF_ERR_PARTIAL.
+ */
+int kvf__batch_end(struct kvf__batch *b, bool not_found_ok);
+
+/* Refuse a batch before begin: every status (if any) = @err; returns @err. */
+int kvf__batch_refuse(enum kvf_status *status, size_t n, int err);
+
+/* Fail every item with @err (a batch-level refusal after begin). */
+int kvf__batch_fail(struct kvf__batch *b, int err);
+
+/* Copy @o's replica descriptors out. */
+void kvf__replicas_describe(const struct kvf__object *o,
+			    struct kvf_replicas *out);
+
+#endif /* KVF_BATCH_BATCH_H */

@@ -1,0 +1,345 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * batch/put.c - put_start, put_end and put_revoke.
+ *
+ * put_start runs inside one read-side section from choosing segments to
+ * inserting records, which is what lets unmount (engine/segment.c) wait
+ * out every put that might still be placing into a dying segment.
+ *
+ * A record is inserted PROCESSING (invisible to readers). put_end moves
+ * it to ENDING, journals the whole batch in one append, then publishes
+ * COMPLETE; on a journal failure the items go back to PROCESSING and
+ * report the error, so in strict mode nothing unjournaled is ever
+ * visible. Records are never modified in place beyond the state word and
+ * the lease: pre-emption swaps in a new record (the old one's buffers are
+ * released only after the release timeout: its writer may be slow).
+ */
+#include "config.h"
+
+#include <stdlib.h>
+
+#include "batch/batch.h"
+#include "engine/die.h"
+#include "engine/mutation.h"
+#include "engine/objstate.h"
+
+/* Bounded retries when another writer keeps winning the same key. */
+#define PUT_RETRIES 16
+/* take_over(): the record vanished under us; look the key up again. */
+#define TAKE_OVER_RETRY 1
+
+struct put_ctx {
+	struct kvf__batch b;
+	uint64_t client_id;
+	const uint64_t *sizes;
+	const struct kvf_put_config *cfg;
+	struct kvf_replicas *out;
+	struct kvf__seg_table *segs;
+	uint32_t preferred[KVF_MAX_REPLICAS * 4];
+	uint32_t nr_preferred;
+	uint64_t now;
+};
+
+static __thread uint64_t place_rng;
+
+static uint64_t *rng_state(const struct kvf_engine *e)
+{
+	if (!place_rng) {
+		uint64_t seed = e->cfg.seed ? e->cfg.seed : kvf__now(e);
+
+		/* Distinct per thread, never zero. */
+		place_rng = (seed ^ (uint64_t)(uintptr_t)&place_rng) | 1;
+	}
+	return &place_rng;
+}
+
+/* Map preferred segment ids to table slots; unknown ids refuse the batch. */
+static int resolve_preferred(struct put_ctx *c)
+{
+	const struct kvf_put_config *cfg = c->cfg;
+
+	c->nr_preferred = 0;
+	for (uint32_t i = 0; i < cfg->nr_preferred; i++) {
+		uint32_t slot;
+
+		if (!kvf__seg_find(c->segs, cfg->preferred_segments[i], &slot))
+			return KVF_ERR_SEGMENT_NOT_FOUND;
+		if (c->nr_preferred < sizeof(c->preferred) / sizeof(c->preferred[0]))
+			c->preferred[c->nr_preferred++] = slot;
+	}
+	return KVF_OK;
+}
+
+static int check_put_config(const struct kvf_put_config *cfg)
+{
+	if (!cfg || cfg->replica_num == 0 ||
+	    cfg->replica_num > KVF_MAX_REPLICAS)
+		return KVF_ERR_INVALID_PARAMS;
+	if (cfg->nr_preferred && !cfg->preferred_segments)
+		return KVF_ERR_INVALID_ARGUMENT;
+	return KVF_OK;
+}
+
+/* A new PROCESSING record for item @i with freshly placed replicas. */
+static int make_record(struct put_ctx *c, size_t i, struct kvf__object **out)
+{
+	struct kvf_engine *e = c->b.e;
+	struct kvf__place_request req = {
+		.size = c->sizes[i],
+		.replica_num = c->cfg->replica_num,
+		.preferred = c->nr_preferred ? c->preferred : NULL,
+		.nr_preferred = c->nr_preferred,
+	};
+	struct kvf__place_result res;
+	struct kvf__object *o;
+	int ret;
+
+	ret = kvf__place(e->cfg.placement, c->segs->alloc, c->segs->nr, &req,
+			 rng_state(e), &res);
+	if (ret)
+		return ret;
+	o = kvf__object_new(c->b.keys[i].data, c->b.keys[i].len, c->b.hash[i],
+			    res.count);
+	if (!o) {
+		kvf__place_undo(c->segs->alloc, &req, &res);
+		return KVF_ERR_NO_MEMORY;
+	}
+	o->size = c->sizes[i];
+	o->client_id = c->client_id;
+	o->stamp = c->now;
+	o->flags = (c->cfg->hard_pin ? KVF__OBJ_HARD_PIN : 0) |
+		   (c->cfg->soft_pin ? KVF__OBJ_SOFT_PIN : 0);
+	for (uint32_t r = 0; r < res.count; r++) {
+		o->replicas[r].seg = c->segs->seg[res.seg[r]];
+		o->replicas[r].offset = res.offset[r];
+	}
+	*out = o;
+	return KVF_OK;
+}
+
+/* Undo make_record for a record that was never published. */
+static void discard_record(struct kvf__object *o)
+{
+	kvf__replicas_free(o);
+	kvf__object_free(o);
+}
+
+/*
+ * Decide about an existing record for key @i. Returns KVF_OK after
+ * pre-empting a stuck put (the new record is published), TAKE_OVER_RETRY
+ * when the record vanished, or the item's error.
+ */
+static int take_over(struct put_ctx *c, size_t i, struct kvf__object *old)
+{
+	struct kvf_engine *e = c->b.e;
+	struct kvf__object *o;
+	uint32_t base;
+	int ret;
+
+	if (!kvf__obj_lock(old, &base))
+		return base == KVF__OBJ_DEAD || base == KVF__OBJ_REPLACED ?
+			       TAKE_OVER_RETRY :
+			       KVF_ERR_OBJECT_ALREADY_EXISTS;
+	if (base == KVF__OBJ_COMPLETE || c->now - old->stamp < e->discard_ns) {
+		kvf__obj_set(old, base);
+		return KVF_ERR_OBJECT_ALREADY_EXISTS;
+	}
+	ret = make_record(c, i, &o);
+	if (ret) {
+		kvf__obj_set(old, base);
+		return ret;
+	}
+	if (kvf__index_replace(e->index, old, o) != KVF_OK)
+		kvf__die("locked record vanished from the index");
+	kvf__obj_set(old, KVF__OBJ_REPLACED);
+	kvf__defer_free(e, old);
+	kvf__object_free_rcu(old);
+	kvf__replicas_describe(o, &c->out[i]);
+	return KVF_OK;
+}
+
+static int start_one(struct put_ctx *c, size_t i)
+{
+	struct kvf_engine *e = c->b.e;
+	struct kvf__object *existing = c->b.obj[i], *o;
+	int ret;
+
+	if (!c->sizes[i])
+		return KVF_ERR_INVALID_PARAMS;
+	for (int tries = 0; tries < PUT_RETRIES; tries++) {
+		if (existing) {
+			ret = take_over(c, i, existing);
+			if (ret != TAKE_OVER_RETRY)
+				return ret;
+			existing = kvf__batch_relookup(&c->b, i);
+			continue;
+		}
+		ret = make_record(c, i, &o);
+		if (ret)
+			return ret;
+		existing = kvf__index_insert_unique(e->index, o);
+		if (!existing) {
+			kvf__count_add(&e->nr_processing, 1);
+			kvf__replicas_describe(o, &c->out[i]);
+			return KVF_OK;
+		}
+		discard_record(o);
+	}
+	return KVF_ERR_BUSY;
+}
+
+int kvf_batch_put_start(struct kvf_engine *e, uint64_t client_id,
+			const struct kvf_key *keys, const uint64_t *sizes,
+			size_t n, const struct kvf_put_config *cfg,
+			struct kvf_replicas *out, enum kvf_status *status)
+{
+	struct put_ctx c = { .client_id = client_id, .sizes = sizes,
+			     .cfg = cfg, .out = out };
+	int ret;
+
+	if (!sizes || !out)
+		return kvf__batch_refuse(status, n, KVF_ERR_INVALID_ARGUMENT);
+	ret = check_put_config(cfg);
+	if (ret)
+		return kvf__batch_refuse(status, n, ret);
+	ret = kvf__batch_begin(&c.b, e, KVF__OP_PUT_START, keys, n, status);
+	if (ret)
+		return ret;
+	kvf__rcu_read_lock();
+	c.segs = kvf__segs(e);
+	if (!kvf__client_known(e, client_id))
+		ret = KVF_ERR_CLIENT_NOT_FOUND;
+	else if (cfg->replica_num > c.segs->nr)
+		ret = KVF_ERR_NOT_ENOUGH_SEGMENTS;
+	else
+		ret = resolve_preferred(&c);
+	if (ret) {
+		kvf__rcu_read_unlock();
+		return kvf__batch_fail(&c.b, ret);
+	}
+	kvf__batch_probe(&c.b);
+	c.now = kvf__now(e);
+	for (size_t i = 0; i < n; i++)
+		if (status[i] == KVF_OK)
+			status[i] = start_one(&c, i);
+	kvf__rcu_read_unlock();
+	kvf__prof_mark(&c.b.span, KVF__STAGE_ALLOCATE);
+	return kvf__batch_end(&c.b, false);
+}
+
+/* ---- put_end / put_revoke ------------------------------------------------ */
+
+/*
+ * Lock the processing record of key @i owned by @client_id. Returns KVF_OK
+ * with the record locked (state PROCESSING|LOCKED) or the item's error.
+ */
+static int lock_own_put(struct kvf__batch *b, size_t i, uint64_t client_id,
+			struct kvf__object **out)
+{
+	struct kvf__object *o = b->obj[i];
+	uint32_t base;
+
+	while (o) {
+		if (o->client_id != client_id)
+			return KVF_ERR_ILLEGAL_CLIENT;
+		if (kvf__obj_lock(o, &base)) {
+			if (base == KVF__OBJ_PROCESSING) {
+				*out = o;
+				return KVF_OK;
+			}
+			kvf__obj_set(o, base);
+			return KVF_ERR_OBJECT_ALREADY_EXISTS;
+		}
+		if (base != KVF__OBJ_DEAD && base != KVF__OBJ_REPLACED)
+			return KVF_ERR_OBJECT_ALREADY_EXISTS; /* ENDING/REMOVING */
+		o = kvf__batch_relookup(b, i);
+	}
+	return KVF_ERR_OBJECT_NOT_FOUND;
+}
+
+int kvf_batch_put_end(struct kvf_engine *e, uint64_t client_id,
+		      const struct kvf_key *keys, size_t n,
+		      enum kvf_status *status)
+{
+	struct kvf__mutation *muts;
+	struct kvf__batch b;
+	size_t nr = 0;
+	int ret;
+
+	ret = kvf__batch_begin(&b, e, KVF__OP_PUT_END, keys, n, status);
+	if (ret)
+		return ret;
+	muts = malloc(n * sizeof(*muts));
+	if (!muts)
+		return kvf__batch_fail(&b, KVF_ERR_NO_MEMORY);
+	kvf__rcu_read_lock();
+	kvf__batch_probe(&b);
+	for (size_t i = 0; i < n; i++) {
+		struct kvf__object *o;
+
+		if (status[i] != KVF_OK)
+			continue;
+		status[i] = lock_own_put(&b, i, client_id, &o);
+		if (status[i] != KVF_OK)
+			continue;
+		kvf__obj_set(o, KVF__OBJ_ENDING);
+		b.obj[i] = o;
+		muts[nr++] = (struct kvf__mutation){ .type = KVF__MUT_OBJECT_PUT,
+						     .obj = o };
+	}
+	kvf__prof_mark(&b.span, KVF__STAGE_PROBE);
+	ret = nr ? kvf__engine_journal(e, muts, nr) : KVF_OK;
+	kvf__prof_mark(&b.span, KVF__STAGE_JOURNAL);
+	for (size_t i = 0; i < n; i++) {
+		struct kvf__object *o = b.obj[i];
+
+		if (status[i] != KVF_OK)
+			continue;
+		if (ret) {
+			status[i] = ret;
+			kvf__obj_set(o, KVF__OBJ_PROCESSING);
+			continue;
+		}
+		if (o->flags & KVF__OBJ_SOFT_PIN)
+			o->stamp = kvf__now(e) + e->soft_pin_ns;
+		kvf__obj_set(o, KVF__OBJ_COMPLETE);
+	}
+	if (!ret) {
+		kvf__count_add(&e->nr_processing, -(int64_t)nr);
+		kvf__count_add(&e->nr_complete, (int64_t)nr);
+	}
+	kvf__rcu_read_unlock();
+	free(muts);
+	kvf__prof_mark(&b.span, KVF__STAGE_PUBLISH);
+	return kvf__batch_end(&b, false);
+}
+
+int kvf_batch_put_revoke(struct kvf_engine *e, uint64_t client_id,
+			 const struct kvf_key *keys, size_t n,
+			 enum kvf_status *status)
+{
+	struct kvf__batch b;
+	int ret;
+
+	ret = kvf__batch_begin(&b, e, KVF__OP_PUT_REVOKE, keys, n, status);
+	if (ret)
+		return ret;
+	kvf__rcu_read_lock();
+	kvf__batch_probe(&b);
+	for (size_t i = 0; i < n; i++) {
+		struct kvf__object *o;
+
+		if (status[i] != KVF_OK)
+			continue;
+		status[i] = lock_own_put(&b, i, client_id, &o);
+		if (status[i] != KVF_OK)
+			continue;
+		kvf__object_retire(e, o);
+		kvf__obj_set(o, KVF__OBJ_DEAD);
+		kvf__replicas_free(o);
+		kvf__count_add(&e->nr_processing, -1);
+	}
+	kvf__rcu_read_unlock();
+	kvf__prof_mark(&b.span, KVF__STAGE_PUBLISH);
+	return kvf__batch_end(&b, false);
+}

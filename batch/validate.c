@@ -1,0 +1,214 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * batch/validate.c - batch set-up: refusal rules, hashing, duplicates,
+ * the probe stage, and the overall status.
+ *
+ * Duplicates are found in O(n) with a small open-addressing table of item
+ * indices keyed by the already computed hashes; every occurrence of a
+ * repeated key is refused, so the outcome does not depend on order.
+ */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "batch/batch.h"
+#include "engine/die.h"
+#include "metadata/hash.h"
+
+static void fill_status(enum kvf_status *status, size_t n, int err)
+{
+	if (!status)
+		return;
+	for (size_t i = 0; i < n; i++)
+		status[i] = err;
+}
+
+int kvf__batch_refuse(enum kvf_status *status, size_t n, int err)
+{
+	fill_status(status, n, err);
+	return err;
+}
+
+static int check_batch(struct kvf_engine *e, const struct kvf_key *keys,
+		       size_t n, enum kvf_status *status)
+{
+	if (!e || !keys || !status)
+		return KVF_ERR_INVALID_ARGUMENT;
+	if (n == 0)
+		return KVF_ERR_BATCH_EMPTY;
+	if (n > e->cfg.max_batch)
+		return KVF_ERR_BATCH_TOO_LARGE;
+	return KVF_OK;
+}
+
+static int scratch_alloc(struct kvf__batch *b)
+{
+	if (b->n <= KVF__BATCH_STACK) {
+		b->hash = b->stack_hash;
+		b->obj = b->stack_obj;
+		b->heap = NULL;
+		return KVF_OK;
+	}
+	b->heap = malloc(b->n * (sizeof(*b->hash) + sizeof(*b->obj)));
+	if (!b->heap)
+		return KVF_ERR_NO_MEMORY;
+	b->hash = b->heap;
+	b->obj = (struct kvf__object **)(b->hash + b->n);
+	return KVF_OK;
+}
+
+static bool key_valid(const struct kvf_engine *e, const struct kvf_key *k)
+{
+	return k->len && k->len <= e->cfg.max_key_len && k->data;
+}
+
+static bool same_key(const struct kvf_key *a, const struct kvf_key *b)
+{
+	return a->len == b->len && memcmp(a->data, b->data, a->len) == 0;
+}
+
+static int mark_duplicates(struct kvf__batch *b)
+{
+	uint32_t slots_stack[2 * KVF__BATCH_STACK];
+	size_t size = 2;
+	uint32_t *slots;
+
+	if (b->n < 2)
+		return KVF_OK;
+	while (size < 2 * b->n)
+		size <<= 1;
+	slots = size <= 2 * KVF__BATCH_STACK ? slots_stack :
+					       malloc(size * sizeof(*slots));
+	if (!slots)
+		return KVF_ERR_NO_MEMORY;
+	memset(slots, 0, size * sizeof(*slots));
+	for (size_t i = 0; i < b->n; i++) {
+		size_t pos = b->hash[i] & (size - 1);
+
+		if (b->status[i] != KVF_OK && b->status[i] != KVF_ERR_DUPLICATE_KEY)
+			continue;
+		for (;; pos = (pos + 1) & (size - 1)) {
+			uint32_t j = slots[pos];
+
+			if (!j) {
+				slots[pos] = (uint32_t)i + 1;
+				break;
+			}
+			j--;
+			if (b->hash[j] == b->hash[i] &&
+			    same_key(&b->keys[j], &b->keys[i])) {
+				b->status[j] = KVF_ERR_DUPLICATE_KEY;
+				b->status[i] = KVF_ERR_DUPLICATE_KEY;
+				break;
+			}
+		}
+	}
+	if (slots != slots_stack)
+		free(slots);
+	return KVF_OK;
+}
+
+int kvf__batch_begin(struct kvf__batch *b, struct kvf_engine *e,
+		     enum kvf__op op, const struct kvf_key *keys, size_t n,
+		     enum kvf_status *status)
+{
+	int ret = check_batch(e, keys, n, status);
+
+	if (ret) {
+		fill_status(status, n, ret);
+		return ret;
+	}
+	kvf__rcu_ensure_registered();
+	b->e = e;
+	b->keys = keys;
+	b->status = status;
+	b->n = n;
+	kvf__prof_begin(e->prof, &b->span, op, n);
+	ret = scratch_alloc(b);
+	if (ret)
+		goto err;
+	for (size_t i = 0; i < n; i++)
+		status[i] = key_valid(e, &keys[i]) ? KVF_OK :
+						     KVF_ERR_INVALID_KEY;
+	kvf__prof_mark(&b->span, KVF__STAGE_VALIDATE);
+	for (size_t i = 0; i < n; i++)
+		b->hash[i] = status[i] == KVF_OK ?
+				     kvf__key_hash(keys[i].data, keys[i].len) :
+				     0;
+	ret = mark_duplicates(b);
+	if (ret)
+		goto err;
+	kvf__prof_mark(&b->span, KVF__STAGE_HASH);
+	return KVF_OK;
+err:
+	free(b->heap);
+	kvf__prof_end(&b->span);
+	fill_status(status, n, ret);
+	return ret;
+}
+
+void kvf__batch_probe(struct kvf__batch *b)
+{
+	size_t refused = 0;
+
+	for (size_t i = 0; i < b->n; i++)
+		refused += b->status[i] != KVF_OK;
+	if (!refused) {
+		kvf__index_lookup_batch(b->e->index, b->n, b->hash, b->keys,
+					b->obj);
+	} else {
+		/* Rare: keep refused keys (maybe NULL data) out of the index. */
+		for (size_t i = 0; i < b->n; i++)
+			b->obj[i] = b->status[i] == KVF_OK ?
+					    kvf__batch_relookup(b, i) :
+					    NULL;
+	}
+	kvf__prof_mark(&b->span, KVF__STAGE_PROBE);
+}
+
+struct kvf__object *kvf__batch_relookup(struct kvf__batch *b, size_t i)
+{
+	struct kvf__object *o;
+
+	kvf__index_lookup_batch(b->e->index, 1, &b->hash[i], &b->keys[i], &o);
+	return o;
+}
+
+int kvf__batch_end(struct kvf__batch *b, bool not_found_ok)
+{
+	int ret = KVF_OK;
+
+	for (size_t i = 0; i < b->n; i++) {
+		if (b->status[i] == KVF_OK ||
+		    (not_found_ok && b->status[i] == KVF_ERR_OBJECT_NOT_FOUND))
+			continue;
+		ret = KVF_ERR_PARTIAL;
+		break;
+	}
+	free(b->heap);
+	kvf__prof_mark(&b->span, KVF__STAGE_REPLY);
+	kvf__prof_end(&b->span);
+	return ret;
+}
+
+int kvf__batch_fail(struct kvf__batch *b, int err)
+{
+	fill_status(b->status, b->n, err);
+	free(b->heap);
+	kvf__prof_end(&b->span);
+	return err;
+}
+
+void kvf__replicas_describe(const struct kvf__object *o,
+			    struct kvf_replicas *out)
+{
+	out->count = o->nr_replicas;
+	for (unsigned i = 0; i < o->nr_replicas; i++) {
+		const struct kvf__segment *seg = o->replicas[i].seg;
+
+		out->replica[i].segment_id = seg->id;
+		out->replica[i].addr = seg->base + o->replicas[i].offset;
+		out->replica[i].size = o->size;
+	}
+}

@@ -1,0 +1,105 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * engine/buffers.c - returning replica buffers to segment allocators.
+ *
+ * Immediate frees (remove, revoke) happen inside the caller's read-side
+ * section: the segment, even if being unmounted, is freed only after a
+ * grace period, so its allocator is still there.
+ *
+ * Deferred frees: a pre-empted put's writer may still be writing into its
+ * buffers, so they are released only at put start + release timeout. The
+ * list holds segment pointers; a segment being unmounted purges its
+ * entries (kvf__deferred_forget_segment) and, because that happens after
+ * seg->dead is set and both sides take deferred_lock, no entry for a dead
+ * segment can be added after the purge.
+ */
+#include "config.h"
+
+#include <stdlib.h>
+
+#include "engine/die.h"
+#include "engine/internal.h"
+
+void kvf__replicas_free(struct kvf__object *o)
+{
+	for (unsigned i = 0; i < o->nr_replicas; i++)
+		kvf__segalloc_free(o->replicas[i].seg->alloc,
+				   o->replicas[i].offset, o->size);
+}
+
+void kvf__object_retire(struct kvf_engine *e, struct kvf__object *o)
+{
+	if (kvf__index_remove(e->index, o) != KVF_OK)
+		kvf__die("retiring a record that is not in the index");
+	kvf__object_free_rcu(o);
+}
+
+static bool deferred_grow(struct kvf_engine *e)
+{
+	size_t cap = e->cap_deferred ? 2 * e->cap_deferred : 64;
+	struct kvf__deferred_free *d;
+
+	d = realloc(e->deferred, cap * sizeof(*d));
+	if (!d)
+		return false;
+	e->deferred = d;
+	e->cap_deferred = cap;
+	return true;
+}
+
+void kvf__defer_free(struct kvf_engine *e, struct kvf__object *o)
+{
+	uint64_t at = o->stamp + e->release_ns;
+
+	pthread_mutex_lock(&e->deferred_lock);
+	for (unsigned i = 0; i < o->nr_replicas; i++) {
+		struct kvf__segment *seg = o->replicas[i].seg;
+
+		if (__atomic_load_n(&seg->dead, __ATOMIC_SEQ_CST))
+			continue;
+		if (e->nr_deferred == e->cap_deferred && !deferred_grow(e)) {
+			/* Cannot remember it: free now rather than leak. */
+			kvf__segalloc_free(seg->alloc, o->replicas[i].offset,
+					   o->size);
+			continue;
+		}
+		e->deferred[e->nr_deferred++] = (struct kvf__deferred_free){
+			.seg = seg,
+			.offset = o->replicas[i].offset,
+			.size = o->size,
+			.release_at_ns = at,
+		};
+	}
+	pthread_mutex_unlock(&e->deferred_lock);
+}
+
+void kvf__deferred_release(struct kvf_engine *e, bool all)
+{
+	uint64_t now = kvf__now(e);
+	size_t j = 0;
+
+	pthread_mutex_lock(&e->deferred_lock);
+	for (size_t i = 0; i < e->nr_deferred; i++) {
+		struct kvf__deferred_free *d = &e->deferred[i];
+
+		if (all || d->release_at_ns <= now)
+			kvf__segalloc_free(d->seg->alloc, d->offset, d->size);
+		else
+			e->deferred[j++] = *d;
+	}
+	e->nr_deferred = j;
+	pthread_mutex_unlock(&e->deferred_lock);
+}
+
+void kvf__deferred_forget_segment(struct kvf_engine *e,
+				  struct kvf__segment *seg)
+{
+	size_t j = 0;
+
+	pthread_mutex_lock(&e->deferred_lock);
+	for (size_t i = 0; i < e->nr_deferred; i++)
+		if (e->deferred[i].seg != seg)
+			e->deferred[j++] = e->deferred[i];
+	e->nr_deferred = j;
+	pthread_mutex_unlock(&e->deferred_lock);
+}

@@ -1,0 +1,305 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * engine/engine.c - configuration, open/close, housekeeping and stats.
+ *
+ * Lifetime: open builds the index, the segment table, the profiler and
+ * (with a data directory) the journal, replays it, then starts the
+ * background thread. Close stops that thread first, so nothing runs
+ * housekeeping while state is torn down, then frees in reverse order.
+ *
+ * Housekeeping (kvf_engine_tick) is serialised by tick_lock so concurrent
+ * ticks (the background thread and an embedder) do not duplicate work;
+ * every step it runs is also safe against all batch operations.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine/die.h"
+#include "engine/internal.h"
+
+#define MS (1000ULL * 1000ULL)
+
+static uint64_t monotonic_ns(void *ctx)
+{
+	struct timespec ts;
+
+	(void)ctx;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+void kvf_config_init(struct kvf_config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->durability = KVF_DURABILITY_BOUNDED;
+	cfg->sync_interval_ms = 10;
+	cfg->lease_ttl_ms = 10000;
+	cfg->client_ttl_ms = 10000;
+	cfg->put_discard_timeout_ms = 30000;
+	cfg->put_release_timeout_ms = 600000;
+	cfg->soft_pin_ttl_ms = 30 * 60 * 1000;
+	cfg->max_key_len = 4096;
+	cfg->max_batch = 65536;
+	cfg->expected_objects = 65536;
+	cfg->alloc_alignment = 64;
+	cfg->placement = KVF_PLACEMENT_FRAGMENTATION_AWARE;
+	cfg->index = KVF_INDEX_LFHT;
+	cfg->eviction_high_watermark = 0.90;
+	cfg->eviction_ratio = 0.05;
+	cfg->background = true;
+	cfg->tick_interval_ms = 100;
+}
+
+static int check_config(const struct kvf_config *c)
+{
+	if (!c->max_key_len || c->max_key_len > UINT16_MAX)
+		return KVF_ERR_INVALID_ARGUMENT;
+	if (!c->max_batch || c->max_batch > (1u << 24))
+		return KVF_ERR_INVALID_ARGUMENT;
+	if (!c->lease_ttl_ms || !c->client_ttl_ms || !c->tick_interval_ms)
+		return KVF_ERR_INVALID_ARGUMENT;
+	if (c->alloc_alignment < 8 ||
+	    (c->alloc_alignment & (c->alloc_alignment - 1)))
+		return KVF_ERR_INVALID_ARGUMENT;
+	if (!(c->eviction_high_watermark > 0 &&
+	      c->eviction_high_watermark <= 1) ||
+	    !(c->eviction_ratio > 0 && c->eviction_ratio <= 1))
+		return KVF_ERR_INVALID_ARGUMENT;
+	if ((unsigned)c->durability > KVF_DURABILITY_NONE ||
+	    (unsigned)c->placement > KVF_PLACEMENT_FREE_RATIO_FIRST ||
+	    (unsigned)c->index > KVF_INDEX_BUCKET)
+		return KVF_ERR_INVALID_ARGUMENT;
+	if (c->durability != KVF_DURABILITY_NONE && !c->data_dir)
+		return KVF_ERR_INVALID_ARGUMENT;
+	return KVF_OK;
+}
+
+static const struct kvf__index_ops *index_ops(enum kvf_index_kind kind)
+{
+	switch (kind) {
+	case KVF_INDEX_LFHT:
+		return &kvf__index_lfht_ops;
+	case KVF_INDEX_BUCKET:
+		break;
+	}
+	return NULL;
+}
+
+static void *background_main(void *arg)
+{
+	struct kvf_engine *e = arg;
+	struct timespec deadline;
+
+	kvf__rcu_ensure_registered();
+	pthread_mutex_lock(&e->bg_lock);
+	while (!e->bg_stop) {
+		clock_gettime(CLOCK_MONOTONIC, &deadline);
+		deadline.tv_nsec += (long)(e->cfg.tick_interval_ms % 1000) * 1000000L;
+		deadline.tv_sec += e->cfg.tick_interval_ms / 1000 +
+				   deadline.tv_nsec / 1000000000L;
+		deadline.tv_nsec %= 1000000000L;
+		pthread_cond_timedwait(&e->bg_cond, &e->bg_lock, &deadline);
+		if (e->bg_stop)
+			break;
+		pthread_mutex_unlock(&e->bg_lock);
+		kvf_engine_tick(e);
+		pthread_mutex_lock(&e->bg_lock);
+	}
+	pthread_mutex_unlock(&e->bg_lock);
+	kvf_thread_unregister();
+	return NULL;
+}
+
+static int start_background(struct kvf_engine *e)
+{
+	pthread_condattr_t attr;
+
+	pthread_condattr_init(&attr);
+	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+	pthread_cond_init(&e->bg_cond, &attr);
+	pthread_condattr_destroy(&attr);
+	if (!e->cfg.background)
+		return KVF_OK;
+	if (pthread_create(&e->bg_thread, NULL, background_main, e))
+		return KVF_ERR_NO_MEMORY;
+	e->bg_started = true;
+	return KVF_OK;
+}
+
+static void stop_background(struct kvf_engine *e)
+{
+	if (e->bg_started) {
+		pthread_mutex_lock(&e->bg_lock);
+		e->bg_stop = true;
+		pthread_cond_signal(&e->bg_cond);
+		pthread_mutex_unlock(&e->bg_lock);
+		pthread_join(e->bg_thread, NULL);
+		e->bg_started = false;
+	}
+	pthread_cond_destroy(&e->bg_cond);
+}
+
+static void copy_config(struct kvf_engine *e, const struct kvf_config *cfg)
+{
+	e->cfg = *cfg;
+	if (!e->cfg.clock)
+		e->cfg.clock = monotonic_ns;
+	e->lease_ttl_ns = cfg->lease_ttl_ms * MS;
+	e->client_ttl_ns = cfg->client_ttl_ms * MS;
+	e->discard_ns = cfg->put_discard_timeout_ms * MS;
+	e->release_ns = cfg->put_release_timeout_ms * MS;
+	e->soft_pin_ns = cfg->soft_pin_ttl_ms * MS;
+}
+
+int kvf_engine_open(const struct kvf_config *cfg, struct kvf_engine **out)
+{
+	struct kvf_engine *e;
+	int ret;
+
+	if (!cfg || !out)
+		return KVF_ERR_INVALID_ARGUMENT;
+	ret = check_config(cfg);
+	if (ret)
+		return ret;
+	if (!index_ops(cfg->index))
+		return KVF_ERR_UNAVAILABLE;
+	kvf__rcu_ensure_registered();
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return KVF_ERR_NO_MEMORY;
+	copy_config(e, cfg);
+	ret = KVF_ERR_NO_MEMORY;
+	if (cfg->data_dir) {
+		e->data_dir = strdup(cfg->data_dir);
+		if (!e->data_dir)
+			goto err_free;
+		e->cfg.data_dir = e->data_dir;
+	}
+	pthread_mutex_init(&e->seg_lock, NULL);
+	pthread_mutex_init(&e->deferred_lock, NULL);
+	pthread_mutex_init(&e->bg_lock, NULL);
+	pthread_mutex_init(&e->tick_lock, NULL);
+	ret = kvf__prof_create(&e->prof);
+	if (ret)
+		goto err_locks;
+	ret = index_ops(cfg->index)->create(cfg->expected_objects, &e->index);
+	if (ret)
+		goto err_prof;
+	ret = kvf__segments_init(e);
+	if (ret)
+		goto err_index;
+	ret = start_background(e);
+	if (ret)
+		goto err_segments;
+	*out = e;
+	return KVF_OK;
+
+err_segments:
+	kvf__segments_fini(e);
+err_index:
+	kvf__index_destroy(e->index);
+err_prof:
+	kvf__prof_destroy(e->prof);
+err_locks:
+	pthread_mutex_destroy(&e->tick_lock);
+	pthread_mutex_destroy(&e->bg_lock);
+	pthread_mutex_destroy(&e->deferred_lock);
+	pthread_mutex_destroy(&e->seg_lock);
+err_free:
+	free(e->data_dir);
+	free(e);
+	return ret;
+}
+
+static void unlink_for_close(struct kvf__object *o, void *arg)
+{
+	struct kvf_engine *e = arg;
+
+	if (kvf__index_remove(e->index, o) == KVF_OK)
+		kvf__object_free_rcu(o);
+}
+
+void kvf_engine_close(struct kvf_engine *e)
+{
+	if (!e)
+		return;
+	kvf__rcu_ensure_registered();
+	stop_background(e);
+	kvf__rcu_read_lock();
+	kvf__index_foreach(e->index, unlink_for_close, e);
+	kvf__rcu_read_unlock();
+	kvf__rcu_barrier();
+	kvf__index_destroy(e->index);
+	kvf__deferred_release(e, true);
+	free(e->deferred);
+	kvf__segments_fini(e);
+	kvf__prof_destroy(e->prof);
+	pthread_mutex_destroy(&e->tick_lock);
+	pthread_mutex_destroy(&e->bg_lock);
+	pthread_mutex_destroy(&e->deferred_lock);
+	pthread_mutex_destroy(&e->seg_lock);
+	free(e->data_dir);
+	free(e);
+}
+
+int kvf_engine_tick(struct kvf_engine *e)
+{
+	int ret;
+
+	if (!e)
+		return KVF_ERR_INVALID_ARGUMENT;
+	kvf__rcu_ensure_registered();
+	pthread_mutex_lock(&e->tick_lock);
+	ret = kvf__expire_clients(e);
+	kvf__rcu_read_lock();
+	kvf__deferred_release(e, false);
+	kvf__rcu_read_unlock();
+	pthread_mutex_unlock(&e->tick_lock);
+	return ret;
+}
+
+int kvf_engine_get_stats(struct kvf_engine *e, struct kvf_engine_stats *st)
+{
+	struct kvf__seg_table *t;
+
+	if (!e || !st)
+		return KVF_ERR_INVALID_ARGUMENT;
+	kvf__rcu_ensure_registered();
+	memset(st, 0, sizeof(*st));
+	st->objects = (uint64_t)__atomic_load_n(&e->nr_complete, __ATOMIC_RELAXED);
+	st->processing =
+		(uint64_t)__atomic_load_n(&e->nr_processing, __ATOMIC_RELAXED);
+	st->evicted_objects = __atomic_load_n(&e->nr_evicted, __ATOMIC_RELAXED);
+	st->expired_clients = __atomic_load_n(&e->nr_expired, __ATOMIC_RELAXED);
+	st->recovered_objects = e->recovered_objects;
+	st->recovery_ns = e->recovery_ns;
+	pthread_mutex_lock(&e->deferred_lock);
+	st->deferred_frees = e->nr_deferred;
+	pthread_mutex_unlock(&e->deferred_lock);
+	kvf__rcu_read_lock();
+	t = kvf__segs(e);
+	st->segments = t->nr;
+	for (uint32_t i = 0; i < t->nr; i++) {
+		st->capacity_bytes += t->seg[i]->size;
+		st->used_bytes += t->seg[i]->size -
+				  kvf__segalloc_free_bytes(t->alloc[i]);
+	}
+	{
+		long before, after;
+		unsigned long count;
+
+		cds_lfht_count_nodes(e->clients, &before, &count, &after);
+		st->clients = count;
+	}
+	kvf__rcu_read_unlock();
+	return KVF_OK;
+}
+
+struct kvf_profiler *kvf_engine_profiler(struct kvf_engine *e)
+{
+	return e ? e->prof : NULL;
+}

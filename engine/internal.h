@@ -1,0 +1,150 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * engine/internal.h - the engine's state, shared by engine/ and batch/.
+ */
+#ifndef KVF_ENGINE_INTERNAL_H
+#define KVF_ENGINE_INTERNAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <kvforge.h>
+
+#include "alloc/placement.h"
+#include "alloc/segalloc.h"
+#include "engine/rcu.h"
+#include "metadata/index.h"
+#include "metadata/object.h"
+#include "profiling/stage.h"
+
+struct kvf__journal;
+
+/*
+ * A mounted segment. Immutable after mount except @dead. Freed after a
+ * grace period once unmounted and every replica in it was dropped, so a
+ * reader holding a record that still points here can read it safely.
+ */
+struct kvf__segment {
+	uint64_t id;
+	uint64_t client_id;
+	uint64_t base;
+	uint64_t size;
+	struct kvf__segalloc *alloc;
+	int dead; /* atomic: unmount started; placement skips it */
+	struct rcu_head rcu;
+	char name[KVF_SEGMENT_NAME_MAX + 1];
+	char endpoint[KVF_ENDPOINT_MAX + 1];
+};
+
+/*
+ * The set of mounted segments, published with RCU. Copy-on-write: mount
+ * and unmount build a new table under seg_lock and publish it.
+ * alloc[i] == seg[i]->alloc, kept as a flat array for kvf__place().
+ */
+struct kvf__seg_table {
+	struct rcu_head rcu;
+	uint32_t nr;
+	struct kvf__segment **seg;
+	struct kvf__segalloc **alloc;
+};
+
+/* A known client; in the clients hash (RCU), keyed by id. */
+struct kvf__client {
+	struct cds_lfht_node node;
+	struct rcu_head rcu;
+	uint64_t id;
+	uint64_t last_seen_ns; /* atomic */
+};
+
+/* Buffers of a pre-empted put, released once the writer surely stopped. */
+struct kvf__deferred_free {
+	struct kvf__segment *seg;
+	uint64_t offset;
+	uint64_t size;
+	uint64_t release_at_ns;
+};
+
+struct kvf_engine {
+	struct kvf_config cfg;
+	char *data_dir;
+	uint64_t lease_ttl_ns;
+	uint64_t client_ttl_ns;
+	uint64_t discard_ns;
+	uint64_t release_ns;
+	uint64_t soft_pin_ns;
+
+	struct kvf__index *index;
+	struct kvf_profiler *prof;
+	struct kvf__journal *journal; /* NULL with KVF_DURABILITY_NONE */
+
+	/* Serialises mount, unmount, client add/remove and expiry. */
+	pthread_mutex_t seg_lock;
+	struct kvf__seg_table *segs; /* RCU */
+	struct cds_lfht *clients;
+
+	pthread_mutex_t deferred_lock;
+	struct kvf__deferred_free *deferred;
+	size_t nr_deferred;
+	size_t cap_deferred;
+
+	/* Counters (atomic, relaxed). */
+	int64_t nr_complete;
+	int64_t nr_processing;
+	uint64_t nr_evicted;
+	uint64_t nr_expired;
+	uint64_t recovered_objects;
+	uint64_t recovery_ns;
+
+	/* Background housekeeping thread. */
+	pthread_t bg_thread;
+	bool bg_started;
+	bool bg_stop;
+	pthread_mutex_t bg_lock;
+	pthread_cond_t bg_cond;
+	pthread_mutex_t tick_lock;
+};
+
+/* The engine clock, in ns. */
+static inline uint64_t kvf__now(const struct kvf_engine *e)
+{
+	return e->cfg.clock(e->cfg.clock_ctx);
+}
+
+static inline void kvf__count_add(int64_t *ctr, int64_t delta)
+{
+	__atomic_fetch_add(ctr, delta, __ATOMIC_RELAXED);
+}
+
+/* Segments (engine/segment.c). Call inside an RCU read-side section. */
+struct kvf__seg_table *kvf__segs(struct kvf_engine *e);
+struct kvf__segment *kvf__seg_find(struct kvf__seg_table *t, uint64_t id,
+				   uint32_t *slot);
+bool kvf__client_known(struct kvf_engine *e, uint64_t client_id);
+int kvf__segments_init(struct kvf_engine *e);
+void kvf__segments_fini(struct kvf_engine *e);
+int kvf__expire_clients(struct kvf_engine *e);
+
+/* Buffers (engine/buffers.c). */
+void kvf__replicas_free(struct kvf__object *o);
+void kvf__defer_free(struct kvf_engine *e, struct kvf__object *o);
+void kvf__deferred_release(struct kvf_engine *e, bool all);
+void kvf__deferred_forget_segment(struct kvf_engine *e,
+				  struct kvf__segment *seg);
+
+/* Unlink and free a record whose replicas were already handled. */
+void kvf__object_retire(struct kvf_engine *e, struct kvf__object *o);
+
+/* Journal hook (engine/journal_glue.c): KVF_OK without a journal. */
+struct kvf__mutation;
+int kvf__engine_journal(struct kvf_engine *e, const struct kvf__mutation *m,
+			size_t n);
+
+/* Mount/unmount with seg_lock held; @journal false while recovering. */
+int kvf__segment_mount_locked(struct kvf_engine *e, uint64_t client_id,
+			      const struct kvf_segment_desc *d, bool journal,
+			      struct kvf__segment **out);
+int kvf__segment_unmount_locked(struct kvf_engine *e, uint64_t client_id,
+				uint64_t segment_id, bool journal);
+
+#endif /* KVF_ENGINE_INTERNAL_H */

@@ -1,0 +1,202 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tests/unit/helpers.h - shared fixtures for engine tests.
+ */
+#ifndef KVF_TESTS_HELPERS_H
+#define KVF_TESTS_HELPERS_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <kvforge.h>
+
+#define MIB (1024ULL * 1024ULL)
+#define GIB (1024ULL * MIB)
+#define MS_NS (1000ULL * 1000ULL)
+
+/* A clock the test moves by hand. */
+struct test_clock {
+	uint64_t now_ns; /* atomic */
+};
+
+static inline uint64_t test_clock_read(void *ctx)
+{
+	return __atomic_load_n(&((struct test_clock *)ctx)->now_ns,
+			       __ATOMIC_RELAXED);
+}
+
+static inline void test_clock_advance_ms(struct test_clock *c, uint64_t ms)
+{
+	__atomic_fetch_add(&c->now_ns, ms * MS_NS, __ATOMIC_RELAXED);
+}
+
+struct fixture {
+	struct kvf_engine *e;
+	struct test_clock clock;
+	struct kvf_config cfg;
+};
+
+/* Memory-only engine on a manual clock, no background thread. */
+static inline void fixture_config(struct fixture *f)
+{
+	kvf_config_init(&f->cfg);
+	f->cfg.durability = KVF_DURABILITY_NONE;
+	f->cfg.background = false;
+	f->clock.now_ns = 1000 * MS_NS;
+	f->cfg.clock = test_clock_read;
+	f->cfg.clock_ctx = &f->clock;
+	f->cfg.max_batch = 1024;
+	f->cfg.seed = 7;
+}
+
+static inline int fixture_setup(void **state)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+
+	assert_non_null(f);
+	fixture_config(f);
+	assert_int_equal(kvf_engine_open(&f->cfg, &f->e), KVF_OK);
+	*state = f;
+	return 0;
+}
+
+static inline int fixture_teardown(void **state)
+{
+	struct fixture *f = *state;
+
+	kvf_engine_close(f->e);
+	free(f);
+	return 0;
+}
+
+/* Mount segment @id of @size bytes for @client at a distinct base. */
+static inline int mount(struct kvf_engine *e, uint64_t client, uint64_t id,
+			uint64_t size)
+{
+	char name[32];
+	struct kvf_segment_desc d = {
+		.id = id,
+		.name = name,
+		.base = id << 40,
+		.size = size,
+		.endpoint = "127.0.0.1:12345",
+	};
+
+	snprintf(name, sizeof(name), "seg-%llu", (unsigned long long)id);
+	return kvf_segment_mount(e, client, &d);
+}
+
+static inline struct kvf_key key_of(const char *s)
+{
+	return (struct kvf_key){ s, strlen(s) };
+}
+
+/* One-key helpers: a batch of one, as users would call it. */
+static inline int put1(struct kvf_engine *e, uint64_t client, const char *k,
+		       uint64_t size, uint32_t replicas,
+		       struct kvf_replicas *out)
+{
+	struct kvf_key key = key_of(k);
+	struct kvf_put_config cfg = { .replica_num = replicas };
+	struct kvf_replicas r;
+	enum kvf_status st;
+	int ret;
+
+	ret = kvf_batch_put_start(e, client, &key, &size, 1, &cfg,
+				  out ? out : &r, &st);
+	if (ret == KVF_ERR_PARTIAL)
+		return st;
+	return ret;
+}
+
+static inline int end1(struct kvf_engine *e, uint64_t client, const char *k)
+{
+	struct kvf_key key = key_of(k);
+	enum kvf_status st;
+	int ret = kvf_batch_put_end(e, client, &key, 1, &st);
+
+	return ret == KVF_ERR_PARTIAL ? (int)st : ret;
+}
+
+static inline int revoke1(struct kvf_engine *e, uint64_t client, const char *k)
+{
+	struct kvf_key key = key_of(k);
+	enum kvf_status st;
+	int ret = kvf_batch_put_revoke(e, client, &key, 1, &st);
+
+	return ret == KVF_ERR_PARTIAL ? (int)st : ret;
+}
+
+static inline int get1(struct kvf_engine *e, const char *k,
+		       struct kvf_replicas *out)
+{
+	struct kvf_key key = key_of(k);
+	struct kvf_replicas r;
+	enum kvf_status st;
+	int ret = kvf_batch_get(e, &key, 1, out ? out : &r, &st, NULL);
+
+	return ret == KVF_ERR_PARTIAL ? (int)st : ret;
+}
+
+static inline int exist1(struct kvf_engine *e, const char *k)
+{
+	struct kvf_key key = key_of(k);
+	enum kvf_status st;
+	int ret = kvf_batch_exist(e, &key, 1, &st);
+
+	return ret == KVF_OK ? (int)st : ret;
+}
+
+static inline int remove1(struct kvf_engine *e, const char *k, bool force)
+{
+	struct kvf_key key = key_of(k);
+	enum kvf_status st;
+	int ret = kvf_batch_remove(e, &key, 1, force, &st);
+
+	return ret == KVF_ERR_PARTIAL ? (int)st : ret;
+}
+
+static inline int put_complete(struct kvf_engine *e, uint64_t client,
+			       const char *k, uint64_t size, uint32_t replicas)
+{
+	int ret = put1(e, client, k, size, replicas, NULL);
+
+	return ret ? ret : end1(e, client, k);
+}
+
+static inline struct kvf_engine_stats stats_of(struct kvf_engine *e)
+{
+	struct kvf_engine_stats s;
+
+	assert_int_equal(kvf_engine_get_stats(e, &s), KVF_OK);
+	return s;
+}
+
+static inline void assert_replicas_equal(const struct kvf_replicas *a,
+					 const struct kvf_replicas *b)
+{
+	assert_int_equal(a->count, b->count);
+	assert_memory_equal(a->replica, b->replica,
+			    a->count * sizeof(a->replica[0]));
+}
+
+/* A unique temporary directory under $KVF_TEST_TMPDIR (or /tmp). */
+static inline char *test_tmpdir(const char *tag)
+{
+	const char *base = getenv("KVF_TEST_TMPDIR");
+	char *path = malloc(512);
+
+	assert_non_null(path);
+	snprintf(path, 512, "%s/%s-XXXXXX", base ? base : "/tmp", tag);
+	assert_non_null(mkdtemp(path));
+	return path;
+}
+
+#endif /* KVF_TESTS_HELPERS_H */

@@ -1,0 +1,379 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tests/unit/test_batch.c - every batch operation and its error paths,
+ * asserting exact statuses and the resulting state.
+ */
+#include "config.h"
+
+#include "tests/unit/helpers.h"
+
+#define C1 101
+#define C2 202
+
+static int setup_two_segments(void **state)
+{
+	struct fixture *f;
+
+	fixture_setup(state);
+	f = *state;
+	assert_int_equal(mount(f->e, C1, 1, 64 * MIB), KVF_OK);
+	assert_int_equal(mount(f->e, C2, 2, 64 * MIB), KVF_OK);
+	return 0;
+}
+
+static void test_refused_batches(void **state)
+{
+	struct fixture *f = *state;
+	struct kvf_key keys[2] = { key_of("a"), key_of("b") };
+	uint64_t sizes[2] = { MIB, MIB };
+	struct kvf_put_config cfg = { .replica_num = 1 };
+	struct kvf_replicas out[2];
+	enum kvf_status st[2] = { 99, 99 };
+
+	assert_int_equal(kvf_batch_put_start(f->e, C1, NULL, sizes, 2, &cfg,
+					     out, st),
+			 KVF_ERR_INVALID_ARGUMENT);
+	assert_int_equal(st[0], KVF_ERR_INVALID_ARGUMENT);
+	assert_int_equal(kvf_batch_put_start(f->e, C1, keys, NULL, 2, &cfg,
+					     out, st),
+			 KVF_ERR_INVALID_ARGUMENT);
+	assert_int_equal(kvf_batch_put_start(f->e, C1, keys, sizes, 2, &cfg,
+					     NULL, st),
+			 KVF_ERR_INVALID_ARGUMENT);
+	assert_int_equal(kvf_batch_put_start(f->e, C1, keys, sizes, 2, &cfg,
+					     out, NULL),
+			 KVF_ERR_INVALID_ARGUMENT);
+	assert_int_equal(kvf_batch_put_start(f->e, C1, keys, sizes, 0, &cfg,
+					     out, st),
+			 KVF_ERR_BATCH_EMPTY);
+	assert_int_equal(kvf_batch_get(f->e, keys, 2, NULL, st, NULL),
+			 KVF_ERR_INVALID_ARGUMENT);
+	assert_int_equal(kvf_batch_exist(NULL, keys, 2, st),
+			 KVF_ERR_INVALID_ARGUMENT);
+	assert_int_equal(kvf_batch_remove(f->e, keys, 0, false, st),
+			 KVF_ERR_BATCH_EMPTY);
+	/* Nothing changed. */
+	assert_int_equal(stats_of(f->e).processing, 0);
+	assert_int_equal(stats_of(f->e).used_bytes, 0);
+}
+
+static void test_batch_too_large(void **state)
+{
+	struct fixture *f = *state;
+	size_t n = f->cfg.max_batch + 1;
+	struct kvf_key *keys = calloc(n, sizeof(*keys));
+	enum kvf_status *st = calloc(n, sizeof(*st));
+
+	for (size_t i = 0; i < n; i++)
+		keys[i] = key_of("k");
+	assert_int_equal(kvf_batch_exist(f->e, keys, n, st),
+			 KVF_ERR_BATCH_TOO_LARGE);
+	for (size_t i = 0; i < n; i++)
+		assert_int_equal(st[i], KVF_ERR_BATCH_TOO_LARGE);
+	free(keys);
+	free(st);
+}
+
+static void test_put_start_batch_errors(void **state)
+{
+	struct fixture *f = *state;
+	struct kvf_key k = key_of("obj");
+	uint64_t size = MIB, bogus = 999;
+	struct kvf_put_config cfg = { .replica_num = 1 };
+	struct kvf_replicas out;
+	enum kvf_status st;
+
+	assert_int_equal(kvf_batch_put_start(f->e, 777, &k, &size, 1, &cfg,
+					     &out, &st),
+			 KVF_ERR_CLIENT_NOT_FOUND);
+	assert_int_equal(st, KVF_ERR_CLIENT_NOT_FOUND);
+	cfg.replica_num = 0;
+	assert_int_equal(kvf_batch_put_start(f->e, C1, &k, &size, 1, &cfg,
+					     &out, &st),
+			 KVF_ERR_INVALID_PARAMS);
+	cfg.replica_num = KVF_MAX_REPLICAS + 1;
+	assert_int_equal(kvf_batch_put_start(f->e, C1, &k, &size, 1, &cfg,
+					     &out, &st),
+			 KVF_ERR_INVALID_PARAMS);
+	cfg.replica_num = 3; /* two segments mounted */
+	assert_int_equal(kvf_batch_put_start(f->e, C1, &k, &size, 1, &cfg,
+					     &out, &st),
+			 KVF_ERR_NOT_ENOUGH_SEGMENTS);
+	cfg.replica_num = 1;
+	cfg.preferred_segments = &bogus;
+	cfg.nr_preferred = 1;
+	assert_int_equal(kvf_batch_put_start(f->e, C1, &k, &size, 1, &cfg,
+					     &out, &st),
+			 KVF_ERR_SEGMENT_NOT_FOUND);
+	assert_int_equal(exist1(f->e, "obj"), KVF_ERR_OBJECT_NOT_FOUND);
+	assert_int_equal(stats_of(f->e).processing, 0);
+	assert_int_equal(stats_of(f->e).used_bytes, 0);
+}
+
+static void test_put_start_item_errors(void **state)
+{
+	struct fixture *f = *state;
+	char *longkey = malloc(f->cfg.max_key_len + 1);
+	struct kvf_key keys[8];
+	uint64_t sizes[8];
+	struct kvf_put_config cfg = { .replica_num = 1 };
+	struct kvf_replicas out[8];
+	enum kvf_status st[8];
+	struct kvf_engine_stats s;
+
+	memset(longkey, 'x', f->cfg.max_key_len + 1);
+	assert_int_equal(put_complete(f->e, C1, "exists", MIB, 1), KVF_OK);
+	assert_int_equal(put1(f->e, C1, "pending", MIB, 1, NULL), KVF_OK);
+	keys[0] = key_of("good");           sizes[0] = MIB;
+	keys[1] = (struct kvf_key){ "", 0 }; sizes[1] = MIB;
+	keys[2] = (struct kvf_key){ longkey, f->cfg.max_key_len + 1 };
+	sizes[2] = MIB;
+	keys[3] = key_of("zero");           sizes[3] = 0;
+	keys[4] = key_of("dup");            sizes[4] = MIB;
+	keys[5] = key_of("dup");            sizes[5] = MIB;
+	keys[6] = key_of("exists");         sizes[6] = MIB;
+	keys[7] = key_of("huge");           sizes[7] = 65 * MIB;
+	assert_int_equal(kvf_batch_put_start(f->e, C1, keys, sizes, 8, &cfg,
+					     out, st),
+			 KVF_ERR_PARTIAL);
+	assert_int_equal(st[0], KVF_OK);
+	assert_int_equal(st[1], KVF_ERR_INVALID_KEY);
+	assert_int_equal(st[2], KVF_ERR_INVALID_KEY);
+	assert_int_equal(st[3], KVF_ERR_INVALID_PARAMS);
+	assert_int_equal(st[4], KVF_ERR_DUPLICATE_KEY);
+	assert_int_equal(st[5], KVF_ERR_DUPLICATE_KEY);
+	assert_int_equal(st[6], KVF_ERR_OBJECT_ALREADY_EXISTS);
+	assert_int_equal(st[7], KVF_ERR_NO_SPACE);
+	/* A processing object not yet stuck cannot be taken over. */
+	assert_int_equal(put1(f->e, C2, "pending", MIB, 1, NULL),
+			 KVF_ERR_OBJECT_ALREADY_EXISTS);
+	s = stats_of(f->e);
+	assert_int_equal(s.objects, 1);
+	assert_int_equal(s.processing, 2); /* "pending" and "good" */
+	assert_true(s.used_bytes >= 3 * MIB && s.used_bytes < 4 * MIB);
+	/* A key of exactly the maximum length is fine. */
+	keys[0] = (struct kvf_key){ longkey, f->cfg.max_key_len };
+	assert_int_equal(kvf_batch_put_start(f->e, C1, keys, sizes, 1, &cfg,
+					     out, st),
+			 KVF_OK);
+	free(longkey);
+}
+
+static void test_put_start_placement(void **state)
+{
+	struct fixture *f = *state;
+	struct kvf_key k = key_of("two");
+	uint64_t size = 3 * MIB, pref = 2;
+	struct kvf_put_config cfg = { .replica_num = 2,
+				      .preferred_segments = &pref,
+				      .nr_preferred = 1 };
+	struct kvf_segment_info info;
+	struct kvf_replicas out, got;
+	enum kvf_status st;
+
+	assert_int_equal(kvf_batch_put_start(f->e, C1, &k, &size, 1, &cfg,
+					     &out, &st),
+			 KVF_OK);
+	assert_int_equal(out.count, 2);
+	assert_int_equal(out.replica[0].segment_id, 2);
+	assert_int_not_equal(out.replica[0].segment_id,
+			     out.replica[1].segment_id);
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(kvf_segment_query(f->e,
+						   out.replica[i].segment_id,
+						   &info),
+				 KVF_OK);
+		assert_int_equal(out.replica[i].size, size);
+		assert_true(out.replica[i].addr >= info.base);
+		assert_true(out.replica[i].addr + size <= info.base + info.size);
+		assert_true(info.used_bytes >= size);
+	}
+	assert_int_equal(get1(f->e, "two", NULL), KVF_ERR_OBJECT_NOT_FOUND);
+	assert_int_equal(end1(f->e, C1, "two"), KVF_OK);
+	assert_int_equal(get1(f->e, "two", &got), KVF_OK);
+	assert_replicas_equal(&got, &out);
+}
+
+static void test_put_end_errors(void **state)
+{
+	struct fixture *f = *state;
+
+	assert_int_equal(end1(f->e, C1, "nothing"), KVF_ERR_OBJECT_NOT_FOUND);
+	assert_int_equal(put1(f->e, C1, "mine", MIB, 1, NULL), KVF_OK);
+	assert_int_equal(end1(f->e, C2, "mine"), KVF_ERR_ILLEGAL_CLIENT);
+	assert_int_equal(revoke1(f->e, C2, "mine"), KVF_ERR_ILLEGAL_CLIENT);
+	assert_int_equal(exist1(f->e, "mine"), KVF_ERR_OBJECT_NOT_FOUND);
+	assert_int_equal(end1(f->e, C1, "mine"), KVF_OK);
+	assert_int_equal(end1(f->e, C1, "mine"), KVF_ERR_OBJECT_ALREADY_EXISTS);
+	assert_int_equal(revoke1(f->e, C1, "mine"),
+			 KVF_ERR_OBJECT_ALREADY_EXISTS);
+	assert_int_equal(exist1(f->e, "mine"), KVF_OK);
+	assert_int_equal(stats_of(f->e).objects, 1);
+	assert_int_equal(stats_of(f->e).processing, 0);
+}
+
+static void test_revoke_frees(void **state)
+{
+	struct fixture *f = *state;
+
+	assert_int_equal(put1(f->e, C1, "r", 5 * MIB, 2, NULL), KVF_OK);
+	assert_true(stats_of(f->e).used_bytes >= 10 * MIB);
+	assert_int_equal(revoke1(f->e, C1, "r"), KVF_OK);
+	assert_int_equal(stats_of(f->e).used_bytes, 0);
+	assert_int_equal(stats_of(f->e).processing, 0);
+	assert_int_equal(end1(f->e, C1, "r"), KVF_ERR_OBJECT_NOT_FOUND);
+	assert_int_equal(revoke1(f->e, C1, "r"), KVF_ERR_OBJECT_NOT_FOUND);
+	/* The key is free for a new put. */
+	assert_int_equal(put_complete(f->e, C2, "r", MIB, 1), KVF_OK);
+}
+
+static void test_get_and_exist(void **state)
+{
+	struct fixture *f = *state;
+	struct kvf_key keys[3] = { key_of("a"), key_of("missing"),
+				   key_of("b") };
+	struct kvf_replicas out[3];
+	enum kvf_status st[3];
+	uint64_t ttl = 0;
+
+	assert_int_equal(put_complete(f->e, C1, "a", MIB, 1), KVF_OK);
+	assert_int_equal(put_complete(f->e, C1, "b", 2 * MIB, 2), KVF_OK);
+	assert_int_equal(kvf_batch_get(f->e, keys, 3, out, st, &ttl),
+			 KVF_ERR_PARTIAL);
+	assert_int_equal(ttl, f->cfg.lease_ttl_ms);
+	assert_int_equal(st[0], KVF_OK);
+	assert_int_equal(st[1], KVF_ERR_OBJECT_NOT_FOUND);
+	assert_int_equal(st[2], KVF_OK);
+	assert_int_equal(out[0].count, 1);
+	assert_int_equal(out[2].count, 2);
+	assert_int_equal(out[2].replica[1].size, 2 * MIB);
+	/* Exist: not-found is an answer, not a failure. */
+	assert_int_equal(kvf_batch_exist(f->e, keys, 3, st), KVF_OK);
+	assert_int_equal(st[0], KVF_OK);
+	assert_int_equal(st[1], KVF_ERR_OBJECT_NOT_FOUND);
+	assert_int_equal(st[2], KVF_OK);
+	keys[1] = keys[0];
+	assert_int_equal(kvf_batch_exist(f->e, keys, 3, st), KVF_ERR_PARTIAL);
+	assert_int_equal(st[0], KVF_ERR_DUPLICATE_KEY);
+	assert_int_equal(st[1], KVF_ERR_DUPLICATE_KEY);
+	assert_int_equal(st[2], KVF_OK);
+}
+
+static void test_remove_rules(void **state)
+{
+	struct fixture *f = *state;
+	struct kvf_key k = key_of("pinned");
+	uint64_t size = MIB;
+	struct kvf_put_config cfg = { .replica_num = 1, .hard_pin = true };
+	struct kvf_replicas out;
+	enum kvf_status st;
+
+	assert_int_equal(remove1(f->e, "none", false), KVF_ERR_OBJECT_NOT_FOUND);
+	assert_int_equal(put1(f->e, C1, "p", MIB, 1, NULL), KVF_OK);
+	assert_int_equal(remove1(f->e, "p", false), KVF_ERR_OBJECT_NOT_READY);
+	assert_int_equal(remove1(f->e, "p", true), KVF_ERR_OBJECT_NOT_READY);
+	assert_int_equal(end1(f->e, C1, "p"), KVF_OK);
+	/* No lease yet: put_end grants none. */
+	assert_int_equal(get1(f->e, "p", NULL), KVF_OK);
+	assert_int_equal(remove1(f->e, "p", false), KVF_ERR_OBJECT_HAS_LEASE);
+	assert_int_equal(exist1(f->e, "p"), KVF_OK);
+	test_clock_advance_ms(&f->clock, f->cfg.lease_ttl_ms + 1);
+	assert_int_equal(remove1(f->e, "p", false), KVF_OK);
+	assert_int_equal(exist1(f->e, "p"), KVF_ERR_OBJECT_NOT_FOUND);
+	assert_int_equal(stats_of(f->e).used_bytes, 0);
+	/* Exist also extends the lease; force overrides it. */
+	assert_int_equal(put_complete(f->e, C1, "q", MIB, 1), KVF_OK);
+	assert_int_equal(exist1(f->e, "q"), KVF_OK);
+	assert_int_equal(remove1(f->e, "q", false), KVF_ERR_OBJECT_HAS_LEASE);
+	assert_int_equal(remove1(f->e, "q", true), KVF_OK);
+	/* Hard pin. */
+	assert_int_equal(kvf_batch_put_start(f->e, C1, &k, &size, 1, &cfg,
+					     &out, &st),
+			 KVF_OK);
+	assert_int_equal(end1(f->e, C1, "pinned"), KVF_OK);
+	assert_int_equal(remove1(f->e, "pinned", false), KVF_ERR_OBJECT_PINNED);
+	assert_int_equal(remove1(f->e, "pinned", true), KVF_OK);
+	assert_int_equal(stats_of(f->e).objects, 0);
+}
+
+static void test_remove_all_and_prefix(void **state)
+{
+	struct fixture *f = *state;
+	struct kvf_key empty = { "", 0 }, pre = key_of("model-a/");
+	char key[64];
+	uint64_t removed = 0;
+
+	for (int i = 0; i < 300; i++) {
+		snprintf(key, sizeof(key), "model-%c/%d", i % 3 ? 'a' : 'b', i);
+		assert_int_equal(put_complete(f->e, C1, key, 64 * 1024, 1),
+				 KVF_OK);
+	}
+	assert_int_equal(put1(f->e, C1, "model-a/processing", MIB, 1, NULL),
+			 KVF_OK);
+	assert_int_equal(exist1(f->e, "model-a/1"), KVF_OK); /* leased */
+	assert_int_equal(kvf_remove_prefix(f->e, &empty, false, &removed),
+			 KVF_ERR_INVALID_KEY);
+	assert_int_equal(kvf_remove_prefix(f->e, &pre, false, &removed),
+			 KVF_OK);
+	assert_int_equal(removed, 199);
+	assert_int_equal(exist1(f->e, "model-a/1"), KVF_OK);
+	assert_int_equal(exist1(f->e, "model-a/2"), KVF_ERR_OBJECT_NOT_FOUND);
+	assert_int_equal(exist1(f->e, "model-b/0"), KVF_OK);
+	assert_int_equal(kvf_remove_all(f->e, false, &removed), KVF_OK);
+	assert_int_equal(removed, 99); /* model-b/0 and model-a/1 leased */
+	assert_int_equal(kvf_remove_all(f->e, true, &removed), KVF_OK);
+	assert_int_equal(removed, 2);
+	assert_int_equal(stats_of(f->e).objects, 0);
+	assert_int_equal(stats_of(f->e).processing, 1);
+}
+
+static void test_status_strings(void **state)
+{
+	(void)state;
+	assert_string_equal(kvf_status_name(KVF_ERR_NO_SPACE),
+			    "KVF_ERR_NO_SPACE");
+	assert_string_equal(kvf_status_name(KVF_OK), "KVF_OK");
+	assert_string_equal(kvf_strerror(KVF_ERR_OBJECT_HAS_LEASE),
+			    "object has a lease");
+	assert_string_equal(kvf_strerror(12345), "unknown status");
+	assert_string_equal(kvf_status_name(-12345), "KVF_UNKNOWN");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_status_strings),
+		cmocka_unit_test_setup_teardown(test_refused_batches,
+						setup_two_segments,
+						fixture_teardown),
+		cmocka_unit_test_setup_teardown(test_batch_too_large,
+						setup_two_segments,
+						fixture_teardown),
+		cmocka_unit_test_setup_teardown(test_put_start_batch_errors,
+						setup_two_segments,
+						fixture_teardown),
+		cmocka_unit_test_setup_teardown(test_put_start_item_errors,
+						setup_two_segments,
+						fixture_teardown),
+		cmocka_unit_test_setup_teardown(test_put_start_placement,
+						setup_two_segments,
+						fixture_teardown),
+		cmocka_unit_test_setup_teardown(test_put_end_errors,
+						setup_two_segments,
+						fixture_teardown),
+		cmocka_unit_test_setup_teardown(test_revoke_frees,
+						setup_two_segments,
+						fixture_teardown),
+		cmocka_unit_test_setup_teardown(test_get_and_exist,
+						setup_two_segments,
+						fixture_teardown),
+		cmocka_unit_test_setup_teardown(test_remove_rules,
+						setup_two_segments,
+						fixture_teardown),
+		cmocka_unit_test_setup_teardown(test_remove_all_and_prefix,
+						setup_two_segments,
+						fixture_teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

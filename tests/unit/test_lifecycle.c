@@ -1,0 +1,281 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tests/unit/test_lifecycle.c - engine configuration, clients and
+ * segments, and the time rules (leases, stuck puts, client expiry) on an
+ * injected clock: nothing here sleeps.
+ */
+#include "config.h"
+
+#include "tests/unit/helpers.h"
+
+#define C1 11
+#define C2 22
+
+static void test_config_defaults(void **state)
+{
+	struct kvf_config c;
+
+	(void)state;
+	kvf_config_init(&c);
+	assert_int_equal(c.lease_ttl_ms, 10000);
+	assert_int_equal(c.client_ttl_ms, 10000);
+	assert_int_equal(c.put_discard_timeout_ms, 30000);
+	assert_int_equal(c.put_release_timeout_ms, 600000);
+	assert_int_equal(c.max_key_len, 4096);
+	assert_int_equal(c.max_batch, 65536);
+	assert_int_equal(c.durability, KVF_DURABILITY_BOUNDED);
+	assert_int_equal(c.placement, KVF_PLACEMENT_FRAGMENTATION_AWARE);
+	assert_null(c.data_dir);
+}
+
+static void test_open_refuses_bad_config(void **state)
+{
+	struct kvf_engine *e = (struct kvf_engine *)0x1;
+	struct kvf_config c;
+
+	(void)state;
+	kvf_config_init(&c);
+	/* Bounded durability needs a data directory. */
+	assert_int_equal(kvf_engine_open(&c, &e), KVF_ERR_INVALID_ARGUMENT);
+	c.durability = KVF_DURABILITY_NONE;
+	c.max_key_len = 0;
+	assert_int_equal(kvf_engine_open(&c, &e), KVF_ERR_INVALID_ARGUMENT);
+	c.max_key_len = 70000;
+	assert_int_equal(kvf_engine_open(&c, &e), KVF_ERR_INVALID_ARGUMENT);
+	c.max_key_len = 4096;
+	c.alloc_alignment = 48;
+	assert_int_equal(kvf_engine_open(&c, &e), KVF_ERR_INVALID_ARGUMENT);
+	c.alloc_alignment = 64;
+	c.max_batch = 0;
+	assert_int_equal(kvf_engine_open(&c, &e), KVF_ERR_INVALID_ARGUMENT);
+	assert_ptr_equal(e, (struct kvf_engine *)0x1);
+	assert_int_equal(kvf_engine_open(NULL, &e), KVF_ERR_INVALID_ARGUMENT);
+	kvf_engine_close(NULL);
+	/* Background thread on: opens and closes cleanly. */
+	c.max_batch = 16;
+	c.background = true;
+	c.tick_interval_ms = 1;
+	assert_int_equal(kvf_engine_open(&c, &e), KVF_OK);
+	assert_int_equal(mount(e, C1, 1, 8 * MIB), KVF_OK);
+	assert_int_equal(kvf_engine_tick(e), KVF_OK);
+	kvf_engine_close(e);
+}
+
+static void test_mount_rules(void **state)
+{
+	struct fixture *f = *state;
+	char longname[KVF_SEGMENT_NAME_MAX + 2];
+	struct kvf_segment_desc d = { .id = 9, .name = "s", .base = 0,
+				      .size = MIB / 2, .endpoint = "" };
+	struct kvf_segment_info info;
+
+	assert_int_equal(kvf_segment_mount(f->e, C1, &d),
+			 KVF_ERR_INVALID_PARAMS);
+	d.size = 16 * MIB;
+	assert_int_equal(kvf_segment_mount(f->e, 0, &d), KVF_ERR_INVALID_PARAMS);
+	d.id = 0;
+	assert_int_equal(kvf_segment_mount(f->e, C1, &d), KVF_ERR_INVALID_PARAMS);
+	d.id = 9;
+	d.base = UINT64_MAX - MIB;
+	assert_int_equal(kvf_segment_mount(f->e, C1, &d), KVF_ERR_INVALID_PARAMS);
+	d.base = 0;
+	memset(longname, 'n', sizeof(longname) - 1);
+	longname[sizeof(longname) - 1] = 0;
+	d.name = longname;
+	assert_int_equal(kvf_segment_mount(f->e, C1, &d), KVF_ERR_INVALID_PARAMS);
+	d.name = "s";
+	assert_int_equal(kvf_segment_mount(f->e, C1, &d), KVF_OK);
+	assert_int_equal(kvf_segment_mount(f->e, C1, &d),
+			 KVF_ERR_SEGMENT_EXISTS);
+	d.id = 10;
+	d.base = 8 * MIB; /* overlaps segment 9 in C1's address space */
+	assert_int_equal(kvf_segment_mount(f->e, C1, &d),
+			 KVF_ERR_SEGMENT_OVERLAP);
+	assert_int_equal(kvf_segment_mount(f->e, C2, &d), KVF_OK);
+	assert_int_equal(kvf_segment_query(f->e, 9, &info), KVF_OK);
+	assert_int_equal(info.client_id, C1);
+	assert_int_equal(info.size, 16 * MIB);
+	assert_int_equal(info.free_bytes, 16 * MIB);
+	assert_int_equal(info.largest_free, 16 * MIB);
+	assert_string_equal(info.name, "s");
+	assert_int_equal(kvf_segment_query(f->e, 77, &info),
+			 KVF_ERR_SEGMENT_NOT_FOUND);
+	assert_int_equal(kvf_segment_unmount(f->e, C1, 77),
+			 KVF_ERR_SEGMENT_NOT_FOUND);
+	assert_int_equal(kvf_segment_unmount(f->e, C2, 9),
+			 KVF_ERR_ILLEGAL_CLIENT);
+	assert_int_equal(stats_of(f->e).segments, 2);
+	assert_int_equal(stats_of(f->e).clients, 2);
+	assert_int_equal(stats_of(f->e).capacity_bytes, 32 * MIB);
+	assert_int_equal(kvf_segment_unmount(f->e, C1, 9), KVF_OK);
+	assert_int_equal(stats_of(f->e).segments, 1);
+}
+
+static void test_full_lifecycle(void **state)
+{
+	struct fixture *f = *state;
+	struct kvf_replicas started, got;
+
+	assert_int_equal(mount(f->e, C1, 1, 64 * MIB), KVF_OK);
+	assert_int_equal(put1(f->e, C1, "k", 4 * MIB, 1, &started), KVF_OK);
+	assert_int_equal(get1(f->e, "k", NULL), KVF_ERR_OBJECT_NOT_FOUND);
+	assert_int_equal(end1(f->e, C1, "k"), KVF_OK);
+	assert_int_equal(get1(f->e, "k", &got), KVF_OK);
+	assert_replicas_equal(&got, &started);
+	assert_int_equal(remove1(f->e, "k", false), KVF_ERR_OBJECT_HAS_LEASE);
+	test_clock_advance_ms(&f->clock, 10001);
+	assert_int_equal(remove1(f->e, "k", false), KVF_OK);
+	assert_int_equal(get1(f->e, "k", NULL), KVF_ERR_OBJECT_NOT_FOUND);
+	assert_int_equal(stats_of(f->e).used_bytes, 0);
+}
+
+static void test_stuck_put_preempted(void **state)
+{
+	struct fixture *f = *state;
+	struct kvf_engine_stats s;
+
+	assert_int_equal(mount(f->e, C1, 1, 64 * MIB), KVF_OK);
+	assert_int_equal(mount(f->e, C2, 2, 64 * MIB), KVF_OK);
+	assert_int_equal(put1(f->e, C1, "stuck", 8 * MIB, 1, NULL), KVF_OK);
+	test_clock_advance_ms(&f->clock, 29999);
+	assert_int_equal(put1(f->e, C2, "stuck", 8 * MIB, 1, NULL),
+			 KVF_ERR_OBJECT_ALREADY_EXISTS);
+	test_clock_advance_ms(&f->clock, 2);
+	assert_int_equal(put1(f->e, C2, "stuck", 8 * MIB, 1, NULL), KVF_OK);
+	/* The old writer lost the put; its buffers wait for the release. */
+	assert_int_equal(end1(f->e, C1, "stuck"), KVF_ERR_ILLEGAL_CLIENT);
+	s = stats_of(f->e);
+	assert_int_equal(s.processing, 1);
+	assert_int_equal(s.deferred_frees, 1);
+	assert_int_equal(s.used_bytes, 16 * MIB);
+	assert_int_equal(end1(f->e, C2, "stuck"), KVF_OK);
+	assert_int_equal(kvf_client_heartbeat(f->e, C1), KVF_OK);
+	assert_int_equal(kvf_client_heartbeat(f->e, C2), KVF_OK);
+	assert_int_equal(kvf_engine_tick(f->e), KVF_OK);
+	assert_int_equal(stats_of(f->e).deferred_frees, 1);
+	test_clock_advance_ms(&f->clock, 600000);
+	assert_int_equal(kvf_client_heartbeat(f->e, C1), KVF_OK);
+	assert_int_equal(kvf_client_heartbeat(f->e, C2), KVF_OK);
+	assert_int_equal(kvf_engine_tick(f->e), KVF_OK);
+	s = stats_of(f->e);
+	assert_int_equal(s.deferred_frees, 0);
+	assert_int_equal(s.used_bytes, 8 * MIB);
+	assert_int_equal(s.objects, 1);
+}
+
+static void test_unmount_drops_replicas(void **state)
+{
+	struct fixture *f = *state;
+	uint64_t pref[2] = { 1, 2 }, size = MIB;
+	struct kvf_key k2 = key_of("both");
+	struct kvf_put_config cfg = { .replica_num = 2,
+				      .preferred_segments = pref,
+				      .nr_preferred = 2 };
+	struct kvf_replicas out;
+	enum kvf_status st;
+
+	assert_int_equal(mount(f->e, C1, 1, 64 * MIB), KVF_OK);
+	assert_int_equal(mount(f->e, C2, 2, 64 * MIB), KVF_OK);
+	assert_int_equal(kvf_batch_put_start(f->e, C1, &k2, &size, 1, &cfg,
+					     &out, &st),
+			 KVF_OK);
+	assert_int_equal(end1(f->e, C1, "both"), KVF_OK);
+	cfg.replica_num = 1;
+	cfg.nr_preferred = 1;
+	k2 = key_of("only1");
+	assert_int_equal(kvf_batch_put_start(f->e, C1, &k2, &size, 1, &cfg,
+					     &out, &st),
+			 KVF_OK);
+	assert_int_equal(end1(f->e, C1, "only1"), KVF_OK);
+	k2 = key_of("pending1");
+	assert_int_equal(kvf_batch_put_start(f->e, C2, &k2, &size, 1, &cfg,
+					     &out, &st),
+			 KVF_OK);
+	assert_int_equal(get1(f->e, "only1", NULL), KVF_OK); /* leased */
+	assert_int_equal(kvf_segment_unmount(f->e, C1, 1), KVF_OK);
+	assert_int_equal(get1(f->e, "both", &out), KVF_OK);
+	assert_int_equal(out.count, 1);
+	assert_int_equal(out.replica[0].segment_id, 2);
+	assert_int_equal(get1(f->e, "only1", NULL), KVF_ERR_OBJECT_NOT_FOUND);
+	assert_int_equal(end1(f->e, C2, "pending1"), KVF_ERR_OBJECT_NOT_FOUND);
+	assert_int_equal(stats_of(f->e).objects, 1);
+	assert_int_equal(stats_of(f->e).processing, 0);
+	assert_int_equal(stats_of(f->e).capacity_bytes, 64 * MIB);
+	assert_int_equal(stats_of(f->e).used_bytes, MIB);
+	/* The surviving object is removable and frees its replica. */
+	test_clock_advance_ms(&f->clock, 10001);
+	assert_int_equal(remove1(f->e, "both", false), KVF_OK);
+	assert_int_equal(stats_of(f->e).used_bytes, 0);
+}
+
+static void test_client_expiry(void **state)
+{
+	struct fixture *f = *state;
+	uint64_t pref = 1, size = MIB;
+	struct kvf_key k = key_of("on-dead");
+	struct kvf_put_config cfg = { .replica_num = 1,
+				      .preferred_segments = &pref,
+				      .nr_preferred = 1 };
+	struct kvf_replicas out;
+	enum kvf_status st;
+
+	assert_int_equal(kvf_client_heartbeat(f->e, C1),
+			 KVF_ERR_CLIENT_NOT_FOUND);
+	assert_int_equal(mount(f->e, C1, 1, 64 * MIB), KVF_OK);
+	assert_int_equal(mount(f->e, C2, 2, 64 * MIB), KVF_OK);
+	assert_int_equal(kvf_batch_put_start(f->e, C2, &k, &size, 1, &cfg,
+					     &out, &st),
+			 KVF_OK);
+	assert_int_equal(end1(f->e, C2, "on-dead"), KVF_OK);
+	assert_int_equal(put_complete(f->e, C2, "on-live", MIB, 1), KVF_OK);
+	test_clock_advance_ms(&f->clock, 6000);
+	assert_int_equal(kvf_client_heartbeat(f->e, C2), KVF_OK);
+	test_clock_advance_ms(&f->clock, 6000);
+	assert_int_equal(kvf_engine_tick(f->e), KVF_OK);
+	assert_int_equal(kvf_client_heartbeat(f->e, C1),
+			 KVF_ERR_CLIENT_NOT_FOUND);
+	assert_int_equal(kvf_client_heartbeat(f->e, C2), KVF_OK);
+	assert_int_equal(exist1(f->e, "on-dead"), KVF_ERR_OBJECT_NOT_FOUND);
+	assert_int_equal(stats_of(f->e).segments, 1);
+	assert_int_equal(stats_of(f->e).clients, 1);
+	assert_int_equal(stats_of(f->e).expired_clients, 1);
+	/* The dead client can come back by mounting again. */
+	assert_int_equal(mount(f->e, C1, 1, 64 * MIB), KVF_OK);
+	assert_int_equal(kvf_client_heartbeat(f->e, C1), KVF_OK);
+	/* Unregister drops its segments at once. */
+	assert_int_equal(kvf_client_unregister(f->e, C1), KVF_OK);
+	assert_int_equal(kvf_client_unregister(f->e, C1),
+			 KVF_ERR_CLIENT_NOT_FOUND);
+	assert_int_equal(stats_of(f->e).segments, 1);
+}
+
+static void test_thread_registration(void **state)
+{
+	(void)state;
+	assert_int_equal(kvf_thread_register(), KVF_OK);
+	assert_int_equal(kvf_thread_register(), KVF_OK);
+	kvf_thread_unregister();
+	kvf_thread_unregister();
+	assert_int_equal(kvf_thread_register(), KVF_OK);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_config_defaults),
+		cmocka_unit_test(test_open_refuses_bad_config),
+		cmocka_unit_test(test_thread_registration),
+		cmocka_unit_test_setup_teardown(test_mount_rules, fixture_setup,
+						fixture_teardown),
+		cmocka_unit_test_setup_teardown(test_full_lifecycle,
+						fixture_setup, fixture_teardown),
+		cmocka_unit_test_setup_teardown(test_stuck_put_preempted,
+						fixture_setup, fixture_teardown),
+		cmocka_unit_test_setup_teardown(test_unmount_drops_replicas,
+						fixture_setup, fixture_teardown),
+		cmocka_unit_test_setup_teardown(test_client_expiry,
+						fixture_setup, fixture_teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
