@@ -12,16 +12,17 @@
  *  - FREE_RATIO_FIRST: look at up to SAMPLE segments, try the one with the
  *    highest free ratio; if that allocation fails, walk like RANDOM. The
  *    free ratio says nothing about contiguity, which is its weakness.
- *  - FRAGMENTATION_AWARE: look at up to SAMPLE segments, keep only those
- *    whose largest free region holds the request (a lock-free read of the
- *    allocator's published maximum), and try them best fit first: the
- *    smallest largest-region that still fits. Large regions elsewhere stay
- *    whole for large requests, so fragmentation does not turn into "no
- *    space". If the sample holds no candidate, scan every segment.
+ *  - FRAGMENTATION_AWARE: gather up to SAMPLE segments whose largest free
+ *    region holds the request (a lock-free read of the allocator's
+ *    published maximum), looking at no more than SCAN_LIMIT segments from
+ *    a random start, and try them best fit first: the smallest
+ *    largest-region that still fits. Large regions elsewhere stay whole for
+ *    large requests, so fragmentation does not turn into "no space". If
+ *    the window holds no candidate, scan every segment (a fallback).
  *
- * Cost per replica is bounded by SAMPLE reads of two atomics plus one
- * allocation, whatever the number of segments; the full scan runs only when
- * sampling fails. Published maxima may be stale: a failed allocation just
+ * Cost per replica is bounded by SCAN_LIMIT reads of published atomics plus
+ * one allocation, whatever the number of segments; the full scan runs only
+ * when the window holds nothing that fits. Published maxima may be stale: a failed allocation just
  * moves on to the next candidate, and the last resort is a walk over every
  * segment that might fit, so NO_SPACE means no segment could fit.
  *
@@ -178,41 +179,57 @@ static int place_free_ratio(struct ctx *c)
 	return walk(c, false, &failed);
 }
 
-static int place_frag_aware(struct ctx *c)
-{
-	uint32_t idx[SAMPLE], n = sample(c, idx), m = 0, failed = 0;
-	struct {
-		uint64_t largest;
-		uint32_t seg;
-	} cand[SAMPLE];
-	int rc;
+/*
+ * Fragmentation-aware candidates: walk from a random start and keep the
+ * first SAMPLE segments that can hold the request, sorted by their largest
+ * free region (best fit first). At most SCAN_LIMIT segments are looked at,
+ * so the cost does not grow with the pool; a start index is a random
+ * sample because segment state does not depend on its index.
+ */
+#define SCAN_LIMIT (4 * SAMPLE)
 
-	/* Insertion sort of the eligible sample by largest free region. */
-	for (uint32_t k = 0; k < n; k++) {
-		uint32_t i = idx[k], j;
+struct cand {
+	uint64_t largest;
+	uint32_t seg;
+};
+
+static uint32_t fit_candidates(struct ctx *c, struct cand *cand)
+{
+	uint32_t i = pick((uint32_t)(rnd(c->rng) >> 32), c->nr), m = 0;
+	uint32_t limit = c->nr < SCAN_LIMIT ? c->nr : SCAN_LIMIT;
+
+	for (uint32_t k = 0; k < limit && m < SAMPLE;
+	     k++, i = i + 1 == c->nr ? 0 : i + 1) {
 		uint64_t largest;
+		uint32_t j;
 
 		if (!usable(c, i) || !kvf__segalloc_may_fit(c->segs[i], c->size))
 			continue;
 		largest = kvf__segalloc_largest_fast(c->segs[i]);
-		for (j = 0; j < m && cand[j].seg != i; j++)
-			;
-		if (j < m)
-			continue; /* drawn twice */
 		for (j = m++; j > 0 && cand[j - 1].largest > largest; j--)
 			cand[j] = cand[j - 1];
 		cand[j].largest = largest;
 		cand[j].seg = i;
 	}
+	return m;
+}
+
+static int place_frag_aware(struct ctx *c)
+{
+	struct cand cand[SAMPLE];
+	uint32_t m = fit_candidates(c, cand), failed = 0;
+	int rc;
+
 	for (uint32_t k = 0; k < m; k++) {
 		rc = try_seg(c, cand[k].seg);
 		if (rc != KVF_ERR_NO_SPACE) {
+			/* A stale maximum made an earlier candidate fail. */
 			if (k > 0 && rc == KVF_OK)
 				c->res->fallbacks++;
 			return rc;
 		}
 	}
-	/* The sample had nothing (or only stale maxima): look everywhere. */
+	/* Nothing fit in the window (or only stale maxima): look everywhere. */
 	c->res->fallbacks++;
 	return walk(c, true, &failed);
 }

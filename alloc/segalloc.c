@@ -16,7 +16,7 @@
  *    tree and coalesces, so adjacent free regions never coexist.
  *
  *  - Live allocations live in an open-addressing hash (offset -> size,
- *    16 bytes a slot, load <= 3/4), so free() can check that it is given
+ *    16 bytes a slot, load <= 1/2), so free() can check that it is given
  *    exactly what alloc returned; anything else is a broken invariant.
  *
  * Every size is rounded up to the alignment and every region starts
@@ -24,7 +24,7 @@
  * request: no padding, and largest_free answers "does it fit" exactly.
  * An unaligned segment tail (shorter than the alignment) is not managed.
  *
- * Memory: ~21-43 bytes of hash per live allocation plus a 48-byte node per
+ * Memory: 32-64 bytes of hash per live allocation plus a 56-byte node per
  * free region (at most one more than the live allocations, usually far
  * fewer). Nodes come from chunked pools, so the hot path does not malloc
  * except when the hash doubles (amortised O(1)).
@@ -47,7 +47,12 @@
 struct node {
 	uint64_t off;
 	uint64_t size;
-	uint64_t max; /* largest size in this subtree */
+	/*
+	 * Largest sizes in the left and right subtrees, kept here so that a
+	 * descent decides its direction from the node it already loaded:
+	 * one cache miss per level instead of two.
+	 */
+	uint64_t lmax, rmax;
 	struct node *l, *r;
 	uint32_t prio; /* treap heap key: parents have larger priorities */
 };
@@ -120,20 +125,23 @@ static void node_put(struct kvf__segalloc *a, struct node *n)
 
 /* ---- augmented treap ---- */
 
+static inline uint64_t max3(uint64_t x, uint64_t y, uint64_t z)
+{
+	uint64_t m = x > y ? x : y;
+
+	return m > z ? m : z;
+}
+
+/* Largest size in the subtree rooted at @n. */
 static inline uint64_t tmax(const struct node *n)
 {
-	return n ? n->max : 0;
+	return n ? max3(n->size, n->lmax, n->rmax) : 0;
 }
 
 static inline void fix(struct node *n)
 {
-	uint64_t m = n->size, x = tmax(n->l), y = tmax(n->r);
-
-	if (x > m)
-		m = x;
-	if (y > m)
-		m = y;
-	n->max = m;
+	n->lmax = tmax(n->l);
+	n->rmax = tmax(n->r);
 }
 
 /* Join two treaps where every offset in @x is below every one in @y. */
@@ -231,12 +239,12 @@ static struct node *first_fit(struct node *t, uint64_t need)
 	if (tmax(t) < need)
 		return NULL;
 	for (;;) {
-		if (tmax(t->l) >= need)
+		if (t->lmax >= need)
 			t = t->l;
 		else if (t->size >= need)
 			return t;
 		else
-			t = t->r; /* t->max >= need, so the right side fits */
+			t = t->r; /* the subtree fits, so the right side does */
 	}
 }
 
@@ -293,7 +301,7 @@ static int tab_grow(struct kvf__segalloc *a)
 /* Make room for one more entry before touching anything else. */
 static int tab_reserve(struct kvf__segalloc *a)
 {
-	if ((a->tab_used + 1) * 4 > (a->tab_mask + 1) * 3)
+	if ((a->tab_used + 1) * 2 > a->tab_mask + 1)
 		return tab_grow(a);
 	return KVF_OK;
 }
@@ -446,6 +454,8 @@ int kvf__segalloc_alloc(struct kvf__segalloc *a, uint64_t size,
 	if (rc)
 		goto out;
 	off = n->off;
+	/* Start the hash slot's cache miss while the tree is updated. */
+	__builtin_prefetch(&a->tab[slot_of(a, off)], 1);
 	if (n->size == need) {
 		a->root = unlink_key(a->root, off);
 		node_put(a, n);

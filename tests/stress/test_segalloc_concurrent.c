@@ -31,7 +31,7 @@
 #define SEG_SIZE (4ULL << 20)
 #define GRAN 256ULL
 #define GRANULES (SEG_SIZE / GRAN)
-#define OPS 20000
+#define OPS 50000
 #define MAX_LIVE 256
 
 static struct kvf__segalloc *segs[NR_SEGS];
