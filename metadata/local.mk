@@ -4,4 +4,15 @@ libkvforge_core_la_SOURCES += \
 	metadata/object.h \
 	metadata/object.c \
 	metadata/index.h \
-	metadata/index_lfht.c
+	metadata/index_lfht.c \
+	metadata/index_bucket.c
+
+if HAVE_CMOCKA
+check_PROGRAMS += tests/unit/test_index tests/stress/test_index_concurrent
+UNIT_TESTS += tests/unit/test_index
+CONCURRENCY_TESTS += tests/stress/test_index_concurrent
+tests_unit_test_index_CFLAGS = $(KVF_TEST_CFLAGS)
+tests_unit_test_index_LDADD = $(KVF_TEST_LIBS)
+tests_stress_test_index_concurrent_CFLAGS = $(KVF_TEST_CFLAGS)
+tests_stress_test_index_concurrent_LDADD = $(KVF_TEST_LIBS)
+endif

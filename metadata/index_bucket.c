@@ -1,0 +1,735 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * metadata/index_bucket.c - a bucketized RCU hash built for batch lookups.
+ *
+ * The shape is the Linux kernel's rhashtable (RCU readers, per-stripe
+ * writer locks, resize by building a new table and publishing it), with a
+ * table layout chosen so that a batch of lookups can be pipelined to the
+ * memory-overlap limit instead of chasing one dependent miss after another
+ * (see platform-notes.md, "Batched lookup").
+ *
+ * Layout
+ * ------
+ * A table is a power-of-two array of 64-byte buckets (one cache line each).
+ * A bucket holds 7 slots and one "displaced" word. A slot is one 64-bit word
+ * {16-bit tag | 48-bit record pointer}; 0 means empty, and tags are never 0,
+ * so a used slot is never 0. The tag is the top 16 bits of the hash; the
+ * home bucket is the top bits of hash * (odd constant) (multiply-shift). A
+ * key lives in its home bucket or, when that was full at insert time, in
+ * the first bucket after it (wrapping) with a free slot; the home bucket's
+ * "displaced" word is the largest such distance, so a lookup that misses
+ * in the home bucket knows exactly how many neighbours to probe and can
+ * prefetch them all at once. Empty slots never end a probe: there are no
+ * tombstones, and entries never move inside a table.
+ *
+ * Invariants
+ *  I1. A record homed at h sits in bucket h + d (mod size) with
+ *      d <= displaced[h]. displaced[h] only grows within one table.
+ *  I2. A non-empty slot is changed (cleared or replaced) only by a writer
+ *      holding the stripe lock of that record's hash. An empty slot is
+ *      claimed with a compare-and-swap from 0, so writers of different
+ *      stripes that pick the same free slot cannot both win.
+ *  I3. All records with one key have one hash, hence one stripe: the
+ *      "is the key present?" check and the claim of a slot for it are one
+ *      atomic step with respect to any other writer of that key.
+ *  I4. The published table (->table) changes only while the resizer holds
+ *      the resize mutex and every stripe lock; so a writer that holds a
+ *      stripe lock and has re-read ->table works on the current table,
+ *      and a table that is no longer current is frozen: nothing writes it.
+ *
+ * Memory ordering
+ *  - Slots and displaced words are only accessed with __atomic builtins.
+ *    A writer raises displaced[h] (release) *before* the slot claim
+ *    (CAS, release), so a reader that finds the slot also sees the range
+ *    covering it; a raise without a successful claim only costs a probe.
+ *  - Record contents are written by the engine before insert/replace; the
+ *    release on the slot store publishes them and the reader's acquire
+ *    load of the slot makes them visible. kvf__tsan_release/acquire mark
+ *    the same points for ThreadSanitizer, which cannot see grace periods.
+ *  - ->table is published with a release store (rcu_assign_pointer) and
+ *    read with an acquire load (rcu_dereference; acquire instead of
+ *    consume so TSan understands it).
+ *
+ * Readers
+ * -------
+ * Lookups run inside the caller's RCU read-side section and take no lock.
+ * A reader that loaded an old table keeps reading it: that table is
+ * complete as of the moment it was replaced (I4) and is freed only after a
+ * grace period (call_rcu), so the reader sees a state the index was in
+ * during its call. Records removed from the index are freed by the engine
+ * after a grace period, never by the index.
+ *
+ * Writers and resize
+ * ------------------
+ * insert_unique/replace/remove lock one of 256 stripe mutexes chosen by the
+ * hash (mutexes, not spinlocks: this 2-vCPU guest is shared, and a
+ * preempted spinlock holder would burn the other core). The table grows
+ * (x2) when the count passes load 0.8, or when an insert finds no free slot
+ * within MAX_DISPLACEMENT buckets; it is rebuilt at the same size when
+ * churn has raised "displaced" words too often (they never shrink in place,
+ * and stale ranges make misses probe more). The resizer takes the resize
+ * mutex, then every stripe in order, builds the new table privately,
+ * publishes it and hands the old one to call_rcu. Lock order: resize
+ * mutex, then stripes ascending; a writer holds at most one stripe and
+ * never takes the resize mutex with it. Nothing here waits for a grace
+ * period, so all of it is legal inside a read-side section. Writers stall
+ * for the duration of a rebuild (O(n), tens of ms at 1M records); readers
+ * never do. The table never shrinks.
+ *
+ * Batch lookup pipeline (per chunk of LOOKUP_CHUNK keys)
+ *   1. home buckets of every key (hashes are given), then one burst of
+ *      bucket prefetches;
+ *   2. tag match in each home bucket, prefetching the lines of every
+ *      candidate record that the key compare and the engine will touch;
+ *   3. key compare (key_len, memcmp) of the candidates;
+ *   4. keys not found whose home has displaced > 0 go to a second pass:
+ *      prefetch their neighbour buckets in one burst, match tags and
+ *      prefetch records, compare. At load <= 0.8 this is a small minority.
+ * No step depends on a miss of the same step for another key, so ~14-16
+ * misses stay in flight.
+ *
+ * foreach walks home buckets in order and visits, for home h, the records
+ * in buckets h..h+displaced[h] whose home is h. Because multiply-shift is
+ * order-preserving across sizes (home in a table of 2^(b+k) buckets,
+ * shifted right by k, is the home in 2^b buckets), the walk survives a
+ * resize exactly: the cursor h in the old table becomes h << k in the new
+ * one, and every record is visited once, by its home.
+ */
+#include "config.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <kvforge/status.h>
+
+#include "engine/die.h"
+#include "engine/rcu.h"
+#include "metadata/index.h"
+
+#define SLOTS_PER_BUCKET 7
+#define TAG_SHIFT 48
+#define PTR_MASK ((UINT64_C(1) << TAG_SHIFT) - 1)
+#define HOME_MULT UINT64_C(0x9e3779b97f4a7c15)
+#define NR_STRIPES 256
+#define MIN_BITS 2
+#define MAX_BITS 40
+/* Farther than this from home, an insert grows the table instead. */
+#define MAX_DISPLACEMENT 16
+/* Keys per pipelined chunk: bounds the stack, n may be 65536. */
+#define LOOKUP_CHUNK 64
+/* Neighbour buckets prefetched per displaced key in the second pass. */
+#define PREFETCH_NEIGHBOURS 4
+/* Record bytes before the key when the record has one replica. */
+#define KEY_OFFSET_GUESS (sizeof(struct kvf__object) + sizeof(struct kvf__replica))
+
+struct bucket {
+	uint64_t slot[SLOTS_PER_BUCKET]; /* tag << 48 | pointer; atomic */
+	uint64_t displaced;              /* see I1; atomic */
+};
+
+_Static_assert(sizeof(struct bucket) == 64, "a bucket is one cache line");
+
+struct bucket_table {
+	struct rcu_head rcu;
+	uint64_t mask;    /* buckets - 1 */
+	unsigned bits;    /* log2(buckets) */
+	unsigned shift;   /* 64 - bits */
+	uint64_t grow_at; /* grow when the index holds more records */
+	uint64_t raises;  /* displaced raises since built; atomic */
+	struct bucket b[] __attribute__((aligned(64)));
+};
+
+struct stripe {
+	pthread_mutex_t lock;
+} __attribute__((aligned(64)));
+
+struct bucket_index {
+	struct kvf__index base;
+	struct bucket_table *table; /* RCU-published, see I4 */
+	uint64_t count;             /* atomic */
+	pthread_mutex_t resize_lock;
+	struct stripe stripes[NR_STRIPES];
+};
+
+static struct bucket_index *bucket_index_of(struct kvf__index *idx)
+{
+	return caa_container_of(idx, struct bucket_index, base);
+}
+
+/* ---- slots, tags, homes ------------------------------------------------ */
+
+static inline uint64_t tag_of(uint64_t hash)
+{
+	uint64_t tag = hash >> TAG_SHIFT;
+
+	return tag ? tag : 1;
+}
+
+static inline uint64_t home_of(const struct bucket_table *t, uint64_t hash)
+{
+	return (hash * HOME_MULT) >> t->shift;
+}
+
+static inline struct bucket *bucket_at(struct bucket_table *t, uint64_t i)
+{
+	return &t->b[i & t->mask];
+}
+
+static inline struct kvf__object *slot_object(uint64_t s)
+{
+	return (struct kvf__object *)(uintptr_t)(s & PTR_MASK);
+}
+
+static inline bool slot_has_tag(uint64_t s, uint64_t tag)
+{
+	return (s >> TAG_SHIFT) == tag;
+}
+
+static uint64_t slot_make(struct kvf__object *o)
+{
+	uintptr_t p = (uintptr_t)o;
+
+	/* User-space pointers fit in 48 bits on x86-64 and arm64. */
+	if (p & ~(uintptr_t)PTR_MASK)
+		kvf__die("record pointer %p does not fit in 48 bits", (void *)o);
+	return tag_of(o->hash) << TAG_SHIFT | p;
+}
+
+static inline uint64_t slot_load(const uint64_t *s)
+{
+	return __atomic_load_n(s, __ATOMIC_ACQUIRE);
+}
+
+static inline uint64_t displaced_load(const struct bucket *b)
+{
+	return __atomic_load_n(&b->displaced, __ATOMIC_ACQUIRE);
+}
+
+static inline bool key_matches(const struct kvf__object *o,
+			       const struct kvf_key *key)
+{
+	return o->key_len == key->len &&
+	       memcmp(kvf__object_key(o), key->data, key->len) == 0;
+}
+
+/* Record with @key among the slots tagged @tag in @b, or NULL. */
+static struct kvf__object *bucket_find(const struct bucket *b, uint64_t tag,
+				       const struct kvf_key *key)
+{
+	for (int i = 0; i < SLOTS_PER_BUCKET; i++) {
+		uint64_t s = slot_load(&b->slot[i]);
+
+		if (slot_has_tag(s, tag) && key_matches(slot_object(s), key))
+			return slot_object(s);
+	}
+	return NULL;
+}
+
+/* Record with @key in buckets home+first .. home+displaced[home], or NULL. */
+static struct kvf__object *range_find(struct bucket_table *t, uint64_t home,
+				      uint64_t first, uint64_t hash,
+				      const struct kvf_key *key)
+{
+	uint64_t last = displaced_load(bucket_at(t, home));
+	uint64_t tag = tag_of(hash);
+
+	for (uint64_t d = first; d <= last && d <= t->mask; d++) {
+		struct kvf__object *o = bucket_find(bucket_at(t, home + d),
+						    tag, key);
+		if (o)
+			return o;
+	}
+	return NULL;
+}
+
+/* The slot holding exactly @o, or NULL. Caller holds @o's stripe. */
+static uint64_t *slot_of(struct bucket_table *t, struct kvf__object *o)
+{
+	uint64_t home = home_of(t, o->hash);
+	uint64_t last = displaced_load(bucket_at(t, home));
+
+	for (uint64_t d = 0; d <= last && d <= t->mask; d++) {
+		struct bucket *b = bucket_at(t, home + d);
+
+		for (int i = 0; i < SLOTS_PER_BUCKET; i++)
+			if (slot_object(slot_load(&b->slot[i])) == o)
+				return &b->slot[i];
+	}
+	return NULL;
+}
+
+/* ---- prefetching ------------------------------------------------------ */
+
+/*
+ * The lines of @o that a key compare of @len bytes reads (key_len,
+ * nr_replicas, the key, assuming one replica, the common case) plus the
+ * first line (hash, lease, state), which the engine reads next.
+ */
+static inline void prefetch_record(const struct kvf__object *o, size_t len)
+{
+	const char *p = (const char *)o;
+	const char *end = p + KEY_OFFSET_GUESS + len;
+
+	for (; p < end; p += 64)
+		__builtin_prefetch(p);
+	__builtin_prefetch(end - 1);
+}
+
+/* Prefetch every record in @b whose tag is @tag (a hint: relaxed loads). */
+static inline void prefetch_candidates(const struct bucket *b, uint64_t tag,
+				       size_t len)
+{
+	for (int i = 0; i < SLOTS_PER_BUCKET; i++) {
+		uint64_t s = __atomic_load_n(&b->slot[i], __ATOMIC_RELAXED);
+
+		if (slot_has_tag(s, tag))
+			prefetch_record(slot_object(s), len);
+	}
+}
+
+/* ---- tables ----------------------------------------------------------- */
+
+static struct bucket_table *table_alloc(unsigned bits)
+{
+	size_t nr = (size_t)1 << bits;
+	size_t size = sizeof(struct bucket_table) + nr * sizeof(struct bucket);
+	struct bucket_table *t;
+
+	if (posix_memalign((void **)&t, 64, size))
+		return NULL;
+	memset(t, 0, size);
+	t->mask = nr - 1;
+	t->bits = bits;
+	t->shift = 64 - bits;
+	t->grow_at = nr * SLOTS_PER_BUCKET * 4 / 5;
+	return t;
+}
+
+static void table_free_rcu(struct rcu_head *head)
+{
+	free(caa_container_of(head, struct bucket_table, rcu));
+}
+
+/* Smallest table bits holding @expected records at load <= 0.7. */
+static unsigned bits_for(uint64_t expected)
+{
+	unsigned bits = MIN_BITS;
+
+	while (bits < MAX_BITS &&
+	       ((uint64_t)SLOTS_PER_BUCKET << bits) * 7 / 10 < expected)
+		bits++;
+	return bits;
+}
+
+/* Raise displaced[@home] to at least @d (atomic max). */
+static void raise_displaced(struct bucket_table *t, uint64_t home, uint64_t d)
+{
+	struct bucket *b = bucket_at(t, home);
+	uint64_t cur = __atomic_load_n(&b->displaced, __ATOMIC_RELAXED);
+
+	while (cur < d) {
+		if (__atomic_compare_exchange_n(&b->displaced, &cur, d, true,
+						__ATOMIC_RELEASE,
+						__ATOMIC_RELAXED)) {
+			__atomic_fetch_add(&t->raises, 1, __ATOMIC_RELAXED);
+			return;
+		}
+	}
+}
+
+/*
+ * Put @entry (a record of @hash) in the first free slot at most @limit
+ * buckets from its home. Raises the home's range first (see "Memory
+ * ordering"). Returns false if there is no free slot that close.
+ */
+static bool table_place(struct bucket_table *t, uint64_t hash, uint64_t entry,
+			uint64_t limit)
+{
+	uint64_t home = home_of(t, hash);
+
+	for (uint64_t d = 0; d <= limit && d <= t->mask; d++) {
+		struct bucket *b = bucket_at(t, home + d);
+
+		for (int i = 0; i < SLOTS_PER_BUCKET; i++) {
+			uint64_t expect = 0;
+
+			if (__atomic_load_n(&b->slot[i], __ATOMIC_RELAXED))
+				continue;
+			raise_displaced(t, home, d);
+			if (__atomic_compare_exchange_n(&b->slot[i], &expect,
+							entry, false,
+							__ATOMIC_RELEASE,
+							__ATOMIC_RELAXED))
+				return true;
+		}
+	}
+	return false;
+}
+
+/*
+ * A copy of frozen table @old with 2^@bits buckets, or NULL. Reads every
+ * record's hash (the slot does not say how far it was displaced), so the
+ * records of the next bucket are prefetched while this one is copied.
+ */
+static struct bucket_table *table_rebuild(struct bucket_table *old,
+					  unsigned bits)
+{
+	struct bucket_table *t = table_alloc(bits);
+
+	if (!t)
+		return NULL;
+	for (uint64_t i = 0; i <= old->mask; i++) {
+		const struct bucket *b = &old->b[i];
+
+		if (i + 2 <= old->mask)
+			for (int j = 0; j < SLOTS_PER_BUCKET; j++) {
+				uint64_t s = __atomic_load_n(
+					&old->b[i + 2].slot[j],
+					__ATOMIC_RELAXED);
+
+				if (s)
+					__builtin_prefetch(slot_object(s));
+			}
+		for (int j = 0; j < SLOTS_PER_BUCKET; j++) {
+			uint64_t s = __atomic_load_n(&b->slot[j],
+						     __ATOMIC_RELAXED);
+
+			if (s && !table_place(t, slot_object(s)->hash, s,
+					      t->mask))
+				kvf__die("rebuilt index table overflowed");
+		}
+	}
+	t->raises = 0;
+	return t;
+}
+
+/* ---- locking ------------------------------------------------------------ */
+
+static pthread_mutex_t *stripe_of(struct bucket_index *bi, uint64_t hash)
+{
+	return &bi->stripes[(hash >> 20) % NR_STRIPES].lock;
+}
+
+static inline struct bucket_table *table_load(struct bucket_index *bi)
+{
+	return __atomic_load_n(&bi->table, __ATOMIC_ACQUIRE);
+}
+
+/* Lock @hash's stripe and return the current table, stable until unlock. */
+static struct bucket_table *lock_table(struct bucket_index *bi, uint64_t hash)
+{
+	pthread_mutex_t *lock = stripe_of(bi, hash);
+
+	for (;;) {
+		struct bucket_table *t = table_load(bi);
+
+		pthread_mutex_lock(lock);
+		if (t == table_load(bi))
+			return t;
+		/* A resize published a new table while we waited (I4). */
+		pthread_mutex_unlock(lock);
+	}
+}
+
+static void lock_all_stripes(struct bucket_index *bi)
+{
+	for (int i = 0; i < NR_STRIPES; i++)
+		pthread_mutex_lock(&bi->stripes[i].lock);
+}
+
+static void unlock_all_stripes(struct bucket_index *bi)
+{
+	for (int i = NR_STRIPES - 1; i >= 0; i--)
+		pthread_mutex_unlock(&bi->stripes[i].lock);
+}
+
+/*
+ * Replace @old, if it is still the current table, by a rebuilt table of
+ * 2^@bits buckets. KVF_OK (also when another thread resized first) or
+ * KVF_ERR_NO_MEMORY. Called inside a read-side section, with no stripe
+ * held; may block on writers, never on a grace period.
+ */
+static int table_resize(struct bucket_index *bi, struct bucket_table *old,
+			unsigned bits)
+{
+	struct bucket_table *t;
+	int ret = KVF_OK;
+
+	pthread_mutex_lock(&bi->resize_lock);
+	if (table_load(bi) != old)
+		goto out_resize;
+	lock_all_stripes(bi);
+	t = table_rebuild(old, bits);
+	if (!t) {
+		ret = KVF_ERR_NO_MEMORY;
+		goto out_stripes;
+	}
+	__atomic_store_n(&bi->table, t, __ATOMIC_RELEASE);
+	kvf__rcu_call(&old->rcu, table_free_rcu);
+out_stripes:
+	unlock_all_stripes(bi);
+out_resize:
+	pthread_mutex_unlock(&bi->resize_lock);
+	return ret;
+}
+
+/* After an insert into @t: grow on load, rebuild on stale ranges. */
+static void maybe_resize(struct bucket_index *bi, struct bucket_table *t)
+{
+	uint64_t count = __atomic_load_n(&bi->count, __ATOMIC_RELAXED);
+
+	if (count > t->grow_at && t->bits < MAX_BITS)
+		table_resize(bi, t, t->bits + 1);
+	else if (__atomic_load_n(&t->raises, __ATOMIC_RELAXED) > t->mask + 1)
+		table_resize(bi, t, t->bits);
+}
+
+/* ---- ops ---------------------------------------------------------------- */
+
+static int bucket_create(uint64_t expected, struct kvf__index **out)
+{
+	struct bucket_index *bi;
+
+	if (posix_memalign((void **)&bi, 64, sizeof(*bi)))
+		return KVF_ERR_NO_MEMORY;
+	memset(bi, 0, sizeof(*bi));
+	bi->base.ops = &kvf__index_bucket_ops;
+	bi->table = table_alloc(bits_for(expected));
+	if (!bi->table)
+		goto err_table;
+	pthread_mutex_init(&bi->resize_lock, NULL);
+	for (int i = 0; i < NR_STRIPES; i++)
+		pthread_mutex_init(&bi->stripes[i].lock, NULL);
+	*out = &bi->base;
+	return KVF_OK;
+
+err_table:
+	free(bi);
+	return KVF_ERR_NO_MEMORY;
+}
+
+static void bucket_destroy(struct kvf__index *idx)
+{
+	struct bucket_index *bi;
+
+	if (!idx)
+		return;
+	bi = bucket_index_of(idx);
+	if (bi->count)
+		kvf__die("destroying an index that holds %llu records",
+			 (unsigned long long)bi->count);
+	for (int i = 0; i < NR_STRIPES; i++)
+		pthread_mutex_destroy(&bi->stripes[i].lock);
+	pthread_mutex_destroy(&bi->resize_lock);
+	free(bi->table);
+	free(bi);
+}
+
+/* Second pass: keys missing from their home bucket that has neighbours. */
+static void lookup_displaced(struct bucket_table *t, size_t nr,
+			     const uint32_t *which, const uint64_t *home,
+			     const uint64_t *hashes,
+			     const struct kvf_key *keys,
+			     struct kvf__object **out)
+{
+	for (size_t j = 0; j < nr; j++) {
+		uint64_t h = home[which[j]];
+		uint64_t last = displaced_load(bucket_at(t, h));
+
+		for (uint64_t d = 1; d <= last && d <= PREFETCH_NEIGHBOURS; d++)
+			__builtin_prefetch(bucket_at(t, h + d));
+	}
+	for (size_t j = 0; j < nr; j++) {
+		size_t i = which[j];
+		uint64_t last = displaced_load(bucket_at(t, home[i]));
+
+		for (uint64_t d = 1; d <= last && d <= PREFETCH_NEIGHBOURS; d++)
+			prefetch_candidates(bucket_at(t, home[i] + d),
+					    tag_of(hashes[i]), keys[i].len);
+	}
+	for (size_t j = 0; j < nr; j++) {
+		size_t i = which[j];
+
+		out[i] = range_find(t, home[i], 1, hashes[i], &keys[i]);
+	}
+}
+
+/* One chunk (n <= LOOKUP_CHUNK) of the pipeline in the design note. */
+static void lookup_chunk(struct bucket_table *t, size_t n,
+			 const uint64_t *hashes, const struct kvf_key *keys,
+			 struct kvf__object **out)
+{
+	uint64_t home[LOOKUP_CHUNK];
+	uint32_t displaced[LOOKUP_CHUNK];
+	size_t nr_displaced = 0;
+
+	for (size_t i = 0; i < n; i++)
+		home[i] = home_of(t, hashes[i]);
+	for (size_t i = 0; i < n; i++)
+		__builtin_prefetch(&t->b[home[i]]);
+	for (size_t i = 0; i < n; i++)
+		prefetch_candidates(&t->b[home[i]], tag_of(hashes[i]),
+				    keys[i].len);
+	for (size_t i = 0; i < n; i++) {
+		const struct bucket *b = &t->b[home[i]];
+
+		out[i] = bucket_find(b, tag_of(hashes[i]), &keys[i]);
+		if (!out[i] && displaced_load(b))
+			displaced[nr_displaced++] = (uint32_t)i;
+	}
+	if (nr_displaced)
+		lookup_displaced(t, nr_displaced, displaced, home, hashes, keys,
+				 out);
+	for (size_t i = 0; i < n; i++)
+		if (out[i])
+			kvf__tsan_acquire(out[i]);
+}
+
+static void bucket_lookup_batch(struct kvf__index *idx, size_t n,
+				const uint64_t *hashes,
+				const struct kvf_key *keys,
+				struct kvf__object **out)
+{
+	struct bucket_table *t = table_load(bucket_index_of(idx));
+
+	for (size_t i = 0; i < n; i += LOOKUP_CHUNK) {
+		size_t len = n - i < LOOKUP_CHUNK ? n - i : LOOKUP_CHUNK;
+
+		lookup_chunk(t, len, hashes + i, keys + i, out + i);
+	}
+}
+
+static struct kvf__object *bucket_insert_unique(struct kvf__index *idx,
+						struct kvf__object *o)
+{
+	struct bucket_index *bi = bucket_index_of(idx);
+	const struct kvf_key key = { kvf__object_key(o), o->key_len };
+	uint64_t entry = slot_make(o);
+	uint64_t limit = MAX_DISPLACEMENT;
+	struct bucket_table *t;
+
+	kvf__tsan_release(o);
+	for (;;) {
+		struct kvf__object *found;
+		bool placed;
+
+		t = lock_table(bi, o->hash);
+		found = range_find(t, home_of(t, o->hash), 0, o->hash, &key);
+		if (found) {
+			pthread_mutex_unlock(stripe_of(bi, o->hash));
+			kvf__tsan_acquire(found);
+			return found;
+		}
+		placed = table_place(t, o->hash, entry, limit);
+		pthread_mutex_unlock(stripe_of(bi, o->hash));
+		if (placed)
+			break;
+		if (limit == UINT64_MAX)
+			kvf__die("index table full and cannot grow");
+		/* Crowded near home: grow; without memory, probe farther. */
+		if (t->bits >= MAX_BITS ||
+		    table_resize(bi, t, t->bits + 1) != KVF_OK)
+			limit = UINT64_MAX;
+	}
+	__atomic_fetch_add(&bi->count, 1, __ATOMIC_RELAXED);
+	maybe_resize(bi, t);
+	return NULL;
+}
+
+static int bucket_replace(struct kvf__index *idx, struct kvf__object *old,
+			  struct kvf__object *new_obj)
+{
+	struct bucket_index *bi = bucket_index_of(idx);
+	uint64_t entry = slot_make(new_obj);
+	struct bucket_table *t;
+	uint64_t *slot;
+
+	if (old->hash != new_obj->hash)
+		kvf__die("replace with a record of another key");
+	kvf__tsan_release(new_obj);
+	t = lock_table(bi, old->hash);
+	slot = slot_of(t, old);
+	if (slot)
+		__atomic_store_n(slot, entry, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(stripe_of(bi, old->hash));
+	return slot ? KVF_OK : KVF_ERR_OBJECT_NOT_FOUND;
+}
+
+static int bucket_remove(struct kvf__index *idx, struct kvf__object *o)
+{
+	struct bucket_index *bi = bucket_index_of(idx);
+	struct bucket_table *t;
+	uint64_t *slot;
+
+	t = lock_table(bi, o->hash);
+	slot = slot_of(t, o);
+	if (slot)
+		__atomic_store_n(slot, 0, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(stripe_of(bi, o->hash));
+	if (!slot)
+		return KVF_ERR_OBJECT_NOT_FOUND;
+	__atomic_fetch_sub(&bi->count, 1, __ATOMIC_RELAXED);
+	return KVF_OK;
+}
+
+/* Visit the records homed at @home. @fn may remove or replace them. */
+static void visit_home(struct bucket_table *t, uint64_t home,
+		       kvf__index_visit_fn fn, void *arg)
+{
+	uint64_t last = displaced_load(bucket_at(t, home));
+
+	for (uint64_t d = 0; d <= last && d <= t->mask; d++) {
+		struct bucket *b = bucket_at(t, home + d);
+
+		for (int i = 0; i < SLOTS_PER_BUCKET; i++) {
+			struct kvf__object *o =
+				slot_object(slot_load(&b->slot[i]));
+
+			if (!o || home_of(t, o->hash) != home)
+				continue;
+			kvf__tsan_acquire(o);
+			fn(o, arg);
+		}
+	}
+}
+
+static void bucket_foreach(struct kvf__index *idx, kvf__index_visit_fn fn,
+			   void *arg)
+{
+	struct bucket_index *bi = bucket_index_of(idx);
+	struct bucket_table *t = table_load(bi);
+	uint64_t home = 0;
+
+	while (home <= t->mask) {
+		struct bucket_table *now;
+
+		visit_home(t, home, fn, arg);
+		home++;
+		now = table_load(bi);
+		if (now != t) {
+			/* Same cursor in the new table (see design note). */
+			kvf__assert(now->bits >= t->bits);
+			home <<= now->bits - t->bits;
+			t = now;
+		}
+	}
+}
+
+static uint64_t bucket_count(struct kvf__index *idx)
+{
+	return __atomic_load_n(&bucket_index_of(idx)->count, __ATOMIC_RELAXED);
+}
+
+const struct kvf__index_ops kvf__index_bucket_ops = {
+	.name = "bucket",
+	.create = bucket_create,
+	.destroy = bucket_destroy,
+	.lookup_batch = bucket_lookup_batch,
+	.insert_unique = bucket_insert_unique,
+	.replace = bucket_replace,
+	.remove = bucket_remove,
+	.foreach = bucket_foreach,
+	.count = bucket_count,
+};

@@ -1,0 +1,375 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tests/stress/test_index_concurrent.c - the index under concurrent
+ * readers, writers and resizes, for every implementation.
+ *
+ * Each round creates an index presized for one record, inserts a "stable"
+ * set (every STABLE_EVERY-th key, never touched again), then runs:
+ *  - readers: batch lookups of random keys. Every stable key must be found
+ *    (a resize must never hide a present record), a never-inserted key
+ *    never, and every record found must carry the live magic (records are
+ *    poisoned in their RCU free callback, so a reader inside its read-side
+ *    section must never see the poison) and the key it was looked up by;
+ *  - writers: each owns a disjoint set of keys and inserts, removes and
+ *    replaces them, checking every result against what it owns; the table
+ *    grows several times per round while readers run;
+ *  - a scanner: foreach must visit every stable record exactly once, also
+ *    across resizes.
+ * Threads count failures (cmocka asserts only in the main thread).
+ * Runtime: KVF_STRESS_SECONDS (default 2) split over the implementations
+ * and rounds; it is time-bounded, so sanitizer builds do fewer operations.
+ */
+#include "config.h"
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <kvforge/status.h>
+
+#include "engine/rcu.h"
+#include "metadata/hash.h"
+#include "metadata/index.h"
+
+#define NR_KEYS 16384
+#define NR_MISS 1024 /* ids [NR_KEYS, NR_KEYS + NR_MISS) never inserted */
+#define STABLE_EVERY 16
+#define NR_READERS 2
+#define NR_WRITERS 2
+#define ROUNDS 3
+#define MAX_BATCH 256
+#define MAX_KEY 96
+#define LIVE_MAGIC 0x11fe11fe11fe11feULL
+#define POISON 0xdeaddeaddeaddeadULL
+
+struct test_key {
+	char data[MAX_KEY];
+	size_t len;
+	uint64_t hash;
+};
+
+static struct test_key keys[NR_KEYS + NR_MISS];
+
+struct run {
+	const struct kvf__index_ops *ops;
+	struct kvf__index *idx;
+	bool stop;          /* atomic */
+	unsigned long errors; /* atomic */
+	unsigned long lookups, writes, scans; /* atomic, for the log */
+};
+
+static uint64_t rng_next(uint64_t *s)
+{
+	uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return z ^ (z >> 31);
+}
+
+static void make_keys(void)
+{
+	uint64_t s = 42;
+
+	for (unsigned id = 0; id < NR_KEYS + NR_MISS; id++) {
+		struct test_key *k = &keys[id];
+		int len = 0;
+
+		for (int w = 0; w < 4; w++)
+			len += snprintf(k->data + len, MAX_KEY - len, "%016llx",
+					(unsigned long long)rng_next(&s));
+		len += snprintf(k->data + len, MAX_KEY - len, "_%u_k", id % 8);
+		k->len = (size_t)len;
+		k->hash = kvf__key_hash(k->data, k->len);
+	}
+}
+
+static bool is_stable(unsigned id)
+{
+	return id < NR_KEYS && id % STABLE_EVERY == 0;
+}
+
+static void report_failure(struct run *r, const char *what, unsigned id)
+{
+	fprintf(stderr, "%s: %s (key %u)\n", r->ops->name, what, id);
+	__atomic_fetch_add(&r->errors, 1, __ATOMIC_RELAXED);
+}
+
+static bool stopping(struct run *r)
+{
+	return __atomic_load_n(&r->stop, __ATOMIC_ACQUIRE);
+}
+
+static struct kvf__object *record_new(unsigned id)
+{
+	struct kvf__object *o = kvf__object_new(keys[id].data, keys[id].len,
+						keys[id].hash, 1);
+
+	if (!o)
+		abort();
+	o->client_id = id;
+	o->size = LIVE_MAGIC;
+	return o;
+}
+
+/* RCU callback: poison, so a reader that still sees the record fails. */
+static void poison_and_free(struct rcu_head *head)
+{
+	struct kvf__object *o = caa_container_of(head, struct kvf__object, rcu);
+
+	o->size = POISON;
+	o->client_id = UINT64_MAX;
+	memset((char *)kvf__object_key(o), 'X', o->key_len);
+	kvf__object_free(o);
+}
+
+static void record_retire(struct kvf__object *o)
+{
+	kvf__rcu_call(&o->rcu, poison_and_free);
+}
+
+static void check_record(struct run *r, struct kvf__object *o, unsigned id)
+{
+	if (o->size != LIVE_MAGIC)
+		report_failure(r, "found a freed record", id);
+	else if (o->client_id != id || o->key_len != keys[id].len ||
+		 memcmp(kvf__object_key(o), keys[id].data, keys[id].len))
+		report_failure(r, "found a record of another key", id);
+}
+
+static void reader_batch(struct run *r, uint64_t *seed)
+{
+	static __thread struct kvf_key k[MAX_BATCH];
+	static __thread uint64_t h[MAX_BATCH];
+	static __thread unsigned ids[MAX_BATCH];
+	static __thread struct kvf__object *out[MAX_BATCH];
+	size_t n = 1 + rng_next(seed) % MAX_BATCH;
+
+	for (size_t i = 0; i < n; i++) {
+		ids[i] = (unsigned)(rng_next(seed) % (NR_KEYS + NR_MISS));
+		k[i] = (struct kvf_key){ keys[ids[i]].data, keys[ids[i]].len };
+		h[i] = keys[ids[i]].hash;
+	}
+	kvf__rcu_read_lock();
+	kvf__index_lookup_batch(r->idx, n, h, k, out);
+	for (size_t i = 0; i < n; i++) {
+		if (out[i])
+			check_record(r, out[i], ids[i]);
+		if (ids[i] >= NR_KEYS && out[i])
+			report_failure(r, "found a key never inserted", ids[i]);
+		if (is_stable(ids[i]) && !out[i])
+			report_failure(r, "lost a stable key", ids[i]);
+	}
+	kvf__rcu_read_unlock();
+	__atomic_fetch_add(&r->lookups, n, __ATOMIC_RELAXED);
+}
+
+static void *reader(void *arg)
+{
+	struct run *r = arg;
+	uint64_t seed = (uint64_t)(uintptr_t)&seed;
+
+	kvf__rcu_ensure_registered();
+	while (!stopping(r))
+		reader_batch(r, &seed);
+	return NULL;
+}
+
+struct writer {
+	struct run *run;
+	unsigned nr;                  /* which writer: owns ids % NR_WRITERS */
+	struct kvf__object *own[NR_KEYS]; /* what this writer has inserted */
+};
+
+static void writer_step(struct writer *w, unsigned id, uint64_t dice)
+{
+	struct run *r = w->run;
+	struct kvf__object *o = w->own[id], *n;
+
+	if (!o) {
+		n = record_new(id);
+		if (kvf__index_insert_unique(r->idx, n)) {
+			report_failure(r, "insert of an absent key clashed", id);
+			kvf__object_free(n);
+			return;
+		}
+		w->own[id] = n;
+	} else if (dice & 1) {
+		if (kvf__index_remove(r->idx, o) != KVF_OK)
+			report_failure(r, "remove of a present record failed", id);
+		record_retire(o);
+		w->own[id] = NULL;
+	} else {
+		n = record_new(id);
+		if (kvf__index_replace(r->idx, o, n) != KVF_OK) {
+			report_failure(r, "replace of a present record failed", id);
+			kvf__object_free(n);
+			return;
+		}
+		record_retire(o);
+		w->own[id] = n;
+	}
+}
+
+static void *writer(void *arg)
+{
+	struct writer *w = arg;
+	uint64_t seed = w->nr + 1;
+
+	kvf__rcu_ensure_registered();
+	while (!stopping(w->run)) {
+		kvf__rcu_read_lock();
+		for (int i = 0; i < 64; i++) {
+			uint64_t x = rng_next(&seed);
+			unsigned id = (unsigned)(x % NR_KEYS);
+
+			id += (w->nr + NR_WRITERS - id % NR_WRITERS) % NR_WRITERS;
+			if (id < NR_KEYS && !is_stable(id))
+				writer_step(w, id, x >> 32);
+		}
+		kvf__rcu_read_unlock();
+		__atomic_fetch_add(&w->run->writes, 64, __ATOMIC_RELAXED);
+	}
+	return NULL;
+}
+
+struct scan {
+	struct run *run;
+	uint8_t seen[NR_KEYS];
+};
+
+static void scan_visit(struct kvf__object *o, void *arg)
+{
+	struct scan *s = arg;
+	uint64_t id = o->client_id;
+
+	if (o->size != LIVE_MAGIC || id >= NR_KEYS) {
+		report_failure(s->run, "foreach visited a freed record", 0);
+		return;
+	}
+	if (s->seen[id] < 255)
+		s->seen[id]++;
+}
+
+static void *scanner(void *arg)
+{
+	struct run *r = arg;
+	struct scan *s = malloc(sizeof(*s));
+
+	if (!s)
+		abort();
+	s->run = r;
+	kvf__rcu_ensure_registered();
+	while (!stopping(r)) {
+		memset(s->seen, 0, sizeof(s->seen));
+		kvf__rcu_read_lock();
+		kvf__index_foreach(r->idx, scan_visit, s);
+		kvf__rcu_read_unlock();
+		for (unsigned id = 0; id < NR_KEYS; id += STABLE_EVERY)
+			if (s->seen[id] != 1)
+				report_failure(r, "foreach visited a stable key != once",
+				     id);
+		__atomic_fetch_add(&r->scans, 1, __ATOMIC_RELAXED);
+	}
+	free(s);
+	return NULL;
+}
+
+static void retire_visit(struct kvf__object *o, void *arg)
+{
+	struct run *r = arg;
+
+	if (kvf__index_remove(r->idx, o) != KVF_OK)
+		report_failure(r, "teardown remove failed", (unsigned)o->client_id);
+	record_retire(o);
+}
+
+static void run_round(struct run *r, unsigned ms)
+{
+	pthread_t readers[NR_READERS], writers[NR_WRITERS], scan_thread;
+	struct writer *w = calloc(NR_WRITERS, sizeof(*w));
+	struct timespec nap = { ms / 1000, (long)(ms % 1000) * 1000000L };
+
+	assert_non_null(w);
+	assert_int_equal(r->ops->create(1, &r->idx), KVF_OK);
+	kvf__rcu_read_lock();
+	for (unsigned id = 0; id < NR_KEYS; id += STABLE_EVERY)
+		assert_null(kvf__index_insert_unique(r->idx, record_new(id)));
+	kvf__rcu_read_unlock();
+	__atomic_store_n(&r->stop, false, __ATOMIC_RELEASE);
+
+	for (int i = 0; i < NR_READERS; i++)
+		assert_int_equal(pthread_create(&readers[i], NULL, reader, r),
+				 0);
+	for (unsigned i = 0; i < NR_WRITERS; i++) {
+		w[i].run = r;
+		w[i].nr = i;
+		assert_int_equal(
+			pthread_create(&writers[i], NULL, writer, &w[i]), 0);
+	}
+	assert_int_equal(pthread_create(&scan_thread, NULL, scanner, r), 0);
+
+	nanosleep(&nap, NULL);
+	__atomic_store_n(&r->stop, true, __ATOMIC_RELEASE);
+	for (int i = 0; i < NR_READERS; i++)
+		pthread_join(readers[i], NULL);
+	for (int i = 0; i < NR_WRITERS; i++)
+		pthread_join(writers[i], NULL);
+	pthread_join(scan_thread, NULL);
+
+	kvf__rcu_read_lock();
+	kvf__index_foreach(r->idx, retire_visit, r);
+	assert_int_equal(kvf__index_count(r->idx), 0);
+	kvf__rcu_read_unlock();
+	kvf__index_destroy(r->idx);
+	r->idx = NULL;
+	free(w);
+}
+
+static unsigned total_ms(void)
+{
+	const char *env = getenv("KVF_STRESS_SECONDS");
+	double s = env ? atof(env) : 2.0;
+
+	return s > 0 ? (unsigned)(s * 1000) : 2000;
+}
+
+static void test_concurrent(void **state)
+{
+	struct run r = { .ops = *state };
+	unsigned ms = total_ms() / 2 / ROUNDS;
+
+	kvf__rcu_ensure_registered();
+	for (int i = 0; i < ROUNDS; i++)
+		run_round(&r, ms);
+	kvf__rcu_barrier();
+	fprintf(stderr,
+		"%s: %d rounds of %u ms: %lu keys looked up, %lu writes, "
+		"%lu scans\n",
+		r.ops->name, ROUNDS, ms, r.lookups, r.writes, r.scans);
+	assert_int_equal(r.errors, 0);
+	assert_true(r.lookups > 0 && r.writes > 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_prestate(test_concurrent,
+					  (void *)&kvf__index_bucket_ops),
+		cmocka_unit_test_prestate(test_concurrent,
+					  (void *)&kvf__index_lfht_ops),
+	};
+
+	make_keys();
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

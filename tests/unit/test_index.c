@@ -1,0 +1,431 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tests/unit/test_index.c - the object index contract, for every
+ * implementation, through the ops table.
+ *
+ * Single-threaded: the basic calls, a randomized run against a reference
+ * model (an array indexed by key id) with indexes created tiny so they
+ * resize many times, and foreach while its callback removes, replaces and
+ * inserts (inserts force resizes in the middle of the walk). Removed
+ * records are freed with kvf__object_free_rcu; each test ends with an RCU
+ * barrier so nothing is left queued.
+ */
+#include "config.h"
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <kvforge/status.h>
+
+#include "engine/rcu.h"
+#include "metadata/hash.h"
+#include "metadata/index.h"
+
+#define NR_KEYS 3000     /* ids [0, NR_KEYS) may be inserted */
+#define NR_MISS NR_KEYS  /* ids [NR_KEYS, 2 * NR_KEYS) never are */
+#define MAX_KEY 96
+#define MAX_BATCH 300
+
+struct test_key {
+	char data[MAX_KEY];
+	size_t len;
+	uint64_t hash;
+};
+
+static struct test_key keys[NR_KEYS + NR_MISS];
+
+static uint64_t rng_state = 0x853c49e6748fea9bULL;
+
+static uint64_t rng(void)
+{
+	/* splitmix64: deterministic, so a failure replays. */
+	uint64_t z = (rng_state += 0x9e3779b97f4a7c15ULL);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return z ^ (z >> 31);
+}
+
+/* HiCache-shaped keys (64 hex chars + "_<rank>_k"), every fifth short. */
+static void make_keys(void)
+{
+	for (unsigned id = 0; id < NR_KEYS + NR_MISS; id++) {
+		struct test_key *k = &keys[id];
+		int len;
+
+		if (id % 5 == 0) {
+			len = snprintf(k->data, MAX_KEY, "short-%u", id);
+		} else {
+			len = 0;
+			for (int w = 0; w < 4; w++)
+				len += snprintf(k->data + len, MAX_KEY - len,
+						"%016llx",
+						(unsigned long long)rng());
+			len += snprintf(k->data + len, MAX_KEY - len, "_%u_k",
+					id % 8);
+		}
+		k->len = (size_t)len;
+		k->hash = kvf__key_hash(k->data, k->len);
+	}
+}
+
+static struct kvf__object *record_new(unsigned id)
+{
+	struct kvf__object *o = kvf__object_new(keys[id].data, keys[id].len,
+						keys[id].hash, 1);
+
+	assert_non_null(o);
+	o->client_id = id; /* the tests' own tag: which key this is */
+	return o;
+}
+
+static struct kvf__object *lookup_one(struct kvf__index *idx, unsigned id)
+{
+	struct kvf_key k = { keys[id].data, keys[id].len };
+	struct kvf__object *o = (void *)1;
+
+	kvf__index_lookup_batch(idx, 1, &keys[id].hash, &k, &o);
+	return o;
+}
+
+static struct kvf__index *index_new(void **state, uint64_t expected)
+{
+	const struct kvf__index_ops *ops = *state;
+	struct kvf__index *idx = NULL;
+
+	kvf__rcu_ensure_registered();
+	assert_int_equal(ops->create(expected, &idx), KVF_OK);
+	assert_non_null(idx);
+	assert_ptr_equal(idx->ops, ops);
+	return idx;
+}
+
+static void remove_and_free(struct kvf__object *o, void *arg)
+{
+	struct kvf__index *idx = arg;
+
+	assert_int_equal(kvf__index_remove(idx, o), KVF_OK);
+	kvf__object_free_rcu(o);
+}
+
+/* Empty the index, destroy it, and wait for every deferred free. */
+static void index_finish(struct kvf__index *idx)
+{
+	kvf__rcu_read_lock();
+	kvf__index_foreach(idx, remove_and_free, idx);
+	assert_int_equal(kvf__index_count(idx), 0);
+	kvf__rcu_read_unlock();
+	kvf__index_destroy(idx);
+	kvf__rcu_barrier();
+}
+
+static void count_visit(struct kvf__object *o, void *arg)
+{
+	(void)o;
+	++*(uint64_t *)arg;
+}
+
+static void test_basic(void **state)
+{
+	struct kvf__index *idx = index_new(state, 0);
+	struct kvf__object *a, *dup, *b, *c;
+	uint64_t visits = 0;
+
+	kvf__rcu_read_lock();
+	assert_null(lookup_one(idx, 1));
+	a = record_new(1);
+	assert_null(kvf__index_insert_unique(idx, a));
+	assert_ptr_equal(lookup_one(idx, 1), a);
+	assert_int_equal(kvf__index_count(idx), 1);
+
+	/* A duplicate insert returns the record present; ours stays private. */
+	dup = record_new(1);
+	assert_ptr_equal(kvf__index_insert_unique(idx, dup), a);
+	kvf__object_free(dup);
+
+	b = record_new(1);
+	assert_int_equal(kvf__index_replace(idx, a, b), KVF_OK);
+	assert_ptr_equal(lookup_one(idx, 1), b);
+	c = record_new(1);
+	assert_int_equal(kvf__index_replace(idx, a, c),
+			 KVF_ERR_OBJECT_NOT_FOUND);
+	kvf__object_free(c);
+	kvf__object_free_rcu(a);
+	assert_int_equal(kvf__index_count(idx), 1);
+
+	assert_int_equal(kvf__index_remove(idx, b), KVF_OK);
+	assert_int_equal(kvf__index_remove(idx, b), KVF_ERR_OBJECT_NOT_FOUND);
+	kvf__object_free_rcu(b);
+	assert_null(lookup_one(idx, 1));
+	assert_int_equal(kvf__index_count(idx), 0);
+
+	for (unsigned id = 0; id < 100; id++)
+		assert_null(kvf__index_insert_unique(idx, record_new(id)));
+	assert_int_equal(kvf__index_count(idx), 100);
+	kvf__index_foreach(idx, count_visit, &visits);
+	assert_int_equal(visits, 100);
+	for (unsigned id = 0; id < 100; id++)
+		assert_int_equal(lookup_one(idx, id)->client_id, id);
+	kvf__rcu_read_unlock();
+
+	index_finish(idx);
+}
+
+struct model {
+	struct kvf__index *idx;
+	struct kvf__object *ref[NR_KEYS];
+	uint64_t present;
+};
+
+static void model_insert(struct model *m, unsigned id)
+{
+	struct kvf__object *o = record_new(id);
+	struct kvf__object *got = kvf__index_insert_unique(m->idx, o);
+
+	assert_ptr_equal(got, m->ref[id]);
+	if (got) {
+		kvf__object_free(o);
+		return;
+	}
+	m->ref[id] = o;
+	m->present++;
+}
+
+static void model_remove(struct model *m, unsigned id)
+{
+	struct kvf__object *o = m->ref[id];
+
+	if (!o)
+		return;
+	assert_int_equal(kvf__index_remove(m->idx, o), KVF_OK);
+	assert_int_equal(kvf__index_remove(m->idx, o),
+			 KVF_ERR_OBJECT_NOT_FOUND);
+	kvf__object_free_rcu(o);
+	m->ref[id] = NULL;
+	m->present--;
+}
+
+static void model_replace(struct model *m, unsigned id)
+{
+	struct kvf__object *o = m->ref[id], *n;
+
+	if (!o)
+		return;
+	n = record_new(id);
+	assert_int_equal(kvf__index_replace(m->idx, o, n), KVF_OK);
+	kvf__object_free_rcu(o);
+	m->ref[id] = n;
+}
+
+/* A batch of 1..MAX_BATCH ids, present, absent and never-inserted. */
+static void model_lookup(struct model *m)
+{
+	static struct kvf_key k[MAX_BATCH];
+	static uint64_t h[MAX_BATCH];
+	static unsigned ids[MAX_BATCH];
+	static struct kvf__object *out[MAX_BATCH];
+	size_t n = 1 + rng() % MAX_BATCH;
+
+	for (size_t i = 0; i < n; i++) {
+		ids[i] = (unsigned)(rng() % (NR_KEYS + NR_MISS / 4));
+		k[i] = (struct kvf_key){ keys[ids[i]].data, keys[ids[i]].len };
+		h[i] = keys[ids[i]].hash;
+	}
+	kvf__index_lookup_batch(m->idx, n, h, k, out);
+	for (size_t i = 0; i < n; i++)
+		assert_ptr_equal(out[i], ids[i] < NR_KEYS ? m->ref[ids[i]] :
+							    NULL);
+}
+
+static void mark_visit(struct kvf__object *o, void *arg)
+{
+	struct model *m = arg;
+
+	assert_true(o->client_id < NR_KEYS);
+	assert_ptr_equal(m->ref[o->client_id], o);
+	/* Each record once: a second visit would find the mark. */
+	assert_int_equal(o->stamp, 0);
+	o->stamp = 1;
+}
+
+static void unmark_visit(struct kvf__object *o, void *arg)
+{
+	(void)arg;
+	assert_int_equal(o->stamp, 1);
+	o->stamp = 0;
+}
+
+static void model_check_all(struct model *m)
+{
+	kvf__index_foreach(m->idx, mark_visit, m);
+	for (unsigned id = 0; id < NR_KEYS; id++)
+		if (m->ref[id])
+			assert_int_equal(m->ref[id]->stamp, 1);
+	kvf__index_foreach(m->idx, unmark_visit, NULL);
+	assert_int_equal(kvf__index_count(m->idx), m->present);
+}
+
+static void test_random_model(void **state)
+{
+	struct model *m = calloc(1, sizeof(*m));
+
+	assert_non_null(m);
+	m->idx = index_new(state, 1);
+	for (int round = 0; round < 40; round++) {
+		/* Grow early, then churn: the ratio drifts with the round. */
+		unsigned insert_pct = round < 20 ? 60 : 35;
+
+		kvf__rcu_read_lock();
+		for (int op = 0; op < 500; op++) {
+			unsigned id = (unsigned)(rng() % NR_KEYS);
+			unsigned dice = (unsigned)(rng() % 100);
+
+			if (dice < insert_pct)
+				model_insert(m, id);
+			else if (dice < insert_pct + 25)
+				model_remove(m, id);
+			else if (dice < insert_pct + 35)
+				model_replace(m, id);
+			else
+				model_lookup(m);
+		}
+		model_check_all(m);
+		kvf__rcu_read_unlock();
+	}
+	index_finish(m->idx);
+	free(m);
+}
+
+struct grow_walk {
+	struct kvf__index *idx;
+	unsigned visits[NR_KEYS];
+	unsigned next_new; /* next id the callback inserts */
+};
+
+/* Visit, and insert a few new records: the table grows mid-walk. */
+static void visit_and_grow(struct kvf__object *o, void *arg)
+{
+	struct grow_walk *w = arg;
+
+	w->visits[o->client_id]++;
+	for (int i = 0; i < 8 && w->next_new < NR_KEYS; i++)
+		assert_null(kvf__index_insert_unique(w->idx,
+						     record_new(w->next_new++)));
+}
+
+static void test_foreach_grows(void **state)
+{
+	struct grow_walk *w = calloc(1, sizeof(*w));
+	const unsigned first = 200;
+
+	assert_non_null(w);
+	w->idx = index_new(state, 1);
+	kvf__rcu_read_lock();
+	for (unsigned id = 0; id < first; id++)
+		assert_null(kvf__index_insert_unique(w->idx, record_new(id)));
+	w->next_new = first;
+	kvf__index_foreach(w->idx, visit_and_grow, w);
+	for (unsigned id = 0; id < first; id++)
+		assert_int_equal(w->visits[id], 1);
+	for (unsigned id = first; id < NR_KEYS; id++)
+		assert_in_range(w->visits[id], 0, 1);
+	assert_int_equal(kvf__index_count(w->idx), w->next_new);
+	for (unsigned id = 0; id < w->next_new; id++)
+		assert_int_equal(lookup_one(w->idx, id)->client_id, id);
+	kvf__rcu_read_unlock();
+	index_finish(w->idx);
+	free(w);
+}
+
+struct replace_walk {
+	struct kvf__index *idx;
+	unsigned visits[NR_KEYS];
+	struct kvf__object *now[NR_KEYS];
+};
+
+static void visit_and_replace(struct kvf__object *o, void *arg)
+{
+	struct replace_walk *w = arg;
+	struct kvf__object *n;
+
+	w->visits[o->client_id]++;
+	if (o->stamp) /* already a replacement */
+		return;
+	n = record_new((unsigned)o->client_id);
+	n->stamp = 1;
+	assert_int_equal(kvf__index_replace(w->idx, o, n), KVF_OK);
+	kvf__object_free_rcu(o);
+	w->now[n->client_id] = n;
+}
+
+static void test_foreach_replaces(void **state)
+{
+	struct replace_walk *w = calloc(1, sizeof(*w));
+	const unsigned nr = 1000;
+
+	assert_non_null(w);
+	w->idx = index_new(state, 16);
+	kvf__rcu_read_lock();
+	for (unsigned id = 0; id < nr; id++)
+		assert_null(kvf__index_insert_unique(w->idx, record_new(id)));
+	kvf__index_foreach(w->idx, visit_and_replace, w);
+	for (unsigned id = 0; id < nr; id++) {
+		assert_in_range(w->visits[id], 1, 2);
+		assert_non_null(w->now[id]);
+		assert_ptr_equal(lookup_one(w->idx, id), w->now[id]);
+	}
+	assert_int_equal(kvf__index_count(w->idx), nr);
+	kvf__rcu_read_unlock();
+	index_finish(w->idx);
+	free(w);
+}
+
+/* Big batches go through the lookup in chunks; presized create. */
+static void test_large_batch(void **state)
+{
+	struct kvf__index *idx = index_new(state, NR_KEYS);
+	static struct kvf_key k[NR_KEYS + NR_MISS];
+	static uint64_t h[NR_KEYS + NR_MISS];
+	static struct kvf__object *out[NR_KEYS + NR_MISS];
+	static struct kvf__object *rec[NR_KEYS];
+
+	kvf__rcu_read_lock();
+	for (unsigned id = 0; id < NR_KEYS; id++) {
+		rec[id] = record_new(id);
+		assert_null(kvf__index_insert_unique(idx, rec[id]));
+	}
+	for (unsigned id = 0; id < NR_KEYS + NR_MISS; id++) {
+		k[id] = (struct kvf_key){ keys[id].data, keys[id].len };
+		h[id] = keys[id].hash;
+	}
+	kvf__index_lookup_batch(idx, NR_KEYS + NR_MISS, h, k, out);
+	for (unsigned id = 0; id < NR_KEYS + NR_MISS; id++)
+		assert_ptr_equal(out[id], id < NR_KEYS ? rec[id] : NULL);
+	kvf__rcu_read_unlock();
+	index_finish(idx);
+}
+
+#define INDEX_TESTS(ops)                                                       \
+	cmocka_unit_test_prestate(test_basic, (void *)&(ops)),                 \
+	cmocka_unit_test_prestate(test_random_model, (void *)&(ops)),          \
+	cmocka_unit_test_prestate(test_foreach_grows, (void *)&(ops)),         \
+	cmocka_unit_test_prestate(test_foreach_replaces, (void *)&(ops)),      \
+	cmocka_unit_test_prestate(test_large_batch, (void *)&(ops))
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		INDEX_TESTS(kvf__index_bucket_ops),
+		INDEX_TESTS(kvf__index_lfht_ops),
+	};
+
+	make_keys();
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
