@@ -41,7 +41,8 @@
 	X(ALLOCATE, "allocate")                                                \
 	X(JOURNAL, "journal")                                                  \
 	X(PUBLISH, "publish")                                                  \
-	X(REPLY, "reply")
+	X(REPLY, "reply")                                                      \
+	X(OTHER, "other") /* end of batch after its last mark */
 
 enum kvf__op {
 #define KVF__X(name, str) KVF__OP_##name,
@@ -64,14 +65,22 @@ struct kvf__prof_head {
 	int enabled; /* atomic */
 };
 
+/*
+ * One batch call in flight, on the caller's stack. Fields past @on are
+ * private to profiling/profile.c and only set when @on is true.
+ */
 struct kvf__prof_span {
 	struct kvf_profiler *prof;
 	uint32_t op;
 	uint32_t keys;
 	bool on;
+	bool sampled;   /* counters are read at every mark of this batch */
 	uint64_t t_begin;
 	uint64_t t_last;
+	uint64_t t_acc; /* ticks charged to stages so far */
+	uint64_t t_ovh; /* ticks spent reading counters (not charged) */
 	uint64_t ctr_last[KVF__PROF_MAX_COUNTERS];
+	uint64_t ctr_begin[KVF__PROF_MAX_COUNTERS];
 	void *thread_ctx; /* per-thread counter group, owned by the profiler */
 };
 

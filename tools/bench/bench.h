@@ -89,4 +89,7 @@ struct bench_workload {
 int bench_hicache(const struct bench_opts *o, struct bench_results *r);
 int bench_placement(const struct bench_opts *o, struct bench_results *r);
 
+/* "kvforge-bench compare ..." (compare.c); argv[0] is "compare". */
+int bench_compare_main(int argc, char **argv);
+
 #endif /* KVF_TOOLS_BENCH_H */
