@@ -84,7 +84,7 @@ static const struct kvf__index_ops *index_ops(enum kvf_index_kind kind)
 	case KVF_INDEX_LFHT:
 		return &kvf__index_lfht_ops;
 	case KVF_INDEX_BUCKET:
-		break;
+		return &kvf__index_bucket_ops;
 	}
 	return NULL;
 }

@@ -5,5 +5,7 @@ tools_kvforge_bench_SOURCES = \
 	tools/bench/results.h \
 	tools/bench/main.c \
 	tools/bench/json.c \
-	tools/bench/hicache.c
+	tools/bench/hicache.c \
+	tools/bench/placement.c \
+	tools/bench/compare.c
 tools_kvforge_bench_LDADD = libkvforge-core.la

@@ -9,8 +9,9 @@
  * together; a phase's throughput is its keys over its wall time, its
  * latencies are per batch.
  *
- * Keys are generated into a per-thread buffer from their ids, so the
- * process's RSS growth over the fill is the engine's memory alone.
+ * Each thread generates its share of a phase's keys before the phase's
+ * clock starts, so formatting keys is not timed, and RSS is sampled after
+ * that, so its growth over the fill is the engine's memory alone.
  * Random keys within a batch are distinct: ids come from an affine
  * bijection of [0, N).
  */
@@ -36,9 +37,11 @@ struct worker {
 	struct hicache *h;
 	unsigned id;
 	uint64_t rng;
+	/* The phase's keys and sizes, made before the clock starts. */
 	char *keybuf;
 	struct kvf_key *keys;
 	uint64_t *sizes;
+	size_t nr_keys;
 	struct kvf_replicas *out;
 	enum kvf_status *st;
 	double *lat_us[PH_COUNT];
@@ -51,7 +54,8 @@ struct hicache {
 	struct bench_results *r;
 	struct kvf_engine *e;
 	uint64_t perm_a;
-	pthread_barrier_t start, done;
+	/* prepare -> workers make keys -> ready -> start -> run -> done */
+	pthread_barrier_t prepare, ready, start, done;
 	enum phase phase;
 	struct worker *w;
 };
@@ -74,16 +78,6 @@ static uint64_t perm(const struct hicache *h, uint64_t x)
 	       h->o->objects;
 }
 
-static void fill_keys(struct worker *w, const uint64_t *ids, size_t n)
-{
-	for (size_t i = 0; i < n; i++) {
-		char *k = w->keybuf + i * KEY_CAP;
-
-		w->keys[i].data = k;
-		w->keys[i].len = bench_hicache_key(k, KEY_CAP, ids[i]);
-	}
-}
-
 /* This thread's share [lo, hi) of @total. */
 static void share(const struct hicache *h, unsigned id, uint64_t total,
 		  uint64_t *lo, uint64_t *hi)
@@ -94,35 +88,31 @@ static void share(const struct hicache *h, unsigned id, uint64_t total,
 	*hi = total * (id + 1) / t;
 }
 
-static void run_batch(struct worker *w, enum phase ph, const uint64_t *ids,
+static void run_batch(struct worker *w, enum phase ph, size_t first,
 		      size_t n)
 {
 	struct kvf_put_config cfg = { .replica_num = 1 };
 	struct kvf_engine *e = w->h->e;
+	const struct kvf_key *keys = w->keys + first;
 	uint64_t t0;
 	int ret = KVF_OK;
 
-	fill_keys(w, ids, n);
-	if (ph == PH_FILL)
-		for (size_t i = 0; i < n; i++)
-			w->sizes[i] = (1u << 20) +
-				      (bench_rand(&w->rng) % 768) * 4096;
 	t0 = bench_now_ns();
 	switch (ph) {
 	case PH_FILL:
-		ret = kvf_batch_put_start(e, 1, w->keys, w->sizes, n, &cfg,
+		ret = kvf_batch_put_start(e, 1, keys, w->sizes + first, n, &cfg,
 					  w->out, w->st);
 		if (ret == KVF_OK)
-			ret = kvf_batch_put_end(e, 1, w->keys, n, w->st);
+			ret = kvf_batch_put_end(e, 1, keys, n, w->st);
 		break;
 	case PH_EXIST:
-		ret = kvf_batch_exist(e, w->keys, n, w->st);
+		ret = kvf_batch_exist(e, keys, n, w->st);
 		break;
 	case PH_GET:
-		ret = kvf_batch_get(e, w->keys, n, w->out, w->st, NULL);
+		ret = kvf_batch_get(e, keys, n, w->out, w->st, NULL);
 		break;
 	case PH_REMOVE:
-		ret = kvf_batch_remove(e, w->keys, n, true, w->st);
+		ret = kvf_batch_remove(e, keys, n, true, w->st);
 		break;
 	case PH_COUNT:
 		break;
@@ -132,32 +122,47 @@ static void run_batch(struct worker *w, enum phase ph, const uint64_t *ids,
 		w->errors[ph]++;
 }
 
+/* The id of the x-th key of a phase. */
+static uint64_t phase_id(const struct hicache *h, enum phase ph, uint64_t x)
+{
+	uint64_t n = h->o->objects;
+
+	switch (ph) {
+	case PH_EXIST:
+		/* Half hits, half keys never written. */
+		return perm(h, x) + (x % 2 ? n : 0);
+	case PH_GET:
+		return perm(h, x);
+	default:
+		return x;
+	}
+}
+
+/* Make this thread's keys (and sizes) for @ph. */
+static void prepare_phase(struct worker *w, enum phase ph)
+{
+	uint64_t lo, hi;
+
+	share(w->h, w->id, w->h->o->objects, &lo, &hi);
+	w->nr_keys = (size_t)(hi - lo);
+	for (size_t i = 0; i < w->nr_keys; i++) {
+		char *k = w->keybuf + i * KEY_CAP;
+
+		w->keys[i].data = k;
+		w->keys[i].len = bench_hicache_key(k, KEY_CAP,
+						   phase_id(w->h, ph, lo + i));
+		if (ph == PH_FILL)
+			w->sizes[i] = (1u << 20) +
+				      (bench_rand(&w->rng) % 768) * 4096;
+	}
+}
+
 static void run_phase(struct worker *w, enum phase ph)
 {
-	const struct hicache *h = w->h;
-	uint32_t b = h->o->batch;
-	uint64_t ids[b], lo, hi, n = h->o->objects;
+	size_t b = w->h->o->batch;
 
-	share(h, w->id, n, &lo, &hi);
-	for (uint64_t x = lo; x < hi; x += b) {
-		size_t m = hi - x < b ? (size_t)(hi - x) : b;
-
-		for (size_t i = 0; i < m; i++) {
-			switch (ph) {
-			case PH_FILL:
-			case PH_REMOVE:
-				ids[i] = x + i;
-				break;
-			case PH_EXIST:
-				/* Half hits, half keys never written. */
-				ids[i] = perm(h, x + i) + (i % 2 ? n : 0);
-				break;
-			default:
-				ids[i] = perm(h, x + i);
-			}
-		}
-		run_batch(w, ph, ids, m);
-	}
+	for (size_t x = 0; x < w->nr_keys; x += b)
+		run_batch(w, ph, x, w->nr_keys - x < b ? w->nr_keys - x : b);
 }
 
 static void *worker_main(void *arg)
@@ -166,9 +171,12 @@ static void *worker_main(void *arg)
 
 	kvf_thread_register();
 	for (;;) {
-		pthread_barrier_wait(&w->h->start);
+		pthread_barrier_wait(&w->h->prepare);
 		if (w->h->phase == PH_COUNT)
 			break;
+		prepare_phase(w, w->h->phase);
+		pthread_barrier_wait(&w->h->ready);
+		pthread_barrier_wait(&w->h->start);
 		run_phase(w, w->h->phase);
 		pthread_barrier_wait(&w->h->done);
 	}
@@ -234,9 +242,11 @@ static int workers_init(struct hicache *h)
 		w->h = h;
 		w->id = t;
 		w->rng = (o->seed + 1) * 0x9e3779b97f4a7c15ULL + t + 1;
-		w->keybuf = malloc((size_t)o->batch * KEY_CAP);
-		w->keys = calloc(o->batch, sizeof(*w->keys));
-		w->sizes = calloc(o->batch, sizeof(*w->sizes));
+		size_t share_max = o->objects / o->threads + 1;
+
+		w->keybuf = malloc(share_max * KEY_CAP);
+		w->keys = calloc(share_max, sizeof(*w->keys));
+		w->sizes = calloc(share_max, sizeof(*w->sizes));
 		w->out = calloc(o->batch, sizeof(*w->out));
 		w->st = calloc(o->batch, sizeof(*w->st));
 		if (!w->keybuf || !w->keys || !w->sizes || !w->out || !w->st)
@@ -266,12 +276,19 @@ static void workers_free(struct hicache *h)
 	free(h->w);
 }
 
-static uint64_t timed_phase(struct hicache *h, enum phase ph)
+/* Let the workers prepare @ph; returns once they are ready to start. */
+static void prepare(struct hicache *h, enum phase ph)
 {
-	uint64_t t0;
-
 	h->phase = ph;
-	t0 = bench_now_ns();
+	pthread_barrier_wait(&h->prepare);
+	if (ph != PH_COUNT)
+		pthread_barrier_wait(&h->ready);
+}
+
+static uint64_t timed_phase(struct hicache *h)
+{
+	uint64_t t0 = bench_now_ns();
+
 	pthread_barrier_wait(&h->start);
 	pthread_barrier_wait(&h->done);
 	return bench_now_ns() - t0;
@@ -299,19 +316,25 @@ int bench_hicache(const struct bench_opts *o, struct bench_results *r)
 		goto out;
 	if (o->profile)
 		kvf_profile_enable(kvf_engine_profiler(h.e), true);
+	pthread_barrier_init(&h.prepare, NULL, o->threads + 1);
+	pthread_barrier_init(&h.ready, NULL, o->threads + 1);
 	pthread_barrier_init(&h.start, NULL, o->threads + 1);
 	pthread_barrier_init(&h.done, NULL, o->threads + 1);
 	for (unsigned t = 0; t < o->threads; t++)
 		pthread_create(&h.w[t].thread, NULL, worker_main, &h.w[t]);
+	prepare(&h, PH_FILL);
 	rss0 = bench_rss_bytes();
-	ns[PH_FILL] = timed_phase(&h, PH_FILL);
+	ns[PH_FILL] = timed_phase(&h);
 	rss1 = bench_rss_bytes();
-	for (enum phase p = PH_EXIST; p < PH_COUNT; p++)
-		ns[p] = timed_phase(&h, p);
-	h.phase = PH_COUNT;
-	pthread_barrier_wait(&h.start);
+	for (enum phase p = PH_EXIST; p < PH_COUNT; p++) {
+		prepare(&h, p);
+		ns[p] = timed_phase(&h);
+	}
+	prepare(&h, PH_COUNT);
 	for (unsigned t = 0; t < o->threads; t++)
 		pthread_join(h.w[t].thread, NULL);
+	pthread_barrier_destroy(&h.prepare);
+	pthread_barrier_destroy(&h.ready);
 	pthread_barrier_destroy(&h.start);
 	pthread_barrier_destroy(&h.done);
 	for (enum phase p = PH_FILL; p < PH_COUNT; p++)

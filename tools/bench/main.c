@@ -23,6 +23,8 @@
 static const struct bench_workload workloads[] = {
 	{ "hicache", "fill HiCache-shaped objects, then batch exist/get/remove",
 	  bench_hicache },
+	{ "placement", "placement strategies x size mixes: utilisation, churn",
+	  bench_placement },
 };
 
 #define NR_WORKLOADS (sizeof(workloads) / sizeof(workloads[0]))
@@ -154,7 +156,8 @@ static void usage(FILE *f)
 		"                      free_ratio_first\n"
 		"  --profile           add the per-stage profile\n"
 		"  --json              one JSON object instead of a table\n"
-		"  --list              list workloads\n");
+		"  --list              list workloads\n"
+		"or:    kvforge-bench compare --help   (paired A/B runs)\n");
 }
 
 static int parse_enum(const char *arg, const char *const *names, int n)
@@ -284,6 +287,8 @@ int main(int argc, char **argv)
 	bool dir_given;
 	int ret;
 
+	if (argc > 1 && !strcmp(argv[1], "compare"))
+		return bench_compare_main(argc - 1, argv + 1);
 	dir_given = false;
 	for (int i = 1; i < argc; i++)
 		dir_given |= !strncmp(argv[i], "--data-dir", 10);
