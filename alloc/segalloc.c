@@ -6,7 +6,7 @@
  * touched. Two structures describe it:
  *
  *  - Free regions live in a treap ordered by offset, each node augmented
- *    with the largest region size in its subtree (max). The root's max is
+ *    with the largest region sizes of its two subtrees. The root's max is
  *    the largest free region, exactly. Allocation is address-ordered first
  *    fit: descend left whenever the left subtree's max fits, so the search
  *    is O(log n) expected and never misses a fit that exists. First fit by
