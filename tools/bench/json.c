@@ -218,7 +218,7 @@ void bench_render_text(const struct bench_results *r, FILE *f)
 		size_t end;
 
 		if (!r->res[i].group) {
-			fprintf(f, "  %-44s", r->res[i].name);
+			fprintf(f, "  %-56s", r->res[i].name);
 			text_value(f, r->res[i].value);
 			fputc('\n', f);
 			hdr_end = hdr = 0;
@@ -241,7 +241,7 @@ void bench_render_text(const struct bench_results *r, FILE *f)
 	}
 	fputc('\n', f);
 	for (size_t i = 0; i < r->nr_extra; i++) {
-		fprintf(f, "  %-44s", r->extra[i].name);
+		fprintf(f, "  %-56s", r->extra[i].name);
 		text_value(f, r->extra[i].value);
 		fputc('\n', f);
 	}
