@@ -2,10 +2,18 @@
 EXTRA_DIST += tests/unit/helpers.h
 
 if HAVE_CMOCKA
+# Engine tests run on both indexes: the *_bucket binaries are the same
+# sources built with -DKVF_TEST_INDEX=KVF_INDEX_BUCKET.
+BUCKET_INDEX = -DKVF_TEST_INDEX=KVF_INDEX_BUCKET
+
 check_PROGRAMS += tests/unit/test_batch tests/unit/test_lifecycle \
-	tests/stress/test_engine_concurrent
-UNIT_TESTS += tests/unit/test_batch tests/unit/test_lifecycle
-CONCURRENCY_TESTS += tests/stress/test_engine_concurrent
+	tests/stress/test_engine_concurrent \
+	tests/unit/test_batch_bucket tests/unit/test_lifecycle_bucket \
+	tests/stress/test_engine_concurrent_bucket
+UNIT_TESTS += tests/unit/test_batch tests/unit/test_lifecycle \
+	tests/unit/test_batch_bucket tests/unit/test_lifecycle_bucket
+CONCURRENCY_TESTS += tests/stress/test_engine_concurrent \
+	tests/stress/test_engine_concurrent_bucket
 
 tests_unit_test_batch_CFLAGS = $(KVF_TEST_CFLAGS)
 tests_unit_test_batch_LDADD = $(KVF_TEST_LIBS)
@@ -13,4 +21,16 @@ tests_unit_test_lifecycle_CFLAGS = $(KVF_TEST_CFLAGS)
 tests_unit_test_lifecycle_LDADD = $(KVF_TEST_LIBS)
 tests_stress_test_engine_concurrent_CFLAGS = $(KVF_TEST_CFLAGS)
 tests_stress_test_engine_concurrent_LDADD = $(KVF_TEST_LIBS)
+
+tests_unit_test_batch_bucket_SOURCES = tests/unit/test_batch.c
+tests_unit_test_batch_bucket_CFLAGS = $(KVF_TEST_CFLAGS) $(BUCKET_INDEX)
+tests_unit_test_batch_bucket_LDADD = $(KVF_TEST_LIBS)
+tests_unit_test_lifecycle_bucket_SOURCES = tests/unit/test_lifecycle.c
+tests_unit_test_lifecycle_bucket_CFLAGS = $(KVF_TEST_CFLAGS) $(BUCKET_INDEX)
+tests_unit_test_lifecycle_bucket_LDADD = $(KVF_TEST_LIBS)
+tests_stress_test_engine_concurrent_bucket_SOURCES = \
+	tests/stress/test_engine_concurrent.c
+tests_stress_test_engine_concurrent_bucket_CFLAGS = $(KVF_TEST_CFLAGS) \
+	$(BUCKET_INDEX)
+tests_stress_test_engine_concurrent_bucket_LDADD = $(KVF_TEST_LIBS)
 endif

@@ -190,6 +190,7 @@ static void test_readers_never_see_processing(void **state)
 	cfg.durability = KVF_DURABILITY_NONE;
 	cfg.tick_interval_ms = 5;
 	cfg.client_ttl_ms = 3600 * 1000;
+	cfg.index = KVF_TEST_INDEX;
 	assert_int_equal(kvf_engine_open(&cfg, &S.e), KVF_OK);
 	assert_int_equal(mount(S.e, CLIENT, 1, 1024 * MIB), KVF_OK);
 	assert_int_equal(mount(S.e, CLIENT, 2, 1024 * MIB), KVF_OK);

@@ -17,6 +17,14 @@
 
 #include <kvforge.h>
 
+/*
+ * Engine tests are built twice: once on the default index, once with
+ * -DKVF_TEST_INDEX=KVF_INDEX_BUCKET (the *_bucket test binaries).
+ */
+#ifndef KVF_TEST_INDEX
+#define KVF_TEST_INDEX KVF_INDEX_LFHT
+#endif
+
 #define MIB (1024ULL * 1024ULL)
 #define GIB (1024ULL * MIB)
 #define MS_NS (1000ULL * 1000ULL)
@@ -54,6 +62,7 @@ static inline void fixture_config(struct fixture *f)
 	f->cfg.clock_ctx = &f->clock;
 	f->cfg.max_batch = 1024;
 	f->cfg.seed = 7;
+	f->cfg.index = KVF_TEST_INDEX;
 }
 
 static inline int fixture_setup(void **state)
