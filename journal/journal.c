@@ -173,44 +173,49 @@ static int count_frame(void *arg, const struct kvf__jrec *rec, uint32_t idx)
 	return 0;
 }
 
-/* Last sequence of the log: from its last frame, which must decode. */
+static uint32_t frame_count(const MDB_val *val)
+{
+	const uint8_t *p = val->mv_data;
+
+	if (val->mv_size < KVF__FRAME_HDR)
+		return 0;
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8;
+}
+
+/*
+ * Walk the log's keys and frame headers (cheap: no record is decoded) to
+ * check that sequences are contiguous from the checkpoint, fully decode
+ * the last frame, and find the last sequence.
+ */
 static int log_ends(MDB_txn *txn, const struct kvf__jdbs *dbs,
 		    struct kvf__jstate *st)
 {
+	uint64_t expect = st->ckpt_seq + 1;
+	MDB_val key, val, last = { 0, NULL };
 	MDB_cursor *cur;
-	MDB_val key, val;
 	uint32_t count;
 	int rc;
 
-	st->last_seq = st->ckpt_seq;
 	rc = mdb_cursor_open(txn, dbs->log, &cur);
 	if (rc)
 		return rc;
-	rc = mdb_cursor_get(cur, &key, &val, MDB_FIRST);
-	if (rc == MDB_NOTFOUND) {
-		rc = 0;
-		goto out;
+	while (!(rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT))) {
+		count = frame_count(&val);
+		if (key.mv_size != 8 || !count ||
+		    kvf__get_be64(key.mv_data) != expect) {
+			rc = MDB_CORRUPTED; /* gap, or a damaged frame */
+			break;
+		}
+		expect += count;
+		last = val;
 	}
-	if (rc)
-		goto out;
-	if (key.mv_size != 8 || kvf__get_be64(key.mv_data) != st->ckpt_seq + 1) {
-		rc = MDB_CORRUPTED; /* the log must resume after the image */
-		goto out;
-	}
-	rc = mdb_cursor_get(cur, &key, &val, MDB_LAST);
-	if (rc)
-		goto out;
-	if (key.mv_size != 8 ||
-	    kvf__frame_decode(&val, &count, count_frame, NULL)) {
-		rc = MDB_CORRUPTED;
-		goto out;
-	}
-	st->last_seq = kvf__get_be64(key.mv_data) + count - 1;
-	if (st->last_seq < st->ckpt_seq)
-		rc = MDB_CORRUPTED;
-out:
 	mdb_cursor_close(cur);
-	return rc;
+	if (rc != MDB_NOTFOUND)
+		return rc;
+	if (last.mv_data && kvf__frame_decode(&last, &count, count_frame, NULL))
+		return MDB_CORRUPTED;
+	st->last_seq = expect - 1;
+	return 0;
 }
 
 static int db_entries(MDB_txn *txn, MDB_dbi dbi, uint64_t *n)
@@ -537,7 +542,8 @@ int kvf__journal_open(const struct kvf__journal_config *cfg,
 		goto err;
 	rc = open_env(j);
 	if (rc) {
-		rc = rc < 0 ? rc : kvf__journal_status(rc);
+		if (rc != KVF_ERR_JOURNAL_VERSION)
+			rc = kvf__journal_status(rc);
 		goto err;
 	}
 	j->estimate = j->st.objects + (j->st.last_seq - j->st.ckpt_seq);
@@ -593,27 +599,24 @@ static int scan_image(MDB_txn *txn, MDB_dbi dbi, enum kvf__jrec_type type,
 	MDB_cursor *cur;
 	MDB_val key, val;
 	struct kvf__jrec rec;
-	int rc;
+	int mrc, rc = KVF_OK;
 
-	rc = mdb_cursor_open(txn, dbi, &cur);
-	if (rc)
-		return kvf__journal_status(rc);
-	while (!(rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT))) {
+	mrc = mdb_cursor_open(txn, dbi, &cur);
+	if (mrc)
+		return kvf__journal_status(mrc);
+	while (!rc && !(mrc = mdb_cursor_get(cur, &key, &val, MDB_NEXT))) {
 		size_t used;
 
 		if (kvf__jrec_decode(val.mv_data, val.mv_size, &rec, &used) ||
-		    used != val.mv_size || rec.type != type) {
+		    used != val.mv_size || rec.type != type)
 			rc = KVF_ERR_JOURNAL_CORRUPT;
-			break;
-		}
-		rc = ops->record(arg, &rec, seq);
-		if (rc)
-			break;
+		else
+			rc = ops->record(arg, &rec, seq);
 	}
 	mdb_cursor_close(cur);
-	if (rc == MDB_NOTFOUND)
-		return KVF_OK;
-	return rc > 0 ? kvf__journal_status(rc) : rc;
+	if (!rc && mrc != MDB_NOTFOUND)
+		rc = kvf__journal_status(mrc);
+	return rc;
 }
 
 struct log_walk {
@@ -638,27 +641,26 @@ static int scan_log(MDB_txn *txn, MDB_dbi dbi, uint64_t ckpt_seq,
 	MDB_cursor *cur;
 	MDB_val key, val;
 	uint32_t count;
-	int rc;
+	int mrc, rc = KVF_OK;
 
-	rc = mdb_cursor_open(txn, dbi, &cur);
-	if (rc)
-		return kvf__journal_status(rc);
-	while (!(rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT))) {
+	mrc = mdb_cursor_open(txn, dbi, &cur);
+	if (mrc)
+		return kvf__journal_status(mrc);
+	while (!rc && !(mrc = mdb_cursor_get(cur, &key, &val, MDB_NEXT))) {
 		if (key.mv_size != 8 || kvf__get_be64(key.mv_data) != expect) {
 			rc = KVF_ERR_JOURNAL_CORRUPT; /* sequence gap */
 			break;
 		}
 		w.seq = expect;
 		rc = kvf__frame_decode(&val, &count, log_record, &w);
-		if (rc)
-			break;
-		expect += count;
+		if (!rc)
+			expect += count;
 	}
 	mdb_cursor_close(cur);
 	*last_seq = expect - 1;
-	if (rc == MDB_NOTFOUND)
-		return KVF_OK;
-	return rc > 0 ? kvf__journal_status(rc) : rc;
+	if (!rc && mrc != MDB_NOTFOUND)
+		rc = kvf__journal_status(mrc);
+	return rc;
 }
 
 int kvf__jscan(MDB_txn *txn, const struct kvf__jdbs *dbs, uint64_t ckpt_seq,

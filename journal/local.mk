@@ -10,3 +10,13 @@ libkvforge_core_la_SOURCES += \
 bin_PROGRAMS += tools/kvforge-inspect
 tools_kvforge_inspect_SOURCES = tools/kvforge-inspect.c
 tools_kvforge_inspect_LDADD = libkvforge-core.la
+
+if HAVE_CMOCKA
+check_PROGRAMS += tests/unit/test_journal_record tests/unit/test_journal
+UNIT_TESTS += tests/unit/test_journal_record tests/unit/test_journal
+tests_unit_test_journal_record_CFLAGS = $(KVF_TEST_CFLAGS)
+tests_unit_test_journal_record_LDADD = $(KVF_TEST_LIBS)
+tests_unit_test_journal_CFLAGS = $(KVF_TEST_CFLAGS)
+tests_unit_test_journal_LDADD = $(KVF_TEST_LIBS)
+endif
+EXTRA_DIST += tests/unit/test_journal_model.h

@@ -35,12 +35,15 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
 #include <time.h>
 
 #include "engine/die.h"
 #include "journal/jint.h"
 
 #define NSEC_PER_MSEC 1000000ull
+/* Below this much free space, a failed write means "disk full". */
+#define KVF__NEARLY_FULL (4ull << 20)
 
 static uint64_t now_ns(void)
 {
@@ -146,18 +149,35 @@ static int begin(struct kvf__journal *j, MDB_txn **txn)
 }
 
 /*
+ * LMDB reports a short write (what a full disk gives a multi-page
+ * pwritev) as EIO. Tell the two apart by the free space left: a
+ * transaction that could not be written leaves less than it needed.
+ */
+static int classify_eio(struct kvf__journal *j)
+{
+	struct statvfs sv;
+
+	if (statvfs(j->dir, &sv))
+		return EIO;
+	if ((uint64_t)sv.f_bavail * sv.f_frsize < KVF__NEARLY_FULL)
+		return ENOSPC;
+	return EIO;
+}
+
+/*
  * Commit @txn unless @rc already failed or a fault is injected; abort
  * otherwise. Returns the final LMDB/errno code.
  */
 static int finish(struct kvf__journal *j, MDB_txn *txn, int rc)
 {
-	if (!rc)
-		rc = take_fault(j);
-	if (rc) {
+	int fault = rc ? 0 : take_fault(j);
+
+	if (rc || fault) {
 		mdb_txn_abort(txn);
-		return rc;
+		return rc ? rc : fault;
 	}
-	return mdb_txn_commit(txn);
+	rc = mdb_txn_commit(txn);
+	return rc == EIO ? classify_eio(j) : rc;
 }
 
 static int put_frames(struct kvf__journal *j, MDB_txn *txn,
