@@ -20,3 +20,22 @@ tests_unit_test_journal_CFLAGS = $(KVF_TEST_CFLAGS)
 tests_unit_test_journal_LDADD = $(KVF_TEST_LIBS)
 endif
 EXTRA_DIST += tests/unit/test_journal_model.h
+
+if HAVE_CMOCKA
+check_PROGRAMS += tests/unit/test_journal_concurrent
+CONCURRENCY_TESTS += tests/unit/test_journal_concurrent
+tests_unit_test_journal_concurrent_CFLAGS = $(KVF_TEST_CFLAGS)
+tests_unit_test_journal_concurrent_LDADD = $(KVF_TEST_LIBS)
+endif
+
+# Crash/recovery harness: a few iterations in make check, more with
+# KVF_STRESS_ITERATIONS. Not under TSan (it forks and SIGKILLs).
+check_PROGRAMS += tests/stress/test_journal_crash
+UNIT_TESTS += tests/stress/test_journal_crash
+tests_stress_test_journal_crash_LDADD = libkvforge-core.la
+
+# kvforge-inspect, driven by a shell test on journals it builds.
+check_PROGRAMS += tests/unit/test_journal_mkinspect
+tests_unit_test_journal_mkinspect_LDADD = libkvforge-core.la
+dist_check_SCRIPTS = tests/unit/test_inspect.sh
+UNIT_TESTS += tests/unit/test_inspect.sh
