@@ -237,8 +237,7 @@ static void test_injected_faults(void **state)
 	/* A failing batch: generated on a copy of the model, so the model
 	 * keeps the state without it. */
 	memcpy(&lost, &t->g, sizeof(lost));
-	lost.m.o = malloc(t->g.m.cap * sizeof(*lost.m.o));
-	memcpy(lost.m.o, t->g.m.o, t->g.m.cap * sizeof(*lost.m.o));
+	jm_own_copy(&lost.m);
 	n = jgen_batch(&lost, 100, 1);
 	kvf__journal_inject_fault(j, ENOSPC, 1);
 	assert_int_equal(kvf__journal_append(j, lost.recs, n),
@@ -531,8 +530,7 @@ static void test_tmpfs_full(void **state)
 	for (b = 0; b < 2000 && failures < 3; b++) {
 		struct jgen save = t->g;
 
-		save.m.o = malloc(t->g.m.cap * sizeof(*save.m.o));
-		memcpy(save.m.o, t->g.m.o, t->g.m.cap * sizeof(*save.m.o));
+		jm_own_copy(&save.m);
 		jgen_batch(&t->g, 128, 1);
 		rc = kvf__journal_append(j, t->g.recs, t->g.n);
 		if (rc == KVF_OK) {

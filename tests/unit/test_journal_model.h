@@ -76,6 +76,20 @@ static inline void jm_free(struct jm *m)
 	memset(m, 0, sizeof(*m));
 }
 
+/* Deep copy of @src's objects into @dst (a shallow copy of @src). */
+static inline void jm_own_copy(struct jm *dst)
+{
+	const struct jm_obj *o = dst->o;
+
+	dst->o = NULL;
+	if (!dst->cap)
+		return;
+	dst->o = malloc(dst->cap * sizeof(*o));
+	if (!dst->o)
+		abort();
+	memcpy(dst->o, o, dst->cap * sizeof(*o));
+}
+
 /* Apply @r with the journal's rules (journal/journal.h). */
 static inline void jm_apply(struct jm *m, const struct kvf__jrec *r)
 {
