@@ -74,9 +74,11 @@ struct kvf__journal {
 
 	pthread_mutex_t mu;
 	pthread_cond_t work_cv; /* writer waits: work, stop, sync deadline */
-	pthread_cond_t ckpt_cv; /* checkpoint()/sync() callers wait */
+	pthread_cond_t ckpt_cv; /* checkpoint() callers wait */
+	pthread_cond_t sync_cv; /* the syncer waits */
 	pthread_t thread;
-	int started;  /* writer thread running */
+	pthread_t syncer;     /* BOUNDED only */
+	int started;  /* writer (and syncer) threads running */
 	int replayed; /* replay ran or can no longer run */
 	int stop;
 
@@ -95,7 +97,7 @@ struct kvf__journal {
 	uint64_t commits;
 	uint64_t map_grows;
 	uint64_t sync_errors;
-	int dirty; /* BOUNDED: committed but not synced */
+	uint64_t dirty_since; /* BOUNDED: first unsynced commit (ns), 0 clean */
 };
 
 /* journal.c */

@@ -474,7 +474,8 @@ static int init_sync(struct kvf__journal *j)
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	rc = pthread_mutex_init(&j->mu, NULL) ||
 	     pthread_cond_init(&j->work_cv, &ca) ||
-	     pthread_cond_init(&j->ckpt_cv, &ca);
+	     pthread_cond_init(&j->ckpt_cv, &ca) ||
+	     pthread_cond_init(&j->sync_cv, &ca);
 	pthread_condattr_destroy(&ca);
 	return rc ? KVF_ERR_NO_MEMORY : KVF_OK;
 }
@@ -485,6 +486,7 @@ static void journal_free(struct kvf__journal *j)
 		mdb_env_close(j->env);
 	if (j->lock_fd >= 0)
 		close(j->lock_fd); /* releases the flock */
+	pthread_cond_destroy(&j->sync_cv);
 	pthread_cond_destroy(&j->ckpt_cv);
 	pthread_cond_destroy(&j->work_cv);
 	pthread_mutex_destroy(&j->mu);

@@ -39,3 +39,8 @@ check_PROGRAMS += tests/unit/test_journal_mkinspect
 tests_unit_test_journal_mkinspect_LDADD = libkvforge-core.la
 dist_check_SCRIPTS = tests/unit/test_inspect.sh
 UNIT_TESTS += tests/unit/test_inspect.sh
+
+# Throughput benchmark (never run by make check).
+noinst_PROGRAMS += journal/kvforge-journal-bench
+journal_kvforge_journal_bench_SOURCES = journal/bench.c
+journal_kvforge_journal_bench_LDADD = libkvforge-core.la

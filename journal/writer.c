@@ -18,7 +18,7 @@
  *
  * Durability: STRICT opens the environment without MDB_NOSYNC, so each
  * commit (appends and fold chunks alike) is synced before it returns.
- * BOUNDED uses MDB_NOSYNC and the writer calls mdb_env_sync() once
+ * BOUNDED uses MDB_NOSYNC and a syncer thread calls mdb_env_sync() once
  * sync_interval_ms has passed since the first unsynced commit.
  *
  * Checkpoints: when the log holds checkpoint_records records (or
@@ -204,6 +204,15 @@ static int put_frames(struct kvf__journal *j, MDB_txn *txn,
 	return rc;
 }
 
+/* With @mu held, after a NOSYNC commit: the syncer has work. */
+static void mark_dirty(struct kvf__journal *j)
+{
+	if (j->cfg.durability != KVF_DURABILITY_BOUNDED || j->dirty_since)
+		return;
+	j->dirty_since = now_ns();
+	pthread_cond_signal(&j->sync_cv);
+}
+
 /* Write every batch of @group in one transaction. Returns a kvf_status. */
 static int commit_group(struct kvf__journal *j, struct kvf__jreq *group)
 {
@@ -233,8 +242,7 @@ static int commit_group(struct kvf__journal *j, struct kvf__jreq *group)
 	j->st.log_frames += frames;
 	j->commits++;
 	j->fold_blocked = 0;
-	if (j->cfg.durability == KVF_DURABILITY_BOUNDED)
-		j->dirty = j->dirty ? j->dirty : 1;
+	mark_dirty(j);
 	pthread_mutex_unlock(&j->mu);
 	return KVF_OK;
 }
@@ -344,8 +352,7 @@ static int fold_chunk(struct kvf__journal *j, uint64_t target)
 	pthread_mutex_lock(&j->mu);
 	j->st = st; /* only this thread changes it */
 	j->commits++;
-	if (j->cfg.durability == KVF_DURABILITY_BOUNDED && !j->dirty)
-		j->dirty = 1;
+	mark_dirty(j);
 	pthread_mutex_unlock(&j->mu);
 	return KVF_OK;
 }
@@ -365,30 +372,6 @@ static void deadline_ts(uint64_t ns, struct timespec *ts)
 {
 	ts->tv_sec = (time_t)(ns / 1000000000ull);
 	ts->tv_nsec = (long)(ns % 1000000000ull);
-}
-
-/* With @mu held, BOUNDED: sync if the oldest unsynced commit is due. */
-static void sync_if_due(struct kvf__journal *j, uint64_t *first_dirty,
-			int force)
-{
-	uint64_t interval = j->cfg.sync_interval_ms * NSEC_PER_MSEC;
-	int rc;
-
-	if (!j->dirty)
-		return;
-	if (!*first_dirty)
-		*first_dirty = now_ns();
-	if (!force && now_ns() - *first_dirty < interval)
-		return;
-	j->dirty = 0;
-	*first_dirty = 0;
-	pthread_mutex_unlock(&j->mu);
-	rc = mdb_env_sync(j->env, 1);
-	pthread_mutex_lock(&j->mu);
-	if (rc) {
-		j->sync_errors++;
-		j->dirty = 1; /* try again next interval */
-	}
 }
 
 static void serve_group(struct kvf__journal *j)
@@ -432,29 +415,63 @@ static void serve_fold(struct kvf__journal *j)
 static void *writer_main(void *arg)
 {
 	struct kvf__journal *j = arg;
-	uint64_t first_dirty = 0;
 
 	pthread_mutex_lock(&j->mu);
 	for (;;) {
-		if (j->head) {
+		if (j->head)
 			serve_group(j);
-		} else if (j->stop) {
+		else if (j->stop)
 			break; /* an unfinished checkpoint resumes later */
-		} else if (fold_wanted(j)) {
+		else if (fold_wanted(j))
 			serve_fold(j);
-		} else if (j->dirty && first_dirty) {
-			uint64_t due = first_dirty +
-				       j->cfg.sync_interval_ms * NSEC_PER_MSEC;
-			struct timespec ts;
-
-			deadline_ts(due, &ts);
-			pthread_cond_timedwait(&j->work_cv, &j->mu, &ts);
-		} else if (!j->dirty) {
+		else
 			pthread_cond_wait(&j->work_cv, &j->mu);
-		}
-		sync_if_due(j, &first_dirty, 0);
 	}
-	sync_if_due(j, &first_dirty, 1);
+	pthread_mutex_unlock(&j->mu);
+	return NULL;
+}
+
+/*
+ * BOUNDED mode's periodic sync, on its own thread so the writer never
+ * waits for an fsync (~4 ms here): mdb_env_sync() only fdatasync()s the
+ * file, which is safe beside a commit. After a sync that started at time
+ * T returns, every commit acknowledged before T is on disk; so an OS crash
+ * loses at most the commits of the last sync_interval_ms plus one sync.
+ */
+static void *syncer_main(void *arg)
+{
+	struct kvf__journal *j = arg;
+	uint64_t interval = j->cfg.sync_interval_ms * NSEC_PER_MSEC;
+	struct timespec ts;
+	int rc;
+
+	pthread_mutex_lock(&j->mu);
+	for (;;) {
+		uint64_t due = j->dirty_since + interval;
+
+		if (!j->dirty_since) {
+			if (j->stop)
+				break;
+			pthread_cond_wait(&j->sync_cv, &j->mu);
+			continue;
+		}
+		if (!j->stop && now_ns() < due) {
+			deadline_ts(due, &ts);
+			pthread_cond_timedwait(&j->sync_cv, &j->mu, &ts);
+			continue;
+		}
+		j->dirty_since = 0;
+		pthread_mutex_unlock(&j->mu);
+		rc = mdb_env_sync(j->env, 1);
+		pthread_mutex_lock(&j->mu);
+		if (rc) {
+			j->sync_errors++;
+			if (!j->dirty_since)
+				j->dirty_since = now_ns(); /* retry later */
+			if (j->stop)
+				break; /* close() syncs once more */
+		}
+	}
 	pthread_mutex_unlock(&j->mu);
 	return NULL;
 }
@@ -467,6 +484,16 @@ int kvf__writer_start(struct kvf__journal *j)
 		return KVF_OK;
 	if (pthread_create(&j->thread, NULL, writer_main, j))
 		return KVF_ERR_NO_MEMORY;
+	if (j->cfg.durability == KVF_DURABILITY_BOUNDED &&
+	    pthread_create(&j->syncer, NULL, syncer_main, j)) {
+		j->stop = 1;
+		pthread_cond_signal(&j->work_cv);
+		pthread_mutex_unlock(&j->mu);
+		pthread_join(j->thread, NULL);
+		pthread_mutex_lock(&j->mu);
+		j->stop = 0;
+		return KVF_ERR_NO_MEMORY;
+	}
 	j->started = 1;
 	return KVF_OK;
 }
@@ -480,8 +507,15 @@ void kvf__writer_stop(struct kvf__journal *j)
 	started = j->started;
 	pthread_cond_signal(&j->work_cv);
 	pthread_mutex_unlock(&j->mu);
-	if (started)
-		pthread_join(j->thread, NULL);
+	if (!started)
+		return;
+	pthread_join(j->thread, NULL); /* drains the queue first */
+	if (j->cfg.durability != KVF_DURABILITY_BOUNDED)
+		return;
+	pthread_mutex_lock(&j->mu);
+	pthread_cond_signal(&j->sync_cv);
+	pthread_mutex_unlock(&j->mu);
+	pthread_join(j->syncer, NULL);
 }
 
 int kvf__journal_append(struct kvf__journal *j, const struct kvf__jrec *recs,
