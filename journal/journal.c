@@ -1,0 +1,757 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * journal/journal.c - opening, validating, replaying and closing a journal.
+ *
+ * Layout of the data directory: data.mdb and lock.mdb (LMDB), plus
+ * kvforge.lock, on which the opener holds an exclusive flock() so two
+ * engines never write one journal (kvforge-inspect reads without it).
+ * LMDB databases: "meta" (magic, format version, checkpoint sequence and
+ * count), "log" (frames of records, see jint.h), and the image: "segs",
+ * "objs", "clients" (see image.c).
+ *
+ * Invariant, kept by every write transaction: the log holds exactly the
+ * records with sequences (checkpoint_seq, last_seq], contiguous, in frames
+ * keyed by their first sequence; the image is the state after applying
+ * every record up to checkpoint_seq. Recovery is therefore image + log.
+ *
+ * Open validates without modifying anything an earlier run wrote: a
+ * directory is either empty (a fresh LMDB file whose main database has no
+ * entry, which is also what a crash during creation leaves) and gets
+ * initialised, or it must carry our magic and version. Damage is reported
+ * (KVF_ERR_JOURNAL_CORRUPT), never repaired.
+ *
+ * Concurrency: open, replay and close run on the owner's thread; every
+ * write transaction afterwards belongs to the writer thread (writer.c).
+ * The environment uses MDB_NOTLS, and the only read transactions of the
+ * engine process are the replay's, which ends before the writer starts, so
+ * the writer may resize the map at any time.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "journal/jint.h"
+
+#define DEFAULT_MAP_SIZE (64ull << 20)
+#define DEFAULT_SYNC_MS 10u
+#define DEFAULT_CKPT_RECORDS 1000000ull
+#define DEFAULT_FOLD_CHUNK 32768u
+/* Compact at open when the file is at least this big and 3/4 free. */
+#define COMPACT_MIN_FILE (64ull << 20)
+
+int kvf__journal_status(int rc)
+{
+	switch (rc) {
+	case 0:
+		return KVF_OK;
+	case ENOSPC:
+	case EDQUOT:
+	case EFBIG:
+		return KVF_ERR_JOURNAL_NO_SPACE;
+	case EIO:
+	case EROFS:
+		return KVF_ERR_IO;
+	case ENOMEM:
+		return KVF_ERR_NO_MEMORY;
+	case MDB_CORRUPTED:
+	case MDB_INVALID:
+	case MDB_VERSION_MISMATCH:
+	case MDB_PAGE_NOTFOUND:
+	case MDB_BAD_DBI:
+	case MDB_INCOMPATIBLE:
+		return KVF_ERR_JOURNAL_CORRUPT;
+	default:
+		return KVF_ERR_JOURNAL;
+	}
+}
+
+/* mkdir -p */
+static int make_dirs(const char *dir)
+{
+	char *p, *path = strdup(dir);
+	int rc = 0;
+
+	if (!path)
+		return ENOMEM;
+	for (p = path + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(path, 0755) && errno != EEXIST)
+			rc = errno;
+		*p = '/';
+		if (rc)
+			break;
+	}
+	if (!rc && mkdir(path, 0755) && errno != EEXIST)
+		rc = errno;
+	free(path);
+	return rc;
+}
+
+static char *path_join(const char *dir, const char *name)
+{
+	size_t n = strlen(dir) + strlen(name) + 2;
+	char *p = malloc(n);
+
+	if (p)
+		snprintf(p, n, "%s/%s", dir, name);
+	return p;
+}
+
+int kvf__jenv_open(const char *dir, unsigned flags, uint64_t map_size,
+		   MDB_env **out)
+{
+	MDB_env *env;
+	int rc;
+
+	rc = mdb_env_create(&env);
+	if (rc)
+		return rc;
+	rc = mdb_env_set_maxdbs(env, 8);
+	if (!rc && map_size)
+		rc = mdb_env_set_mapsize(env, map_size);
+	if (!rc)
+		rc = mdb_env_open(env, dir, flags | MDB_NOTLS, 0644);
+	if (rc) {
+		mdb_env_close(env);
+		return rc;
+	}
+	*out = env;
+	return 0;
+}
+
+int kvf__jdbs_open(MDB_txn *txn, struct kvf__jdbs *dbs, int create)
+{
+	unsigned f = create ? MDB_CREATE : 0;
+	int rc;
+
+	rc = mdb_dbi_open(txn, "meta", f, &dbs->meta);
+	if (!rc)
+		rc = mdb_dbi_open(txn, "log", f, &dbs->log);
+	if (!rc)
+		rc = mdb_dbi_open(txn, "segs", f, &dbs->segs);
+	if (!rc)
+		rc = mdb_dbi_open(txn, "objs", f, &dbs->objs);
+	if (!rc)
+		rc = mdb_dbi_open(txn, "clients", f, &dbs->clients);
+	return rc;
+}
+
+static int meta_get(MDB_txn *txn, MDB_dbi dbi, const char *name, void *out,
+		    size_t len)
+{
+	MDB_val key = { strlen(name), (void *)name }, val;
+	int rc = mdb_get(txn, dbi, &key, &val);
+
+	if (rc)
+		return rc == MDB_NOTFOUND ? MDB_CORRUPTED : rc;
+	if (val.mv_size != len)
+		return MDB_CORRUPTED;
+	memcpy(out, val.mv_data, len);
+	return 0;
+}
+
+static int meta_put(MDB_txn *txn, MDB_dbi dbi, const char *name,
+		    const void *data, size_t len)
+{
+	MDB_val key = { strlen(name), (void *)name };
+	MDB_val val = { len, (void *)data };
+
+	return mdb_put(txn, dbi, &key, &val, 0);
+}
+
+static int count_frame(void *arg, const struct kvf__jrec *rec, uint32_t idx)
+{
+	return 0;
+}
+
+static uint32_t frame_count(const MDB_val *val)
+{
+	const uint8_t *p = val->mv_data;
+
+	if (val->mv_size < KVF__FRAME_HDR)
+		return 0;
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8;
+}
+
+/*
+ * Walk the log's keys and frame headers (cheap: no record is decoded) to
+ * check that sequences are contiguous from the checkpoint, fully decode
+ * the last frame, and find the last sequence.
+ */
+static int log_ends(MDB_txn *txn, const struct kvf__jdbs *dbs,
+		    struct kvf__jstate *st)
+{
+	uint64_t expect = st->ckpt_seq + 1;
+	MDB_val key, val, last = { 0, NULL };
+	MDB_cursor *cur;
+	uint32_t count;
+	int rc;
+
+	rc = mdb_cursor_open(txn, dbs->log, &cur);
+	if (rc)
+		return rc;
+	while (!(rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT))) {
+		count = frame_count(&val);
+		if (key.mv_size != 8 || !count ||
+		    kvf__get_be64(key.mv_data) != expect) {
+			rc = MDB_CORRUPTED; /* gap, or a damaged frame */
+			break;
+		}
+		expect += count;
+		last = val;
+	}
+	mdb_cursor_close(cur);
+	if (rc != MDB_NOTFOUND)
+		return rc;
+	if (last.mv_data && kvf__frame_decode(&last, &count, count_frame, NULL))
+		return MDB_CORRUPTED;
+	st->last_seq = expect - 1;
+	return 0;
+}
+
+static int db_entries(MDB_txn *txn, MDB_dbi dbi, uint64_t *n)
+{
+	MDB_stat s;
+	int rc = mdb_stat(txn, dbi, &s);
+
+	if (!rc)
+		*n = s.ms_entries;
+	return rc;
+}
+
+int kvf__jstate_read(MDB_txn *txn, const struct kvf__jdbs *dbs,
+		     struct kvf__jstate *st)
+{
+	char magic[sizeof(KVF__MAGIC_VALUE)];
+	int rc;
+
+	memset(st, 0, sizeof(*st));
+	rc = meta_get(txn, dbs->meta, KVF__META_MAGIC, magic, sizeof(magic));
+	if (rc)
+		return rc;
+	if (memcmp(magic, KVF__MAGIC_VALUE, sizeof(magic)))
+		return MDB_CORRUPTED;
+	rc = meta_get(txn, dbs->meta, KVF__META_VERSION, &st->version,
+		      sizeof(st->version));
+	if (rc)
+		return rc;
+	if (st->version != KVF__JOURNAL_FORMAT_VERSION)
+		return 0; /* the caller reports the version */
+	rc = meta_get(txn, dbs->meta, KVF__META_CKPT_SEQ, &st->ckpt_seq,
+		      sizeof(st->ckpt_seq));
+	if (!rc)
+		rc = meta_get(txn, dbs->meta, KVF__META_CKPT_COUNT,
+			      &st->ckpt_count, sizeof(st->ckpt_count));
+	if (!rc)
+		rc = log_ends(txn, dbs, st);
+	if (!rc)
+		rc = db_entries(txn, dbs->log, &st->log_frames);
+	if (!rc)
+		rc = db_entries(txn, dbs->objs, &st->objects);
+	if (!rc)
+		rc = db_entries(txn, dbs->segs, &st->segments);
+	if (!rc)
+		rc = db_entries(txn, dbs->clients, &st->clients);
+	return rc;
+}
+
+static int init_fresh(MDB_txn *txn, struct kvf__jdbs *dbs)
+{
+	uint32_t version = KVF__JOURNAL_FORMAT_VERSION;
+	uint64_t zero = 0;
+	int rc;
+
+	rc = kvf__jdbs_open(txn, dbs, 1);
+	if (!rc)
+		rc = meta_put(txn, dbs->meta, KVF__META_MAGIC, KVF__MAGIC_VALUE,
+			      sizeof(KVF__MAGIC_VALUE));
+	if (!rc)
+		rc = meta_put(txn, dbs->meta, KVF__META_VERSION, &version,
+			      sizeof(version));
+	if (!rc)
+		rc = meta_put(txn, dbs->meta, KVF__META_CKPT_SEQ, &zero,
+			      sizeof(zero));
+	if (!rc)
+		rc = meta_put(txn, dbs->meta, KVF__META_CKPT_COUNT, &zero,
+			      sizeof(zero));
+	return rc;
+}
+
+/*
+ * Open the databases (initialising a fresh environment) and read the state.
+ * Returns an LMDB/errno code, or KVF_ERR_JOURNAL_VERSION directly.
+ */
+static int load(struct kvf__journal *j)
+{
+	MDB_txn *txn;
+	MDB_dbi main_dbi;
+	uint64_t n = 0;
+	int rc;
+
+	rc = mdb_txn_begin(j->env, NULL, 0, &txn);
+	if (rc)
+		return rc;
+	rc = mdb_dbi_open(txn, NULL, 0, &main_dbi);
+	if (!rc)
+		rc = db_entries(txn, main_dbi, &n);
+	if (rc)
+		goto abort;
+	if (n == 0)
+		rc = init_fresh(txn, &j->dbs);
+	else
+		rc = kvf__jdbs_open(txn, &j->dbs, 0);
+	if (rc == MDB_NOTFOUND)
+		rc = MDB_CORRUPTED; /* not a KVForge journal, or damaged */
+	if (!rc)
+		rc = kvf__jstate_read(txn, &j->dbs, &j->st);
+	if (rc)
+		goto abort;
+	if (j->st.version != KVF__JOURNAL_FORMAT_VERSION) {
+		rc = KVF_ERR_JOURNAL_VERSION;
+		goto abort;
+	}
+	/* Commit even when nothing changed: it keeps the dbi handles. */
+	return mdb_txn_commit(txn);
+abort:
+	mdb_txn_abort(txn);
+	return rc;
+}
+
+static uint64_t file_size(const char *dir)
+{
+	char *p = path_join(dir, "data.mdb");
+	struct stat sb;
+	uint64_t sz = 0;
+
+	if (p && !stat(p, &sb))
+		sz = (uint64_t)sb.st_size;
+	free(p);
+	return sz;
+}
+
+/* Pages the databases actually use (an under-estimate of the live set). */
+static uint64_t used_bytes(struct kvf__journal *j)
+{
+	MDB_dbi dbis[] = { j->dbs.meta, j->dbs.log, j->dbs.segs, j->dbs.objs,
+			   j->dbs.clients };
+	uint64_t pages = 4;
+	MDB_txn *txn;
+	MDB_stat s;
+
+	if (mdb_txn_begin(j->env, NULL, MDB_RDONLY, &txn))
+		return UINT64_MAX;
+	for (size_t i = 0; i < sizeof(dbis) / sizeof(dbis[0]); i++) {
+		if (mdb_stat(txn, dbis[i], &s)) {
+			mdb_txn_abort(txn);
+			return UINT64_MAX;
+		}
+		pages += s.ms_branch_pages + s.ms_leaf_pages +
+			 s.ms_overflow_pages;
+	}
+	mdb_txn_abort(txn);
+	return pages * s.ms_psize;
+}
+
+static unsigned env_flags(const struct kvf__journal *j)
+{
+	return j->cfg.durability == KVF_DURABILITY_BOUNDED ? MDB_NOSYNC : 0;
+}
+
+/*
+ * Compaction, at open only (quiescent: no writer thread, no read txn in
+ * this process). mdb_env_copy2(MDB_CP_COMPACT) writes a dense copy into
+ * DIR/compact.tmp, which atomically replaces data.mdb by rename(); a crash
+ * before the rename leaves the old file intact and the stale copy is
+ * removed at the next open.
+ */
+static int maybe_compact(struct kvf__journal *j)
+{
+	char *tmp = path_join(j->dir, "compact.tmp");
+	char *src = path_join(j->dir, "compact.tmp/data.mdb");
+	char *dst = path_join(j->dir, "data.mdb");
+	uint64_t fsz = file_size(j->dir);
+	int rc = 0, dfd;
+
+	if (!tmp || !src || !dst) {
+		rc = ENOMEM;
+		goto out;
+	}
+	unlink(src);
+	rmdir(tmp);
+	if (!j->cfg.compact_at_open || fsz < COMPACT_MIN_FILE ||
+	    used_bytes(j) > fsz / 4)
+		goto out;
+	if (mkdir(tmp, 0755)) {
+		rc = errno;
+		goto out;
+	}
+	rc = mdb_env_copy2(j->env, tmp, MDB_CP_COMPACT);
+	if (rc)
+		goto out_clean;
+	mdb_env_close(j->env);
+	j->env = NULL;
+	if (rename(src, dst)) {
+		rc = errno;
+		goto out_clean;
+	}
+	dfd = open(j->dir, O_RDONLY | O_DIRECTORY);
+	if (dfd >= 0) {
+		fsync(dfd);
+		close(dfd);
+	}
+	rmdir(tmp);
+	rc = kvf__jenv_open(j->dir, env_flags(j), j->cfg.map_size, &j->env);
+	if (!rc)
+		rc = load(j);
+	goto out;
+out_clean:
+	unlink(src);
+	rmdir(tmp);
+	if (!j->env && !rc)
+		rc = EIO;
+out:
+	free(tmp);
+	free(src);
+	free(dst);
+	return rc;
+}
+
+static int check_config(const struct kvf__journal_config *cfg)
+{
+	if (!cfg || !cfg->dir || !*cfg->dir)
+		return KVF_ERR_INVALID_ARGUMENT;
+	if (cfg->durability != KVF_DURABILITY_STRICT &&
+	    cfg->durability != KVF_DURABILITY_BOUNDED)
+		return KVF_ERR_INVALID_ARGUMENT;
+	return KVF_OK;
+}
+
+static void apply_defaults(struct kvf__journal_config *c)
+{
+	if (!c->sync_interval_ms)
+		c->sync_interval_ms = DEFAULT_SYNC_MS;
+	if (!c->map_size)
+		c->map_size = DEFAULT_MAP_SIZE;
+	if (!c->checkpoint_records)
+		c->checkpoint_records = DEFAULT_CKPT_RECORDS;
+	if (!c->fold_chunk)
+		c->fold_chunk = DEFAULT_FOLD_CHUNK;
+}
+
+static int take_lock(struct kvf__journal *j)
+{
+	char *p = path_join(j->dir, "kvforge.lock");
+	int rc = KVF_OK;
+
+	if (!p)
+		return KVF_ERR_NO_MEMORY;
+	j->lock_fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	free(p);
+	if (j->lock_fd < 0)
+		return kvf__journal_status(errno);
+	if (flock(j->lock_fd, LOCK_EX | LOCK_NB))
+		rc = errno == EWOULDBLOCK ? KVF_ERR_BUSY :
+					    kvf__journal_status(errno);
+	return rc;
+}
+
+static int init_sync(struct kvf__journal *j)
+{
+	pthread_condattr_t ca;
+	int rc;
+
+	if (pthread_condattr_init(&ca))
+		return KVF_ERR_NO_MEMORY;
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	rc = pthread_mutex_init(&j->mu, NULL) ||
+	     pthread_cond_init(&j->work_cv, &ca) ||
+	     pthread_cond_init(&j->ckpt_cv, &ca) ||
+	     pthread_cond_init(&j->sync_cv, &ca);
+	pthread_condattr_destroy(&ca);
+	return rc ? KVF_ERR_NO_MEMORY : KVF_OK;
+}
+
+static void journal_free(struct kvf__journal *j)
+{
+	if (j->env)
+		mdb_env_close(j->env);
+	if (j->lock_fd >= 0)
+		close(j->lock_fd); /* releases the flock */
+	pthread_cond_destroy(&j->sync_cv);
+	pthread_cond_destroy(&j->ckpt_cv);
+	pthread_cond_destroy(&j->work_cv);
+	pthread_mutex_destroy(&j->mu);
+	free(j->dir);
+	free(j);
+}
+
+static int open_env(struct kvf__journal *j)
+{
+	MDB_envinfo info;
+	int dead, rc;
+
+	rc = kvf__jenv_open(j->dir, env_flags(j), j->cfg.map_size, &j->env);
+	if (rc)
+		return rc;
+	mdb_reader_check(j->env, &dead); /* slots of crashed processes */
+	rc = load(j);
+	if (!rc)
+		rc = maybe_compact(j);
+	if (!rc && !mdb_env_info(j->env, &info))
+		j->map_size = info.me_mapsize;
+	return rc;
+}
+
+int kvf__journal_open(const struct kvf__journal_config *cfg,
+		      struct kvf__journal **out)
+{
+	struct kvf__journal *j;
+	int rc;
+
+	rc = check_config(cfg);
+	if (rc)
+		return rc;
+	j = calloc(1, sizeof(*j));
+	if (!j)
+		return KVF_ERR_NO_MEMORY;
+	j->lock_fd = -1;
+	j->cfg = *cfg;
+	apply_defaults(&j->cfg);
+	j->dir = strdup(cfg->dir);
+	j->cfg.dir = j->dir;
+	j->tail = &j->head;
+	if (!j->dir || init_sync(j)) {
+		free(j->dir);
+		free(j);
+		return KVF_ERR_NO_MEMORY;
+	}
+	rc = make_dirs(j->dir);
+	if (rc) {
+		rc = kvf__journal_status(rc);
+		goto err;
+	}
+	rc = take_lock(j);
+	if (rc)
+		goto err;
+	rc = open_env(j);
+	if (rc) {
+		if (rc != KVF_ERR_JOURNAL_VERSION)
+			rc = kvf__journal_status(rc);
+		goto err;
+	}
+	j->estimate = j->st.objects + (j->st.last_seq - j->st.ckpt_seq);
+	*out = j;
+	return KVF_OK;
+err:
+	journal_free(j);
+	return rc;
+}
+
+uint64_t kvf__journal_object_estimate(const struct kvf__journal *j)
+{
+	return j->estimate;
+}
+
+int kvf__frame_decode(const MDB_val *val, uint32_t *count,
+		      int (*fn)(void *arg, const struct kvf__jrec *rec,
+				uint32_t idx),
+		      void *arg)
+{
+	const uint8_t *p = val->mv_data;
+	size_t len = val->mv_size, off = KVF__FRAME_HDR;
+	struct kvf__jrec rec;
+	uint32_t n, i;
+	int rc;
+
+	if (len < KVF__FRAME_HDR)
+		return KVF_ERR_JOURNAL_CORRUPT;
+	n = (uint32_t)p[0] | (uint32_t)p[1] << 8;
+	if (n == 0)
+		return KVF_ERR_JOURNAL_CORRUPT;
+	for (i = 0; i < n; i++) {
+		size_t used;
+
+		if (kvf__jrec_decode(p + off, len - off, &rec, &used))
+			return KVF_ERR_JOURNAL_CORRUPT;
+		off += used;
+		rc = fn(arg, &rec, i);
+		if (rc)
+			return rc;
+	}
+	if (off != len)
+		return KVF_ERR_JOURNAL_CORRUPT;
+	*count = n;
+	return KVF_OK;
+}
+
+/* Image pass: every entry of @dbi must decode to one record of @type. */
+static int scan_image(MDB_txn *txn, MDB_dbi dbi, enum kvf__jrec_type type,
+		      uint64_t seq, const struct kvf__journal_replay_ops *ops,
+		      void *arg)
+{
+	MDB_cursor *cur;
+	MDB_val key, val;
+	struct kvf__jrec rec;
+	int mrc, rc = KVF_OK;
+
+	mrc = mdb_cursor_open(txn, dbi, &cur);
+	if (mrc)
+		return kvf__journal_status(mrc);
+	while (!rc && !(mrc = mdb_cursor_get(cur, &key, &val, MDB_NEXT))) {
+		size_t used;
+
+		if (kvf__jrec_decode(val.mv_data, val.mv_size, &rec, &used) ||
+		    used != val.mv_size || rec.type != type)
+			rc = KVF_ERR_JOURNAL_CORRUPT;
+		else
+			rc = ops->record(arg, &rec, seq);
+	}
+	mdb_cursor_close(cur);
+	if (!rc && mrc != MDB_NOTFOUND)
+		rc = kvf__journal_status(mrc);
+	return rc;
+}
+
+struct log_walk {
+	const struct kvf__journal_replay_ops *ops;
+	void *arg;
+	uint64_t seq; /* of the frame's first record */
+};
+
+static int log_record(void *arg, const struct kvf__jrec *rec, uint32_t idx)
+{
+	struct log_walk *w = arg;
+
+	return w->ops->record(w->arg, rec, w->seq + idx);
+}
+
+static int scan_log(MDB_txn *txn, MDB_dbi dbi, uint64_t ckpt_seq,
+		    const struct kvf__journal_replay_ops *ops, void *arg,
+		    uint64_t *last_seq)
+{
+	struct log_walk w = { ops, arg, 0 };
+	uint64_t expect = ckpt_seq + 1;
+	MDB_cursor *cur;
+	MDB_val key, val;
+	uint32_t count;
+	int mrc, rc = KVF_OK;
+
+	mrc = mdb_cursor_open(txn, dbi, &cur);
+	if (mrc)
+		return kvf__journal_status(mrc);
+	while (!rc && !(mrc = mdb_cursor_get(cur, &key, &val, MDB_NEXT))) {
+		if (key.mv_size != 8 || kvf__get_be64(key.mv_data) != expect) {
+			rc = KVF_ERR_JOURNAL_CORRUPT; /* sequence gap */
+			break;
+		}
+		w.seq = expect;
+		rc = kvf__frame_decode(&val, &count, log_record, &w);
+		if (!rc)
+			expect += count;
+	}
+	mdb_cursor_close(cur);
+	*last_seq = expect - 1;
+	if (!rc && mrc != MDB_NOTFOUND)
+		rc = kvf__journal_status(mrc);
+	return rc;
+}
+
+int kvf__jscan(MDB_txn *txn, const struct kvf__jdbs *dbs, uint64_t ckpt_seq,
+	       const struct kvf__journal_replay_ops *ops, void *arg,
+	       uint64_t *last_seq)
+{
+	int rc;
+
+	rc = scan_image(txn, dbs->segs, KVF__JREC_SEGMENT_MOUNT, ckpt_seq, ops,
+			arg);
+	if (!rc)
+		rc = scan_image(txn, dbs->objs, KVF__JREC_OBJECT_PUT, ckpt_seq,
+				ops, arg);
+	if (!rc)
+		rc = scan_log(txn, dbs->log, ckpt_seq, ops, arg, last_seq);
+	return rc;
+}
+
+int kvf__journal_replay(struct kvf__journal *j,
+			const struct kvf__journal_replay_ops *ops, void *arg)
+{
+	uint64_t last = 0;
+	MDB_txn *txn;
+	int rc;
+
+	if (!ops || !ops->record)
+		return KVF_ERR_INVALID_ARGUMENT;
+	pthread_mutex_lock(&j->mu);
+	rc = j->replayed ? KVF_ERR_BUSY : KVF_OK;
+	j->replayed = 1;
+	pthread_mutex_unlock(&j->mu);
+	if (rc)
+		return rc;
+	rc = mdb_txn_begin(j->env, NULL, MDB_RDONLY, &txn);
+	if (rc)
+		return kvf__journal_status(rc);
+	rc = kvf__jscan(txn, &j->dbs, j->st.ckpt_seq, ops, arg, &last);
+	mdb_txn_abort(txn);
+	if (!rc && last != j->st.last_seq)
+		rc = KVF_ERR_JOURNAL_CORRUPT;
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&j->mu);
+	rc = kvf__writer_start(j);
+	pthread_mutex_unlock(&j->mu);
+	return rc;
+}
+
+void kvf__journal_get_stats(struct kvf__journal *j,
+			    struct kvf__journal_stats *st)
+{
+	memset(st, 0, sizeof(*st));
+	pthread_mutex_lock(&j->mu);
+	st->log_records = j->st.last_seq - j->st.ckpt_seq;
+	st->log_frames = j->st.log_frames;
+	st->objects = j->st.objects;
+	st->segments = j->st.segments;
+	st->clients = j->st.clients;
+	st->checkpoints = j->st.ckpt_count;
+	st->checkpoint_seq = j->st.ckpt_seq;
+	st->last_seq = j->st.last_seq;
+	st->map_size = j->map_size;
+	st->commits = j->commits;
+	st->map_grows = j->map_grows;
+	st->sync_errors = j->sync_errors;
+	st->format_version = j->st.version;
+	pthread_mutex_unlock(&j->mu);
+	st->file_size = file_size(j->dir);
+}
+
+void kvf__journal_inject_fault(struct kvf__journal *j, int code,
+			       unsigned count)
+{
+	pthread_mutex_lock(&j->mu);
+	j->fault_code = code;
+	j->fault_count = count;
+	pthread_mutex_unlock(&j->mu);
+}
+
+int kvf__journal_sync(struct kvf__journal *j)
+{
+	return kvf__journal_status(mdb_env_sync(j->env, 1));
+}
+
+void kvf__journal_close(struct kvf__journal *j)
+{
+	if (!j)
+		return;
+	kvf__writer_stop(j);
+	mdb_env_sync(j->env, 1);
+	journal_free(j);
+}

@@ -1,0 +1,316 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * journal/journal.h - the metadata journal (internal API).
+ *
+ * The engine records every durable metadata mutation as a logical record
+ * (struct kvf__jrec) and hands batches of them to kvf__journal_append().
+ * The journal keeps them in an LMDB environment in a data directory:
+ *
+ *   - a log of sequence-numbered records, written by one writer thread that
+ *     merges the batches of concurrent callers into one transaction (group
+ *     commit);
+ *   - an image (segments by id, objects by key, clients) into which the
+ *     writer folds the oldest log records in bounded chunks (checkpoint),
+ *     deleting them from the log, so the log does not grow without bound.
+ *
+ * Recovery = image, then the log tail, streamed in order to a callback by
+ * kvf__journal_replay(). docs/journal.md describes the format, the
+ * durability modes and their loss windows.
+ *
+ * Record semantics, as the image applies them (the engine's replay must
+ * apply records with the same rules, which also make them idempotent):
+ *   - SEGMENT_MOUNT replaces any segment with the same id;
+ *   - SEGMENT_UNMOUNT of an unknown segment does nothing;
+ *   - CLIENT_REMOVE forgets the client (its segments were unmounted by
+ *     earlier SEGMENT_UNMOUNT records);
+ *   - OBJECT_PUT replaces any object with the same key;
+ *   - OBJECT_REPLICAS of an unknown key does nothing;
+ *   - OBJECT_REMOVE of an unknown key does nothing.
+ * A client is durable only through its mounted segments: after recovery
+ * the known clients are the owners of the mounted segments.
+ */
+#ifndef KVF_JOURNAL_JOURNAL_H
+#define KVF_JOURNAL_JOURNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <kvforge/batch.h>
+#include <kvforge/engine.h>
+
+/* On-disk format version written to and required from the meta database. */
+#define KVF__JOURNAL_FORMAT_VERSION 1u
+
+/* Longest key a record may carry. */
+#define KVF__JREC_KEY_MAX 65535u
+/* Longest segment name / endpoint a record may carry. */
+#define KVF__JREC_STR_MAX 127u
+
+enum kvf__jrec_type {
+	KVF__JREC_SEGMENT_MOUNT = 1,
+	KVF__JREC_SEGMENT_UNMOUNT = 2,
+	KVF__JREC_CLIENT_REMOVE = 3,
+	KVF__JREC_OBJECT_PUT = 4,
+	KVF__JREC_OBJECT_REPLICAS = 5,
+	KVF__JREC_OBJECT_REMOVE = 6,
+};
+
+/* Flags of OBJECT_PUT: the same bits as enum kvf__obj_flags. */
+enum kvf__jrec_obj_flags {
+	KVF__JREC_HARD_PIN = 1u << 0,
+	KVF__JREC_SOFT_PIN = 1u << 1,
+};
+
+struct kvf__jreplica {
+	uint64_t segment_id;
+	uint64_t offset; /* from the segment base */
+};
+
+/*
+ * struct kvf__jrec - one logical record.
+ *
+ * Strings and keys are (pointer, length), not NUL-terminated. For append,
+ * the caller owns them until kvf__journal_append() returns. For replay they
+ * point into the journal's memory and are valid only during the callback.
+ */
+struct kvf__jrec {
+	enum kvf__jrec_type type;
+	union {
+		struct {
+			uint64_t segment_id;
+			uint64_t client_id;
+			uint64_t base;
+			uint64_t size;
+			const char *name;
+			const char *endpoint;
+			uint16_t name_len;
+			uint16_t endpoint_len;
+		} mount;
+		struct {
+			uint64_t segment_id;
+		} unmount;
+		struct {
+			uint64_t client_id;
+		} client;
+		/* OBJECT_PUT uses every field; OBJECT_REPLICAS key and
+		 * replicas only; OBJECT_REMOVE the key only. */
+		struct {
+			const char *key;
+			uint32_t key_len;
+			uint8_t flags; /* enum kvf__jrec_obj_flags */
+			uint8_t nr_replicas;
+			uint64_t size;
+			uint64_t soft_pin_deadline_ns;
+			struct kvf__jreplica replicas[KVF_MAX_REPLICAS];
+		} obj;
+	};
+};
+
+struct kvf__journal;
+
+/*
+ * struct kvf__journal_config - how to open a journal.
+ * @dir: data directory; created (with parents) if missing.
+ * @durability: %KVF_DURABILITY_STRICT or %KVF_DURABILITY_BOUNDED
+ *              (%KVF_DURABILITY_NONE is refused: no journal is needed).
+ * @sync_interval_ms: BOUNDED: the writer syncs the file this often; 0 = 10.
+ * @map_size: initial LMDB map size in bytes; 0 = 64 MiB. Grows by doubling.
+ * @checkpoint_records: fold the log into the image once it holds this many
+ *                      records; 0 = 1M; UINT64_MAX = only on request.
+ * @fold_chunk: most log records folded per transaction; 0 = 32768.
+ * @compact_at_open: compact the file at open when most of it is free.
+ */
+struct kvf__journal_config {
+	const char *dir;
+	enum kvf_durability durability;
+	uint32_t sync_interval_ms;
+	uint64_t map_size;
+	uint64_t checkpoint_records;
+	uint32_t fold_chunk;
+	int compact_at_open;
+};
+
+/* struct kvf__journal_stats - see kvf__journal_get_stats(). */
+struct kvf__journal_stats {
+	uint64_t log_records;   /* records in the log (after the checkpoint) */
+	uint64_t log_frames;    /* LMDB entries holding them */
+	uint64_t objects;       /* objects in the image */
+	uint64_t segments;      /* segments in the image */
+	uint64_t clients;       /* clients in the image */
+	uint64_t checkpoints;   /* completed checkpoints, ever */
+	uint64_t checkpoint_seq; /* last sequence folded into the image */
+	uint64_t last_seq;      /* last committed sequence */
+	uint64_t file_size;     /* bytes of data.mdb */
+	uint64_t map_size;      /* current LMDB map size */
+	uint64_t commits;       /* write transactions committed since open */
+	uint64_t map_grows;     /* map doublings since open */
+	uint64_t sync_errors;   /* failed periodic syncs (BOUNDED) */
+	uint32_t format_version;
+};
+
+/*
+ * struct kvf__journal_replay_ops - what kvf__journal_replay() calls.
+ * @record: called once per record, in apply order: first the image
+ *          (every SEGMENT_MOUNT, then every OBJECT_PUT; @seq is the
+ *          checkpoint sequence), then the log tail in sequence order (@seq
+ *          is the record's own). A non-zero return stops the replay and is
+ *          returned by kvf__journal_replay().
+ */
+struct kvf__journal_replay_ops {
+	int (*record)(void *arg, const struct kvf__jrec *rec, uint64_t seq);
+};
+
+/**
+ * kvf__journal_open() - open (or create) the journal in a directory.
+ * @cfg: configuration; copied.
+ * @out: receives the journal on success.
+ *
+ * Checks the magic and format version, that the log starts right after the
+ * checkpoint and that its last frame decodes (kvf__journal_replay() checks
+ * every record); runs mdb_reader_check(). Takes an exclusive lock on
+ * DIR/kvforge.lock so two engines never write one journal. Nothing is ever
+ * discarded or rewritten to "repair" a directory. The writer thread starts
+ * after the replay or at the first append.
+ *
+ * Context: may block (disk I/O, directory creation, optional compaction).
+ * Must not be called in a process that will fork() before closing it.
+ * Return: %KVF_OK; %KVF_ERR_INVALID_ARGUMENT (bad config);
+ * %KVF_ERR_JOURNAL_VERSION (written by another format version);
+ * %KVF_ERR_JOURNAL_CORRUPT (not a KVForge journal, damaged file or record,
+ * sequence gap); %KVF_ERR_BUSY (opened by another engine); %KVF_ERR_IO,
+ * %KVF_ERR_JOURNAL_NO_SPACE, %KVF_ERR_NO_MEMORY.
+ */
+int kvf__journal_open(const struct kvf__journal_config *cfg,
+		      struct kvf__journal **out);
+
+/**
+ * kvf__journal_object_estimate() - upper bound on objects after replay.
+ * @j: the journal.
+ *
+ * Objects in the image plus records in the log (computed at open from LMDB
+ * statistics), so the engine can presize its index before replaying.
+ * Context: any thread; never blocks.
+ */
+uint64_t kvf__journal_object_estimate(const struct kvf__journal *j);
+
+/**
+ * kvf__journal_replay() - stream the durable state to @ops.
+ * @j: the journal, freshly opened.
+ * @ops: callbacks.
+ * @arg: passed to the callbacks.
+ *
+ * Must run before the first append (the only read transaction of the
+ * process is open meanwhile); may be called at most once, or not at all.
+ * Context: blocks for the whole scan; the callbacks run on the calling
+ * thread.
+ * Return: %KVF_OK; the callback's non-zero value; %KVF_ERR_JOURNAL_CORRUPT
+ * (a record that does not decode, a sequence gap); %KVF_ERR_BUSY (called
+ * after an append or twice); %KVF_ERR_IO.
+ */
+int kvf__journal_replay(struct kvf__journal *j,
+			const struct kvf__journal_replay_ops *ops, void *arg);
+
+/**
+ * kvf__journal_append() - durably append a batch of records.
+ * @j: the journal.
+ * @recs: @n records; the caller keeps ownership.
+ * @n: number of records; 0 is a no-op.
+ *
+ * Thread-safe: concurrent callers' batches are merged into one LMDB write
+ * transaction by the writer thread (group commit). All-or-nothing: on error
+ * nothing of this batch is in the journal. Sequence numbers are assigned
+ * contiguously in commit order.
+ *
+ * Context: blocks until the batch is committed: STRICT, until it is synced
+ * to disk (concurrent callers share one fsync); BOUNDED, until a commit
+ * without sync (the writer syncs every sync_interval_ms).
+ * Return: %KVF_OK; %KVF_ERR_INVALID_ARGUMENT (bad record: unknown type, key
+ * empty or too long, replica count out of range, string too long);
+ * %KVF_ERR_JOURNAL_NO_SPACE (disk full; later appends may succeed);
+ * %KVF_ERR_IO; %KVF_ERR_JOURNAL (other LMDB failure); %KVF_ERR_NO_MEMORY;
+ * %KVF_ERR_CLOSED (the journal is closing).
+ */
+int kvf__journal_append(struct kvf__journal *j, const struct kvf__jrec *recs,
+			size_t n);
+
+/**
+ * kvf__journal_checkpoint() - fold the whole current log into the image.
+ * @j: the journal.
+ *
+ * The writer folds in chunks, interleaved with appends; this waits until
+ * every record committed before the call has been folded.
+ * Context: blocks (many transactions; in STRICT mode each is synced).
+ * Return: %KVF_OK or the error of the failed fold transaction.
+ */
+int kvf__journal_checkpoint(struct kvf__journal *j);
+
+/**
+ * kvf__journal_sync() - sync everything committed so far to disk now.
+ * @j: the journal.
+ *
+ * Context: blocks (fsync). Thread-safe.
+ * Return: %KVF_OK, %KVF_ERR_IO or %KVF_ERR_JOURNAL_NO_SPACE.
+ */
+int kvf__journal_sync(struct kvf__journal *j);
+
+/**
+ * kvf__journal_get_stats() - counters and sizes.
+ * @j: the journal.
+ * @st: filled on return.
+ *
+ * Context: any thread; takes the journal mutex briefly; one stat() call.
+ */
+void kvf__journal_get_stats(struct kvf__journal *j,
+			    struct kvf__journal_stats *st);
+
+/**
+ * kvf__journal_inject_fault() - make the next commits fail (tests only).
+ * @j: the journal.
+ * @code: an errno value (ENOSPC, EIO) or an LMDB code (MDB_MAP_FULL) the
+ *        next commits fail with, as if LMDB had returned it.
+ * @count: how many commits fail; 0 cancels.
+ *
+ * A failed commit is aborted for real, so the batch is not in the journal.
+ * Context: any thread; never blocks.
+ */
+void kvf__journal_inject_fault(struct kvf__journal *j, int code,
+			       unsigned count);
+
+/**
+ * kvf__journal_close() - drain pending appends, sync, close.
+ * @j: the journal; NULL is ignored.
+ *
+ * No append may start during or after this call.
+ * Context: blocks (joins the writer, fsync).
+ */
+void kvf__journal_close(struct kvf__journal *j);
+
+/* --- Record codec (journal/record.c), exposed for tests and the tool. --- */
+
+/* Bytes kvf__jrec_encode() may write for @rec at most. */
+size_t kvf__jrec_encoded_max(const struct kvf__jrec *rec);
+
+/*
+ * kvf__jrec_validate() - KVF_OK if @rec can be journaled, else
+ * KVF_ERR_INVALID_ARGUMENT.
+ */
+int kvf__jrec_validate(const struct kvf__jrec *rec);
+
+/* Encode a validated record at @buf (kvf__jrec_encoded_max() bytes free);
+ * returns the bytes written. */
+size_t kvf__jrec_encode(const struct kvf__jrec *rec, uint8_t *buf);
+
+/*
+ * kvf__jrec_decode() - decode one record from @buf[0..@len).
+ * @used: receives the bytes consumed.
+ *
+ * Return: KVF_OK or KVF_ERR_JOURNAL_CORRUPT. Pointers in @rec point into
+ * @buf.
+ */
+int kvf__jrec_decode(const uint8_t *buf, size_t len, struct kvf__jrec *rec,
+		     size_t *used);
+
+/* Map an errno or LMDB code to a kvf_status. */
+int kvf__journal_status(int mdb_or_errno);
+
+#endif /* KVF_JOURNAL_JOURNAL_H */

@@ -1,0 +1,575 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * journal/writer.c - appends, the writer thread, group commit, checkpoints.
+ *
+ * LMDB serialises write transactions, so one thread owns them all. Callers
+ * encode their batch into log frames on their own thread (in parallel),
+ * queue it and sleep on a private condition variable. The writer takes the
+ * whole queue at once and writes every queued batch in one transaction
+ * (MDB_APPEND: sequence keys only grow), so N concurrent callers share one
+ * commit and, in STRICT mode, one fsync. While it commits, new batches
+ * queue up and form the next group.
+ *
+ * Failure is all-or-nothing per group: if the commit fails, the
+ * transaction is aborted, the sequence counter is not advanced, and every
+ * batch of the group gets the error. MDB_MAP_FULL is not a failure: the
+ * writer aborts, doubles the map (legal: this process has no other
+ * transaction open, see journal.c) and retries the same group.
+ *
+ * Durability: STRICT opens the environment without MDB_NOSYNC, so each
+ * commit (appends and fold chunks alike) is synced before it returns.
+ * BOUNDED uses MDB_NOSYNC and a syncer thread calls mdb_env_sync() once
+ * sync_interval_ms has passed since the first unsynced commit.
+ *
+ * Checkpoints: when the log holds checkpoint_records records (or
+ * kvf__journal_checkpoint() asks), the writer folds the oldest frames into
+ * the image, at most fold_chunk records per transaction, and advances
+ * checkpoint_seq in the same transaction. Appends are served between
+ * chunks, so a checkpoint never stalls callers for more than one chunk.
+ *
+ * Locking: @mu protects the queue, the counters and the checkpoint
+ * request; it is never held across LMDB calls or I/O.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/statvfs.h>
+#include <time.h>
+
+#include "engine/die.h"
+#include "journal/jint.h"
+
+#define NSEC_PER_MSEC 1000000ull
+/* Below this much free space, a failed write means "disk full". */
+#define KVF__NEARLY_FULL (4ull << 20)
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* --- Caller side: encoding a batch into frames. --- */
+
+static void frame_close(uint8_t *frame, size_t len, uint32_t nr)
+{
+	uint32_t vlen = (uint32_t)(len - 4);
+
+	memcpy(frame, &vlen, 4);
+	frame[4] = (uint8_t)nr;
+	frame[5] = (uint8_t)(nr >> 8);
+}
+
+/*
+ * Encode @recs into @req->buf as frames: each is a u32 (host order) value
+ * length, then the value (u16 LE count, records). A frame is closed when
+ * the next record would push it past KVF__FRAME_TARGET.
+ */
+static int encode_batch(const struct kvf__jrec *recs, size_t n,
+			struct kvf__jreq *req)
+{
+	size_t cap = 0, off = 0, frame = 0;
+	uint32_t in_frame = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		if (kvf__jrec_validate(&recs[i]))
+			return KVF_ERR_INVALID_ARGUMENT;
+		/* worst case: every record in a frame of its own */
+		cap += kvf__jrec_encoded_max(&recs[i]) + 4 + KVF__FRAME_HDR;
+	}
+	req->buf = malloc(cap);
+	if (!req->buf)
+		return KVF_ERR_NO_MEMORY;
+	for (size_t i = 0; i < n; i++) {
+		size_t max = kvf__jrec_encoded_max(&recs[i]);
+
+		if (in_frame && (off - frame - 4 + max > KVF__FRAME_TARGET ||
+				 in_frame == KVF__FRAME_MAX_RECS)) {
+			frame_close(req->buf + frame, off - frame, in_frame);
+			in_frame = 0;
+		}
+		if (!in_frame) {
+			frame = off;
+			off += 4 + KVF__FRAME_HDR;
+			req->nr_frames++;
+		}
+		off += kvf__jrec_encode(&recs[i], req->buf + off);
+		in_frame++;
+	}
+	frame_close(req->buf + frame, off - frame, in_frame);
+	req->len = off;
+	req->nr_recs = n;
+	return KVF_OK;
+}
+
+/* --- Writer side. --- */
+
+/* A pending injected fault for this commit, or 0. */
+static int take_fault(struct kvf__journal *j)
+{
+	int code = 0;
+
+	pthread_mutex_lock(&j->mu);
+	if (j->fault_count) {
+		j->fault_count--;
+		code = j->fault_code;
+	}
+	pthread_mutex_unlock(&j->mu);
+	return code;
+}
+
+static int grow_map(struct kvf__journal *j)
+{
+	uint64_t size = j->map_size * 2;
+	int rc = mdb_env_set_mapsize(j->env, size);
+
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&j->mu);
+	j->map_size = size;
+	j->map_grows++;
+	pthread_mutex_unlock(&j->mu);
+	return 0;
+}
+
+static int begin(struct kvf__journal *j, MDB_txn **txn)
+{
+	int rc = mdb_txn_begin(j->env, NULL, 0, txn);
+
+	if (rc == MDB_MAP_RESIZED) { /* another process grew it: adopt */
+		rc = mdb_env_set_mapsize(j->env, 0);
+		if (!rc)
+			rc = mdb_txn_begin(j->env, NULL, 0, txn);
+	}
+	return rc;
+}
+
+/*
+ * LMDB reports a short write (what a full disk gives a multi-page
+ * pwritev) as EIO. Tell the two apart by the free space left: a
+ * transaction that could not be written leaves less than it needed.
+ */
+static int classify_eio(struct kvf__journal *j)
+{
+	struct statvfs sv;
+
+	if (statvfs(j->dir, &sv))
+		return EIO;
+	if ((uint64_t)sv.f_bavail * sv.f_frsize < KVF__NEARLY_FULL)
+		return ENOSPC;
+	return EIO;
+}
+
+/*
+ * Commit @txn unless @rc already failed or a fault is injected; abort
+ * otherwise. Returns the final LMDB/errno code.
+ */
+static int finish(struct kvf__journal *j, MDB_txn *txn, int rc)
+{
+	int fault = rc ? 0 : take_fault(j);
+
+	if (rc || fault) {
+		mdb_txn_abort(txn);
+		return rc ? rc : fault;
+	}
+	rc = mdb_txn_commit(txn);
+	return rc == EIO ? classify_eio(j) : rc;
+}
+
+static int put_frames(struct kvf__journal *j, MDB_txn *txn,
+		      struct kvf__jreq *req, uint64_t *seq, uint64_t *frames)
+{
+	uint8_t k[8];
+	MDB_val key = { 8, k }, val;
+	size_t off = 0;
+	int rc = 0;
+
+	for (uint32_t f = 0; f < req->nr_frames && !rc; f++) {
+		uint32_t vlen;
+
+		memcpy(&vlen, req->buf + off, 4);
+		val.mv_size = vlen;
+		val.mv_data = req->buf + off + 4;
+		kvf__put_be64(k, *seq + 1);
+		rc = mdb_put(txn, j->dbs.log, &key, &val, MDB_APPEND);
+		*seq += (uint32_t)req->buf[off + 4] |
+			(uint32_t)req->buf[off + 5] << 8;
+		off += 4 + vlen;
+		(*frames)++;
+	}
+	return rc;
+}
+
+/* With @mu held, after a NOSYNC commit: the syncer has work. */
+static void mark_dirty(struct kvf__journal *j)
+{
+	if (j->cfg.durability != KVF_DURABILITY_BOUNDED || j->dirty_since)
+		return;
+	j->dirty_since = now_ns();
+	pthread_cond_signal(&j->sync_cv);
+}
+
+/* Write every batch of @group in one transaction. Returns a kvf_status. */
+static int commit_group(struct kvf__journal *j, struct kvf__jreq *group)
+{
+	uint64_t seq, frames;
+	MDB_txn *txn;
+	int rc;
+
+	for (;;) {
+		seq = j->st.last_seq;
+		frames = 0;
+		rc = begin(j, &txn);
+		if (rc)
+			break;
+		for (struct kvf__jreq *r = group; r && !rc; r = r->next)
+			rc = put_frames(j, txn, r, &seq, &frames);
+		rc = finish(j, txn, rc);
+		if (rc != MDB_MAP_FULL)
+			break;
+		rc = grow_map(j);
+		if (rc)
+			break;
+	}
+	if (rc)
+		return kvf__journal_status(rc);
+	pthread_mutex_lock(&j->mu);
+	j->st.last_seq = seq;
+	j->st.log_frames += frames;
+	j->commits++;
+	j->fold_blocked = 0;
+	mark_dirty(j);
+	pthread_mutex_unlock(&j->mu);
+	return KVF_OK;
+}
+
+struct fold {
+	MDB_txn *txn;
+	const struct kvf__jdbs *dbs;
+};
+
+static int fold_record(void *arg, const struct kvf__jrec *rec, uint32_t idx)
+{
+	struct fold *f = arg;
+
+	return kvf__image_apply(f->txn, f->dbs, rec);
+}
+
+static int meta_put_u64(MDB_txn *txn, MDB_dbi dbi, const char *name,
+			uint64_t v)
+{
+	MDB_val key = { strlen(name), (void *)name }, val = { 8, &v };
+
+	return mdb_put(txn, dbi, &key, &val, 0);
+}
+
+static int entries(MDB_txn *txn, MDB_dbi dbi, uint64_t *n)
+{
+	MDB_stat s;
+	int rc = mdb_stat(txn, dbi, &s);
+
+	*n = s.ms_entries;
+	return rc;
+}
+
+/*
+ * Fold up to fold_chunk records from the head of the log into the image,
+ * in one transaction. @st receives the new state.
+ */
+static int fold_txn(struct kvf__journal *j, uint64_t target,
+		    struct kvf__jstate *st)
+{
+	struct fold f = { NULL, &j->dbs };
+	MDB_cursor *cur;
+	MDB_val key, val;
+	uint64_t done = 0, seq;
+	uint32_t count;
+	int rc;
+
+	rc = begin(j, &f.txn);
+	if (rc)
+		return rc;
+	*st = j->st;
+	rc = mdb_cursor_open(f.txn, j->dbs.log, &cur);
+	if (rc)
+		goto out;
+	while (done < j->cfg.fold_chunk && st->ckpt_seq < st->last_seq &&
+	       !(rc = mdb_cursor_get(cur, &key, &val, MDB_FIRST))) {
+		seq = key.mv_size == 8 ? kvf__get_be64(key.mv_data) : 0;
+		if (seq != st->ckpt_seq + 1) {
+			rc = MDB_CORRUPTED;
+			break;
+		}
+		rc = kvf__frame_decode(&val, &count, fold_record, &f);
+		if (rc == KVF_ERR_JOURNAL_CORRUPT)
+			rc = MDB_CORRUPTED;
+		if (!rc)
+			rc = mdb_cursor_del(cur, 0);
+		if (rc)
+			break;
+		st->ckpt_seq += count;
+		st->log_frames--;
+		done += count;
+	}
+	mdb_cursor_close(cur);
+	if (rc == MDB_NOTFOUND)
+		rc = MDB_CORRUPTED; /* the log ended before last_seq */
+	if (rc)
+		goto out;
+	if (st->ckpt_seq >= target)
+		st->ckpt_count++;
+	rc = meta_put_u64(f.txn, j->dbs.meta, KVF__META_CKPT_SEQ, st->ckpt_seq);
+	if (!rc)
+		rc = meta_put_u64(f.txn, j->dbs.meta, KVF__META_CKPT_COUNT,
+				  st->ckpt_count);
+	if (!rc)
+		rc = entries(f.txn, j->dbs.objs, &st->objects);
+	if (!rc)
+		rc = entries(f.txn, j->dbs.segs, &st->segments);
+	if (!rc)
+		rc = entries(f.txn, j->dbs.clients, &st->clients);
+out:
+	return finish(j, f.txn, rc);
+}
+
+/* One fold chunk towards @target; returns a kvf_status. */
+static int fold_chunk(struct kvf__journal *j, uint64_t target)
+{
+	struct kvf__jstate st;
+	int rc;
+
+	while ((rc = fold_txn(j, target, &st)) == MDB_MAP_FULL) {
+		rc = grow_map(j);
+		if (rc)
+			break;
+	}
+	if (rc)
+		return kvf__journal_status(rc);
+	pthread_mutex_lock(&j->mu);
+	j->st = st; /* only this thread changes it */
+	j->commits++;
+	mark_dirty(j);
+	pthread_mutex_unlock(&j->mu);
+	return KVF_OK;
+}
+
+/* With @mu held: is there folding to do? Starts a threshold checkpoint. */
+static int fold_wanted(struct kvf__journal *j)
+{
+	uint64_t log = j->st.last_seq - j->st.ckpt_seq;
+
+	if (j->ckpt_target <= j->st.ckpt_seq && !j->fold_blocked &&
+	    log && log >= j->cfg.checkpoint_records)
+		j->ckpt_target = j->st.last_seq;
+	return j->ckpt_target > j->st.ckpt_seq && !j->fold_blocked;
+}
+
+static void deadline_ts(uint64_t ns, struct timespec *ts)
+{
+	ts->tv_sec = (time_t)(ns / 1000000000ull);
+	ts->tv_nsec = (long)(ns % 1000000000ull);
+}
+
+static void serve_group(struct kvf__journal *j)
+{
+	struct kvf__jreq *group = j->head;
+	int rc;
+
+	j->head = NULL;
+	j->tail = &j->head;
+	pthread_mutex_unlock(&j->mu);
+	rc = commit_group(j, group);
+	pthread_mutex_lock(&j->mu);
+	while (group) {
+		struct kvf__jreq *next = group->next;
+
+		group->status = rc;
+		group->done = 1;
+		pthread_cond_signal(&group->cv); /* @group may vanish now */
+		group = next;
+	}
+}
+
+static void serve_fold(struct kvf__journal *j)
+{
+	uint64_t target = j->ckpt_target;
+	int rc;
+
+	pthread_mutex_unlock(&j->mu);
+	rc = fold_chunk(j, target);
+	pthread_mutex_lock(&j->mu);
+	j->fold_err = rc;
+	j->fold_gen++;
+	if (rc) {
+		/* Give up this checkpoint; retry after the next append. */
+		j->ckpt_target = j->st.ckpt_seq;
+		j->fold_blocked = 1;
+	}
+	pthread_cond_broadcast(&j->ckpt_cv);
+}
+
+static void *writer_main(void *arg)
+{
+	struct kvf__journal *j = arg;
+
+	pthread_mutex_lock(&j->mu);
+	for (;;) {
+		if (j->head)
+			serve_group(j);
+		else if (j->stop)
+			break; /* an unfinished checkpoint resumes later */
+		else if (fold_wanted(j))
+			serve_fold(j);
+		else
+			pthread_cond_wait(&j->work_cv, &j->mu);
+	}
+	pthread_mutex_unlock(&j->mu);
+	return NULL;
+}
+
+/*
+ * BOUNDED mode's periodic sync, on its own thread so the writer never
+ * waits for an fsync (~4 ms here): mdb_env_sync() only fdatasync()s the
+ * file, which is safe beside a commit. After a sync that started at time
+ * T returns, every commit acknowledged before T is on disk; so an OS crash
+ * loses at most the commits of the last sync_interval_ms plus one sync.
+ */
+static void *syncer_main(void *arg)
+{
+	struct kvf__journal *j = arg;
+	uint64_t interval = j->cfg.sync_interval_ms * NSEC_PER_MSEC;
+	struct timespec ts;
+	int rc;
+
+	pthread_mutex_lock(&j->mu);
+	for (;;) {
+		uint64_t due = j->dirty_since + interval;
+
+		if (!j->dirty_since) {
+			if (j->stop)
+				break;
+			pthread_cond_wait(&j->sync_cv, &j->mu);
+			continue;
+		}
+		if (!j->stop && now_ns() < due) {
+			deadline_ts(due, &ts);
+			pthread_cond_timedwait(&j->sync_cv, &j->mu, &ts);
+			continue;
+		}
+		j->dirty_since = 0;
+		pthread_mutex_unlock(&j->mu);
+		rc = mdb_env_sync(j->env, 1);
+		pthread_mutex_lock(&j->mu);
+		if (rc) {
+			j->sync_errors++;
+			if (!j->dirty_since)
+				j->dirty_since = now_ns(); /* retry later */
+			if (j->stop)
+				break; /* close() syncs once more */
+		}
+	}
+	pthread_mutex_unlock(&j->mu);
+	return NULL;
+}
+
+/* With @mu held. */
+int kvf__writer_start(struct kvf__journal *j)
+{
+	j->replayed = 1;
+	if (j->started)
+		return KVF_OK;
+	if (pthread_create(&j->thread, NULL, writer_main, j))
+		return KVF_ERR_NO_MEMORY;
+	if (j->cfg.durability == KVF_DURABILITY_BOUNDED &&
+	    pthread_create(&j->syncer, NULL, syncer_main, j)) {
+		j->stop = 1;
+		pthread_cond_signal(&j->work_cv);
+		pthread_mutex_unlock(&j->mu);
+		pthread_join(j->thread, NULL);
+		pthread_mutex_lock(&j->mu);
+		j->stop = 0;
+		return KVF_ERR_NO_MEMORY;
+	}
+	j->started = 1;
+	return KVF_OK;
+}
+
+void kvf__writer_stop(struct kvf__journal *j)
+{
+	int started;
+
+	pthread_mutex_lock(&j->mu);
+	j->stop = 1;
+	started = j->started;
+	pthread_cond_signal(&j->work_cv);
+	pthread_mutex_unlock(&j->mu);
+	if (!started)
+		return;
+	pthread_join(j->thread, NULL); /* drains the queue first */
+	if (j->cfg.durability != KVF_DURABILITY_BOUNDED)
+		return;
+	pthread_mutex_lock(&j->mu);
+	pthread_cond_signal(&j->sync_cv);
+	pthread_mutex_unlock(&j->mu);
+	pthread_join(j->syncer, NULL);
+}
+
+int kvf__journal_append(struct kvf__journal *j, const struct kvf__jrec *recs,
+			size_t n)
+{
+	struct kvf__jreq req = { 0 };
+	int rc;
+
+	if (!n)
+		return KVF_OK;
+	if (!recs)
+		return KVF_ERR_INVALID_ARGUMENT;
+	rc = encode_batch(recs, n, &req);
+	if (rc)
+		goto out;
+	if (pthread_cond_init(&req.cv, NULL)) {
+		rc = KVF_ERR_NO_MEMORY;
+		goto out;
+	}
+	pthread_mutex_lock(&j->mu);
+	rc = j->stop ? KVF_ERR_CLOSED : kvf__writer_start(j);
+	if (!rc) {
+		*j->tail = &req;
+		j->tail = &req.next;
+		pthread_cond_signal(&j->work_cv);
+		while (!req.done)
+			pthread_cond_wait(&req.cv, &j->mu);
+		rc = req.status;
+	}
+	pthread_mutex_unlock(&j->mu);
+	pthread_cond_destroy(&req.cv);
+out:
+	free(req.buf);
+	return rc;
+}
+
+int kvf__journal_checkpoint(struct kvf__journal *j)
+{
+	uint64_t target, gen;
+	int rc;
+
+	pthread_mutex_lock(&j->mu);
+	rc = j->stop ? KVF_ERR_CLOSED : kvf__writer_start(j);
+	target = j->st.last_seq;
+	j->fold_blocked = 0;
+	if (j->ckpt_target < target)
+		j->ckpt_target = target;
+	pthread_cond_signal(&j->work_cv);
+	while (!rc && j->st.ckpt_seq < target) {
+		gen = j->fold_gen;
+		while (j->fold_gen == gen)
+			pthread_cond_wait(&j->ckpt_cv, &j->mu);
+		rc = j->fold_err;
+	}
+	pthread_mutex_unlock(&j->mu);
+	return rc;
+}

@@ -1,0 +1,35 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+# kvforge-inspect: summary and --json on a good journal, --verify passes on
+# it and fails, naming the problem, on inconsistent ones.
+set -u
+top=${abs_top_builddir:-$(pwd)}
+mk=$top/tests/unit/test_journal_mkinspect
+inspect=$top/tools/kvforge-inspect
+tmp=$(mktemp -d "${KVF_TEST_TMPDIR:-/tmp}/inspect-XXXXXX") || exit 99
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+"$mk" "$tmp/good" good || fail "could not build the good journal"
+out=$("$inspect" "$tmp/good") || fail "summary exited $?"
+echo "$out"
+echo "$out" | grep -q '^format version: *1$' || fail "no format version"
+echo "$out" | grep -q '^checkpoint: *seq [1-9]' || fail "no checkpoint"
+"$inspect" --verify "$tmp/good" || fail "--verify rejected a good journal"
+"$inspect" --verify --json "$tmp/good" | grep -q '"ok": true' ||
+	fail "--json"
+
+for kind in unmounted overlap outside; do
+	"$mk" "$tmp/$kind" "$kind" || fail "could not build $kind"
+	msg=$("$inspect" --verify "$tmp/$kind" 2>&1 >/dev/null)
+	rc=$?
+	echo "$kind: exit $rc: $msg"
+	[ $rc -eq 1 ] || fail "$kind: --verify exited $rc, expected 1"
+	echo "$msg" | grep -q "bad-$kind" || fail "$kind: message names no key"
+done
+case $(echo "$("$inspect" --verify "$tmp/overlap" 2>&1)") in
+*overlaps*) ;; *) fail "overlap not reported as such" ;;
+esac
+"$inspect" --verify "$tmp/nonexistent" >/dev/null 2>&1
+[ $? -ne 0 ] || fail "a missing directory verified"
+echo "PASS"

@@ -1,0 +1,576 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tests/unit/test_journal.c - journal behaviour: append, reopen and replay
+ * equality (tail only, image only, image + tail), removal folding, map
+ * growth, injected and real disk-full faults, both durability modes,
+ * version and corruption refusal, API misuse.
+ */
+#include "config.h"
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <lmdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "journal/jint.h"
+#include "test_journal_model.h"
+
+struct tctx {
+	char dir[512];
+	const char *jdir; /* where reopen_check() opens: @dir by default */
+	struct jgen g;
+};
+
+static int setup(void **state)
+{
+	const char *base = getenv("KVF_TEST_TMPDIR");
+	struct tctx *t = calloc(1, sizeof(*t));
+
+	if (!t)
+		return -1;
+	snprintf(t->dir, sizeof(t->dir), "%s/journal-XXXXXX",
+		 base ? base : "/tmp");
+	if (!mkdtemp(t->dir))
+		return -1;
+	jgen_init(&t->g, 1234);
+	t->jdir = t->dir;
+	*state = t;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct tctx *t = *state;
+	char cmd[600];
+
+	snprintf(cmd, sizeof(cmd), "%s/mnt", t->dir);
+	umount2(cmd, MNT_DETACH); /* if a tmpfs case failed mid-way */
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", t->dir);
+	if (system(cmd))
+		return -1;
+	jm_free(&t->g.m);
+	free(t);
+	return 0;
+}
+
+static struct kvf__journal *jopen_cfg(const char *dir, enum kvf_durability d,
+				      uint64_t ckpt, uint64_t map)
+{
+	struct kvf__journal_config cfg = {
+		.dir = dir,
+		.durability = d,
+		.sync_interval_ms = 5,
+		.map_size = map,
+		.checkpoint_records = ckpt,
+		.fold_chunk = 97,
+	};
+	struct kvf__journal *j = NULL;
+
+	assert_int_equal(kvf__journal_open(&cfg, &j), KVF_OK);
+	return j;
+}
+
+static struct kvf__journal *jopen(const char *dir)
+{
+	return jopen_cfg(dir, KVF_DURABILITY_BOUNDED, UINT64_MAX, 0);
+}
+
+/* Replay into @m and check sequence order. */
+static void replay(struct kvf__journal *j, struct jm *m)
+{
+	struct kvf__journal_replay_ops ops = { jm_replay_cb };
+	struct kvf__journal_stats st;
+
+	kvf__journal_get_stats(j, &st);
+	jm_replay_init(m, st.checkpoint_seq);
+	assert_int_equal(kvf__journal_replay(j, &ops, m), KVF_OK);
+	assert_false(m->bad_seq);
+	assert_false(m->bad_key);
+	assert_true(m->next_seq == st.last_seq + 1);
+	assert_true(kvf__journal_object_estimate(j) >= m->live);
+}
+
+/* Close, reopen, replay, compare with the generator's model. */
+static struct kvf__journal *reopen_check(struct tctx *t, struct kvf__journal *j)
+{
+	struct jm m;
+
+	kvf__journal_close(j);
+	j = jopen(t->jdir);
+	replay(j, &m);
+	assert_int_equal(jm_diff(&m, &t->g.m), 0);
+	assert_true(jm_consistent(&m));
+	jm_free(&m);
+	return j;
+}
+
+static void append_batches(struct tctx *t, struct kvf__journal *j, int nb,
+			   size_t per, int churn)
+{
+	for (int b = 0; b < nb; b++) {
+		size_t n = jgen_batch(&t->g, per, churn);
+
+		assert_int_equal(kvf__journal_append(j, t->g.recs, n), KVF_OK);
+	}
+}
+
+static void test_empty_and_tail(void **state)
+{
+	struct tctx *t = *state;
+	struct kvf__journal *j = jopen(t->dir);
+	struct kvf__journal_stats st;
+
+	j = reopen_check(t, j); /* fresh: nothing */
+	append_batches(t, j, 40, 128, 1);
+	j = reopen_check(t, j);
+	kvf__journal_get_stats(j, &st);
+	assert_true(st.log_records == t->g.m.records);
+	assert_true(st.checkpoints == 0);
+	assert_int_equal(st.format_version, KVF__JOURNAL_FORMAT_VERSION);
+	kvf__journal_close(j);
+}
+
+static void test_checkpoint_and_tail(void **state)
+{
+	struct tctx *t = *state;
+	struct kvf__journal *j;
+	struct kvf__journal_stats st;
+	uint64_t before;
+
+	/* Threshold checkpoints run by themselves, chunk by chunk. */
+	j = jopen_cfg(t->dir, KVF_DURABILITY_BOUNDED, 500, 0);
+	append_batches(t, j, 60, 64, 1);
+	assert_int_equal(kvf__journal_checkpoint(j), KVF_OK);
+	kvf__journal_get_stats(j, &st);
+	assert_true(st.log_records == 0);
+	assert_true(st.checkpoints >= 2);
+	assert_true(st.objects == t->g.m.live);
+	before = st.checkpoints;
+	j = reopen_check(t, j); /* image only */
+	append_batches(t, j, 3, 100, 1);
+	j = reopen_check(t, j); /* image + tail */
+	kvf__journal_get_stats(j, &st);
+	assert_true(st.checkpoints == before);
+	assert_true(st.log_records > 0);
+	assert_true(st.checkpoint_seq + st.log_records == st.last_seq);
+	kvf__journal_close(j);
+}
+
+static void test_remove_folding(void **state)
+{
+	struct tctx *t = *state;
+	struct kvf__journal *j = jopen(t->dir);
+	struct kvf__journal_stats st;
+	struct kvf__jrec rm[64];
+	char keys[64][JM_KEY_LEN];
+	uint32_t id = 0;
+
+	append_batches(t, j, 10, 64, 0);
+	assert_int_equal(kvf__journal_checkpoint(j), KVF_OK);
+	kvf__journal_get_stats(j, &st);
+	assert_true(st.objects == t->g.m.live && st.objects > 0);
+	/* remove everything, half before and half after a checkpoint */
+	while (t->g.m.live) {
+		size_t n = 0;
+
+		for (; id < t->g.next_id && n < 64; id++) {
+			if (!t->g.m.o[id].live)
+				continue;
+			memset(&rm[n], 0, sizeof(rm[n]));
+			rm[n].type = KVF__JREC_OBJECT_REMOVE;
+			jm_key(keys[n], id);
+			rm[n].obj.key = keys[n];
+			rm[n].obj.key_len = JM_KEY_LEN;
+			jm_apply(&t->g.m, &rm[n]);
+			n++;
+		}
+		assert_int_equal(kvf__journal_append(j, rm, n), KVF_OK);
+		if (id > t->g.next_id / 2)
+			assert_int_equal(kvf__journal_checkpoint(j), KVF_OK);
+	}
+	assert_int_equal(kvf__journal_checkpoint(j), KVF_OK);
+	kvf__journal_get_stats(j, &st);
+	assert_true(st.objects == 0);
+	assert_true(st.log_records == 0);
+	j = reopen_check(t, j);
+	kvf__journal_close(j);
+}
+
+static void test_map_growth(void **state)
+{
+	struct tctx *t = *state;
+	struct kvf__journal *j;
+	struct kvf__journal_stats st;
+
+	/* 256 KiB map; ~2 MB of records plus an image of them. */
+	j = jopen_cfg(t->dir, KVF_DURABILITY_BOUNDED, 5000, 256 << 10);
+	append_batches(t, j, 150, 128, 1);
+	assert_int_equal(kvf__journal_checkpoint(j), KVF_OK);
+	append_batches(t, j, 10, 128, 1);
+	kvf__journal_get_stats(j, &st);
+	assert_true(st.map_grows > 0);
+	assert_true(st.map_size > (256 << 10));
+	j = reopen_check(t, j);
+	kvf__journal_close(j);
+}
+
+static void test_injected_faults(void **state)
+{
+	struct tctx *t = *state;
+	struct kvf__journal *j = jopen(t->dir);
+	struct kvf__journal_stats st;
+	struct jgen lost;
+	size_t n;
+
+	append_batches(t, j, 3, 128, 1);
+	/* A failing batch: generated on a copy of the model, so the model
+	 * keeps the state without it. */
+	memcpy(&lost, &t->g, sizeof(lost));
+	jm_own_copy(&lost.m);
+	n = jgen_batch(&lost, 100, 1);
+	kvf__journal_inject_fault(j, ENOSPC, 1);
+	assert_int_equal(kvf__journal_append(j, lost.recs, n),
+			 KVF_ERR_JOURNAL_NO_SPACE);
+	kvf__journal_inject_fault(j, EIO, 1);
+	assert_int_equal(kvf__journal_append(j, lost.recs, n), KVF_ERR_IO);
+	jm_free(&lost.m);
+	/* A MAP_FULL is absorbed: the map grows and the batch commits. */
+	kvf__journal_get_stats(j, &st);
+	kvf__journal_inject_fault(j, MDB_MAP_FULL, 1);
+	append_batches(t, j, 1, 128, 1);
+	{
+		struct kvf__journal_stats st2;
+
+		kvf__journal_get_stats(j, &st2);
+		assert_true(st2.map_grows == st.map_grows + 1);
+		assert_true(st2.last_seq == st.last_seq + t->g.n);
+	}
+	/* A failing checkpoint reports the error, then works again. */
+	kvf__journal_inject_fault(j, ENOSPC, 1);
+	assert_int_equal(kvf__journal_checkpoint(j), KVF_ERR_JOURNAL_NO_SPACE);
+	append_batches(t, j, 2, 128, 1);
+	assert_int_equal(kvf__journal_checkpoint(j), KVF_OK);
+	append_batches(t, j, 2, 128, 1);
+	j = reopen_check(t, j); /* failed batches absent, no gaps */
+	kvf__journal_close(j);
+}
+
+static void test_strict(void **state)
+{
+	struct tctx *t = *state;
+	struct kvf__journal *j;
+
+	j = jopen_cfg(t->dir, KVF_DURABILITY_STRICT, 300, 0);
+	append_batches(t, j, 8, 64, 1);
+	assert_int_equal(kvf__journal_checkpoint(j), KVF_OK);
+	append_batches(t, j, 2, 64, 1);
+	assert_int_equal(kvf__journal_sync(j), KVF_OK);
+	kvf__journal_close(j);
+	j = jopen_cfg(t->dir, KVF_DURABILITY_STRICT, 300, 0);
+	j = reopen_check(t, j); /* reopened BOUNDED: modes share a format */
+	kvf__journal_close(j);
+}
+
+/* Rewrite one meta value directly with LMDB. */
+static void poke_meta(const char *dir, const char *name, const void *v,
+		      size_t len)
+{
+	MDB_env *env;
+	MDB_txn *txn;
+	struct kvf__jdbs dbs;
+	MDB_val key = { strlen(name), (void *)name }, val = { len, (void *)v };
+
+	assert_int_equal(kvf__jenv_open(dir, 0, 0, &env), 0);
+	assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
+	assert_int_equal(kvf__jdbs_open(txn, &dbs, 0), 0);
+	assert_int_equal(mdb_put(txn, dbs.meta, &key, &val, 0), 0);
+	assert_int_equal(mdb_txn_commit(txn), 0);
+	mdb_env_close(env);
+}
+
+static void put_log(const char *dir, uint64_t seq, const void *v, size_t len)
+{
+	MDB_env *env;
+	MDB_txn *txn;
+	struct kvf__jdbs dbs;
+	uint8_t k[8];
+	MDB_val key = { 8, k }, val = { len, (void *)v };
+
+	kvf__put_be64(k, seq);
+	assert_int_equal(kvf__jenv_open(dir, 0, 0, &env), 0);
+	assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
+	assert_int_equal(kvf__jdbs_open(txn, &dbs, 0), 0);
+	assert_int_equal(mdb_put(txn, dbs.log, &key, &val, 0), 0);
+	assert_int_equal(mdb_txn_commit(txn), 0);
+	mdb_env_close(env);
+}
+
+static int try_open(const char *dir)
+{
+	struct kvf__journal_config cfg = {
+		.dir = dir, .durability = KVF_DURABILITY_BOUNDED
+	};
+	struct kvf__journal *j = NULL;
+	int rc = kvf__journal_open(&cfg, &j);
+
+	if (rc == KVF_OK)
+		kvf__journal_close(j);
+	return rc;
+}
+
+static void test_version(void **state)
+{
+	struct tctx *t = *state;
+	struct kvf__journal *j = jopen(t->dir);
+	uint32_t v = KVF__JOURNAL_FORMAT_VERSION + 1;
+
+	append_batches(t, j, 2, 16, 0);
+	kvf__journal_close(j);
+	poke_meta(t->dir, KVF__META_VERSION, &v, sizeof(v));
+	assert_int_equal(try_open(t->dir), KVF_ERR_JOURNAL_VERSION);
+	assert_int_equal(try_open(t->dir), KVF_ERR_JOURNAL_VERSION);
+	v = KVF__JOURNAL_FORMAT_VERSION;
+	poke_meta(t->dir, KVF__META_VERSION, &v, sizeof(v));
+	assert_int_equal(try_open(t->dir), KVF_OK);
+	poke_meta(t->dir, KVF__META_MAGIC, "not-kvforge", 12);
+	assert_int_equal(try_open(t->dir), KVF_ERR_JOURNAL_CORRUPT);
+}
+
+static void test_corrupt_record(void **state)
+{
+	struct tctx *t = *state;
+	struct kvf__journal *j = jopen(t->dir);
+	struct kvf__journal_stats st;
+	uint8_t junk[] = { 1, 0, 0xee, 0xff, 0xff };
+	uint8_t good[] = { 1, 0, KVF__JREC_SEGMENT_UNMOUNT, 5 };
+
+	append_batches(t, j, 2, 16, 0);
+	kvf__journal_get_stats(j, &st);
+	kvf__journal_close(j);
+	/* An undecodable frame at the end of the log. */
+	put_log(t->dir, st.last_seq + 1, junk, sizeof(junk));
+	assert_int_equal(try_open(t->dir), KVF_ERR_JOURNAL_CORRUPT);
+	/* Nothing was "repaired": still refused. */
+	assert_int_equal(try_open(t->dir), KVF_ERR_JOURNAL_CORRUPT);
+	/* A sequence gap. */
+	put_log(t->dir, st.last_seq + 1, good, sizeof(good));
+	assert_int_equal(try_open(t->dir), KVF_OK);
+	put_log(t->dir, st.last_seq + 5, good, sizeof(good));
+	assert_int_equal(try_open(t->dir), KVF_ERR_JOURNAL_CORRUPT);
+}
+
+static void test_corrupt_middle_record(void **state)
+{
+	struct tctx *t = *state;
+	struct kvf__journal *j = jopen(t->dir);
+	struct kvf__journal_stats st;
+	struct jm m;
+	uint8_t bad[] = { 1, 0, KVF__JREC_OBJECT_PUT, 3, 'a' };
+	uint8_t good[] = { 1, 0, KVF__JREC_SEGMENT_UNMOUNT, 5 };
+	struct kvf__journal_replay_ops ops = { jm_replay_cb };
+
+	append_batches(t, j, 2, 16, 0);
+	kvf__journal_get_stats(j, &st);
+	kvf__journal_close(j);
+	/* A bad frame in the middle is found by the replay. */
+	put_log(t->dir, st.last_seq + 1, bad, sizeof(bad));
+	put_log(t->dir, st.last_seq + 2, good, sizeof(good));
+	j = jopen(t->dir);
+	jm_replay_init(&m, 0);
+	assert_int_equal(kvf__journal_replay(j, &ops, &m),
+			 KVF_ERR_JOURNAL_CORRUPT);
+	jm_free(&m);
+	kvf__journal_close(j);
+}
+
+static void test_corrupt_file(void **state)
+{
+	struct tctx *t = *state;
+	struct kvf__journal *j = jopen(t->dir);
+	char path[600], junk[8192];
+	int fd;
+
+	append_batches(t, j, 2, 16, 0);
+	kvf__journal_close(j);
+	snprintf(path, sizeof(path), "%s/data.mdb", t->dir);
+	fd = open(path, O_WRONLY);
+	assert_true(fd >= 0);
+	memset(junk, 0xa5, sizeof(junk)); /* both meta pages */
+	assert_int_equal(pwrite(fd, junk, sizeof(junk), 0), sizeof(junk));
+	close(fd);
+	assert_int_equal(try_open(t->dir), KVF_ERR_JOURNAL_CORRUPT);
+}
+
+static void test_foreign_lmdb(void **state)
+{
+	struct tctx *t = *state;
+	MDB_env *env;
+	MDB_txn *txn;
+	MDB_dbi dbi;
+	MDB_val k = { 3, "abc" }, v = { 3, "def" };
+
+	assert_int_equal(kvf__jenv_open(t->dir, 0, 0, &env), 0);
+	assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
+	assert_int_equal(mdb_dbi_open(txn, NULL, 0, &dbi), 0);
+	assert_int_equal(mdb_put(txn, dbi, &k, &v, 0), 0);
+	assert_int_equal(mdb_txn_commit(txn), 0);
+	mdb_env_close(env);
+	assert_int_equal(try_open(t->dir), KVF_ERR_JOURNAL_CORRUPT);
+}
+
+static int fail_cb(void *arg, const struct kvf__jrec *r, uint64_t seq)
+{
+	return KVF_ERR_NO_MEMORY;
+}
+
+static void test_misuse(void **state)
+{
+	struct tctx *t = *state;
+	struct kvf__journal_config cfg = { .dir = t->dir,
+					   .durability = KVF_DURABILITY_NONE };
+	struct kvf__journal_replay_ops ops = { jm_replay_cb }, bad = { fail_cb };
+	struct kvf__journal *j = NULL, *j2 = NULL;
+	struct kvf__jrec r = { .type = KVF__JREC_OBJECT_REMOVE };
+	struct jm m;
+
+	assert_int_equal(kvf__journal_open(&cfg, &j), KVF_ERR_INVALID_ARGUMENT);
+	cfg.durability = KVF_DURABILITY_BOUNDED;
+	cfg.dir = NULL;
+	assert_int_equal(kvf__journal_open(&cfg, &j), KVF_ERR_INVALID_ARGUMENT);
+	j = jopen(t->dir);
+	cfg.dir = t->dir;
+	assert_int_equal(kvf__journal_open(&cfg, &j2), KVF_ERR_BUSY);
+	append_batches(t, j, 1, 16, 0);
+	kvf__journal_close(j);
+	j = jopen(t->dir);
+	assert_int_equal(kvf__journal_replay(j, &bad, NULL), KVF_ERR_NO_MEMORY);
+	kvf__journal_close(j);
+	j = jopen(t->dir);
+	assert_int_equal(kvf__journal_append(j, &r, 1),
+			 KVF_ERR_INVALID_ARGUMENT); /* no key */
+	assert_int_equal(kvf__journal_append(j, NULL, 0), KVF_OK);
+	append_batches(t, j, 1, 16, 0);
+	jm_replay_init(&m, 0);
+	assert_int_equal(kvf__journal_replay(j, &ops, &m), KVF_ERR_BUSY);
+	jm_free(&m);
+	kvf__journal_close(j);
+	kvf__journal_close(NULL);
+}
+
+static void test_big_keys(void **state)
+{
+	struct tctx *t = *state;
+	struct kvf__journal *j = jopen(t->dir);
+	static char key[KVF__JREC_KEY_MAX];
+	struct kvf__jrec r[3];
+	struct kvf__journal_stats st;
+
+	memset(r, 0, sizeof(r));
+	memset(key, 'z', sizeof(key));
+	for (int i = 0; i < 3; i++) {
+		r[i].type = KVF__JREC_OBJECT_PUT;
+		r[i].obj.key = key;
+		r[i].obj.key_len = KVF__JREC_KEY_MAX - (uint32_t)i;
+		r[i].obj.size = 1;
+		r[i].obj.nr_replicas = 1;
+		r[i].obj.replicas[0].segment_id = 1;
+	}
+	assert_int_equal(kvf__journal_append(j, r, 3), KVF_OK);
+	assert_int_equal(kvf__journal_checkpoint(j), KVF_OK);
+	kvf__journal_get_stats(j, &st);
+	assert_true(st.objects == 3); /* keys longer than LMDB's 511 bytes */
+	r[1].type = KVF__JREC_OBJECT_REMOVE;
+	assert_int_equal(kvf__journal_append(j, &r[1], 1), KVF_OK);
+	assert_int_equal(kvf__journal_checkpoint(j), KVF_OK);
+	kvf__journal_get_stats(j, &st);
+	assert_true(st.objects == 2);
+	kvf__journal_close(j);
+}
+
+/*
+ * A real full filesystem: a 2 MiB tmpfs holding a filler file. Appends
+ * fail with KVF_ERR_JOURNAL_NO_SPACE once it is full, and succeed again
+ * once the filler is deleted; every acknowledged batch survives.
+ */
+static void test_tmpfs_full(void **state)
+{
+	struct tctx *t = *state;
+	char mnt[600], jdir[700], filler[700], buf[4096];
+	struct kvf__journal *j;
+	int fd, rc = KVF_OK, failures = 0, b;
+
+	snprintf(mnt, sizeof(mnt), "%s/mnt", t->dir);
+	assert_int_equal(mkdir(mnt, 0755), 0);
+	if (mount("kvf-journal-test", mnt, "tmpfs", 0, "size=2m")) {
+		fprintf(stderr, "# SKIP tmpfs case: mount failed: %s "
+			"(the injected-fault test still ran)\n",
+			strerror(errno));
+		return;
+	}
+	snprintf(jdir, sizeof(jdir), "%s/j", mnt);
+	snprintf(filler, sizeof(filler), "%s/filler", mnt);
+	fd = open(filler, O_WRONLY | O_CREAT, 0644);
+	assert_true(fd >= 0);
+	memset(buf, 1, sizeof(buf));
+	for (int i = 0; i < 200; i++) /* 800 KiB */
+		assert_int_equal(write(fd, buf, sizeof(buf)), sizeof(buf));
+	close(fd);
+	j = jopen_cfg(jdir, KVF_DURABILITY_BOUNDED, UINT64_MAX, 1 << 20);
+	for (b = 0; b < 2000 && failures < 3; b++) {
+		struct jgen save = t->g;
+
+		jm_own_copy(&save.m);
+		jgen_batch(&t->g, 128, 1);
+		rc = kvf__journal_append(j, t->g.recs, t->g.n);
+		if (rc == KVF_OK) {
+			jm_free(&save.m);
+			continue;
+		}
+		assert_int_equal(rc, KVF_ERR_JOURNAL_NO_SPACE);
+		failures++;
+		jm_free(&t->g.m); /* roll the model back */
+		t->g = save;
+	}
+	assert_int_equal(failures, 3); /* the filesystem did fill up */
+	assert_int_equal(unlink(filler), 0);
+	append_batches(t, j, 3, 128, 1); /* space is back */
+	t->jdir = jdir;
+	j = reopen_check(t, j);
+	kvf__journal_close(j);
+	assert_int_equal(umount(mnt), 0);
+}
+
+int main(void)
+{
+#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+	const struct CMUnitTest tests[] = {
+		T(test_empty_and_tail),
+		T(test_checkpoint_and_tail),
+		T(test_remove_folding),
+		T(test_map_growth),
+		T(test_injected_faults),
+		T(test_strict),
+		T(test_version),
+		T(test_corrupt_record),
+		T(test_corrupt_middle_record),
+		T(test_corrupt_file),
+		T(test_foreign_lmdb),
+		T(test_misuse),
+		T(test_big_keys),
+		T(test_tmpfs_full),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+#undef T
+}

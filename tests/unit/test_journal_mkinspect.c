@@ -1,0 +1,73 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tests/unit/test_journal_mkinspect.c - writes journals for
+ * tests/unit/test_inspect.sh: "good" (consistent, with an image and a
+ * tail) or an inconsistent one: "unmounted" (a replica in a segment that
+ * is not mounted), "overlap" (two replicas overlapping in one segment),
+ * "outside" (a replica past the end of its segment).
+ *
+ * usage: test_journal_mkinspect DIR good|unmounted|overlap|outside
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "tests/unit/test_journal_model.h"
+
+static struct jgen g;
+
+static struct kvf__jrec put(const char *key, uint64_t seg, uint64_t off)
+{
+	struct kvf__jrec r = { .type = KVF__JREC_OBJECT_PUT };
+
+	r.obj.key = key;
+	r.obj.key_len = (uint32_t)strlen(key);
+	r.obj.size = 1 << 20;
+	r.obj.nr_replicas = 1;
+	r.obj.replicas[0].segment_id = seg;
+	r.obj.replicas[0].offset = off;
+	return r;
+}
+
+int main(int argc, char **argv)
+{
+	struct kvf__journal_config cfg = { .durability = KVF_DURABILITY_BOUNDED };
+	struct kvf__journal *j;
+	struct kvf__jrec bad[2];
+	size_t nbad = 1;
+	uint64_t sid = 1;
+	int rc = 0, b;
+
+	if (argc != 3)
+		return 2;
+	cfg.dir = argv[1];
+	if (kvf__journal_open(&cfg, &j))
+		return 2;
+	jgen_init(&g, 42);
+	for (b = 0; b < 30 && !rc; b++) {
+		size_t n = jgen_batch(&g, 100, 1);
+
+		rc = kvf__journal_append(j, g.recs, n);
+		if (b == 20 && !rc)
+			rc = kvf__journal_checkpoint(j);
+	}
+	while (sid < JM_SEGS && !g.m.s[sid].live)
+		sid++;
+	if (!strcmp(argv[2], "unmounted")) {
+		bad[0] = put("bad-unmounted", JM_SEGS + 5, 0);
+	} else if (!strcmp(argv[2], "overlap")) {
+		/* past every replica the generator placed, overlapping */
+		bad[0] = put("bad-overlap", sid, g.m.s[sid].bump);
+		bad[1] = put("bad-overlap2", sid, g.m.s[sid].bump + 4096);
+		nbad = 2;
+	} else if (!strcmp(argv[2], "outside")) {
+		bad[0] = put("bad-outside", sid, (1ull << 40) - 4096);
+	} else {
+		nbad = 0;
+	}
+	if (!rc && nbad)
+		rc = kvf__journal_append(j, bad, nbad);
+	kvf__journal_close(j);
+	return rc ? 1 : 0;
+}
