@@ -41,14 +41,17 @@ struct put_ctx {
 };
 
 static __thread uint64_t place_rng;
+static uint64_t place_threads;
 
+/* Per-thread placement randomness: reproducible for a fixed seed. */
 static uint64_t *rng_state(const struct kvf_engine *e)
 {
 	if (!place_rng) {
 		uint64_t seed = e->cfg.seed ? e->cfg.seed : kvf__now(e);
+		uint64_t nth = __atomic_fetch_add(&place_threads, 1,
+						  __ATOMIC_RELAXED);
 
-		/* Distinct per thread, never zero. */
-		place_rng = (seed ^ (uint64_t)(uintptr_t)&place_rng) | 1;
+		place_rng = (seed ^ (nth * 0x9e3779b97f4a7c15ULL)) | 1;
 	}
 	return &place_rng;
 }

@@ -20,6 +20,7 @@
 
 #include "engine/die.h"
 #include "engine/internal.h"
+#include "journal/journal.h"
 
 #define MS (1000ULL * 1000ULL)
 
@@ -155,9 +156,48 @@ static void copy_config(struct kvf_engine *e, const struct kvf_config *cfg)
 	e->soft_pin_ns = cfg->soft_pin_ttl_ms * MS;
 }
 
+static void unlink_for_close(struct kvf__object *o, void *arg)
+{
+	struct kvf_engine *e = arg;
+
+	if (kvf__index_remove(e->index, o) == KVF_OK)
+		kvf__object_free_rcu(o);
+}
+
+/* Empty the index (no other thread may use the engine). */
+static void unlink_all(struct kvf_engine *e)
+{
+	kvf__rcu_read_lock();
+	kvf__index_foreach(e->index, unlink_for_close, e);
+	kvf__rcu_read_unlock();
+	kvf__rcu_barrier();
+}
+
+static int open_journal(struct kvf_engine *e, uint64_t *expected)
+{
+	struct kvf__journal_config jc = {
+		.dir = e->data_dir,
+		.durability = e->cfg.durability,
+		.sync_interval_ms = e->cfg.sync_interval_ms,
+	};
+	uint64_t estimate;
+	int ret;
+
+	if (e->cfg.durability == KVF_DURABILITY_NONE)
+		return KVF_OK;
+	ret = kvf__journal_open(&jc, &e->journal);
+	if (ret)
+		return ret;
+	estimate = kvf__journal_object_estimate(e->journal);
+	if (estimate > *expected)
+		*expected = estimate;
+	return KVF_OK;
+}
+
 int kvf_engine_open(const struct kvf_config *cfg, struct kvf_engine **out)
 {
 	struct kvf_engine *e;
+	uint64_t expected;
 	int ret;
 
 	if (!cfg || !out)
@@ -186,22 +226,34 @@ int kvf_engine_open(const struct kvf_config *cfg, struct kvf_engine **out)
 	ret = kvf__prof_create(&e->prof);
 	if (ret)
 		goto err_locks;
-	ret = index_ops(cfg->index)->create(cfg->expected_objects, &e->index);
+	expected = cfg->expected_objects;
+	ret = open_journal(e, &expected);
 	if (ret)
 		goto err_prof;
+	ret = index_ops(cfg->index)->create(expected, &e->index);
+	if (ret)
+		goto err_journal;
 	ret = kvf__segments_init(e);
 	if (ret)
 		goto err_index;
+	if (e->journal) {
+		ret = kvf__engine_recover(e);
+		if (ret)
+			goto err_recovered;
+	}
 	ret = start_background(e);
 	if (ret)
-		goto err_segments;
+		goto err_recovered;
 	*out = e;
 	return KVF_OK;
 
-err_segments:
+err_recovered:
+	unlink_all(e);
 	kvf__segments_fini(e);
 err_index:
 	kvf__index_destroy(e->index);
+err_journal:
+	kvf__journal_close(e->journal);
 err_prof:
 	kvf__prof_destroy(e->prof);
 err_locks:
@@ -215,13 +267,6 @@ err_free:
 	return ret;
 }
 
-static void unlink_for_close(struct kvf__object *o, void *arg)
-{
-	struct kvf_engine *e = arg;
-
-	if (kvf__index_remove(e->index, o) == KVF_OK)
-		kvf__object_free_rcu(o);
-}
 
 void kvf_engine_close(struct kvf_engine *e)
 {
@@ -229,10 +274,8 @@ void kvf_engine_close(struct kvf_engine *e)
 		return;
 	kvf__rcu_ensure_registered();
 	stop_background(e);
-	kvf__rcu_read_lock();
-	kvf__index_foreach(e->index, unlink_for_close, e);
-	kvf__rcu_read_unlock();
-	kvf__rcu_barrier();
+	kvf__journal_close(e->journal);
+	unlink_all(e);
 	kvf__index_destroy(e->index);
 	kvf__deferred_release(e, true);
 	free(e->deferred);

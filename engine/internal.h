@@ -146,5 +146,10 @@ int kvf__segment_mount_locked(struct kvf_engine *e, uint64_t client_id,
 			      struct kvf__segment **out);
 int kvf__segment_unmount_locked(struct kvf_engine *e, uint64_t client_id,
 				uint64_t segment_id, bool journal);
+/* Forget a client without journaling (replay). Caller holds seg_lock. */
+int kvf__client_forget_locked(struct kvf_engine *e, uint64_t client_id);
+
+/* Replay the journal into a fresh engine (engine/recovery.c). */
+int kvf__engine_recover(struct kvf_engine *e);
 
 #endif /* KVF_ENGINE_INTERNAL_H */

@@ -3,20 +3,97 @@
  * engine/journal_glue.c - the engine's side of the journal.
  *
  * Translates engine mutations into journal records and appends them as one
- * batch (one group-committed transaction). Without a journal
+ * batch, which the journal's writer merges with concurrent callers' batches
+ * into one transaction (group commit). Without a journal
  * (KVF_DURABILITY_NONE) every call succeeds at once.
+ *
+ * The records of one call are all-or-nothing: the callers make the
+ * affected objects visible (or gone) only after this returns KVF_OK.
  */
 #include "config.h"
 
+#include <stdlib.h>
+#include <string.h>
+
 #include "engine/internal.h"
 #include "engine/mutation.h"
+#include "journal/journal.h"
+
+/* Batches up to this size translate on the stack. */
+#define GLUE_STACK 128
+
+static void object_jrec(const struct kvf_engine *e, const struct kvf__object *o,
+			enum kvf__jrec_type type, struct kvf__jrec *r)
+{
+	r->type = type;
+	r->obj.key = kvf__object_key(o);
+	r->obj.key_len = o->key_len;
+	if (type == KVF__JREC_OBJECT_REMOVE)
+		return;
+	r->obj.flags = o->flags & (KVF__OBJ_HARD_PIN | KVF__OBJ_SOFT_PIN);
+	r->obj.size = o->size;
+	if (o->flags & KVF__OBJ_SOFT_PIN)
+		r->obj.soft_pin_deadline_ns = kvf__now(e) + e->soft_pin_ns;
+	r->obj.nr_replicas = o->nr_replicas;
+	for (unsigned i = 0; i < o->nr_replicas; i++) {
+		r->obj.replicas[i].segment_id = o->replicas[i].seg->id;
+		r->obj.replicas[i].offset = o->replicas[i].offset;
+	}
+}
+
+static void translate(const struct kvf_engine *e, const struct kvf__mutation *m,
+		      struct kvf__jrec *r)
+{
+	memset(r, 0, sizeof(*r));
+	switch (m->type) {
+	case KVF__MUT_SEGMENT_MOUNT:
+		r->type = KVF__JREC_SEGMENT_MOUNT;
+		r->mount.segment_id = m->segment_id;
+		r->mount.client_id = m->client_id;
+		r->mount.base = m->base;
+		r->mount.size = m->size;
+		r->mount.name = m->name;
+		r->mount.name_len = (uint16_t)strlen(m->name);
+		r->mount.endpoint = m->endpoint;
+		r->mount.endpoint_len = (uint16_t)strlen(m->endpoint);
+		break;
+	case KVF__MUT_SEGMENT_UNMOUNT:
+		r->type = KVF__JREC_SEGMENT_UNMOUNT;
+		r->unmount.segment_id = m->segment_id;
+		break;
+	case KVF__MUT_CLIENT_REMOVE:
+		r->type = KVF__JREC_CLIENT_REMOVE;
+		r->client.client_id = m->client_id;
+		break;
+	case KVF__MUT_OBJECT_PUT:
+		object_jrec(e, m->obj, KVF__JREC_OBJECT_PUT, r);
+		break;
+	case KVF__MUT_OBJECT_REPLICAS:
+		object_jrec(e, m->obj, KVF__JREC_OBJECT_REPLICAS, r);
+		break;
+	case KVF__MUT_OBJECT_REMOVE:
+		object_jrec(e, m->obj, KVF__JREC_OBJECT_REMOVE, r);
+		break;
+	}
+}
 
 int kvf__engine_journal(struct kvf_engine *e, const struct kvf__mutation *m,
 			size_t n)
 {
-	(void)m;
-	(void)n;
-	if (!e->journal)
+	struct kvf__jrec stack[GLUE_STACK], *recs = stack;
+	int ret;
+
+	if (!e->journal || !n)
 		return KVF_OK;
-	return KVF_ERR_UNAVAILABLE;
+	if (n > GLUE_STACK) {
+		recs = malloc(n * sizeof(*recs));
+		if (!recs)
+			return KVF_ERR_NO_MEMORY;
+	}
+	for (size_t i = 0; i < n; i++)
+		translate(e, &m[i], &recs[i]);
+	ret = kvf__journal_append(e->journal, recs, n);
+	if (recs != stack)
+		free(recs);
+	return ret;
 }

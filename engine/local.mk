@@ -11,4 +11,5 @@ libkvforge_core_la_SOURCES += \
 	engine/engine.c \
 	engine/segment.c \
 	engine/buffers.c \
-	engine/journal_glue.c
+	engine/journal_glue.c \
+	engine/recovery.c

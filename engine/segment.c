@@ -293,30 +293,32 @@ int kvf__segment_mount_locked(struct kvf_engine *e, uint64_t client_id,
 		ret = KVF_ERR_SEGMENT_OVERLAP;
 		goto out_unlock;
 	}
+	ret = KVF_ERR_NO_MEMORY;
+	seg = segment_new(e, client_id, d);
+	if (!seg)
+		goto out_unlock;
 	if (journal) {
 		mount_mutation(&rec, client_id, d);
 		ret = kvf__engine_journal(e, &rec, 1);
 		if (ret)
-			goto out_unlock;
+			goto err_seg;
 	}
 	ret = KVF_ERR_NO_MEMORY;
 	c = client_get_or_add(e, client_id);
 	if (!c)
-		goto out_unlock;
+		goto err_seg;
 	client_touch(e, c);
-	seg = segment_new(e, client_id, d);
-	if (!seg)
-		goto out_unlock;
 	ret = table_add(e, seg);
-	if (ret) {
-		segment_free(seg);
-		goto out_unlock;
-	}
+	if (ret)
+		goto err_seg;
 	if (out)
 		*out = seg;
 out_unlock:
 	kvf__rcu_read_unlock();
 	return ret;
+err_seg:
+	segment_free(seg);
+	goto out_unlock;
 }
 
 int kvf_segment_mount(struct kvf_engine *e, uint64_t client_id,
@@ -372,15 +374,45 @@ static struct kvf__object *copy_without(const struct kvf__object *o, int drop,
 	return n;
 }
 
+/* Object changes of one unmount are journaled in chunks of this size. */
+#define DROP_CHUNK 256
+
 struct drop_ctx {
 	struct kvf_engine *e;
 	struct kvf__segment *seg;
-	int err;
+	bool journal;
+	int err;      /* first journal error */
+	bool no_mem;  /* a copy failed: walk again */
+	size_t nr;
+	struct kvf__mutation muts[DROP_CHUNK];
 };
+
+/* Journal the collected object changes (inside the walk's read section,
+ * so the records they point to are still there). */
+static void drop_flush(struct drop_ctx *c)
+{
+	int ret;
+
+	if (!c->nr)
+		return;
+	ret = c->journal ? kvf__engine_journal(c->e, c->muts, c->nr) : KVF_OK;
+	if (ret && !c->err)
+		c->err = ret;
+	c->nr = 0;
+}
+
+static void drop_note(struct drop_ctx *c, enum kvf__mutation_type type,
+		      const struct kvf__object *o)
+{
+	c->muts[c->nr++] = (struct kvf__mutation){ .type = type, .obj = o };
+	if (c->nr == DROP_CHUNK)
+		drop_flush(c);
+}
 
 /*
  * Drop @seg's replica from @o. The record is locked for a memcpy only.
  * ENDING/REMOVING owners finish on their own; we wait for their verdict.
+ * Complete objects' changes are journaled; processing ones never were.
  */
 static void drop_replica(struct kvf__object *o, void *arg)
 {
@@ -403,18 +435,22 @@ static void drop_replica(struct kvf__object *o, void *arg)
 							   &c->e->nr_processing,
 			       -1);
 		kvf__object_retire(c->e, o);
+		if (base == KVF__OBJ_COMPLETE)
+			drop_note(c, KVF__MUT_OBJECT_REMOVE, o);
 		return;
 	}
 	n = copy_without(o, drop, base);
 	if (!n) {
 		kvf__obj_set(o, base);
-		c->err = KVF_ERR_NO_MEMORY;
+		c->no_mem = true;
 		return;
 	}
 	if (kvf__index_replace(c->e->index, o, n) != KVF_OK)
 		kvf__die("locked record vanished from the index");
 	kvf__obj_set(o, KVF__OBJ_REPLACED);
 	kvf__object_free_rcu(o);
+	if (base == KVF__OBJ_COMPLETE)
+		drop_note(c, KVF__MUT_OBJECT_REPLICAS, n);
 }
 
 static void segment_free_rcu(struct rcu_head *head)
@@ -422,36 +458,48 @@ static void segment_free_rcu(struct rcu_head *head)
 	segment_free(caa_container_of(head, struct kvf__segment, rcu));
 }
 
-/* Unmount slot @slot of the current table. Caller holds seg_lock. */
+/*
+ * Unmount slot @slot of the current table. Caller holds seg_lock. The
+ * objects' changes are journaled before the unmount itself, so every
+ * prefix of the journal is consistent (no object refers to an unmounted
+ * segment). A journal error is reported, but the segment is gone in
+ * memory regardless: its owner is leaving and its memory with it.
+ */
 static int unmount_locked(struct kvf_engine *e, struct kvf__segment *seg,
 			  uint32_t slot, bool journal)
 {
-	struct drop_ctx ctx = { .e = e, .seg = seg };
-	struct kvf__mutation rec;
+	struct drop_ctx *ctx = calloc(1, sizeof(*ctx));
+	struct kvf__mutation rec = { .type = KVF__MUT_SEGMENT_UNMOUNT,
+				     .segment_id = seg->id };
 	int ret;
 
-	if (journal) {
-		memset(&rec, 0, sizeof(rec));
-		rec.type = KVF__MUT_SEGMENT_UNMOUNT;
-		rec.segment_id = seg->id;
-		ret = kvf__engine_journal(e, &rec, 1);
-		if (ret)
-			return ret;
-	}
+	if (!ctx)
+		return KVF_ERR_NO_MEMORY;
+	ctx->e = e;
+	ctx->seg = seg;
+	ctx->journal = journal;
 	__atomic_store_n(&seg->dead, 1, __ATOMIC_SEQ_CST);
 	ret = table_del(e, slot);
-	if (ret)
+	if (ret) {
+		__atomic_store_n(&seg->dead, 0, __ATOMIC_SEQ_CST);
+		free(ctx);
 		return ret;
+	}
 	kvf__rcu_synchronize();
 	do {
-		ctx.err = KVF_OK;
+		ctx->no_mem = false;
 		kvf__rcu_read_lock();
-		kvf__index_foreach(e->index, drop_replica, &ctx);
+		kvf__index_foreach(e->index, drop_replica, ctx);
+		drop_flush(ctx);
 		kvf__rcu_read_unlock();
-	} while (ctx.err == KVF_ERR_NO_MEMORY);
+	} while (ctx->no_mem);
+	ret = ctx->err;
+	if (journal && !ret)
+		ret = kvf__engine_journal(e, &rec, 1);
+	free(ctx);
 	kvf__deferred_forget_segment(e, seg);
 	kvf__rcu_call(&seg->rcu, segment_free_rcu);
-	return KVF_OK;
+	return ret;
 }
 
 int kvf__segment_unmount_locked(struct kvf_engine *e, uint64_t client_id,
@@ -548,6 +596,16 @@ static int client_remove_locked(struct kvf_engine *e, struct kvf__client *c,
 	kvf__rcu_read_unlock();
 	kvf__rcu_call(&c->rcu, client_free_rcu);
 	return KVF_OK;
+}
+
+int kvf__client_forget_locked(struct kvf_engine *e, uint64_t client_id)
+{
+	struct kvf__client *c;
+
+	kvf__rcu_read_lock();
+	c = client_find(e, client_id);
+	kvf__rcu_read_unlock();
+	return c ? client_remove_locked(e, c, false) : KVF_OK;
 }
 
 int kvf_client_unregister(struct kvf_engine *e, uint64_t client_id)

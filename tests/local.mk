@@ -6,6 +6,11 @@ if HAVE_CMOCKA
 # sources built with -DKVF_TEST_INDEX=KVF_INDEX_BUCKET.
 BUCKET_INDEX = -DKVF_TEST_INDEX=KVF_INDEX_BUCKET
 
+check_PROGRAMS += tests/unit/test_durability
+UNIT_TESTS += tests/unit/test_durability
+tests_unit_test_durability_CFLAGS = $(KVF_TEST_CFLAGS)
+tests_unit_test_durability_LDADD = $(KVF_TEST_LIBS)
+
 check_PROGRAMS += tests/unit/test_batch tests/unit/test_lifecycle \
 	tests/stress/test_engine_concurrent \
 	tests/unit/test_batch_bucket tests/unit/test_lifecycle_bucket \

@@ -1,0 +1,268 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tests/unit/test_durability.c - the engine over its journal: recovery
+ * equality, unended puts, unmounts, faults, refused directories.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <lmdb.h>
+#include <unistd.h>
+
+#include "tests/unit/helpers.h"
+
+#include "engine/internal.h"
+#include "journal/jint.h"
+#include "journal/journal.h"
+
+#define C1 31
+#define C2 32
+#define NOBJ 500
+
+struct dfix {
+	struct fixture f;
+	char *dir;
+};
+
+static int dsetup(void **state)
+{
+	struct dfix *d = calloc(1, sizeof(*d));
+
+	fixture_config(&d->f);
+	d->dir = test_tmpdir("durability");
+	d->f.cfg.durability = KVF_DURABILITY_BOUNDED;
+	d->f.cfg.data_dir = d->dir;
+	*state = d;
+	return 0;
+}
+
+static int dteardown(void **state)
+{
+	struct dfix *d = *state;
+
+	kvf_engine_close(d->f.e);
+	free(d->dir);
+	free(d);
+	return 0;
+}
+
+static void reopen(struct dfix *d)
+{
+	kvf_engine_close(d->f.e);
+	d->f.e = NULL;
+	assert_int_equal(kvf_engine_open(&d->f.cfg, &d->f.e), KVF_OK);
+}
+
+static void key_n(char *buf, size_t cap, int i)
+{
+	snprintf(buf, cap, "%064x_%d_k", i * 2654435761u, i % 8);
+}
+
+/* Everything observable about the state, to compare across a reopen. */
+struct snapshot {
+	struct kvf_engine_stats stats;
+	struct kvf_segment_info seg[3];
+	int present[NOBJ];
+	struct kvf_replicas rep[NOBJ];
+};
+
+static void take_snapshot(struct kvf_engine *e, struct snapshot *s)
+{
+	char key[96];
+
+	memset(s, 0, sizeof(*s));
+	s->stats = stats_of(e);
+	for (uint64_t id = 1; id <= 3; id++)
+		if (kvf_segment_query(e, id, &s->seg[id - 1]) != KVF_OK)
+			s->seg[id - 1].id = 0;
+	for (int i = 0; i < NOBJ; i++) {
+		key_n(key, sizeof(key), i);
+		s->present[i] = get1(e, key, &s->rep[i]) == KVF_OK;
+	}
+}
+
+static void assert_same_state(const struct snapshot *a,
+			      const struct snapshot *b)
+{
+	assert_int_equal(a->stats.objects, b->stats.objects);
+	assert_int_equal(a->stats.segments, b->stats.segments);
+	assert_int_equal(a->stats.clients, b->stats.clients);
+	assert_int_equal(a->stats.capacity_bytes, b->stats.capacity_bytes);
+	assert_int_equal(a->stats.used_bytes, b->stats.used_bytes);
+	for (int s = 0; s < 3; s++) {
+		assert_int_equal(a->seg[s].id, b->seg[s].id);
+		assert_int_equal(a->seg[s].free_bytes, b->seg[s].free_bytes);
+		assert_int_equal(a->seg[s].largest_free, b->seg[s].largest_free);
+		assert_string_equal(a->seg[s].endpoint, b->seg[s].endpoint);
+	}
+	for (int i = 0; i < NOBJ; i++) {
+		assert_int_equal(a->present[i], b->present[i]);
+		if (a->present[i])
+			assert_replicas_equal(&a->rep[i], &b->rep[i]);
+	}
+}
+
+static void populate(struct kvf_engine *e)
+{
+	char key[96];
+
+	assert_int_equal(mount(e, C1, 1, 256 * MIB), KVF_OK);
+	assert_int_equal(mount(e, C1, 2, 256 * MIB), KVF_OK);
+	assert_int_equal(mount(e, C2, 3, 256 * MIB), KVF_OK);
+	for (int i = 0; i < NOBJ; i++) {
+		key_n(key, sizeof(key), i);
+		assert_int_equal(put_complete(e, i % 2 ? C1 : C2, key,
+					      (uint64_t)(i % 5 + 1) * 64 * 1024,
+					      (uint32_t)(i % 3 == 0 ? 2 : 1)),
+				 KVF_OK);
+	}
+	/* Removals, a revoked and an unended put. */
+	for (int i = 0; i < NOBJ; i += 7) {
+		key_n(key, sizeof(key), i);
+		assert_int_equal(remove1(e, key, true), KVF_OK);
+	}
+	assert_int_equal(put1(e, C1, "unended", 32 * MIB, 1, NULL), KVF_OK);
+	assert_int_equal(put1(e, C1, "revoked", 32 * MIB, 1, NULL), KVF_OK);
+	assert_int_equal(revoke1(e, C1, "revoked"), KVF_OK);
+}
+
+static void test_recovery_equality(void **state)
+{
+	struct dfix *d = *state;
+	struct snapshot *before = malloc(sizeof(*before));
+	struct snapshot *after = malloc(sizeof(*after));
+	struct kvf_engine_stats st;
+
+	assert_int_equal(kvf_engine_open(&d->f.cfg, &d->f.e), KVF_OK);
+	populate(d->f.e);
+	/* The unended put is not durable: its 32 MiB come back. */
+	assert_int_equal(revoke1(d->f.e, C1, "unended"), KVF_OK);
+	take_snapshot(d->f.e, before);
+	assert_int_equal(put1(d->f.e, C1, "unended", 32 * MIB, 1, NULL),
+			 KVF_OK);
+	reopen(d);
+	st = stats_of(d->f.e);
+	assert_int_equal(st.recovered_objects, before->stats.objects);
+	assert_int_equal(st.processing, 0);
+	take_snapshot(d->f.e, after);
+	assert_same_state(before, after);
+	assert_int_equal(exist1(d->f.e, "unended"), KVF_ERR_OBJECT_NOT_FOUND);
+	/* Recovered objects are fully usable. */
+	assert_int_equal(put_complete(d->f.e, C1, "after-reopen", MIB, 1),
+			 KVF_OK);
+	reopen(d);
+	assert_int_equal(exist1(d->f.e, "after-reopen"), KVF_OK);
+	free(before);
+	free(after);
+}
+
+static void test_unmount_and_expiry_survive(void **state)
+{
+	struct dfix *d = *state;
+	struct snapshot *before = malloc(sizeof(*before));
+	struct snapshot *after = malloc(sizeof(*after));
+
+	assert_int_equal(kvf_engine_open(&d->f.cfg, &d->f.e), KVF_OK);
+	populate(d->f.e);
+	assert_int_equal(kvf_segment_unmount(d->f.e, C1, 1), KVF_OK);
+	test_clock_advance_ms(&d->f.clock, 11000);
+	assert_int_equal(kvf_client_heartbeat(d->f.e, C1), KVF_OK);
+	assert_int_equal(kvf_engine_tick(d->f.e), KVF_OK); /* C2 expires */
+	assert_int_equal(stats_of(d->f.e).segments, 1);
+	/* Unended puts are not durable; leave none to compare. */
+	revoke1(d->f.e, C1, "unended");
+	take_snapshot(d->f.e, before);
+	reopen(d);
+	take_snapshot(d->f.e, after);
+	assert_same_state(before, after);
+	free(before);
+	free(after);
+}
+
+static void test_strict_failure_is_invisible(void **state)
+{
+	struct dfix *d = *state;
+	struct kvf_key keys[2] = { key_of("s1"), key_of("s2") };
+	enum kvf_status st[2];
+
+	d->f.cfg.durability = KVF_DURABILITY_STRICT;
+	assert_int_equal(kvf_engine_open(&d->f.cfg, &d->f.e), KVF_OK);
+	assert_int_equal(mount(d->f.e, C1, 1, 64 * MIB), KVF_OK);
+	assert_int_equal(put_complete(d->f.e, C1, "old", MIB, 1), KVF_OK);
+	assert_int_equal(put1(d->f.e, C1, "s1", MIB, 1, NULL), KVF_OK);
+	assert_int_equal(put1(d->f.e, C1, "s2", MIB, 1, NULL), KVF_OK);
+	kvf__journal_inject_fault(d->f.e->journal, ENOSPC, 1);
+	assert_int_equal(kvf_batch_put_end(d->f.e, C1, keys, 2, st),
+			 KVF_ERR_PARTIAL);
+	assert_int_equal(st[0], KVF_ERR_JOURNAL_NO_SPACE);
+	assert_int_equal(st[1], KVF_ERR_JOURNAL_NO_SPACE);
+	assert_int_equal(exist1(d->f.e, "s1"), KVF_ERR_OBJECT_NOT_FOUND);
+	/* Reads go on; so does a remove that fails to journal. */
+	assert_int_equal(get1(d->f.e, "old", NULL), KVF_OK);
+	test_clock_advance_ms(&d->f.clock, 20000);
+	kvf__journal_inject_fault(d->f.e->journal, EIO, 1);
+	assert_int_equal(remove1(d->f.e, "old", false), KVF_ERR_IO);
+	assert_int_equal(exist1(d->f.e, "old"), KVF_OK);
+	/* Space is back: the same puts can end now. */
+	assert_int_equal(kvf_batch_put_end(d->f.e, C1, keys, 2, st), KVF_OK);
+	assert_int_equal(exist1(d->f.e, "s2"), KVF_OK);
+	reopen(d);
+	assert_int_equal(exist1(d->f.e, "s1"), KVF_OK);
+	assert_int_equal(exist1(d->f.e, "old"), KVF_OK);
+}
+
+static void test_refused_directories(void **state)
+{
+	struct dfix *d = *state;
+	struct kvf_engine *e2 = NULL;
+	uint32_t v = KVF__JOURNAL_FORMAT_VERSION + 1;
+	char path[600];
+	MDB_env *env;
+	MDB_txn *txn;
+	struct kvf__jdbs dbs;
+	MDB_val key = { strlen(KVF__META_VERSION), (void *)KVF__META_VERSION };
+	MDB_val val = { sizeof(v), &v };
+	int fd;
+
+	assert_int_equal(kvf_engine_open(&d->f.cfg, &d->f.e), KVF_OK);
+	assert_int_equal(mount(d->f.e, C1, 1, 64 * MIB), KVF_OK);
+	/* One engine per directory. */
+	assert_int_equal(kvf_engine_open(&d->f.cfg, &e2), KVF_ERR_BUSY);
+	kvf_engine_close(d->f.e);
+	d->f.e = NULL;
+	/* A directory from another format version. */
+	assert_int_equal(kvf__jenv_open(d->dir, 0, 0, &env), 0);
+	assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
+	assert_int_equal(kvf__jdbs_open(txn, &dbs, 0), 0);
+	assert_int_equal(mdb_put(txn, dbs.meta, &key, &val, 0), 0);
+	assert_int_equal(mdb_txn_commit(txn), 0);
+	mdb_env_close(env);
+	assert_int_equal(kvf_engine_open(&d->f.cfg, &e2),
+			 KVF_ERR_JOURNAL_VERSION);
+	/* Not a journal at all. */
+	snprintf(path, sizeof(path), "%s/data.mdb", d->dir);
+	fd = open(path, O_WRONLY | O_TRUNC);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "definitely not lmdb", 19), 19);
+	close(fd);
+	assert_int_equal(kvf_engine_open(&d->f.cfg, &e2),
+			 KVF_ERR_JOURNAL_CORRUPT);
+	assert_null(e2);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_recovery_equality, dsetup,
+						dteardown),
+		cmocka_unit_test_setup_teardown(test_unmount_and_expiry_survive,
+						dsetup, dteardown),
+		cmocka_unit_test_setup_teardown(test_strict_failure_is_invisible,
+						dsetup, dteardown),
+		cmocka_unit_test_setup_teardown(test_refused_directories,
+						dsetup, dteardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
