@@ -33,9 +33,10 @@
  *      "is the key present?" check and the claim of a slot for it are one
  *      atomic step with respect to any other writer of that key.
  *  I4. The published table (->table) changes only while the resizer holds
- *      the resize mutex and every stripe lock; so a writer that holds a
- *      stripe lock and has re-read ->table works on the current table,
- *      and a table that is no longer current is frozen: nothing writes it.
+ *      the resize mutex and every stripe is frozen (a flag set under the
+ *      stripe's lock); so a writer that holds a stripe lock, found it not
+ *      frozen and has re-read ->table works on the current table, and a
+ *      table that is no longer current is frozen: nothing writes it.
  *
  * Memory ordering
  *  - Slots and displaced words are only accessed with __atomic builtins.
@@ -68,13 +69,17 @@
  * within MAX_DISPLACEMENT buckets; it is rebuilt at the same size when
  * churn has raised "displaced" words too often (they never shrink in place,
  * and stale ranges make misses probe more). The resizer takes the resize
- * mutex, then every stripe in order, builds the new table privately,
- * publishes it and hands the old one to call_rcu. Lock order: resize
- * mutex, then stripes ascending; a writer holds at most one stripe and
- * never takes the resize mutex with it. Nothing here waits for a grace
- * period, so all of it is legal inside a read-side section. Writers stall
- * for the duration of a rebuild (O(n), tens of ms at 1M records); readers
- * never do. The table never shrinks.
+ * mutex, freezes every stripe (lock, set ->frozen, unlock: once all are
+ * frozen no writer is inside the table), builds the new table privately,
+ * publishes it, hands the old one to call_rcu and thaws the stripes. A
+ * writer that finds its stripe frozen drops it and waits on the resize
+ * mutex. Freezing one stripe at a time instead of holding all 256 locks
+ * keeps every thread at two locks at most (ThreadSanitizer's deadlock
+ * detector aborts beyond 64 held locks). Lock order: resize mutex, then
+ * one stripe; a writer never takes the resize mutex with a stripe held.
+ * Nothing here waits for a grace period, so all of it is legal inside a
+ * read-side section. Writers stall for the duration of a rebuild (O(n),
+ * tens of ms at 1M records); readers never do. The table never shrinks.
  *
  * Batch lookup pipeline (per chunk of LOOKUP_CHUNK keys)
  *   1. home buckets of every key (hashes are given), then one burst of
@@ -143,6 +148,7 @@ struct bucket_table {
 
 struct stripe {
 	pthread_mutex_t lock;
+	bool frozen; /* a resize is copying the table; under ->lock */
 } __attribute__((aligned(64)));
 
 struct bucket_index {
@@ -407,9 +413,14 @@ static struct bucket_table *table_rebuild(struct bucket_table *old,
 
 /* ---- locking ------------------------------------------------------------ */
 
-static pthread_mutex_t *stripe_of(struct bucket_index *bi, uint64_t hash)
+static struct stripe *stripe_of(struct bucket_index *bi, uint64_t hash)
 {
-	return &bi->stripes[(hash >> 20) % NR_STRIPES].lock;
+	return &bi->stripes[(hash >> 20) % NR_STRIPES];
+}
+
+static void unlock_stripe(struct bucket_index *bi, uint64_t hash)
+{
+	pthread_mutex_unlock(&stripe_of(bi, hash)->lock);
 }
 
 static inline struct bucket_table *table_load(struct bucket_index *bi)
@@ -420,29 +431,33 @@ static inline struct bucket_table *table_load(struct bucket_index *bi)
 /* Lock @hash's stripe and return the current table, stable until unlock. */
 static struct bucket_table *lock_table(struct bucket_index *bi, uint64_t hash)
 {
-	pthread_mutex_t *lock = stripe_of(bi, hash);
+	struct stripe *s = stripe_of(bi, hash);
 
 	for (;;) {
 		struct bucket_table *t = table_load(bi);
+		bool frozen;
 
-		pthread_mutex_lock(lock);
-		if (t == table_load(bi))
+		pthread_mutex_lock(&s->lock);
+		frozen = s->frozen;
+		if (!frozen && t == table_load(bi))
 			return t;
-		/* A resize published a new table while we waited (I4). */
-		pthread_mutex_unlock(lock);
+		/* A resize is running, or published while we waited (I4). */
+		pthread_mutex_unlock(&s->lock);
+		if (frozen) {
+			pthread_mutex_lock(&bi->resize_lock);
+			pthread_mutex_unlock(&bi->resize_lock);
+		}
 	}
 }
 
-static void lock_all_stripes(struct bucket_index *bi)
+/* Freeze or thaw every stripe; returns once no writer is inside one. */
+static void set_frozen(struct bucket_index *bi, bool frozen)
 {
-	for (int i = 0; i < NR_STRIPES; i++)
+	for (int i = 0; i < NR_STRIPES; i++) {
 		pthread_mutex_lock(&bi->stripes[i].lock);
-}
-
-static void unlock_all_stripes(struct bucket_index *bi)
-{
-	for (int i = NR_STRIPES - 1; i >= 0; i--)
+		bi->stripes[i].frozen = frozen;
 		pthread_mutex_unlock(&bi->stripes[i].lock);
+	}
 }
 
 /*
@@ -460,16 +475,16 @@ static int table_resize(struct bucket_index *bi, struct bucket_table *old,
 	pthread_mutex_lock(&bi->resize_lock);
 	if (table_load(bi) != old)
 		goto out_resize;
-	lock_all_stripes(bi);
+	set_frozen(bi, true);
 	t = table_rebuild(old, bits);
 	if (!t) {
 		ret = KVF_ERR_NO_MEMORY;
-		goto out_stripes;
+		goto out_thaw;
 	}
 	__atomic_store_n(&bi->table, t, __ATOMIC_RELEASE);
 	kvf__rcu_call(&old->rcu, table_free_rcu);
-out_stripes:
-	unlock_all_stripes(bi);
+out_thaw:
+	set_frozen(bi, false);
 out_resize:
 	pthread_mutex_unlock(&bi->resize_lock);
 	return ret;
@@ -618,12 +633,12 @@ static struct kvf__object *bucket_insert_unique(struct kvf__index *idx,
 		t = lock_table(bi, o->hash);
 		found = range_find(t, home_of(t, o->hash), 0, o->hash, &key);
 		if (found) {
-			pthread_mutex_unlock(stripe_of(bi, o->hash));
+			unlock_stripe(bi, o->hash);
 			kvf__tsan_acquire(found);
 			return found;
 		}
 		placed = table_place(t, o->hash, entry, limit);
-		pthread_mutex_unlock(stripe_of(bi, o->hash));
+		unlock_stripe(bi, o->hash);
 		if (placed)
 			break;
 		if (limit == UINT64_MAX)
@@ -653,7 +668,7 @@ static int bucket_replace(struct kvf__index *idx, struct kvf__object *old,
 	slot = slot_of(t, old);
 	if (slot)
 		__atomic_store_n(slot, entry, __ATOMIC_RELEASE);
-	pthread_mutex_unlock(stripe_of(bi, old->hash));
+	unlock_stripe(bi, old->hash);
 	return slot ? KVF_OK : KVF_ERR_OBJECT_NOT_FOUND;
 }
 
@@ -667,7 +682,7 @@ static int bucket_remove(struct kvf__index *idx, struct kvf__object *o)
 	slot = slot_of(t, o);
 	if (slot)
 		__atomic_store_n(slot, 0, __ATOMIC_RELEASE);
-	pthread_mutex_unlock(stripe_of(bi, o->hash));
+	unlock_stripe(bi, o->hash);
 	if (!slot)
 		return KVF_ERR_OBJECT_NOT_FOUND;
 	__atomic_fetch_sub(&bi->count, 1, __ATOMIC_RELAXED);
