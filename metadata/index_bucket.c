@@ -127,20 +127,21 @@
 /* Neighbour buckets prefetched per displaced key in the second pass. */
 #define PREFETCH_NEIGHBOURS 4
 /* Record bytes before the key when the record has one replica. */
-#define KEY_OFFSET_GUESS (sizeof(struct kvf__object) + sizeof(struct kvf__replica))
+#define KEY_OFFSET_GUESS                                                       \
+	(sizeof(struct kvf__object) + sizeof(struct kvf__replica))
 
 struct bucket {
 	uint64_t slot[SLOTS_PER_BUCKET]; /* tag << 48 | pointer; atomic */
-	uint64_t displaced;              /* see I1; atomic */
+	uint64_t displaced;		 /* see I1; atomic */
 };
 
 _Static_assert(sizeof(struct bucket) == 64, "a bucket is one cache line");
 
 struct bucket_table {
 	struct rcu_head rcu;
-	uint64_t mask;    /* buckets - 1 */
-	unsigned bits;    /* log2(buckets) */
-	unsigned shift;   /* 64 - bits */
+	uint64_t mask;	  /* buckets - 1 */
+	unsigned bits;	  /* log2(buckets) */
+	unsigned shift;	  /* 64 - bits */
 	uint64_t grow_at; /* grow when the index holds more records */
 	uint64_t raises;  /* displaced raises since built; atomic */
 	struct bucket b[] __attribute__((aligned(64)));
@@ -154,7 +155,7 @@ struct stripe {
 struct bucket_index {
 	struct kvf__index base;
 	struct bucket_table *table; /* RCU-published, see I4 */
-	uint64_t count;             /* atomic */
+	uint64_t count;		    /* atomic */
 	pthread_mutex_t resize_lock;
 	struct stripe stripes[NR_STRIPES];
 };
@@ -199,7 +200,8 @@ static uint64_t slot_make(struct kvf__object *o)
 
 	/* User-space pointers fit in 48 bits on x86-64 and arm64. */
 	if (p & ~(uintptr_t)PTR_MASK)
-		kvf__die("record pointer %p does not fit in 48 bits", (void *)o);
+		kvf__die("record pointer %p does not fit in 48 bits",
+			 (void *)o);
 	return tag_of(o->hash) << TAG_SHIFT | p;
 }
 
@@ -242,8 +244,8 @@ static struct kvf__object *range_find(struct bucket_table *t, uint64_t home,
 	uint64_t tag = tag_of(hash);
 
 	for (uint64_t d = first; d <= last && d <= t->mask; d++) {
-		struct kvf__object *o = bucket_find(bucket_at(t, home + d),
-						    tag, key);
+		struct kvf__object *o =
+			bucket_find(bucket_at(t, home + d), tag, key);
 		if (o)
 			return o;
 	}
@@ -364,10 +366,9 @@ static bool table_place(struct bucket_table *t, uint64_t hash, uint64_t entry,
 			if (__atomic_load_n(&b->slot[i], __ATOMIC_RELAXED))
 				continue;
 			raise_displaced(t, home, d);
-			if (__atomic_compare_exchange_n(&b->slot[i], &expect,
-							entry, false,
-							__ATOMIC_RELEASE,
-							__ATOMIC_RELAXED))
+			if (__atomic_compare_exchange_n(
+				    &b->slot[i], &expect, entry, false,
+				    __ATOMIC_RELEASE, __ATOMIC_RELAXED))
 				return true;
 		}
 	}
@@ -391,19 +392,19 @@ static struct bucket_table *table_rebuild(struct bucket_table *old,
 
 		if (i + 2 <= old->mask)
 			for (int j = 0; j < SLOTS_PER_BUCKET; j++) {
-				uint64_t s = __atomic_load_n(
-					&old->b[i + 2].slot[j],
-					__ATOMIC_RELAXED);
+				uint64_t s =
+					__atomic_load_n(&old->b[i + 2].slot[j],
+							__ATOMIC_RELAXED);
 
 				if (s)
 					__builtin_prefetch(slot_object(s));
 			}
 		for (int j = 0; j < SLOTS_PER_BUCKET; j++) {
-			uint64_t s = __atomic_load_n(&b->slot[j],
-						     __ATOMIC_RELAXED);
+			uint64_t s =
+				__atomic_load_n(&b->slot[j], __ATOMIC_RELAXED);
 
-			if (s && !table_place(t, slot_object(s)->hash, s,
-					      t->mask))
+			if (s &&
+			    !table_place(t, slot_object(s)->hash, s, t->mask))
 				kvf__die("rebuilt index table overflowed");
 		}
 	}
@@ -545,8 +546,7 @@ static void bucket_destroy(struct kvf__index *idx)
 /* Second pass: keys missing from their home bucket that has neighbours. */
 static void lookup_displaced(struct bucket_table *t, size_t nr,
 			     const uint32_t *which, const uint64_t *home,
-			     const uint64_t *hashes,
-			     const struct kvf_key *keys,
+			     const uint64_t *hashes, const struct kvf_key *keys,
 			     struct kvf__object **out)
 {
 	for (size_t j = 0; j < nr; j++) {
@@ -620,7 +620,7 @@ static struct kvf__object *bucket_insert_unique(struct kvf__index *idx,
 						struct kvf__object *o)
 {
 	struct bucket_index *bi = bucket_index_of(idx);
-	const struct kvf_key key = { kvf__object_key(o), o->key_len };
+	const struct kvf_key key = {kvf__object_key(o), o->key_len};
 	uint64_t entry = slot_make(o);
 	uint64_t limit = MAX_DISPLACEMENT;
 	struct bucket_table *t;
