@@ -33,9 +33,10 @@
  *      "is the key present?" check and the claim of a slot for it are one
  *      atomic step with respect to any other writer of that key.
  *  I4. The published table (->table) changes only while the resizer holds
- *      the resize mutex and every stripe lock; so a writer that holds a
- *      stripe lock and has re-read ->table works on the current table,
- *      and a table that is no longer current is frozen: nothing writes it.
+ *      the resize mutex and every stripe is frozen (a flag set under the
+ *      stripe's lock); so a writer that holds a stripe lock, found it not
+ *      frozen and has re-read ->table works on the current table, and a
+ *      table that is no longer current is frozen: nothing writes it.
  *
  * Memory ordering
  *  - Slots and displaced words are only accessed with __atomic builtins.
@@ -68,13 +69,17 @@
  * within MAX_DISPLACEMENT buckets; it is rebuilt at the same size when
  * churn has raised "displaced" words too often (they never shrink in place,
  * and stale ranges make misses probe more). The resizer takes the resize
- * mutex, then every stripe in order, builds the new table privately,
- * publishes it and hands the old one to call_rcu. Lock order: resize
- * mutex, then stripes ascending; a writer holds at most one stripe and
- * never takes the resize mutex with it. Nothing here waits for a grace
- * period, so all of it is legal inside a read-side section. Writers stall
- * for the duration of a rebuild (O(n), tens of ms at 1M records); readers
- * never do. The table never shrinks.
+ * mutex, freezes every stripe (lock, set ->frozen, unlock: once all are
+ * frozen no writer is inside the table), builds the new table privately,
+ * publishes it, hands the old one to call_rcu and thaws the stripes. A
+ * writer that finds its stripe frozen drops it and waits on the resize
+ * mutex. Freezing one stripe at a time instead of holding all 256 locks
+ * keeps every thread at two locks at most (ThreadSanitizer's deadlock
+ * detector aborts beyond 64 held locks). Lock order: resize mutex, then
+ * one stripe; a writer never takes the resize mutex with a stripe held.
+ * Nothing here waits for a grace period, so all of it is legal inside a
+ * read-side section. Writers stall for the duration of a rebuild (O(n),
+ * tens of ms at 1M records); readers never do. The table never shrinks.
  *
  * Batch lookup pipeline (per chunk of LOOKUP_CHUNK keys)
  *   1. home buckets of every key (hashes are given), then one burst of
@@ -122,20 +127,21 @@
 /* Neighbour buckets prefetched per displaced key in the second pass. */
 #define PREFETCH_NEIGHBOURS 4
 /* Record bytes before the key when the record has one replica. */
-#define KEY_OFFSET_GUESS (sizeof(struct kvf__object) + sizeof(struct kvf__replica))
+#define KEY_OFFSET_GUESS                                                       \
+	(sizeof(struct kvf__object) + sizeof(struct kvf__replica))
 
 struct bucket {
 	uint64_t slot[SLOTS_PER_BUCKET]; /* tag << 48 | pointer; atomic */
-	uint64_t displaced;              /* see I1; atomic */
+	uint64_t displaced;		 /* see I1; atomic */
 };
 
 _Static_assert(sizeof(struct bucket) == 64, "a bucket is one cache line");
 
 struct bucket_table {
 	struct rcu_head rcu;
-	uint64_t mask;    /* buckets - 1 */
-	unsigned bits;    /* log2(buckets) */
-	unsigned shift;   /* 64 - bits */
+	uint64_t mask;	  /* buckets - 1 */
+	unsigned bits;	  /* log2(buckets) */
+	unsigned shift;	  /* 64 - bits */
 	uint64_t grow_at; /* grow when the index holds more records */
 	uint64_t raises;  /* displaced raises since built; atomic */
 	struct bucket b[] __attribute__((aligned(64)));
@@ -143,12 +149,13 @@ struct bucket_table {
 
 struct stripe {
 	pthread_mutex_t lock;
+	bool frozen; /* a resize is copying the table; under ->lock */
 } __attribute__((aligned(64)));
 
 struct bucket_index {
 	struct kvf__index base;
 	struct bucket_table *table; /* RCU-published, see I4 */
-	uint64_t count;             /* atomic */
+	uint64_t count;		    /* atomic */
 	pthread_mutex_t resize_lock;
 	struct stripe stripes[NR_STRIPES];
 };
@@ -193,7 +200,8 @@ static uint64_t slot_make(struct kvf__object *o)
 
 	/* User-space pointers fit in 48 bits on x86-64 and arm64. */
 	if (p & ~(uintptr_t)PTR_MASK)
-		kvf__die("record pointer %p does not fit in 48 bits", (void *)o);
+		kvf__die("record pointer %p does not fit in 48 bits",
+			 (void *)o);
 	return tag_of(o->hash) << TAG_SHIFT | p;
 }
 
@@ -236,8 +244,8 @@ static struct kvf__object *range_find(struct bucket_table *t, uint64_t home,
 	uint64_t tag = tag_of(hash);
 
 	for (uint64_t d = first; d <= last && d <= t->mask; d++) {
-		struct kvf__object *o = bucket_find(bucket_at(t, home + d),
-						    tag, key);
+		struct kvf__object *o =
+			bucket_find(bucket_at(t, home + d), tag, key);
 		if (o)
 			return o;
 	}
@@ -358,10 +366,9 @@ static bool table_place(struct bucket_table *t, uint64_t hash, uint64_t entry,
 			if (__atomic_load_n(&b->slot[i], __ATOMIC_RELAXED))
 				continue;
 			raise_displaced(t, home, d);
-			if (__atomic_compare_exchange_n(&b->slot[i], &expect,
-							entry, false,
-							__ATOMIC_RELEASE,
-							__ATOMIC_RELAXED))
+			if (__atomic_compare_exchange_n(
+				    &b->slot[i], &expect, entry, false,
+				    __ATOMIC_RELEASE, __ATOMIC_RELAXED))
 				return true;
 		}
 	}
@@ -385,19 +392,19 @@ static struct bucket_table *table_rebuild(struct bucket_table *old,
 
 		if (i + 2 <= old->mask)
 			for (int j = 0; j < SLOTS_PER_BUCKET; j++) {
-				uint64_t s = __atomic_load_n(
-					&old->b[i + 2].slot[j],
-					__ATOMIC_RELAXED);
+				uint64_t s =
+					__atomic_load_n(&old->b[i + 2].slot[j],
+							__ATOMIC_RELAXED);
 
 				if (s)
 					__builtin_prefetch(slot_object(s));
 			}
 		for (int j = 0; j < SLOTS_PER_BUCKET; j++) {
-			uint64_t s = __atomic_load_n(&b->slot[j],
-						     __ATOMIC_RELAXED);
+			uint64_t s =
+				__atomic_load_n(&b->slot[j], __ATOMIC_RELAXED);
 
-			if (s && !table_place(t, slot_object(s)->hash, s,
-					      t->mask))
+			if (s &&
+			    !table_place(t, slot_object(s)->hash, s, t->mask))
 				kvf__die("rebuilt index table overflowed");
 		}
 	}
@@ -407,9 +414,14 @@ static struct bucket_table *table_rebuild(struct bucket_table *old,
 
 /* ---- locking ------------------------------------------------------------ */
 
-static pthread_mutex_t *stripe_of(struct bucket_index *bi, uint64_t hash)
+static struct stripe *stripe_of(struct bucket_index *bi, uint64_t hash)
 {
-	return &bi->stripes[(hash >> 20) % NR_STRIPES].lock;
+	return &bi->stripes[(hash >> 20) % NR_STRIPES];
+}
+
+static void unlock_stripe(struct bucket_index *bi, uint64_t hash)
+{
+	pthread_mutex_unlock(&stripe_of(bi, hash)->lock);
 }
 
 static inline struct bucket_table *table_load(struct bucket_index *bi)
@@ -420,29 +432,33 @@ static inline struct bucket_table *table_load(struct bucket_index *bi)
 /* Lock @hash's stripe and return the current table, stable until unlock. */
 static struct bucket_table *lock_table(struct bucket_index *bi, uint64_t hash)
 {
-	pthread_mutex_t *lock = stripe_of(bi, hash);
+	struct stripe *s = stripe_of(bi, hash);
 
 	for (;;) {
 		struct bucket_table *t = table_load(bi);
+		bool frozen;
 
-		pthread_mutex_lock(lock);
-		if (t == table_load(bi))
+		pthread_mutex_lock(&s->lock);
+		frozen = s->frozen;
+		if (!frozen && t == table_load(bi))
 			return t;
-		/* A resize published a new table while we waited (I4). */
-		pthread_mutex_unlock(lock);
+		/* A resize is running, or published while we waited (I4). */
+		pthread_mutex_unlock(&s->lock);
+		if (frozen) {
+			pthread_mutex_lock(&bi->resize_lock);
+			pthread_mutex_unlock(&bi->resize_lock);
+		}
 	}
 }
 
-static void lock_all_stripes(struct bucket_index *bi)
+/* Freeze or thaw every stripe; returns once no writer is inside one. */
+static void set_frozen(struct bucket_index *bi, bool frozen)
 {
-	for (int i = 0; i < NR_STRIPES; i++)
+	for (int i = 0; i < NR_STRIPES; i++) {
 		pthread_mutex_lock(&bi->stripes[i].lock);
-}
-
-static void unlock_all_stripes(struct bucket_index *bi)
-{
-	for (int i = NR_STRIPES - 1; i >= 0; i--)
+		bi->stripes[i].frozen = frozen;
 		pthread_mutex_unlock(&bi->stripes[i].lock);
+	}
 }
 
 /*
@@ -460,16 +476,16 @@ static int table_resize(struct bucket_index *bi, struct bucket_table *old,
 	pthread_mutex_lock(&bi->resize_lock);
 	if (table_load(bi) != old)
 		goto out_resize;
-	lock_all_stripes(bi);
+	set_frozen(bi, true);
 	t = table_rebuild(old, bits);
 	if (!t) {
 		ret = KVF_ERR_NO_MEMORY;
-		goto out_stripes;
+		goto out_thaw;
 	}
 	__atomic_store_n(&bi->table, t, __ATOMIC_RELEASE);
 	kvf__rcu_call(&old->rcu, table_free_rcu);
-out_stripes:
-	unlock_all_stripes(bi);
+out_thaw:
+	set_frozen(bi, false);
 out_resize:
 	pthread_mutex_unlock(&bi->resize_lock);
 	return ret;
@@ -530,8 +546,7 @@ static void bucket_destroy(struct kvf__index *idx)
 /* Second pass: keys missing from their home bucket that has neighbours. */
 static void lookup_displaced(struct bucket_table *t, size_t nr,
 			     const uint32_t *which, const uint64_t *home,
-			     const uint64_t *hashes,
-			     const struct kvf_key *keys,
+			     const uint64_t *hashes, const struct kvf_key *keys,
 			     struct kvf__object **out)
 {
 	for (size_t j = 0; j < nr; j++) {
@@ -605,7 +620,7 @@ static struct kvf__object *bucket_insert_unique(struct kvf__index *idx,
 						struct kvf__object *o)
 {
 	struct bucket_index *bi = bucket_index_of(idx);
-	const struct kvf_key key = { kvf__object_key(o), o->key_len };
+	const struct kvf_key key = {kvf__object_key(o), o->key_len};
 	uint64_t entry = slot_make(o);
 	uint64_t limit = MAX_DISPLACEMENT;
 	struct bucket_table *t;
@@ -618,12 +633,12 @@ static struct kvf__object *bucket_insert_unique(struct kvf__index *idx,
 		t = lock_table(bi, o->hash);
 		found = range_find(t, home_of(t, o->hash), 0, o->hash, &key);
 		if (found) {
-			pthread_mutex_unlock(stripe_of(bi, o->hash));
+			unlock_stripe(bi, o->hash);
 			kvf__tsan_acquire(found);
 			return found;
 		}
 		placed = table_place(t, o->hash, entry, limit);
-		pthread_mutex_unlock(stripe_of(bi, o->hash));
+		unlock_stripe(bi, o->hash);
 		if (placed)
 			break;
 		if (limit == UINT64_MAX)
@@ -653,7 +668,7 @@ static int bucket_replace(struct kvf__index *idx, struct kvf__object *old,
 	slot = slot_of(t, old);
 	if (slot)
 		__atomic_store_n(slot, entry, __ATOMIC_RELEASE);
-	pthread_mutex_unlock(stripe_of(bi, old->hash));
+	unlock_stripe(bi, old->hash);
 	return slot ? KVF_OK : KVF_ERR_OBJECT_NOT_FOUND;
 }
 
@@ -667,7 +682,7 @@ static int bucket_remove(struct kvf__index *idx, struct kvf__object *o)
 	slot = slot_of(t, o);
 	if (slot)
 		__atomic_store_n(slot, 0, __ATOMIC_RELEASE);
-	pthread_mutex_unlock(stripe_of(bi, o->hash));
+	unlock_stripe(bi, o->hash);
 	if (!slot)
 		return KVF_ERR_OBJECT_NOT_FOUND;
 	__atomic_fetch_sub(&bi->count, 1, __ATOMIC_RELAXED);

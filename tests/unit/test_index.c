@@ -28,8 +28,8 @@
 #include "metadata/hash.h"
 #include "metadata/index.h"
 
-#define NR_KEYS 3000     /* ids [0, NR_KEYS) may be inserted */
-#define NR_MISS NR_KEYS  /* ids [NR_KEYS, 2 * NR_KEYS) never are */
+#define NR_KEYS 3000	/* ids [0, NR_KEYS) may be inserted */
+#define NR_MISS NR_KEYS /* ids [NR_KEYS, 2 * NR_KEYS) never are */
 #define MAX_KEY 96
 #define MAX_BATCH 300
 
@@ -78,8 +78,8 @@ static void make_keys(void)
 
 static struct kvf__object *record_new(unsigned id)
 {
-	struct kvf__object *o = kvf__object_new(keys[id].data, keys[id].len,
-						keys[id].hash, 1);
+	struct kvf__object *o =
+		kvf__object_new(keys[id].data, keys[id].len, keys[id].hash, 1);
 
 	assert_non_null(o);
 	o->client_id = id; /* the tests' own tag: which key this is */
@@ -88,7 +88,7 @@ static struct kvf__object *record_new(unsigned id)
 
 static struct kvf__object *lookup_one(struct kvf__index *idx, unsigned id)
 {
-	struct kvf_key k = { keys[id].data, keys[id].len };
+	struct kvf_key k = {keys[id].data, keys[id].len};
 	struct kvf__object *o = (void *)1;
 
 	kvf__index_lookup_batch(idx, 1, &keys[id].hash, &k, &o);
@@ -235,13 +235,13 @@ static void model_lookup(struct model *m)
 
 	for (size_t i = 0; i < n; i++) {
 		ids[i] = (unsigned)(rng() % (NR_KEYS + NR_MISS / 4));
-		k[i] = (struct kvf_key){ keys[ids[i]].data, keys[ids[i]].len };
+		k[i] = (struct kvf_key){keys[ids[i]].data, keys[ids[i]].len};
 		h[i] = keys[ids[i]].hash;
 	}
 	kvf__index_lookup_batch(m->idx, n, h, k, out);
 	for (size_t i = 0; i < n; i++)
-		assert_ptr_equal(out[i], ids[i] < NR_KEYS ? m->ref[ids[i]] :
-							    NULL);
+		assert_ptr_equal(out[i],
+				 ids[i] < NR_KEYS ? m->ref[ids[i]] : NULL);
 }
 
 static void mark_visit(struct kvf__object *o, void *arg)
@@ -316,8 +316,8 @@ static void visit_and_grow(struct kvf__object *o, void *arg)
 
 	w->visits[o->client_id]++;
 	for (int i = 0; i < 8 && w->next_new < NR_KEYS; i++)
-		assert_null(kvf__index_insert_unique(w->idx,
-						     record_new(w->next_new++)));
+		assert_null(kvf__index_insert_unique(
+			w->idx, record_new(w->next_new++)));
 }
 
 static void test_foreach_grows(void **state)
@@ -402,7 +402,7 @@ static void test_large_batch(void **state)
 		assert_null(kvf__index_insert_unique(idx, rec[id]));
 	}
 	for (unsigned id = 0; id < NR_KEYS + NR_MISS; id++) {
-		k[id] = (struct kvf_key){ keys[id].data, keys[id].len };
+		k[id] = (struct kvf_key){keys[id].data, keys[id].len};
 		h[id] = keys[id].hash;
 	}
 	kvf__index_lookup_batch(idx, NR_KEYS + NR_MISS, h, k, out);
@@ -414,10 +414,11 @@ static void test_large_batch(void **state)
 
 #define INDEX_TESTS(ops)                                                       \
 	cmocka_unit_test_prestate(test_basic, (void *)&(ops)),                 \
-	cmocka_unit_test_prestate(test_random_model, (void *)&(ops)),          \
-	cmocka_unit_test_prestate(test_foreach_grows, (void *)&(ops)),         \
-	cmocka_unit_test_prestate(test_foreach_replaces, (void *)&(ops)),      \
-	cmocka_unit_test_prestate(test_large_batch, (void *)&(ops))
+		cmocka_unit_test_prestate(test_random_model, (void *)&(ops)),  \
+		cmocka_unit_test_prestate(test_foreach_grows, (void *)&(ops)), \
+		cmocka_unit_test_prestate(test_foreach_replaces,               \
+					  (void *)&(ops)),                     \
+		cmocka_unit_test_prestate(test_large_batch, (void *)&(ops))
 
 int main(void)
 {
