@@ -60,7 +60,8 @@ def fold_perf_script(lines):
             sym, dso = m.group(1), m.group(2)
         sym = re.sub(r"\+0x[0-9a-f]+$", "", sym)
         if sym in ("[unknown]", ""):
-            sym = "[%s]" % (dso.rsplit("/", 1)[-1] or "unknown")
+            base = dso.rsplit("/", 1)[-1] or "unknown"
+            sym = base if base.startswith("[") else "[%s]" % base
         frames.append(sym.replace(";", ":"))
     flush()
     return stacks
