@@ -74,7 +74,7 @@ static int make_keys(struct ctx *c)
 			 (unsigned long long)mix(i * 4 + 2),
 			 (unsigned long long)mix(i * 4 + 3));
 		memcpy(k, tmp, KEY_LEN);
-		c->keys[i] = (struct kvf_key){ k, KEY_LEN };
+		c->keys[i] = (struct kvf_key){k, KEY_LEN};
 	}
 	for (unsigned i = 0; i < c->batch; i++)
 		c->sizes[i] = 1u << 20;
@@ -95,7 +95,9 @@ static int open_engine(struct ctx *c)
 	for (uint64_t i = 0; i < 16 && !ret; i++) {
 		char name[32];
 		struct kvf_segment_desc d = {
-			.id = i + 1, .name = name, .base = (i + 1) << 50,
+			.id = i + 1,
+			.name = name,
+			.base = (i + 1) << 50,
 			.size = (c->objects + (uint64_t)c->batch * 4) << 17,
 			.endpoint = "10.0.0.1:1",
 		};
@@ -108,7 +110,7 @@ static int open_engine(struct ctx *c)
 
 static int put(struct ctx *c, const struct kvf_key *keys)
 {
-	struct kvf_put_config pc = { .replica_num = 1 };
+	struct kvf_put_config pc = {.replica_num = 1};
 	int ret = kvf_batch_put_start(c->e, 1, keys, c->sizes, c->batch, &pc,
 				      c->out, c->st);
 
@@ -127,8 +129,7 @@ static int fill(struct ctx *c)
 }
 
 enum op { OP_GET, OP_EXIST, OP_CHURN, OP_NR };
-static const char *const op_names[OP_NR] = { "get", "exist",
-					     "put+end+remove" };
+static const char *const op_names[OP_NR] = {"get", "exist", "put+end+remove"};
 
 /* Random keys of existing objects, gathered per batch. */
 static void pick(struct ctx *c, struct kvf_key *dst)
@@ -198,8 +199,11 @@ static void usage(void)
 
 int main(int argc, char **argv)
 {
-	struct ctx c = { .objects = 200000, .batch = 128, .rounds = 10,
-			 .batches = 500, .rng = 42 };
+	struct ctx c = {.objects = 200000,
+			.batch = 128,
+			.rounds = 10,
+			.batches = 500,
+			.rng = 42};
 	struct kvf_profiler *p;
 	struct kvf_key *scratch;
 	unsigned every = 0;

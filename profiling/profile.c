@@ -81,7 +81,7 @@ struct kvf__tctx {
 	struct kvf__slot slot[KVF__OP_COUNT][KVF__ROWS];
 	struct kvf__tctx *next; /* profiler's list, under its mu */
 	int fds[KVF__PROF_MAX_COUNTERS];
-	int leader;		/* -1: no counters on this thread */
+	int leader; /* -1: no counters on this thread */
 	uint64_t bias[KVF__PROF_MAX_COUNTERS]; /* what one read counts */
 	/* Sampling state, owner thread only. */
 	uint64_t batches;
@@ -117,9 +117,8 @@ static const char *const stage_names[] = {
 #undef KVF__X
 };
 
-static const char *const tier_names[KVF__TIER_COUNT] = {
-	"hardware", "software", "clock"
-};
+static const char *const tier_names[KVF__TIER_COUNT] = {"hardware", "software",
+							"clock"};
 
 /* ---- registry and thread-local contexts ---- */
 
@@ -600,8 +599,7 @@ void kvf_profile_reset(struct kvf_profiler *p)
 }
 
 static void cell_from_slot(struct kvf_profile_cell *c,
-			   const struct kvf__slot *s,
-			   const struct kvf__slot *b)
+			   const struct kvf__slot *s, const struct kvf__slot *b)
 {
 	c->calls = s->calls - b->calls;
 	c->keys = s->keys - b->keys;

@@ -74,7 +74,7 @@ struct kvf__prof_span {
 	uint32_t op;
 	uint32_t keys;
 	bool on;
-	bool sampled;   /* counters are read at every mark of this batch */
+	bool sampled; /* counters are read at every mark of this batch */
 	uint64_t t_begin;
 	uint64_t t_last;
 	uint64_t t_acc; /* ticks charged to stages so far */

@@ -197,8 +197,8 @@ err_usage:
 static char *run_once(const struct cmp *c, const struct cmp_variant *v,
 		      size_t *len)
 {
-	char **argv = calloc((size_t)(c->ncommon + v->nargs + 3),
-			     sizeof(char *));
+	char **argv =
+		calloc((size_t)(c->ncommon + v->nargs + 3), sizeof(char *));
 	int fd[2], n = 0, status;
 	size_t cap = 1 << 16, used = 0;
 	char *out = malloc(cap);
@@ -273,8 +273,7 @@ struct collect {
 	unsigned round;
 };
 
-static struct cmp_metric *metric_find(struct cmp *c, const char *name,
-				      bool add)
+static struct cmp_metric *metric_find(struct cmp *c, const char *name, bool add)
 {
 	struct cmp_metric *m;
 
@@ -325,7 +324,7 @@ static int run_rounds(struct cmp *c)
 		for (int k = 0; k < 2; k++) {
 			/* ABBA: even rounds A then B, odd rounds B then A. */
 			int var = (r % 2 == 0) ? k : 1 - k;
-			struct collect col = { c, var, r };
+			struct collect col = {c, var, r};
 			size_t len, off = 0;
 			char *out = run_once(c, &c->var[var], &len);
 			int ret;
@@ -532,8 +531,8 @@ void bench_latency_dump_to(const char *path)
  */
 void bench_latency_dump(const char *op, const double *sorted_us, size_t n)
 {
-	const char *path = latency_path ? latency_path
-					: getenv("KVF_BENCH_LATENCY_DUMP");
+	const char *path =
+		latency_path ? latency_path : getenv("KVF_BENCH_LATENCY_DUMP");
 	size_t points = n < 500 ? n : 500;
 	FILE *f;
 
