@@ -84,12 +84,25 @@ static int parse_string(struct jr *j)
 				return -1;
 			c = (unsigned char)j->s[j->pos++];
 			switch (c) {
-			case '"': case '\\': case '/': break;
-			case 'b': c = '\b'; break;
-			case 'f': c = '\f'; break;
-			case 'n': c = '\n'; break;
-			case 'r': c = '\r'; break;
-			case 't': c = '\t'; break;
+			case '"':
+			case '\\':
+			case '/':
+				break;
+			case 'b':
+				c = '\b';
+				break;
+			case 'f':
+				c = '\f';
+				break;
+			case 'n':
+				c = '\n';
+				break;
+			case 'r':
+				c = '\r';
+				break;
+			case 't':
+				c = '\t';
+				break;
 			case 'u': {
 				int v = 0;
 
@@ -259,8 +272,8 @@ static int parse_value(struct jr *j, int depth)
 	}
 }
 
-int kvf__json_flatten(const char *text, size_t len, kvf__json_cb cb,
-		      void *ctx, size_t *err_off)
+int kvf__json_flatten(const char *text, size_t len, kvf__json_cb cb, void *ctx,
+		      size_t *err_off)
 {
 	struct jr *j = calloc(1, sizeof(*j));
 	int ret;
@@ -299,7 +312,7 @@ static int find_cb(void *ctx, const char *path, enum kvf__json_kind kind,
 int kvf__json_number(const char *text, size_t len, const char *path,
 		     double *out)
 {
-	struct find_ctx f = { path, out };
+	struct find_ctx f = {path, out};
 	int ret = kvf__json_flatten(text, len, find_cb, &f, NULL);
 
 	return ret == 2 ? 0 : ret == 0 ? 1 : -1;

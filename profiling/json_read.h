@@ -28,8 +28,8 @@ typedef int (*kvf__json_cb)(void *ctx, const char *path,
  * deeper than 32 are errors. Return: 0, -1 on malformed input (@err_off,
  * if not NULL, receives the byte offset), or the callback's non-zero.
  */
-int kvf__json_flatten(const char *text, size_t len, kvf__json_cb cb,
-		      void *ctx, size_t *err_off);
+int kvf__json_flatten(const char *text, size_t len, kvf__json_cb cb, void *ctx,
+		      size_t *err_off);
 
 /* The number at @path. Return: 0, -1 (malformed) or 1 (absent). */
 int kvf__json_number(const char *text, size_t len, const char *path,

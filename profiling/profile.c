@@ -10,7 +10,10 @@
  * begin, every mark and end; the read's own cost is excluded from the
  * stage times (t_ovh) and repaid by skipping later batches (adaptive
  * sampling: a sampled batch's read cost times KVF__PROF_BUDGET must be
- * worked off by unsampled batch time before the next sample).
+ * worked off by unsampled batch time before the next sample). A read also
+ * counts itself (task-clock runs during the system call): each thread
+ * measures that bias once, as the smallest delta between back-to-back
+ * reads, and subtracts it from every stage's delta.
  *
  * Per-thread contexts. Each (thread, profiler) pair has a context: its
  * counter group (a perf group counts only the thread that opened it) and
@@ -78,7 +81,8 @@ struct kvf__tctx {
 	struct kvf__slot slot[KVF__OP_COUNT][KVF__ROWS];
 	struct kvf__tctx *next; /* profiler's list, under its mu */
 	int fds[KVF__PROF_MAX_COUNTERS];
-	int leader;		/* -1: no counters on this thread */
+	int leader; /* -1: no counters on this thread */
+	uint64_t bias[KVF__PROF_MAX_COUNTERS]; /* what one read counts */
 	/* Sampling state, owner thread only. */
 	uint64_t batches;
 	int64_t debt;
@@ -113,9 +117,8 @@ static const char *const stage_names[] = {
 #undef KVF__X
 };
 
-static const char *const tier_names[KVF__TIER_COUNT] = {
-	"hardware", "software", "clock"
-};
+static const char *const tier_names[KVF__TIER_COUNT] = {"hardware", "software",
+							"clock"};
 
 /* ---- registry and thread-local contexts ---- */
 
@@ -227,6 +230,30 @@ static void tl_prune(void)
 	}
 }
 
+/* Smallest per-counter delta over back-to-back reads: a read's own cost. */
+static void measure_bias(struct kvf__tctx *t, unsigned n)
+{
+	uint64_t prev[KVF__PROF_MAX_COUNTERS], v[KVF__PROF_MAX_COUNTERS];
+
+	for (unsigned i = 0; i < n; i++)
+		t->bias[i] = UINT64_MAX;
+	if (kvf__ctr_read(t->leader, n, prev))
+		goto out;
+	for (int round = 0; round < 16; round++) {
+		if (kvf__ctr_read(t->leader, n, v))
+			break;
+		for (unsigned i = 0; i < n; i++) {
+			if (v[i] - prev[i] < t->bias[i])
+				t->bias[i] = v[i] - prev[i];
+			prev[i] = v[i];
+		}
+	}
+out:
+	for (unsigned i = 0; i < n; i++)
+		if (t->bias[i] == UINT64_MAX)
+			t->bias[i] = 0;
+}
+
 /*
  * The calling thread's context for @p, created (with its counter group)
  * on first use. NULL only if memory runs out: the batch goes unprofiled.
@@ -244,6 +271,8 @@ static struct kvf__tctx *tctx_create(struct kvf_profiler *p)
 		t->leader = kvf__ctr_open(&p->set, t->fds);
 	if (t->leader < 0)
 		t->leader = -1; /* this thread times only */
+	else
+		measure_bias(t, p->set.n);
 	pthread_setspecific(tl_key, &tl_list);
 
 	pthread_mutex_lock(&reg_mu);
@@ -459,9 +488,10 @@ void kvf__prof_begin_slow(struct kvf__prof_span *sp)
 	sp->t_acc = 0;
 	sp->t_ovh = 0;
 	sp->t_begin = sp->t_last = kvf__clock_ticks();
-	if (sp->sampled &&
-	    !read_ctrs(sp, t, sp->t_begin, sp->ctr_begin))
-		memcpy(sp->ctr_last, sp->ctr_begin, sizeof(sp->ctr_last));
+	if (sp->sampled) {
+		memset(sp->ctr_acc, 0, sizeof(sp->ctr_acc));
+		read_ctrs(sp, t, sp->t_begin, sp->ctr_last);
+	}
 }
 
 /* Charge the time since the last mark (and counters if sampled). */
@@ -486,7 +516,11 @@ static void charge(struct kvf__prof_span *sp, unsigned row)
 		acc(&s->s_calls, 1);
 		acc(&s->s_keys, sp->keys);
 		for (unsigned i = 0; i < n; i++) {
-			acc(&s->ctr[i], v[i] - sp->ctr_last[i]);
+			uint64_t dc = v[i] - sp->ctr_last[i];
+
+			dc = dc > t->bias[i] ? dc - t->bias[i] : 0;
+			acc(&s->ctr[i], dc);
+			sp->ctr_acc[i] += dc;
 			sp->ctr_last[i] = v[i];
 		}
 	}
@@ -514,7 +548,7 @@ void kvf__prof_end_slow(struct kvf__prof_span *sp)
 		acc(&tot->s_calls, 1);
 		acc(&tot->s_keys, sp->keys);
 		for (unsigned i = 0; i < sp->prof->set.n; i++)
-			acc(&tot->ctr[i], sp->ctr_last[i] - sp->ctr_begin[i]);
+			acc(&tot->ctr[i], sp->ctr_acc[i]);
 		t->debt = (int64_t)(sp->t_ovh * KVF__PROF_BUDGET);
 	} else {
 		t->debt -= (int64_t)sp->t_acc;
@@ -565,8 +599,7 @@ void kvf_profile_reset(struct kvf_profiler *p)
 }
 
 static void cell_from_slot(struct kvf_profile_cell *c,
-			   const struct kvf__slot *s,
-			   const struct kvf__slot *b)
+			   const struct kvf__slot *s, const struct kvf__slot *b)
 {
 	c->calls = s->calls - b->calls;
 	c->keys = s->keys - b->keys;

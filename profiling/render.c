@@ -137,8 +137,7 @@ static void json_tiers(FILE *f, const struct kvf_profile_snapshot *s)
 	fputc(']', f);
 }
 
-static void json_op(FILE *f, const struct kvf_profile_snapshot *s,
-		    unsigned o)
+static void json_op(FILE *f, const struct kvf_profile_snapshot *s, unsigned o)
 {
 	bool first = true;
 
@@ -205,7 +204,7 @@ int kvf_profile_render_tiers(struct kvf_profiler *p, FILE *f)
 		return ret;
 	for (unsigned i = 0; i < KVF_PROFILE_TIER_COUNT; i++) {
 		const struct kvf_profile_tier_info *t = &s->tiers[i];
-		const char *state = !t->tried	     ? "not tried"
+		const char *state = !t->tried	   ? "not tried"
 				    : t->available ? "available"
 						   : "unavailable";
 

@@ -74,13 +74,13 @@ struct kvf__prof_span {
 	uint32_t op;
 	uint32_t keys;
 	bool on;
-	bool sampled;   /* counters are read at every mark of this batch */
+	bool sampled; /* counters are read at every mark of this batch */
 	uint64_t t_begin;
 	uint64_t t_last;
 	uint64_t t_acc; /* ticks charged to stages so far */
 	uint64_t t_ovh; /* ticks spent reading counters (not charged) */
 	uint64_t ctr_last[KVF__PROF_MAX_COUNTERS];
-	uint64_t ctr_begin[KVF__PROF_MAX_COUNTERS];
+	uint64_t ctr_acc[KVF__PROF_MAX_COUNTERS]; /* counters charged so far */
 	void *thread_ctx; /* per-thread counter group, owned by the profiler */
 };
 

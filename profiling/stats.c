@@ -74,8 +74,8 @@ static double beta_inc(double a, double b, double x, double y)
 double kvf__stats_t_cdf(double t, double df)
 {
 	double t2 = t * t;
-	double tail = 0.5 * beta_inc(df / 2.0, 0.5, df / (df + t2),
-				     t2 / (df + t2));
+	double tail =
+		0.5 * beta_inc(df / 2.0, 0.5, df / (df + t2), t2 / (df + t2));
 
 	return t >= 0 ? 1.0 - tail : tail;
 }
@@ -233,11 +233,11 @@ static bool has_token(const char *name, const char *tok)
 
 int kvf__stats_direction(const char *metric)
 {
-	static const char *const higher[] = { "per_sec", "throughput", "ops",
-					      "hits", "hit" };
-	static const char *const lower[] = { "ns", "us", "ms", "latency",
-					     "bytes", "rss", "misses", "time",
-					     "p50", "p90", "p99", "p999" };
+	static const char *const higher[] = {"per_sec", "throughput", "ops",
+					     "hits", "hit"};
+	static const char *const lower[] = {"ns",    "us",  "ms",     "latency",
+					    "bytes", "rss", "misses", "time",
+					    "p50",   "p90", "p99",    "p999"};
 	const char *last = strrchr(metric, '.');
 
 	last = last ? last + 1 : metric;

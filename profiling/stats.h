@@ -18,8 +18,8 @@ struct kvf__stats_paired {
 	double sd_diff;	  /* sample standard deviation (n - 1) */
 	double lo;	  /* confidence interval of mean_diff */
 	double hi;
-	double rel;	  /* mean_diff / mean_a, in percent */
-	double rel_lo;	  /* lo / mean_a, hi / mean_a, in percent */
+	double rel;    /* mean_diff / mean_a, in percent */
+	double rel_lo; /* lo / mean_a, hi / mean_a, in percent */
 	double rel_hi;
 };
 

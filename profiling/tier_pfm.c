@@ -26,10 +26,10 @@ static const struct {
 	const char *label; /* name shown in tables */
 	const char *pfm;   /* libpfm4 event string */
 } hw_events[] = {
-	{ "cycles", "perf::cycles" },
-	{ "instructions", "perf::instructions" },
-	{ "llc-misses", "perf::PERF_COUNT_HW_CACHE_LL:READ:MISS" },
-	{ "dtlb-misses", "perf::PERF_COUNT_HW_CACHE_DTLB:READ:MISS" },
+	{"cycles", "perf::cycles"},
+	{"instructions", "perf::instructions"},
+	{"llc-misses", "perf::PERF_COUNT_HW_CACHE_LL:READ:MISS"},
+	{"dtlb-misses", "perf::PERF_COUNT_HW_CACHE_DTLB:READ:MISS"},
 };
 
 /* Encode @name; the exclude_* bits are left to kvf__ctr_probe(). */

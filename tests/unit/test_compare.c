@@ -130,16 +130,17 @@ static const char *verdict(const char *js, const char *metric)
 	snprintf(path, sizeof(path), "metrics.%s.verdict", metric);
 	v.path = path;
 	v.val[0] = '\0';
-	assert_int_equal(kvf__json_flatten(js, strlen(js), verdict_cb, &v,
-					   NULL), 0);
+	assert_int_equal(
+		kvf__json_flatten(js, strlen(js), verdict_cb, &v, NULL), 0);
 	return v.val;
 }
 
 static void test_improvement_json(void **state)
 {
-	char *argv[] = { "compare", "--rounds", "4", "--threshold", "5%",
-			 "--b", "--fast", "--bin-a", script, "--bin-b", script,
-			 "--json", "--", "fake", "--objects", "10" };
+	char *argv[] = {"compare", "--rounds", "4",	    "--threshold",
+			"5%",	   "--b",      "--fast",    "--bin-a",
+			script,	   "--bin-b",  script,	    "--json",
+			"--",	   "fake",     "--objects", "10"};
 	char *out, log[256] = "", line[256], path[4300];
 	double v;
 	FILE *f;
@@ -152,7 +153,8 @@ static void test_improvement_json(void **state)
 	assert_true(v == 4);
 	assert_int_equal(kvf__json_number(out, strlen(out),
 					  "metrics.get.keys_per_sec.rel_pct",
-					  &v), 0);
+					  &v),
+			 0);
 	assert_true(v > 15 && v < 25);
 	/* Top-level extras are not metrics. */
 	assert_null(strstr(out, "bytes_per_object"));
@@ -175,9 +177,12 @@ static void test_improvement_json(void **state)
 
 static void test_regression_text(void **state)
 {
-	char *argv[] = { "compare", "--rounds", "3", "--a", "--fast",
-			 "--bin-a", script, "--bin-b", script,
-			 "--fail-on-regression", "--bootstrap", "500" };
+	char *argv[] = {"compare",     "--rounds",
+			"3",	       "--a",
+			"--fast",      "--bin-a",
+			script,	       "--bin-b",
+			script,	       "--fail-on-regression",
+			"--bootstrap", "500"};
 	char *out;
 
 	assert_int_equal(run_compare(argv, 12, &out), 3);
@@ -189,10 +194,10 @@ static void test_regression_text(void **state)
 
 static void test_bad_usage(void **state)
 {
-	char *argv1[] = { "compare", "--rounds", "1", "--bin-a", script };
-	char *argv2[] = { "compare", "--bogus", "x" };
-	char *argv3[] = { "compare", "--rounds", "2", "--bin-a", "/nonexistent",
-			  "--bin-b", script };
+	char *argv1[] = {"compare", "--rounds", "1", "--bin-a", script};
+	char *argv2[] = {"compare", "--bogus", "x"};
+	char *argv3[] = {"compare",	 "--rounds", "2",   "--bin-a",
+			 "/nonexistent", "--bin-b",  script};
 	char *out;
 
 	assert_int_equal(run_compare(argv1, 5, &out), 1);

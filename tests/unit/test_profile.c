@@ -69,8 +69,8 @@ static struct kvf_profile_snapshot *snap(struct kvf_profiler *p)
 	return s;
 }
 
-static const struct kvf_profile_tier_info *tier_info(
-	const struct kvf_profile_snapshot *s, const char *name)
+static const struct kvf_profile_tier_info *
+tier_info(const struct kvf_profile_snapshot *s, const char *name)
 {
 	for (int i = 0; i < KVF_PROFILE_TIER_COUNT; i++)
 		if (!strcmp(s->tiers[i].name, name))
@@ -151,8 +151,9 @@ static void test_forced_hardware_falls_back(void **state)
 		assert_string_not_equal(s->tier, "hardware");
 		assert_true(tier_info(s, "hardware")->reason[0] != '\0');
 	}
-	assert_int_equal(kvf_profile_snapshot_cell(s, KVF__OP_GET,
-						   s->n_stages)->calls, 1);
+	assert_int_equal(
+		kvf_profile_snapshot_cell(s, KVF__OP_GET, s->n_stages)->calls,
+		1);
 	kvf_profile_snapshot_free(s);
 	kvf__prof_destroy(p);
 }
@@ -172,7 +173,7 @@ static void check_sums(const char *tier, unsigned every)
 	struct kvf_profiler *p = new_prof(tier);
 	struct kvf_profile_snapshot *s;
 	const struct kvf_profile_cell *tot;
-	uint64_t ns = 0, ctr[KVF_PROFILE_MAX_COUNTERS] = { 0 };
+	uint64_t ns = 0, ctr[KVF_PROFILE_MAX_COUNTERS] = {0};
 	unsigned stages_run = 0;
 
 	kvf_profile_set_sampling(p, every);
@@ -206,17 +207,20 @@ static void check_sums(const char *tier, unsigned every)
 	assert_true(ns <= tot->ns + stages_run && tot->ns <= ns + stages_run);
 	/* The heavy probe stage dominates: time went to the right stage. */
 	assert_true(kvf_profile_snapshot_cell(s, KVF__OP_PUT_START,
-					      KVF__STAGE_PROBE)->ns >
+					      KVF__STAGE_PROBE)
+			    ->ns >
 		    kvf_profile_snapshot_cell(s, KVF__OP_PUT_START,
-					      KVF__STAGE_VALIDATE)->ns);
+					      KVF__STAGE_VALIDATE)
+			    ->ns);
 	for (unsigned i = 0; i < s->n_counters; i++)
 		assert_int_equal(ctr[i], tot->counters[i]);
 	if (every == 1 && s->n_counters)
 		assert_int_equal(tot->sampled_calls, 50);
 	if (!s->n_counters)
 		assert_int_equal(tot->sampled_calls, 0);
-	assert_int_equal(kvf_profile_snapshot_cell(s, KVF__OP_GET,
-						   s->n_stages)->keys, 20 * 64);
+	assert_int_equal(
+		kvf_profile_snapshot_cell(s, KVF__OP_GET, s->n_stages)->keys,
+		20 * 64);
 	kvf_profile_snapshot_free(s);
 	kvf__prof_destroy(p);
 }
@@ -255,8 +259,10 @@ static void test_off_and_reset(void **state)
 	kvf_profile_enable(p, false);
 	fake_batch(p, KVF__OP_REMOVE, 10);
 	s = snap(p);
-	assert_int_equal(kvf_profile_snapshot_cell(s, KVF__OP_REMOVE,
-						   s->n_stages)->calls, 1);
+	assert_int_equal(
+		kvf_profile_snapshot_cell(s, KVF__OP_REMOVE, s->n_stages)
+			->calls,
+		1);
 	kvf_profile_snapshot_free(s);
 
 	kvf_profile_reset(p);
@@ -276,8 +282,10 @@ static void test_off_and_reset(void **state)
 	kvf_profile_enable(p, true);
 	fake_batch(p, KVF__OP_REMOVE, 10);
 	s = snap(p);
-	assert_int_equal(kvf_profile_snapshot_cell(s, KVF__OP_REMOVE,
-						   s->n_stages)->calls, 1);
+	assert_int_equal(
+		kvf_profile_snapshot_cell(s, KVF__OP_REMOVE, s->n_stages)
+			->calls,
+		1);
 	kvf_profile_snapshot_free(s);
 	kvf__prof_destroy(p);
 }
@@ -354,20 +362,22 @@ static void test_json_fields(void **state)
 	json_get(js, len, "tiers.0.tried", &f);
 	json_get(js, len, "tiers.0.reason", &f);
 	assert_string_equal(json_get(js, len, "tiers.2.name", &f), "clock");
-	assert_int_equal(kvf__json_number(js, len, "ops.get.total.calls",
-					  &calls), 0);
+	assert_int_equal(
+		kvf__json_number(js, len, "ops.get.total.calls", &calls), 0);
 	assert_true(calls == 3);
-	assert_int_equal(kvf__json_number(js, len, "ops.get.total.ns",
-					  &total_ns), 0);
-	assert_int_equal(kvf__json_number(js, len, "ops.get.stages.probe.ns",
-					  &probe_ns), 0);
+	assert_int_equal(
+		kvf__json_number(js, len, "ops.get.total.ns", &total_ns), 0);
+	assert_int_equal(
+		kvf__json_number(js, len, "ops.get.stages.probe.ns", &probe_ns),
+		0);
 	assert_true(probe_ns > 0 && probe_ns <= total_ns);
 	json_get(js, len, "ops.get.total.ns_per_key", &f);
 	json_get(js, len, "ops.get.total.ns_per_call", &f);
 	json_get(js, len, "ops.get.total.keys", &f);
 	assert_int_equal(kvf__json_number(js, len,
 					  "ops.get.stages.hash.sampled_calls",
-					  &sc), 0);
+					  &sc),
+			 0);
 	if (!strcmp(kvf_profile_tier(p), "software")) {
 		assert_true(sc == 3);
 		assert_string_equal(json_get(js, len, "counters.0", &f),
@@ -376,11 +386,13 @@ static void test_json_fields(void **state)
 			 &f);
 	}
 	/* Ops and stages that never ran are left out. */
-	assert_int_equal(kvf__json_number(js, len, "ops.put_end.total.calls",
-					  &calls), 1);
+	assert_int_equal(
+		kvf__json_number(js, len, "ops.put_end.total.calls", &calls),
+		1);
 	assert_int_equal(kvf__json_number(js, len,
 					  "ops.get.stages.journal.calls",
-					  &calls), 1);
+					  &calls),
+			 1);
 	free(js);
 
 	js = render(p, kvf_profile_render_text, &len);
@@ -402,8 +414,9 @@ static void test_json_reader(void **state)
 		" {\"a\": {\"b\": [1, 2.5e1, -3]}, \"s\": \"x\\\"y\\u0041\","
 		" \"t\": true, \"n\": null, \"e\": {}, \"r\": {\"g.m\": 7}} ";
 	static const char *const bad[] = {
-		"", "{", "{\"a\":}", "[1,]", "{\"a\":1,}", "01x", "\"abc",
-		"{\"a\":1} x", "[1 2]", "{\"a\" 1}", "-", "1.", "tru",
+		"",    "{",	"{\"a\":}",    "[1,]",	"{\"a\":1,}",
+		"01x", "\"abc", "{\"a\":1} x", "[1 2]", "{\"a\" 1}",
+		"-",   "1.",	"tru",
 	};
 	struct find_str f;
 	double v;
@@ -418,8 +431,8 @@ static void test_json_reader(void **state)
 	assert_string_equal(json_get(doc, strlen(doc), "s", &f), "x\"yA");
 	assert_string_equal(json_get(doc, strlen(doc), "t", &f), "1");
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-		assert_int_equal(kvf__json_number(bad[i], strlen(bad[i]),
-						  "zz", &v), -1);
+		assert_int_equal(
+			kvf__json_number(bad[i], strlen(bad[i]), "zz", &v), -1);
 }
 
 int main(void)

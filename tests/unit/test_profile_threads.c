@@ -52,8 +52,9 @@ static uint64_t total_calls(struct kvf_profiler *p, enum kvf__op op,
 	uint64_t calls;
 
 	assert_int_equal(kvf_profile_snapshot(p, &s), KVF_OK);
-	calls = kvf_profile_snapshot_cell(s, op, stage == ~0u ? s->n_stages
-							       : stage)->calls;
+	calls = kvf_profile_snapshot_cell(s, op,
+					  stage == ~0u ? s->n_stages : stage)
+			->calls;
 	kvf_profile_snapshot_free(s);
 	return calls;
 }
@@ -66,8 +67,8 @@ static void run_workers(struct kvf_profiler *p, bool snapshots)
 	for (int i = 0; i < THREADS; i++) {
 		w[i].p = p;
 		w[i].op = i % 2 ? KVF__OP_GET : KVF__OP_EXIST;
-		assert_int_equal(pthread_create(&th[i], NULL, worker_main,
-						&w[i]), 0);
+		assert_int_equal(
+			pthread_create(&th[i], NULL, worker_main, &w[i]), 0);
 	}
 	/* Readers race the writers; figures must only ever grow. */
 	for (uint64_t last = 0; snapshots;) {
@@ -98,8 +99,7 @@ static void check_threads(const char *tier, unsigned every)
 			 BATCHES * THREADS / 2);
 	/* Exited threads were retired, new ones add to their figures. */
 	run_workers(p, false);
-	assert_int_equal(total_calls(p, KVF__OP_GET, ~0u),
-			 BATCHES * THREADS);
+	assert_int_equal(total_calls(p, KVF__OP_GET, ~0u), BATCHES * THREADS);
 	assert_int_equal(kvf_profile_snapshot(p, &s), KVF_OK);
 	assert_int_equal(s->threads, 2 * THREADS);
 	kvf_profile_snapshot_free(s);
@@ -155,7 +155,7 @@ static void test_two_profilers_one_thread(void **state)
 	kvf_profile_enable(a, true);
 	kvf_profile_enable(b, true);
 	for (int i = 0; i < 3; i++) {
-		struct worker wa = { a, KVF__OP_GET }, wb = { b, KVF__OP_GET };
+		struct worker wa = {a, KVF__OP_GET}, wb = {b, KVF__OP_GET};
 
 		worker_main(&wa);
 		worker_main(&wb);

@@ -48,7 +48,7 @@ static void test_t_quantiles(void **state)
  */
 static void test_paired_known(void **state)
 {
-	const double a[] = { 10, 12, 11, 13, 9 }, b[] = { 11, 14, 11, 15, 10 };
+	const double a[] = {10, 12, 11, 13, 9}, b[] = {11, 14, 11, 15, 10};
 	struct kvf__stats_paired r;
 
 	assert_int_equal(kvf__stats_paired(a, b, 5, 0.95, &r), 0);
@@ -73,7 +73,7 @@ static void test_paired_known(void **state)
 
 static void test_no_change(void **state)
 {
-	const double a[] = { 5, 6, 5, 6 }, b[] = { 6, 5, 6, 5 };
+	const double a[] = {5, 6, 5, 6}, b[] = {6, 5, 6, 5};
 	struct kvf__stats_paired r;
 
 	assert_int_equal(kvf__stats_paired(a, b, 4, 0.95, &r), 0);
@@ -87,8 +87,8 @@ static void test_no_change(void **state)
 /* Bootstrap: deterministic per seed, inside the range of differences. */
 static void test_bootstrap(void **state)
 {
-	const double a[] = { 10, 12, 11, 13, 9, 10, 12, 11 };
-	const double b[] = { 11, 14, 11, 15, 10, 12, 13, 11 };
+	const double a[] = {10, 12, 11, 13, 9, 10, 12, 11};
+	const double b[] = {11, 14, 11, 15, 10, 12, 13, 11};
 	struct kvf__stats_paired r1, r2;
 
 	assert_int_equal(kvf__stats_bootstrap(a, b, 8, 0.95, 2000, 7, &r1), 0);

@@ -91,5 +91,13 @@ int bench_placement(const struct bench_opts *o, struct bench_results *r);
 
 /* "kvforge-bench compare ..." (compare.c); argv[0] is "compare". */
 int bench_compare_main(int argc, char **argv);
+/*
+ * Latency CDF for profiling/scripts/plots.sh (compare.c): --latency-dump
+ * FILE calls bench_latency_dump_to(FILE); bench_latency_dump() appends an
+ * op's sorted per-batch latencies (us) to it, or to the file named by
+ * $KVF_BENCH_LATENCY_DUMP; without either it does nothing.
+ */
+void bench_latency_dump_to(const char *path);
+void bench_latency_dump(const char *op, const double *sorted_us, size_t n);
 
 #endif /* KVF_TOOLS_BENCH_H */

@@ -17,6 +17,10 @@
  *
  * The subprocess inherits stderr; its stdout is read through a pipe to
  * EOF before waiting, so a large JSON cannot deadlock it.
+ *
+ * Also here: bench_latency_dump(), the per-batch latency CDF that
+ * profiling/scripts/plots.sh draws (it belongs to the same "compare and
+ * picture runs" tooling, and keeps main.c free of file handling).
  */
 #include "config.h"
 
@@ -193,8 +197,8 @@ err_usage:
 static char *run_once(const struct cmp *c, const struct cmp_variant *v,
 		      size_t *len)
 {
-	char **argv = calloc((size_t)(c->ncommon + v->nargs + 3),
-			     sizeof(char *));
+	char **argv =
+		calloc((size_t)(c->ncommon + v->nargs + 3), sizeof(char *));
 	int fd[2], n = 0, status;
 	size_t cap = 1 << 16, used = 0;
 	char *out = malloc(cap);
@@ -269,8 +273,7 @@ struct collect {
 	unsigned round;
 };
 
-static struct cmp_metric *metric_find(struct cmp *c, const char *name,
-				      bool add)
+static struct cmp_metric *metric_find(struct cmp *c, const char *name, bool add)
 {
 	struct cmp_metric *m;
 
@@ -321,7 +324,7 @@ static int run_rounds(struct cmp *c)
 		for (int k = 0; k < 2; k++) {
 			/* ABBA: even rounds A then B, odd rounds B then A. */
 			int var = (r % 2 == 0) ? k : 1 - k;
-			struct collect col = { c, var, r };
+			struct collect col = {c, var, r};
 			size_t len, off = 0;
 			char *out = run_once(c, &c->var[var], &len);
 			int ret;
@@ -508,4 +511,47 @@ int bench_compare_main(int argc, char **argv)
 out:
 	cmp_free(c);
 	return ret;
+}
+
+/* ---- latency dump for profiling/scripts/plots.sh ---- */
+
+static const char *latency_path;
+static bool latency_started;
+
+void bench_latency_dump_to(const char *path)
+{
+	latency_path = path;
+}
+
+/*
+ * Append up to 500 points of @op's latency CDF to the dump file as TSV
+ * "op<TAB>latency_us<TAB>fraction": evenly spaced quantiles of the sorted
+ * samples, plus the maximum. The file is truncated by the first dump of
+ * the process. Single-threaded (called after a phase).
+ */
+void bench_latency_dump(const char *op, const double *sorted_us, size_t n)
+{
+	const char *path =
+		latency_path ? latency_path : getenv("KVF_BENCH_LATENCY_DUMP");
+	size_t points = n < 500 ? n : 500;
+	FILE *f;
+
+	if (!path || !*path || !n)
+		return;
+	f = fopen(path, latency_started ? "a" : "w");
+	if (!f) {
+		fprintf(stderr, "kvforge-bench: %s: %s\n", path,
+			strerror(errno));
+		return;
+	}
+	if (!latency_started)
+		fputs("# op\tlatency_us\tfraction\n", f);
+	latency_started = true;
+	for (size_t k = 1; k <= points; k++) {
+		size_t i = (k * n + points - 1) / points - 1;
+
+		fprintf(f, "%s\t%.4f\t%.6f\n", op, sorted_us[i],
+			(double)(i + 1) / (double)n);
+	}
+	fclose(f);
 }
