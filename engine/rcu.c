@@ -18,6 +18,8 @@
 #include "engine/die.h"
 #include "engine/rcu.h"
 
+char kvf__rcu_gp_token;
+
 static __thread bool rcu_registered;
 static pthread_key_t exit_key;
 static pthread_once_t exit_key_once = PTHREAD_ONCE_INIT;

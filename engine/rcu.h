@@ -39,6 +39,16 @@ void __tsan_release(void *addr);
  */
 void kvf__rcu_ensure_registered(void);
 
+/*
+ * Grace periods for ThreadSanitizer: every read-side unlock releases one
+ * token, and whatever runs after a grace period (a kvf__rcu_call callback,
+ * code after kvf__rcu_synchronize) acquires it. That is exactly the
+ * happens-before a grace period gives, so TSan neither reports the
+ * reclamation as a race nor drowns in suppressed reports; a reader still
+ * inside its section when memory is freed is still reported.
+ */
+extern char kvf__rcu_gp_token;
+
 static inline void kvf__rcu_read_lock(void)
 {
 	urcu_memb_read_lock();
@@ -46,13 +56,21 @@ static inline void kvf__rcu_read_lock(void)
 
 static inline void kvf__rcu_read_unlock(void)
 {
+	kvf__tsan_release(&kvf__rcu_gp_token);
 	urcu_memb_read_unlock();
+}
+
+/* Call first in every callback given to kvf__rcu_call(). */
+static inline void kvf__rcu_callback_enter(void)
+{
+	kvf__tsan_acquire(&kvf__rcu_gp_token);
 }
 
 /* Wait for a grace period. Never call inside a read-side section. */
 static inline void kvf__rcu_synchronize(void)
 {
 	urcu_memb_synchronize_rcu();
+	kvf__tsan_acquire(&kvf__rcu_gp_token);
 }
 
 /* Run @fn(@head) after a grace period, on liburcu's call_rcu thread. */

@@ -81,6 +81,7 @@ static void table_free(struct kvf__seg_table *t)
 
 static void table_free_rcu(struct rcu_head *head)
 {
+	kvf__rcu_callback_enter();
 	table_free(caa_container_of(head, struct kvf__seg_table, rcu));
 }
 
@@ -178,6 +179,7 @@ static struct kvf__client *client_get_or_add(struct kvf_engine *e, uint64_t id)
 
 static void client_free_rcu(struct rcu_head *head)
 {
+	kvf__rcu_callback_enter();
 	free(caa_container_of(head, struct kvf__client, rcu));
 }
 
@@ -455,6 +457,7 @@ static void drop_replica(struct kvf__object *o, void *arg)
 
 static void segment_free_rcu(struct rcu_head *head)
 {
+	kvf__rcu_callback_enter();
 	segment_free(caa_container_of(head, struct kvf__segment, rcu));
 }
 

@@ -317,6 +317,7 @@ static struct bucket_table *table_alloc(unsigned bits)
 
 static void table_free_rcu(struct rcu_head *head)
 {
+	kvf__rcu_callback_enter();
 	free(caa_container_of(head, struct bucket_table, rcu));
 }
 

@@ -36,6 +36,7 @@ void kvf__object_free(struct kvf__object *o)
 
 static void free_after_grace(struct rcu_head *head)
 {
+	kvf__rcu_callback_enter();
 	free(caa_container_of(head, struct kvf__object, rcu));
 }
 

@@ -86,6 +86,7 @@ void bench_result_op(struct bench_results *r, const char *op, uint64_t keys,
 	bench_result(r, op, "ns_per_key", (double)ns / (double)keys);
 	bench_result(r, op, "p50_us", bench_quantile(lat_us, n, 0.50));
 	bench_result(r, op, "p99_us", bench_quantile(lat_us, n, 0.99));
+	bench_latency_dump(op, lat_us, n); /* sorted by bench_quantile */
 }
 
 static uint64_t splitmix(uint64_t x)
@@ -156,6 +157,7 @@ static void usage(FILE *f)
 		"                      free_ratio_first\n"
 		"  --profile           add the per-stage profile\n"
 		"  --json              one JSON object instead of a table\n"
+		"  --latency-dump FILE per-batch latencies per op (for plots)\n"
 		"  --list              list workloads\n"
 		"or:    kvforge-bench compare --help   (paired A/B runs)\n");
 }
@@ -207,6 +209,7 @@ static void parse_options(int argc, char **argv, struct bench_opts *o)
 		{ "profile", no_argument, NULL, 'P' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "list", no_argument, NULL, 'l' },
+		{ "latency-dump", required_argument, NULL, 'L' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -231,6 +234,7 @@ static void parse_options(int argc, char **argv, struct bench_opts *o)
 			o->placement = parse_enum(optarg, placement_names, 3);
 			break;
 		case 'P': o->profile = true; break;
+		case 'L': bench_latency_dump_to(optarg); break;
 		case 'j': o->json = true; break;
 		case 'l':
 			for (size_t i = 0; i < NR_WORKLOADS; i++)
