@@ -26,6 +26,7 @@ struct kvf__batch {
 	uint64_t *hash;
 	struct kvf__object **obj;
 	void *heap; /* scratch for large batches */
+	struct kvf__reclaim rc; /* records this batch unpublished */
 	struct kvf__prof_span span;
 	uint64_t stack_hash[KVF__BATCH_STACK];
 	struct kvf__object *stack_obj[KVF__BATCH_STACK];

@@ -94,6 +94,7 @@ static int make_record(struct put_ctx *c, size_t i, struct kvf__object **out)
 		.nr_preferred = c->nr_preferred,
 	};
 	struct kvf__place_result res;
+	struct kvf__replica *rep;
 	struct kvf__object *o;
 	int ret;
 
@@ -101,20 +102,21 @@ static int make_record(struct put_ctx *c, size_t i, struct kvf__object **out)
 			 rng_state(e), &res);
 	if (ret)
 		return ret;
-	o = kvf__object_new(c->b.keys[i].data, c->b.keys[i].len, c->b.hash[i],
-			    res.count);
+	o = kvf__index_object_new(e->index, c->b.keys[i].data,
+				  c->b.keys[i].len, res.count);
 	if (!o) {
 		kvf__place_undo(c->segs->alloc, &req, &res);
 		return KVF_ERR_NO_MEMORY;
 	}
 	o->size = c->sizes[i];
-	o->client_id = c->client_id;
+	o->owner = c->client_id;
 	o->stamp = c->now;
-	o->flags = (c->cfg->hard_pin ? KVF__OBJ_HARD_PIN : 0) |
-		   (c->cfg->soft_pin ? KVF__OBJ_SOFT_PIN : 0);
+	o->flags |= (c->cfg->hard_pin ? KVF__OBJ_HARD_PIN : 0) |
+		    (c->cfg->soft_pin ? KVF__OBJ_SOFT_PIN : 0);
+	rep = kvf__object_replicas(o);
 	for (uint32_t r = 0; r < res.count; r++) {
-		o->replicas[r].seg = c->segs->seg[res.seg[r]];
-		o->replicas[r].offset = res.offset[r];
+		rep[r].seg = c->segs->seg[res.seg[r]];
+		rep[r].offset = res.offset[r];
 	}
 	*out = o;
 	return KVF_OK;
@@ -152,11 +154,11 @@ static int take_over(struct put_ctx *c, size_t i, struct kvf__object *old)
 		kvf__obj_set(old, base);
 		return ret;
 	}
-	if (kvf__index_replace(e->index, old, o) != KVF_OK)
+	if (kvf__index_replace(e->index, old, o, c->b.hash[i]) != KVF_OK)
 		kvf__die("locked record vanished from the index");
 	kvf__obj_set(old, KVF__OBJ_REPLACED);
 	kvf__defer_free(e, old);
-	kvf__object_free_rcu(old);
+	kvf__reclaim_add(&c->b.rc, old);
 	kvf__replicas_describe(o, &c->out[i]);
 	return KVF_OK;
 }
@@ -180,7 +182,7 @@ static int start_one(struct put_ctx *c, size_t i)
 		ret = make_record(c, i, &o);
 		if (ret)
 			return ret;
-		existing = kvf__index_insert_unique(e->index, o);
+		existing = kvf__index_insert_unique(e->index, o, c->b.hash[i]);
 		if (!existing) {
 			kvf__count_add(&e->nr_processing, 1);
 			kvf__replicas_describe(o, &c->out[i]);
@@ -243,15 +245,17 @@ static int lock_own_put(struct kvf__batch *b, size_t i, uint64_t client_id,
 	uint32_t base;
 
 	while (o) {
-		if (o->client_id != client_id)
-			return KVF_ERR_ILLEGAL_CLIENT;
 		if (kvf__obj_lock(o, &base)) {
-			if (base == KVF__OBJ_PROCESSING) {
-				*out = o;
-				return KVF_OK;
+			if (base != KVF__OBJ_PROCESSING) {
+				kvf__obj_set(o, base);
+				return KVF_ERR_OBJECT_ALREADY_EXISTS;
 			}
-			kvf__obj_set(o, base);
-			return KVF_ERR_OBJECT_ALREADY_EXISTS;
+			if (kvf__obj_client(o) != client_id) {
+				kvf__obj_set(o, base);
+				return KVF_ERR_ILLEGAL_CLIENT;
+			}
+			*out = o;
+			return KVF_OK;
 		}
 		if (base != KVF__OBJ_DEAD && base != KVF__OBJ_REPLACED)
 			return KVF_ERR_OBJECT_ALREADY_EXISTS; /* ENDING/REMOVING */
@@ -305,6 +309,8 @@ int kvf_batch_put_end(struct kvf_engine *e, uint64_t client_id,
 		}
 		if (o->flags & KVF__OBJ_SOFT_PIN)
 			o->stamp = kvf__now(e) + e->soft_pin_ns;
+		/* The owner word turns from the client into the lease. */
+		__atomic_store_n(&o->owner, 0, __ATOMIC_RELAXED);
 		kvf__obj_set(o, KVF__OBJ_COMPLETE);
 	}
 	if (!ret) {
@@ -337,7 +343,7 @@ int kvf_batch_put_revoke(struct kvf_engine *e, uint64_t client_id,
 		status[i] = lock_own_put(&b, i, client_id, &o);
 		if (status[i] != KVF_OK)
 			continue;
-		kvf__object_retire(e, o);
+		kvf__object_retire(e, o, b.hash[i], &b.rc);
 		kvf__obj_set(o, KVF__OBJ_DEAD);
 		kvf__replicas_free(o);
 		kvf__count_add(&e->nr_processing, -1);

@@ -100,7 +100,7 @@ int kvf_batch_remove(struct kvf_engine *e, const struct kvf_key *keys,
 			kvf__obj_set(o, KVF__OBJ_COMPLETE);
 			continue;
 		}
-		kvf__object_retire(e, o);
+		kvf__object_retire(e, o, b.hash[i], &b.rc);
 		kvf__obj_set(o, KVF__OBJ_DEAD);
 		kvf__replicas_free(o);
 	}

@@ -121,6 +121,7 @@ int kvf__batch_begin(struct kvf__batch *b, struct kvf_engine *e,
 	}
 	kvf__rcu_ensure_registered();
 	b->e = e;
+	b->rc.blk = NULL;
 	b->keys = keys;
 	b->status = status;
 	b->n = n;
@@ -179,6 +180,7 @@ int kvf__batch_end(struct kvf__batch *b, bool not_found_ok)
 {
 	int ret = KVF_OK;
 
+	kvf__reclaim_flush(&b->rc);
 	for (size_t i = 0; i < b->n; i++) {
 		if (b->status[i] == KVF_OK ||
 		    (not_found_ok && b->status[i] == KVF_ERR_OBJECT_NOT_FOUND))
@@ -194,6 +196,7 @@ int kvf__batch_end(struct kvf__batch *b, bool not_found_ok)
 
 int kvf__batch_fail(struct kvf__batch *b, int err)
 {
+	kvf__reclaim_flush(&b->rc);
 	fill_status(b->status, b->n, err);
 	free(b->heap);
 	kvf__prof_end(&b->span);
@@ -203,12 +206,14 @@ int kvf__batch_fail(struct kvf__batch *b, int err)
 void kvf__replicas_describe(const struct kvf__object *o,
 			    struct kvf_replicas *out)
 {
+	const struct kvf__replica *r = kvf__object_replicas_const(o);
+
 	out->count = o->nr_replicas;
 	for (unsigned i = 0; i < o->nr_replicas; i++) {
-		const struct kvf__segment *seg = o->replicas[i].seg;
+		const struct kvf__segment *seg = r[i].seg;
 
 		out->replica[i].segment_id = seg->id;
-		out->replica[i].addr = seg->base + o->replicas[i].offset;
+		out->replica[i].addr = seg->base + r[i].offset;
 		out->replica[i].size = o->size;
 	}
 }

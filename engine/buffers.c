@@ -22,16 +22,18 @@
 
 void kvf__replicas_free(struct kvf__object *o)
 {
+	const struct kvf__replica *r = kvf__object_replicas(o);
+
 	for (unsigned i = 0; i < o->nr_replicas; i++)
-		kvf__segalloc_free(o->replicas[i].seg->alloc,
-				   o->replicas[i].offset, o->size);
+		kvf__segalloc_free(r[i].seg->alloc, r[i].offset, o->size);
 }
 
-void kvf__object_retire(struct kvf_engine *e, struct kvf__object *o)
+void kvf__object_retire(struct kvf_engine *e, struct kvf__object *o,
+			uint64_t hash, struct kvf__reclaim *rc)
 {
-	if (kvf__index_remove(e->index, o) != KVF_OK)
+	if (kvf__index_remove(e->index, o, hash) != KVF_OK)
 		kvf__die("retiring a record that is not in the index");
-	kvf__object_free_rcu(o);
+	kvf__reclaim_add(rc, o);
 }
 
 static bool deferred_grow(struct kvf_engine *e)
@@ -49,23 +51,23 @@ static bool deferred_grow(struct kvf_engine *e)
 
 void kvf__defer_free(struct kvf_engine *e, struct kvf__object *o)
 {
+	const struct kvf__replica *r = kvf__object_replicas(o);
 	uint64_t at = o->stamp + e->release_ns;
 
 	pthread_mutex_lock(&e->deferred_lock);
 	for (unsigned i = 0; i < o->nr_replicas; i++) {
-		struct kvf__segment *seg = o->replicas[i].seg;
+		struct kvf__segment *seg = r[i].seg;
 
 		if (__atomic_load_n(&seg->dead, __ATOMIC_SEQ_CST))
 			continue;
 		if (e->nr_deferred == e->cap_deferred && !deferred_grow(e)) {
 			/* Cannot remember it: free now rather than leak. */
-			kvf__segalloc_free(seg->alloc, o->replicas[i].offset,
-					   o->size);
+			kvf__segalloc_free(seg->alloc, r[i].offset, o->size);
 			continue;
 		}
 		e->deferred[e->nr_deferred++] = (struct kvf__deferred_free){
 			.seg = seg,
-			.offset = o->replicas[i].offset,
+			.offset = r[i].offset,
 			.size = o->size,
 			.release_at_ns = at,
 		};

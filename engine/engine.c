@@ -21,6 +21,7 @@
 #include "engine/die.h"
 #include "engine/internal.h"
 #include "journal/journal.h"
+#include "metadata/hash.h"
 
 #define MS (1000ULL * 1000ULL)
 
@@ -156,19 +157,28 @@ static void copy_config(struct kvf_engine *e, const struct kvf_config *cfg)
 	e->soft_pin_ns = cfg->soft_pin_ttl_ms * MS;
 }
 
+struct unlink_ctx {
+	struct kvf_engine *e;
+	struct kvf__reclaim rc;
+};
+
 static void unlink_for_close(struct kvf__object *o, void *arg)
 {
-	struct kvf_engine *e = arg;
+	struct unlink_ctx *c = arg;
+	uint64_t hash = kvf__key_hash(kvf__object_key(o), o->key_len);
 
-	if (kvf__index_remove(e->index, o) == KVF_OK)
-		kvf__object_free_rcu(o);
+	if (kvf__index_remove(c->e->index, o, hash) == KVF_OK)
+		kvf__reclaim_add(&c->rc, o);
 }
 
 /* Empty the index (no other thread may use the engine). */
 static void unlink_all(struct kvf_engine *e)
 {
+	struct unlink_ctx c = { .e = e };
+
 	kvf__rcu_read_lock();
-	kvf__index_foreach(e->index, unlink_for_close, e);
+	kvf__index_foreach(e->index, unlink_for_close, &c);
+	kvf__reclaim_flush(&c.rc);
 	kvf__rcu_read_unlock();
 	kvf__rcu_barrier();
 }

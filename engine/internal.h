@@ -132,8 +132,9 @@ void kvf__deferred_release(struct kvf_engine *e, bool all);
 void kvf__deferred_forget_segment(struct kvf_engine *e,
 				  struct kvf__segment *seg);
 
-/* Unlink and free a record whose replicas were already handled. */
-void kvf__object_retire(struct kvf_engine *e, struct kvf__object *o);
+/* Unlink @o (key hash @hash); @rc frees it after a grace period. */
+void kvf__object_retire(struct kvf_engine *e, struct kvf__object *o,
+			uint64_t hash, struct kvf__reclaim *rc);
 
 /* Journal hook (engine/journal_glue.c): KVF_OK without a journal. */
 struct kvf__mutation;

@@ -36,8 +36,10 @@ static void object_jrec(const struct kvf_engine *e, const struct kvf__object *o,
 		r->obj.soft_pin_deadline_ns = kvf__now(e) + e->soft_pin_ns;
 	r->obj.nr_replicas = o->nr_replicas;
 	for (unsigned i = 0; i < o->nr_replicas; i++) {
-		r->obj.replicas[i].segment_id = o->replicas[i].seg->id;
-		r->obj.replicas[i].offset = o->replicas[i].offset;
+		const struct kvf__replica *rep = kvf__object_replicas_const(o);
+
+		r->obj.replicas[i].segment_id = rep[i].seg->id;
+		r->obj.replicas[i].offset = rep[i].offset;
 	}
 }
 

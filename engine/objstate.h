@@ -17,8 +17,8 @@
  * never hold a lock while waiting, so there is no deadlock.
  *
  * Leases against removal (a Dekker pair, both sides seq_cst): a reader
- * raises lease_deadline, then re-reads the state; a remover sets LOCKED,
- * then reads lease_deadline. Either the remover sees the new lease, or the
+ * raises the lease deadline (the owner word), then re-reads the state; a
+ * remover sets LOCKED, then reads the lease. Either the remover sees the new lease, or the
  * reader sees the lock and waits for the remover's verdict.
  */
 #ifndef KVF_ENGINE_OBJSTATE_H
@@ -105,14 +105,20 @@ static inline void kvf__obj_set(struct kvf__object *o, uint32_t next)
 	__atomic_store_n(&o->state, next, __ATOMIC_SEQ_CST);
 }
 
+/* The putting client of a processing record; read it under the lock. */
+static inline uint64_t kvf__obj_client(const struct kvf__object *o)
+{
+	return __atomic_load_n(&o->owner, __ATOMIC_RELAXED);
+}
+
 /* Raise the lease to @deadline (never lowers it). Lock-free. */
 static inline void kvf__obj_extend_lease(struct kvf__object *o,
 					 uint64_t deadline)
 {
-	uint64_t cur = __atomic_load_n(&o->lease_deadline, __ATOMIC_RELAXED);
+	uint64_t cur = __atomic_load_n(&o->owner, __ATOMIC_RELAXED);
 
 	while (cur < deadline &&
-	       !__atomic_compare_exchange_n(&o->lease_deadline, &cur, deadline,
+	       !__atomic_compare_exchange_n(&o->owner, &cur, deadline,
 					    true, __ATOMIC_SEQ_CST,
 					    __ATOMIC_RELAXED))
 		;
@@ -122,12 +128,13 @@ static inline void kvf__obj_extend_lease(struct kvf__object *o,
 	 * fence, because ThreadSanitizer does not model fences.
 	 */
 	if (cur >= deadline)
-		__atomic_fetch_add(&o->lease_deadline, 0, __ATOMIC_SEQ_CST);
+		__atomic_fetch_add(&o->owner, 0, __ATOMIC_SEQ_CST);
 }
 
+/* The lease deadline: the owner word of a complete (or removing) record. */
 static inline uint64_t kvf__obj_lease(const struct kvf__object *o)
 {
-	return __atomic_load_n(&o->lease_deadline, __ATOMIC_SEQ_CST);
+	return __atomic_load_n(&o->owner, __ATOMIC_SEQ_CST);
 }
 
 #endif /* KVF_ENGINE_OBJSTATE_H */

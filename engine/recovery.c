@@ -33,6 +33,7 @@
 struct replay {
 	struct kvf_engine *e;
 	uint64_t objects;
+	struct kvf__reclaim rc;
 };
 
 static struct kvf__object *find(struct kvf_engine *e, const char *key,
@@ -45,9 +46,12 @@ static struct kvf__object *find(struct kvf_engine *e, const char *key,
 	return o;
 }
 
-static void drop_object(struct kvf_engine *e, struct kvf__object *o)
+static void drop_object(struct replay *rp, struct kvf__object *o,
+			uint64_t hash)
 {
-	kvf__object_retire(e, o);
+	struct kvf_engine *e = rp->e;
+
+	kvf__object_retire(e, o, hash, &rp->rc);
 	kvf__obj_set(o, KVF__OBJ_DEAD);
 	kvf__replicas_free(o);
 	kvf__count_add(&e->nr_complete, -1);
@@ -86,6 +90,8 @@ static int apply_mount(struct kvf_engine *e, const struct kvf__jrec *r)
 static int set_replicas(struct kvf_engine *e, struct kvf__object *o,
 			const struct kvf__jrec *r, bool reserve)
 {
+	struct kvf__replica *rep = kvf__object_replicas(o);
+
 	for (unsigned i = 0; i < r->obj.nr_replicas; i++) {
 		struct kvf__segment *seg;
 
@@ -101,8 +107,8 @@ static int set_replicas(struct kvf_engine *e, struct kvf__object *o,
 			o->nr_replicas = (uint8_t)i; /* undo only these */
 			return KVF_ERR_JOURNAL_CORRUPT;
 		}
-		o->replicas[i].seg = seg;
-		o->replicas[i].offset = r->obj.replicas[i].offset;
+		rep[i].seg = seg;
+		rep[i].offset = r->obj.replicas[i].offset;
 	}
 	return KVF_OK;
 }
@@ -116,13 +122,13 @@ static int apply_put(struct replay *rp, const struct kvf__jrec *r)
 
 	old = find(e, r->obj.key, r->obj.key_len, hash);
 	if (old)
-		drop_object(e, old);
-	o = kvf__object_new(r->obj.key, r->obj.key_len, hash,
-			    r->obj.nr_replicas);
+		drop_object(rp, old, hash);
+	o = kvf__index_object_new(e->index, r->obj.key, r->obj.key_len,
+				  r->obj.nr_replicas);
 	if (!o)
 		return KVF_ERR_NO_MEMORY;
 	o->size = r->obj.size;
-	o->flags = r->obj.flags & (KVF__OBJ_HARD_PIN | KVF__OBJ_SOFT_PIN);
+	o->flags |= r->obj.flags & (KVF__OBJ_HARD_PIN | KVF__OBJ_SOFT_PIN);
 	if (o->flags & KVF__OBJ_SOFT_PIN)
 		o->stamp = kvf__now(e) + e->soft_pin_ns;
 	ret = set_replicas(e, o, r, true);
@@ -132,7 +138,7 @@ static int apply_put(struct replay *rp, const struct kvf__jrec *r)
 		return ret;
 	}
 	o->state = KVF__OBJ_COMPLETE;
-	if (kvf__index_insert_unique(e->index, o))
+	if (kvf__index_insert_unique(e->index, o, hash))
 		kvf__die("replay: key present after it was dropped");
 	kvf__count_add(&e->nr_complete, 1);
 	rp->objects++;
@@ -140,17 +146,19 @@ static int apply_put(struct replay *rp, const struct kvf__jrec *r)
 }
 
 /* The new replica set is a subset of the old: free what it left out. */
-static int apply_replicas(struct kvf_engine *e, const struct kvf__jrec *r)
+static int apply_replicas(struct replay *rp, const struct kvf__jrec *r)
 {
+	struct kvf_engine *e = rp->e;
 	uint64_t hash = kvf__key_hash(r->obj.key, r->obj.key_len);
+	const struct kvf__replica *orep, *nrep;
 	struct kvf__object *old, *o;
 	int ret;
 
 	old = find(e, r->obj.key, r->obj.key_len, hash);
 	if (!old)
 		return KVF_OK;
-	o = kvf__object_new(r->obj.key, r->obj.key_len, hash,
-			    r->obj.nr_replicas);
+	o = kvf__index_object_new(e->index, r->obj.key, r->obj.key_len,
+				  r->obj.nr_replicas);
 	if (!o)
 		return KVF_ERR_NO_MEMORY;
 	o->size = old->size;
@@ -161,31 +169,33 @@ static int apply_replicas(struct kvf_engine *e, const struct kvf__jrec *r)
 		kvf__object_free(o);
 		return ret;
 	}
+	orep = kvf__object_replicas_const(old);
+	nrep = kvf__object_replicas_const(o);
 	for (unsigned i = 0; i < old->nr_replicas; i++) {
 		bool kept = false;
 
 		for (unsigned j = 0; j < o->nr_replicas; j++)
-			kept |= o->replicas[j].seg == old->replicas[i].seg &&
-				o->replicas[j].offset == old->replicas[i].offset;
+			kept |= nrep[j].seg == orep[i].seg &&
+				nrep[j].offset == orep[i].offset;
 		if (!kept)
-			kvf__segalloc_free(old->replicas[i].seg->alloc,
-					   old->replicas[i].offset, old->size);
+			kvf__segalloc_free(orep[i].seg->alloc, orep[i].offset,
+					   old->size);
 	}
 	o->state = KVF__OBJ_COMPLETE;
-	if (kvf__index_replace(e->index, old, o) != KVF_OK)
+	if (kvf__index_replace(e->index, old, o, hash) != KVF_OK)
 		kvf__die("replay: record vanished");
 	kvf__obj_set(old, KVF__OBJ_REPLACED);
-	kvf__object_free_rcu(old);
+	kvf__reclaim_add(&rp->rc, old);
 	return KVF_OK;
 }
 
-static int apply_remove(struct kvf_engine *e, const struct kvf__jrec *r)
+static int apply_remove(struct replay *rp, const struct kvf__jrec *r)
 {
 	uint64_t hash = kvf__key_hash(r->obj.key, r->obj.key_len);
-	struct kvf__object *o = find(e, r->obj.key, r->obj.key_len, hash);
+	struct kvf__object *o = find(rp->e, r->obj.key, r->obj.key_len, hash);
 
 	if (o)
-		drop_object(e, o);
+		drop_object(rp, o, hash);
 	return KVF_OK;
 }
 
@@ -199,10 +209,10 @@ static int apply_object(struct replay *rp, const struct kvf__jrec *r)
 		ret = apply_put(rp, r);
 		break;
 	case KVF__JREC_OBJECT_REPLICAS:
-		ret = apply_replicas(rp->e, r);
+		ret = apply_replicas(rp, r);
 		break;
 	default:
-		ret = apply_remove(rp->e, r);
+		ret = apply_remove(rp, r);
 		break;
 	}
 	kvf__rcu_read_unlock();
@@ -244,6 +254,7 @@ int kvf__engine_recover(struct kvf_engine *e)
 
 	pthread_mutex_lock(&e->seg_lock);
 	ret = kvf__journal_replay(e->journal, &ops, &rp);
+	kvf__reclaim_flush(&rp.rc);
 	pthread_mutex_unlock(&e->seg_lock);
 	e->recovered_objects = (uint64_t)__atomic_load_n(&e->nr_complete,
 							 __ATOMIC_RELAXED);

@@ -29,8 +29,9 @@
 
 #include "engine/die.h"
 #include "engine/internal.h"
-#include "engine/objstate.h"
 #include "engine/mutation.h"
+#include "engine/objstate.h"
+#include "metadata/hash.h"
 
 #define KVF_MIN_SEGMENT_SIZE (1ULL << 20)
 
@@ -347,31 +348,39 @@ int kvf_segment_mount(struct kvf_engine *e, uint64_t client_id,
 static int replica_index(const struct kvf__object *o,
 			 const struct kvf__segment *seg)
 {
+	const struct kvf__replica *r = kvf__object_replicas_const(o);
+
 	for (int i = 0; i < o->nr_replicas; i++)
-		if (o->replicas[i].seg == seg)
+		if (r[i].seg == seg)
 			return i;
 	return -1;
 }
 
-/* A copy of @o without replica @drop, in state @state. */
-static struct kvf__object *copy_without(const struct kvf__object *o, int drop,
+/* A copy of locked @o without replica @drop, in state @state. */
+static struct kvf__object *copy_without(struct kvf__index *idx,
+					const struct kvf__object *o, int drop,
 					uint32_t state)
 {
+	const struct kvf__replica *r = kvf__object_replicas_const(o);
+	struct kvf__replica *nr;
 	struct kvf__object *n;
 	int j = 0;
 
-	n = kvf__object_new(kvf__object_key(o), o->key_len, o->hash,
-			    o->nr_replicas - 1u);
+	n = kvf__index_object_new(idx, kvf__object_key(o), o->key_len,
+				  o->nr_replicas - 1u);
 	if (!n)
 		return NULL;
 	n->size = o->size;
-	n->client_id = o->client_id;
 	n->stamp = o->stamp;
-	n->flags = o->flags;
-	n->lease_deadline = kvf__obj_lease(o);
+	n->flags = (uint8_t)((o->flags & ~KVF__OBJ_HOOKED) |
+			     (n->flags & KVF__OBJ_HOOKED));
+	/* Client or lease, whichever the state makes it (read after LOCKED:
+	 * the lease half of the Dekker pair with readers). */
+	n->owner = kvf__obj_lease(o);
+	nr = kvf__object_replicas(n);
 	for (int i = 0; i < o->nr_replicas; i++)
 		if (i != drop)
-			n->replicas[j++] = o->replicas[i];
+			nr[j++] = r[i];
 	n->state = state;
 	return n;
 }
@@ -382,6 +391,7 @@ static struct kvf__object *copy_without(const struct kvf__object *o, int drop,
 struct drop_ctx {
 	struct kvf_engine *e;
 	struct kvf__segment *seg;
+	struct kvf__reclaim rc;
 	bool journal;
 	int err;      /* first journal error */
 	bool no_mem;  /* a copy failed: walk again */
@@ -422,10 +432,12 @@ static void drop_replica(struct kvf__object *o, void *arg)
 	struct kvf__object *n;
 	unsigned spins = 0;
 	uint32_t base;
+	uint64_t hash;
 	int drop = replica_index(o, c->seg);
 
 	if (drop < 0)
 		return;
+	hash = kvf__key_hash(kvf__object_key(o), o->key_len);
 	while (!kvf__obj_lock(o, &base)) {
 		if (base == KVF__OBJ_DEAD || base == KVF__OBJ_REPLACED)
 			return;
@@ -436,21 +448,21 @@ static void drop_replica(struct kvf__object *o, void *arg)
 		kvf__count_add(base == KVF__OBJ_COMPLETE ? &c->e->nr_complete :
 							   &c->e->nr_processing,
 			       -1);
-		kvf__object_retire(c->e, o);
+		kvf__object_retire(c->e, o, hash, &c->rc);
 		if (base == KVF__OBJ_COMPLETE)
 			drop_note(c, KVF__MUT_OBJECT_REMOVE, o);
 		return;
 	}
-	n = copy_without(o, drop, base);
+	n = copy_without(c->e->index, o, drop, base);
 	if (!n) {
 		kvf__obj_set(o, base);
 		c->no_mem = true;
 		return;
 	}
-	if (kvf__index_replace(c->e->index, o, n) != KVF_OK)
+	if (kvf__index_replace(c->e->index, o, n, hash) != KVF_OK)
 		kvf__die("locked record vanished from the index");
 	kvf__obj_set(o, KVF__OBJ_REPLACED);
-	kvf__object_free_rcu(o);
+	kvf__reclaim_add(&c->rc, o);
 	if (base == KVF__OBJ_COMPLETE)
 		drop_note(c, KVF__MUT_OBJECT_REPLICAS, n);
 }
@@ -494,6 +506,7 @@ static int unmount_locked(struct kvf_engine *e, struct kvf__segment *seg,
 		kvf__rcu_read_lock();
 		kvf__index_foreach(e->index, drop_replica, ctx);
 		drop_flush(ctx);
+		kvf__reclaim_flush(&ctx->rc);
 		kvf__rcu_read_unlock();
 	} while (ctx->no_mem);
 	ret = ctx->err;

@@ -15,7 +15,8 @@
  *  - insert/replace/remove may run concurrently with each other and with
  *    lookups; a record returned by a lookup stays valid until the caller
  *    leaves its read-side section;
- *  - @hash is kvf__key_hash() of the key; records carry it in ->hash.
+ *  - @hash is always kvf__key_hash() of the record's key (records do not
+ *    store it: callers have it from hashing their batch).
  */
 #ifndef KVF_METADATA_INDEX_H
 #define KVF_METADATA_INDEX_H
@@ -34,6 +35,8 @@ typedef void (*kvf__index_visit_fn)(struct kvf__object *o, void *arg);
 
 struct kvf__index_ops {
 	const char *name;
+	/* Records need a KVF__OBJ_HOOK_SIZE hook prefix (kvf__object_new). */
+	bool hooked;
 	/* Presize for @expected records. Returns KVF_OK or KVF_ERR_NO_MEMORY. */
 	int (*create)(uint64_t expected, struct kvf__index **out);
 	/* The index must be empty and no reader may remain. */
@@ -47,12 +50,14 @@ struct kvf__index_ops {
 			     struct kvf__object **out);
 	/* Insert @o unless its key is present: NULL, or the existing record. */
 	struct kvf__object *(*insert_unique)(struct kvf__index *idx,
-					     struct kvf__object *o);
+					     struct kvf__object *o,
+					     uint64_t hash);
 	/* Swap @old (same key) for @new. KVF_OK or KVF_ERR_OBJECT_NOT_FOUND. */
 	int (*replace)(struct kvf__index *idx, struct kvf__object *old,
-		       struct kvf__object *new_obj);
+		       struct kvf__object *new_obj, uint64_t hash);
 	/* Unlink @o. KVF_OK or KVF_ERR_OBJECT_NOT_FOUND (already gone). */
-	int (*remove)(struct kvf__index *idx, struct kvf__object *o);
+	int (*remove)(struct kvf__index *idx, struct kvf__object *o,
+		      uint64_t hash);
 	/* Visit every record present at the start and not removed since. */
 	void (*foreach)(struct kvf__index *idx, kvf__index_visit_fn fn,
 			void *arg);
@@ -77,22 +82,32 @@ static inline void kvf__index_lookup_batch(struct kvf__index *idx, size_t n,
 }
 
 static inline struct kvf__object *
-kvf__index_insert_unique(struct kvf__index *idx, struct kvf__object *o)
+kvf__index_insert_unique(struct kvf__index *idx, struct kvf__object *o,
+			 uint64_t hash)
 {
-	return idx->ops->insert_unique(idx, o);
+	return idx->ops->insert_unique(idx, o, hash);
 }
 
 static inline int kvf__index_replace(struct kvf__index *idx,
 				     struct kvf__object *old,
-				     struct kvf__object *new_obj)
+				     struct kvf__object *new_obj, uint64_t hash)
 {
-	return idx->ops->replace(idx, old, new_obj);
+	return idx->ops->replace(idx, old, new_obj, hash);
 }
 
 static inline int kvf__index_remove(struct kvf__index *idx,
-				    struct kvf__object *o)
+				    struct kvf__object *o, uint64_t hash)
 {
-	return idx->ops->remove(idx, o);
+	return idx->ops->remove(idx, o, hash);
+}
+
+/* A new record shaped for @idx (see kvf__object_new()). */
+static inline struct kvf__object *kvf__index_object_new(struct kvf__index *idx,
+							const char *key,
+							size_t key_len,
+							unsigned nr_replicas)
+{
+	return kvf__object_new(key, key_len, nr_replicas, idx->ops->hooked);
 }
 
 static inline void kvf__index_foreach(struct kvf__index *idx,

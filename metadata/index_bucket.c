@@ -111,6 +111,7 @@
 
 #include "engine/die.h"
 #include "engine/rcu.h"
+#include "metadata/hash.h"
 #include "metadata/index.h"
 
 #define SLOTS_PER_BUCKET 7
@@ -126,9 +127,8 @@
 #define LOOKUP_CHUNK 64
 /* Neighbour buckets prefetched per displaced key in the second pass. */
 #define PREFETCH_NEIGHBOURS 4
-/* Record bytes before the key when the record has one replica. */
-#define KEY_OFFSET_GUESS                                                       \
-	(sizeof(struct kvf__object) + sizeof(struct kvf__replica))
+/* Record bytes before the key (the key follows the header). */
+#define KEY_OFFSET_GUESS (sizeof(struct kvf__object))
 
 struct bucket {
 	uint64_t slot[SLOTS_PER_BUCKET]; /* tag << 48 | pointer; atomic */
@@ -194,7 +194,13 @@ static inline bool slot_has_tag(uint64_t s, uint64_t tag)
 	return (s >> TAG_SHIFT) == tag;
 }
 
-static uint64_t slot_make(struct kvf__object *o)
+/* Records do not store their hash: recompute it on the rare paths. */
+static inline uint64_t record_hash(const struct kvf__object *o)
+{
+	return kvf__key_hash(kvf__object_key(o), o->key_len);
+}
+
+static uint64_t slot_make(struct kvf__object *o, uint64_t hash)
 {
 	uintptr_t p = (uintptr_t)o;
 
@@ -202,7 +208,7 @@ static uint64_t slot_make(struct kvf__object *o)
 	if (p & ~(uintptr_t)PTR_MASK)
 		kvf__die("record pointer %p does not fit in 48 bits",
 			 (void *)o);
-	return tag_of(o->hash) << TAG_SHIFT | p;
+	return tag_of(hash) << TAG_SHIFT | p;
 }
 
 static inline uint64_t slot_load(const uint64_t *s)
@@ -253,9 +259,10 @@ static struct kvf__object *range_find(struct bucket_table *t, uint64_t home,
 }
 
 /* The slot holding exactly @o, or NULL. Caller holds @o's stripe. */
-static uint64_t *slot_of(struct bucket_table *t, struct kvf__object *o)
+static uint64_t *slot_of(struct bucket_table *t, struct kvf__object *o,
+			 uint64_t hash)
 {
-	uint64_t home = home_of(t, o->hash);
+	uint64_t home = home_of(t, hash);
 	uint64_t last = displaced_load(bucket_at(t, home));
 
 	for (uint64_t d = 0; d <= last && d <= t->mask; d++) {
@@ -404,8 +411,8 @@ static struct bucket_table *table_rebuild(struct bucket_table *old,
 			uint64_t s =
 				__atomic_load_n(&b->slot[j], __ATOMIC_RELAXED);
 
-			if (s &&
-			    !table_place(t, slot_object(s)->hash, s, t->mask))
+			if (s && !table_place(t, record_hash(slot_object(s)), s,
+					      t->mask))
 				kvf__die("rebuilt index table overflowed");
 		}
 	}
@@ -618,11 +625,12 @@ static void bucket_lookup_batch(struct kvf__index *idx, size_t n,
 }
 
 static struct kvf__object *bucket_insert_unique(struct kvf__index *idx,
-						struct kvf__object *o)
+						struct kvf__object *o,
+						uint64_t hash)
 {
 	struct bucket_index *bi = bucket_index_of(idx);
 	const struct kvf_key key = {kvf__object_key(o), o->key_len};
-	uint64_t entry = slot_make(o);
+	uint64_t entry = slot_make(o, hash);
 	uint64_t limit = MAX_DISPLACEMENT;
 	struct bucket_table *t;
 
@@ -631,15 +639,15 @@ static struct kvf__object *bucket_insert_unique(struct kvf__index *idx,
 		struct kvf__object *found;
 		bool placed;
 
-		t = lock_table(bi, o->hash);
-		found = range_find(t, home_of(t, o->hash), 0, o->hash, &key);
+		t = lock_table(bi, hash);
+		found = range_find(t, home_of(t, hash), 0, hash, &key);
 		if (found) {
-			unlock_stripe(bi, o->hash);
+			unlock_stripe(bi, hash);
 			kvf__tsan_acquire(found);
 			return found;
 		}
-		placed = table_place(t, o->hash, entry, limit);
-		unlock_stripe(bi, o->hash);
+		placed = table_place(t, hash, entry, limit);
+		unlock_stripe(bi, hash);
 		if (placed)
 			break;
 		if (limit == UINT64_MAX)
@@ -655,35 +663,34 @@ static struct kvf__object *bucket_insert_unique(struct kvf__index *idx,
 }
 
 static int bucket_replace(struct kvf__index *idx, struct kvf__object *old,
-			  struct kvf__object *new_obj)
+			  struct kvf__object *new_obj, uint64_t hash)
 {
 	struct bucket_index *bi = bucket_index_of(idx);
-	uint64_t entry = slot_make(new_obj);
+	uint64_t entry = slot_make(new_obj, hash);
 	struct bucket_table *t;
 	uint64_t *slot;
 
-	if (old->hash != new_obj->hash)
-		kvf__die("replace with a record of another key");
 	kvf__tsan_release(new_obj);
-	t = lock_table(bi, old->hash);
-	slot = slot_of(t, old);
+	t = lock_table(bi, hash);
+	slot = slot_of(t, old, hash);
 	if (slot)
 		__atomic_store_n(slot, entry, __ATOMIC_RELEASE);
-	unlock_stripe(bi, old->hash);
+	unlock_stripe(bi, hash);
 	return slot ? KVF_OK : KVF_ERR_OBJECT_NOT_FOUND;
 }
 
-static int bucket_remove(struct kvf__index *idx, struct kvf__object *o)
+static int bucket_remove(struct kvf__index *idx, struct kvf__object *o,
+			 uint64_t hash)
 {
 	struct bucket_index *bi = bucket_index_of(idx);
 	struct bucket_table *t;
 	uint64_t *slot;
 
-	t = lock_table(bi, o->hash);
-	slot = slot_of(t, o);
+	t = lock_table(bi, hash);
+	slot = slot_of(t, o, hash);
 	if (slot)
 		__atomic_store_n(slot, 0, __ATOMIC_RELEASE);
-	unlock_stripe(bi, o->hash);
+	unlock_stripe(bi, hash);
 	if (!slot)
 		return KVF_ERR_OBJECT_NOT_FOUND;
 	__atomic_fetch_sub(&bi->count, 1, __ATOMIC_RELAXED);
@@ -703,7 +710,7 @@ static void visit_home(struct bucket_table *t, uint64_t home,
 			struct kvf__object *o =
 				slot_object(slot_load(&b->slot[i]));
 
-			if (!o || home_of(t, o->hash) != home)
+			if (!o || home_of(t, record_hash(o)) != home)
 				continue;
 			kvf__tsan_acquire(o);
 			fn(o, arg);

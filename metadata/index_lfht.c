@@ -2,7 +2,7 @@
 /*
  * metadata/index_lfht.c - the object index on liburcu's cds_lfht.
  *
- * Design: records embed a cds_lfht_node (union kvf__index_hook); the table
+ * Design: records carry a cds_lfht_node in their hook prefix; the table
  * is presized to the expected count and created with AUTO_RESIZE together
  * with ACCOUNTING (AUTO_RESIZE alone lagged for seconds after a bulk load
  * on these machines). Lookups run under the caller's RCU read lock and take
@@ -37,7 +37,12 @@ static struct cds_lfht *table_of(struct kvf__index *idx)
 
 static struct kvf__object *object_of(struct cds_lfht_node *node)
 {
-	return caa_container_of(node, struct kvf__object, hook.lfht);
+	return kvf__object_from_hook(node);
+}
+
+static struct cds_lfht_node *node_of(struct kvf__object *o)
+{
+	return kvf__object_hook(o);
 }
 
 struct key_ref {
@@ -117,37 +122,39 @@ static void lfht_lookup_batch(struct kvf__index *idx, size_t n,
 }
 
 static struct kvf__object *lfht_insert_unique(struct kvf__index *idx,
-					      struct kvf__object *o)
+					      struct kvf__object *o,
+					      uint64_t hash)
 {
 	struct key_ref k = { kvf__object_key(o), o->key_len };
 	struct cds_lfht_node *node;
 
 	kvf__tsan_release(o);
-	node = cds_lfht_add_unique(table_of(idx), (unsigned long)o->hash,
-				   match_key, &k, &o->hook.lfht);
-	if (node == &o->hook.lfht)
+	node = cds_lfht_add_unique(table_of(idx), (unsigned long)hash,
+				   match_key, &k, node_of(o));
+	if (node == node_of(o))
 		return NULL;
 	kvf__tsan_acquire(object_of(node));
 	return object_of(node);
 }
 
 static int lfht_replace(struct kvf__index *idx, struct kvf__object *old,
-			struct kvf__object *new_obj)
+			struct kvf__object *new_obj, uint64_t hash)
 {
 	struct key_ref k = { kvf__object_key(new_obj), new_obj->key_len };
-	struct cds_lfht_iter old_pos = { .node = &old->hook.lfht };
+	struct cds_lfht_iter old_pos = { .node = node_of(old) };
 
 	kvf__tsan_release(new_obj);
-	if (cds_lfht_replace(table_of(idx), &old_pos,
-			     (unsigned long)new_obj->hash, match_key, &k,
-			     &new_obj->hook.lfht))
+	if (cds_lfht_replace(table_of(idx), &old_pos, (unsigned long)hash,
+			     match_key, &k, node_of(new_obj)))
 		return KVF_ERR_OBJECT_NOT_FOUND;
 	return KVF_OK;
 }
 
-static int lfht_remove(struct kvf__index *idx, struct kvf__object *o)
+static int lfht_remove(struct kvf__index *idx, struct kvf__object *o,
+		       uint64_t hash)
 {
-	return cds_lfht_del(table_of(idx), &o->hook.lfht) ?
+	(void)hash;
+	return cds_lfht_del(table_of(idx), node_of(o)) ?
 		       KVF_ERR_OBJECT_NOT_FOUND :
 		       KVF_OK;
 }
@@ -175,6 +182,7 @@ static uint64_t lfht_count(struct kvf__index *idx)
 
 const struct kvf__index_ops kvf__index_lfht_ops = {
 	.name = "lfht",
+	.hooked = true,
 	.create = lfht_create,
 	.destroy = lfht_destroy,
 	.lookup_batch = lfht_lookup_batch,

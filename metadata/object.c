@@ -1,10 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * metadata/object.c - allocation and deferred freeing of object records.
+ * metadata/object.c - allocation and batched reclamation of records.
  *
- * A record is one malloc block (header, replicas, key). Unpublished records
- * are freed after a grace period through call_rcu, so a reader that found
- * the record in its read-side section can still read it.
+ * A record is one malloc block (optional index hook, header, key,
+ * replicas). Unpublished records are collected per operation and freed
+ * together after one grace period: one call_rcu (~150-300 ns here) per
+ * batch instead of per record, and no 16-byte rcu_head in every record.
+ *
+ * If a reclaim block cannot be allocated the record is leaked (and
+ * counted) rather than freed early: a reader may still hold it, and we
+ * cannot wait for a grace period inside a read-side section.
  */
 #include "config.h"
 
@@ -13,34 +18,78 @@
 
 #include "metadata/object.h"
 
+#define RECLAIM_BATCH 256
+
+struct kvf__reclaim_block {
+	struct rcu_head rcu;
+	unsigned n;
+	struct kvf__object *obj[RECLAIM_BATCH];
+};
+
+static uint64_t reclaim_leaks;
+
 struct kvf__object *kvf__object_new(const char *key, size_t key_len,
-				    uint64_t hash, unsigned nr_replicas)
+				    unsigned nr_replicas, bool hooked)
 {
+	size_t prefix = hooked ? KVF__OBJ_HOOK_SIZE : 0;
+	size_t size = kvf__object_replicas_offset(key_len) +
+		      nr_replicas * sizeof(struct kvf__replica);
+	char *block = calloc(1, prefix + size);
 	struct kvf__object *o;
 
-	o = calloc(1, kvf__object_alloc_size(nr_replicas, key_len));
-	if (!o)
+	if (!block)
 		return NULL;
-	o->hash = hash;
+	o = (struct kvf__object *)(block + prefix);
 	o->key_len = (uint16_t)key_len;
 	o->nr_replicas = (uint8_t)nr_replicas;
+	o->flags = hooked ? KVF__OBJ_HOOKED : 0;
 	o->state = KVF__OBJ_PROCESSING;
-	memcpy((char *)kvf__object_key(o), key, key_len);
+	memcpy(o->key, key, key_len);
 	return o;
 }
 
 void kvf__object_free(struct kvf__object *o)
 {
-	free(o);
+	if (o)
+		free((o->flags & KVF__OBJ_HOOKED) ? kvf__object_hook(o) :
+						    (void *)o);
 }
 
-static void free_after_grace(struct rcu_head *head)
+static void reclaim_after_grace(struct rcu_head *head)
 {
+	struct kvf__reclaim_block *b =
+		caa_container_of(head, struct kvf__reclaim_block, rcu);
+
 	kvf__rcu_callback_enter();
-	free(caa_container_of(head, struct kvf__object, rcu));
+	for (unsigned i = 0; i < b->n; i++)
+		kvf__object_free(b->obj[i]);
+	free(b);
 }
 
-void kvf__object_free_rcu(struct kvf__object *o)
+void kvf__reclaim_flush(struct kvf__reclaim *rc)
 {
-	kvf__rcu_call(&o->rcu, free_after_grace);
+	if (!rc->blk)
+		return;
+	kvf__rcu_call(&rc->blk->rcu, reclaim_after_grace);
+	rc->blk = NULL;
+}
+
+void kvf__reclaim_add(struct kvf__reclaim *rc, struct kvf__object *o)
+{
+	if (rc->blk && rc->blk->n == RECLAIM_BATCH)
+		kvf__reclaim_flush(rc);
+	if (!rc->blk) {
+		rc->blk = malloc(sizeof(*rc->blk));
+		if (!rc->blk) {
+			__atomic_fetch_add(&reclaim_leaks, 1, __ATOMIC_RELAXED);
+			return;
+		}
+		rc->blk->n = 0;
+	}
+	rc->blk->obj[rc->blk->n++] = o;
+}
+
+uint64_t kvf__reclaim_leaked(void)
+{
+	return __atomic_load_n(&reclaim_leaks, __ATOMIC_RELAXED);
 }

@@ -2,21 +2,33 @@
 /*
  * metadata/object.h - the per-object record the index points at.
  *
- * One heap block per object: a fixed header, the replicas, then the key
- * bytes inline (no separate key allocation, so a lookup touches one
- * block). Use the accessors below, never the layout: the batch-pipelined
- * index may move fields to shave cache lines.
+ * One heap block per object, laid out so a lookup and a get touch as few
+ * cache lines as possible: a 32-byte header (state, key length, replica
+ * count, pins, size, lease, stamp), the key inline right after it, then
+ * the replicas, 8-byte aligned. For a 68-byte HiCache key and one replica
+ * that is 116 bytes: one 128-byte malloc chunk, the key within the first
+ * two lines. Nothing else is stored per object:
+ *   - no hash: the engine has it at hand (it hashed the batch), and the
+ *     index recomputes it (XXH3, ~5 ns) on its rare paths (resize, walks);
+ *   - no index hook unless the index wants one: an index may ask for a
+ *     prefix (index ops ->hook_size) placed *before* the record; the
+ *     HOOKED flag says it is there, so freeing finds the block start;
+ *   - no rcu_head: unpublished records are reclaimed in batches (struct
+ *     kvf__reclaim), one call_rcu per batch instead of one per record.
  *
- * Immutable after publication: key, hash, size, client_id, replicas,
- * nr_replicas, flags. A change to the replica set is copy-on-write: a new
- * record replaces the old one in the index (old one goes REPLACED).
- * Mutable, atomically: @state (the per-object state machine, also a short
- * writer lock, see engine/objstate.c) and @lease_deadline (readers raise it
- * with an atomic max, lock-free).
+ * Immutable after publication: key, size, replicas, flags. A change to
+ * the replica set is copy-on-write: a new record replaces the old one in
+ * the index (the old one goes REPLACED). Mutable, atomically: @state (the
+ * state machine and writer lock, engine/objstate.h) and the @owner word:
+ * the putting client's id while the put is processing, the lease deadline
+ * once complete (readers raise it with an atomic max, lock-free). Only
+ * the thread that owns the ENDING state switches it, before publishing
+ * COMPLETE.
  */
 #ifndef KVF_METADATA_OBJECT_H
 #define KVF_METADATA_OBJECT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -24,11 +36,10 @@
 
 struct kvf__segment;
 
-/* Object states. BUSY is held by one writer for a few instructions. */
+/* Base object states; engine/objstate.h adds the transient ones. */
 enum kvf__obj_state {
 	KVF__OBJ_PROCESSING = 1, /* put started, invisible to readers */
 	KVF__OBJ_COMPLETE = 2,   /* readable */
-	KVF__OBJ_BUSY = 3,       /* a writer is deciding; readers re-check */
 	KVF__OBJ_DEAD = 4,       /* removed from the index, freed after GP */
 	KVF__OBJ_REPLACED = 5,   /* superseded by a newer record: look again */
 };
@@ -36,60 +47,90 @@ enum kvf__obj_state {
 enum kvf__obj_flags {
 	KVF__OBJ_HARD_PIN = 1u << 0,
 	KVF__OBJ_SOFT_PIN = 1u << 1,
+	KVF__OBJ_HOOKED = 1u << 7, /* an index hook precedes the record */
 };
+
+/* Size of the index hook prefix when KVF__OBJ_HOOKED is set. */
+#define KVF__OBJ_HOOK_SIZE 16
 
 struct kvf__replica {
 	struct kvf__segment *seg; /* RCU-protected; outlives every record */
 	uint64_t offset;          /* from the segment base */
 };
 
-/*
- * The hook is owned by the index implementation (cds_lfht_node for the
- * lfht index). Nothing else touches it.
- */
-union kvf__index_hook {
-	struct cds_lfht_node lfht;
-	void *words[2];
-};
-
 struct kvf__object {
-	union kvf__index_hook hook;
-	struct rcu_head rcu;
-	uint64_t hash;
-	uint64_t size;
-	uint64_t lease_deadline; /* ns on the engine clock; atomic */
-	uint64_t client_id;      /* the putter */
-	uint64_t stamp;          /* put start (ns); soft pin deadline later */
-	uint32_t state;          /* enum kvf__obj_state; atomic */
+	uint32_t state; /* enum kvf__obj_state | KVF__OBJ_LOCKED; atomic */
 	uint16_t key_len;
 	uint8_t nr_replicas;
-	uint8_t flags;           /* enum kvf__obj_flags */
-	struct kvf__replica replicas[];
-	/* followed by key_len key bytes */
+	uint8_t flags; /* enum kvf__obj_flags */
+	uint64_t size;
+	uint64_t owner; /* client id (processing) / lease deadline; atomic */
+	uint64_t stamp; /* put start (ns); the soft pin deadline once complete */
+	char key[];     /* key_len bytes, then the replicas */
 };
 
 static inline const char *kvf__object_key(const struct kvf__object *o)
 {
-	return (const char *)&o->replicas[o->nr_replicas];
+	return o->key;
 }
 
-static inline size_t kvf__object_alloc_size(size_t nr_replicas, size_t key_len)
+static inline size_t kvf__object_replicas_offset(size_t key_len)
 {
-	return sizeof(struct kvf__object) +
-	       nr_replicas * sizeof(struct kvf__replica) + key_len;
+	return (sizeof(struct kvf__object) + key_len + 7) & ~(size_t)7;
+}
+
+static inline struct kvf__replica *kvf__object_replicas(struct kvf__object *o)
+{
+	return (struct kvf__replica *)((char *)o +
+				       kvf__object_replicas_offset(o->key_len));
+}
+
+static inline const struct kvf__replica *
+kvf__object_replicas_const(const struct kvf__object *o)
+{
+	return (const struct kvf__replica *)((const char *)o +
+					     kvf__object_replicas_offset(
+						     o->key_len));
+}
+
+/* The index hook prefix of a HOOKED record. */
+static inline void *kvf__object_hook(struct kvf__object *o)
+{
+	return (char *)o - KVF__OBJ_HOOK_SIZE;
+}
+
+static inline struct kvf__object *kvf__object_from_hook(void *hook)
+{
+	return (struct kvf__object *)((char *)hook + KVF__OBJ_HOOK_SIZE);
 }
 
 /*
- * kvf__object_new() - allocate a record with key and hash filled in,
- * state PROCESSING, everything else zero. NULL on allocation failure.
+ * kvf__object_new() - allocate a record with its key, state PROCESSING,
+ * everything else zero; with @hooked, an index hook prefix before it.
+ * NULL on allocation failure.
  */
 struct kvf__object *kvf__object_new(const char *key, size_t key_len,
-				    uint64_t hash, unsigned nr_replicas);
+				    unsigned nr_replicas, bool hooked);
 
 /* Free now: only for records never published, or with no readers left. */
 void kvf__object_free(struct kvf__object *o);
 
-/* Free after a grace period (the record was unpublished). */
-void kvf__object_free_rcu(struct kvf__object *o);
+/*
+ * struct kvf__reclaim - records unpublished by one operation, freed
+ * together after one grace period. Use from inside or outside a read-side
+ * section; kvf__reclaim_flush() must run before the collector goes out of
+ * scope.
+ */
+struct kvf__reclaim_block;
+
+struct kvf__reclaim {
+	struct kvf__reclaim_block *blk;
+};
+
+void kvf__reclaim_add(struct kvf__reclaim *rc, struct kvf__object *o);
+void kvf__reclaim_flush(struct kvf__reclaim *rc);
+
+/* Records leaked because a reclaim block could not be allocated. */
+uint64_t kvf__reclaim_leaked(void);
 
 #endif /* KVF_METADATA_OBJECT_H */

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-EXTRA_DIST += tests/unit/helpers.h
+EXTRA_DIST += tests/unit/helpers.h tests/unit/index_helpers.h
 
 if HAVE_CMOCKA
 # Engine tests run on both indexes: the *_bucket binaries are the same

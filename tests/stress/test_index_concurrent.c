@@ -40,6 +40,7 @@
 #include "engine/rcu.h"
 #include "metadata/hash.h"
 #include "metadata/index.h"
+#include "tests/unit/index_helpers.h"
 
 #define NR_KEYS 16384
 #define NR_MISS 1024 /* ids [NR_KEYS, NR_KEYS + NR_MISS) never inserted */
@@ -113,11 +114,11 @@ static bool stopping(struct run *r)
 static struct kvf__object *record_new(unsigned id)
 {
 	struct kvf__object *o =
-		kvf__object_new(keys[id].data, keys[id].len, keys[id].hash, 1);
+		kvf__object_new(keys[id].data, keys[id].len, 1, record_hooked);
 
 	if (!o)
 		abort();
-	o->client_id = id;
+	o->owner = id;
 	o->size = LIVE_MAGIC;
 	return o;
 }
@@ -138,28 +139,41 @@ static void read_unlock(void)
 	kvf__rcu_read_unlock();
 }
 
+/* A retired record waiting for its grace period. */
+struct retired {
+	struct rcu_head rcu;
+	struct kvf__object *o;
+};
+
 /* RCU callback: poison, so a reader that still sees the record fails. */
 static void poison_and_free(struct rcu_head *head)
 {
-	struct kvf__object *o = caa_container_of(head, struct kvf__object, rcu);
+	struct retired *rt = caa_container_of(head, struct retired, rcu);
+	struct kvf__object *o = rt->o;
 
+	free(rt);
 	kvf__tsan_acquire(&grace_token);
 	o->size = POISON;
-	o->client_id = UINT64_MAX;
+	o->owner = UINT64_MAX;
 	memset((char *)kvf__object_key(o), 'X', o->key_len);
 	kvf__object_free(o);
 }
 
 static void record_retire(struct kvf__object *o)
 {
-	kvf__rcu_call(&o->rcu, poison_and_free);
+	struct retired *rt = malloc(sizeof(*rt));
+
+	if (!rt)
+		abort();
+	rt->o = o;
+	kvf__rcu_call(&rt->rcu, poison_and_free);
 }
 
 static void check_record(struct run *r, struct kvf__object *o, unsigned id)
 {
 	if (o->size != LIVE_MAGIC)
 		report_failure(r, "found a freed record", id);
-	else if (o->client_id != id || o->key_len != keys[id].len ||
+	else if (o->owner != id || o->key_len != keys[id].len ||
 		 memcmp(kvf__object_key(o), keys[id].data, keys[id].len))
 		report_failure(r, "found a record of another key", id);
 }
@@ -215,7 +229,7 @@ static void writer_step(struct writer *w, unsigned id, uint64_t dice)
 
 	if (!o) {
 		n = record_new(id);
-		if (kvf__index_insert_unique(r->idx, n)) {
+		if (ins(r->idx, n)) {
 			report_failure(r, "insert of an absent key clashed",
 				       id);
 			kvf__object_free(n);
@@ -223,14 +237,14 @@ static void writer_step(struct writer *w, unsigned id, uint64_t dice)
 		}
 		w->own[id] = n;
 	} else if (dice & 1) {
-		if (kvf__index_remove(r->idx, o) != KVF_OK)
+		if (rem(r->idx, o) != KVF_OK)
 			report_failure(r, "remove of a present record failed",
 				       id);
 		record_retire(o);
 		w->own[id] = NULL;
 	} else {
 		n = record_new(id);
-		if (kvf__index_replace(r->idx, o, n) != KVF_OK) {
+		if (repl(r->idx, o, n) != KVF_OK) {
 			report_failure(r, "replace of a present record failed",
 				       id);
 			kvf__object_free(n);
@@ -272,7 +286,7 @@ struct scan {
 static void scan_visit(struct kvf__object *o, void *arg)
 {
 	struct scan *s = arg;
-	uint64_t id = o->client_id;
+	uint64_t id = o->owner;
 
 	if (o->size != LIVE_MAGIC || id >= NR_KEYS) {
 		report_failure(s->run, "foreach visited a freed record", 0);
@@ -312,9 +326,9 @@ static void retire_visit(struct kvf__object *o, void *arg)
 {
 	struct run *r = arg;
 
-	if (kvf__index_remove(r->idx, o) != KVF_OK)
+	if (rem(r->idx, o) != KVF_OK)
 		report_failure(r, "teardown remove failed",
-			       (unsigned)o->client_id);
+			       (unsigned)o->owner);
 	record_retire(o);
 }
 
@@ -325,10 +339,11 @@ static void run_round(struct run *r, unsigned ms)
 	struct timespec nap = {ms / 1000, (long)(ms % 1000) * 1000000L};
 
 	assert_non_null(w);
+	record_hooked = r->ops->hooked;
 	assert_int_equal(r->ops->create(1, &r->idx), KVF_OK);
 	kvf__rcu_read_lock();
 	for (unsigned id = 0; id < NR_KEYS; id += STABLE_EVERY)
-		assert_null(kvf__index_insert_unique(r->idx, record_new(id)));
+		assert_null(ins(r->idx, record_new(id)));
 	read_unlock();
 	__atomic_store_n(&r->stop, false, __ATOMIC_RELEASE);
 

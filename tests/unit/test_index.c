@@ -7,7 +7,7 @@
  * model (an array indexed by key id) with indexes created tiny so they
  * resize many times, and foreach while its callback removes, replaces and
  * inserts (inserts force resizes in the middle of the walk). Removed
- * records are freed with kvf__object_free_rcu; each test ends with an RCU
+ * records are freed after a grace period; each test ends with an RCU
  * barrier so nothing is left queued.
  */
 #include "config.h"
@@ -27,6 +27,7 @@
 #include "engine/rcu.h"
 #include "metadata/hash.h"
 #include "metadata/index.h"
+#include "tests/unit/index_helpers.h"
 
 #define NR_KEYS 3000	/* ids [0, NR_KEYS) may be inserted */
 #define NR_MISS NR_KEYS /* ids [NR_KEYS, 2 * NR_KEYS) never are */
@@ -79,10 +80,10 @@ static void make_keys(void)
 static struct kvf__object *record_new(unsigned id)
 {
 	struct kvf__object *o =
-		kvf__object_new(keys[id].data, keys[id].len, keys[id].hash, 1);
+		kvf__object_new(keys[id].data, keys[id].len, 1, record_hooked);
 
 	assert_non_null(o);
-	o->client_id = id; /* the tests' own tag: which key this is */
+	o->size = id; /* the tests' own tag: which key this is */
 	return o;
 }
 
@@ -101,6 +102,7 @@ static struct kvf__index *index_new(void **state, uint64_t expected)
 	struct kvf__index *idx = NULL;
 
 	kvf__rcu_ensure_registered();
+	record_hooked = ops->hooked;
 	assert_int_equal(ops->create(expected, &idx), KVF_OK);
 	assert_non_null(idx);
 	assert_ptr_equal(idx->ops, ops);
@@ -111,8 +113,8 @@ static void remove_and_free(struct kvf__object *o, void *arg)
 {
 	struct kvf__index *idx = arg;
 
-	assert_int_equal(kvf__index_remove(idx, o), KVF_OK);
-	kvf__object_free_rcu(o);
+	assert_int_equal(rem(idx, o), KVF_OK);
+	free_after_gp(o);
 }
 
 /* Empty the index, destroy it, and wait for every deferred free. */
@@ -141,38 +143,38 @@ static void test_basic(void **state)
 	kvf__rcu_read_lock();
 	assert_null(lookup_one(idx, 1));
 	a = record_new(1);
-	assert_null(kvf__index_insert_unique(idx, a));
+	assert_null(ins(idx, a));
 	assert_ptr_equal(lookup_one(idx, 1), a);
 	assert_int_equal(kvf__index_count(idx), 1);
 
 	/* A duplicate insert returns the record present; ours stays private. */
 	dup = record_new(1);
-	assert_ptr_equal(kvf__index_insert_unique(idx, dup), a);
+	assert_ptr_equal(ins(idx, dup), a);
 	kvf__object_free(dup);
 
 	b = record_new(1);
-	assert_int_equal(kvf__index_replace(idx, a, b), KVF_OK);
+	assert_int_equal(repl(idx, a, b), KVF_OK);
 	assert_ptr_equal(lookup_one(idx, 1), b);
 	c = record_new(1);
-	assert_int_equal(kvf__index_replace(idx, a, c),
+	assert_int_equal(repl(idx, a, c),
 			 KVF_ERR_OBJECT_NOT_FOUND);
 	kvf__object_free(c);
-	kvf__object_free_rcu(a);
+	free_after_gp(a);
 	assert_int_equal(kvf__index_count(idx), 1);
 
-	assert_int_equal(kvf__index_remove(idx, b), KVF_OK);
-	assert_int_equal(kvf__index_remove(idx, b), KVF_ERR_OBJECT_NOT_FOUND);
-	kvf__object_free_rcu(b);
+	assert_int_equal(rem(idx, b), KVF_OK);
+	assert_int_equal(rem(idx, b), KVF_ERR_OBJECT_NOT_FOUND);
+	free_after_gp(b);
 	assert_null(lookup_one(idx, 1));
 	assert_int_equal(kvf__index_count(idx), 0);
 
 	for (unsigned id = 0; id < 100; id++)
-		assert_null(kvf__index_insert_unique(idx, record_new(id)));
+		assert_null(ins(idx, record_new(id)));
 	assert_int_equal(kvf__index_count(idx), 100);
 	kvf__index_foreach(idx, count_visit, &visits);
 	assert_int_equal(visits, 100);
 	for (unsigned id = 0; id < 100; id++)
-		assert_int_equal(lookup_one(idx, id)->client_id, id);
+		assert_int_equal(lookup_one(idx, id)->size, id);
 	kvf__rcu_read_unlock();
 
 	index_finish(idx);
@@ -187,7 +189,7 @@ struct model {
 static void model_insert(struct model *m, unsigned id)
 {
 	struct kvf__object *o = record_new(id);
-	struct kvf__object *got = kvf__index_insert_unique(m->idx, o);
+	struct kvf__object *got = ins(m->idx, o);
 
 	assert_ptr_equal(got, m->ref[id]);
 	if (got) {
@@ -204,10 +206,10 @@ static void model_remove(struct model *m, unsigned id)
 
 	if (!o)
 		return;
-	assert_int_equal(kvf__index_remove(m->idx, o), KVF_OK);
-	assert_int_equal(kvf__index_remove(m->idx, o),
+	assert_int_equal(rem(m->idx, o), KVF_OK);
+	assert_int_equal(rem(m->idx, o),
 			 KVF_ERR_OBJECT_NOT_FOUND);
-	kvf__object_free_rcu(o);
+	free_after_gp(o);
 	m->ref[id] = NULL;
 	m->present--;
 }
@@ -219,8 +221,8 @@ static void model_replace(struct model *m, unsigned id)
 	if (!o)
 		return;
 	n = record_new(id);
-	assert_int_equal(kvf__index_replace(m->idx, o, n), KVF_OK);
-	kvf__object_free_rcu(o);
+	assert_int_equal(repl(m->idx, o, n), KVF_OK);
+	free_after_gp(o);
 	m->ref[id] = n;
 }
 
@@ -248,8 +250,8 @@ static void mark_visit(struct kvf__object *o, void *arg)
 {
 	struct model *m = arg;
 
-	assert_true(o->client_id < NR_KEYS);
-	assert_ptr_equal(m->ref[o->client_id], o);
+	assert_true(o->size < NR_KEYS);
+	assert_ptr_equal(m->ref[o->size], o);
 	/* Each record once: a second visit would find the mark. */
 	assert_int_equal(o->stamp, 0);
 	o->stamp = 1;
@@ -314,9 +316,9 @@ static void visit_and_grow(struct kvf__object *o, void *arg)
 {
 	struct grow_walk *w = arg;
 
-	w->visits[o->client_id]++;
+	w->visits[o->size]++;
 	for (int i = 0; i < 8 && w->next_new < NR_KEYS; i++)
-		assert_null(kvf__index_insert_unique(
+		assert_null(ins(
 			w->idx, record_new(w->next_new++)));
 }
 
@@ -329,7 +331,7 @@ static void test_foreach_grows(void **state)
 	w->idx = index_new(state, 1);
 	kvf__rcu_read_lock();
 	for (unsigned id = 0; id < first; id++)
-		assert_null(kvf__index_insert_unique(w->idx, record_new(id)));
+		assert_null(ins(w->idx, record_new(id)));
 	w->next_new = first;
 	kvf__index_foreach(w->idx, visit_and_grow, w);
 	for (unsigned id = 0; id < first; id++)
@@ -338,7 +340,7 @@ static void test_foreach_grows(void **state)
 		assert_in_range(w->visits[id], 0, 1);
 	assert_int_equal(kvf__index_count(w->idx), w->next_new);
 	for (unsigned id = 0; id < w->next_new; id++)
-		assert_int_equal(lookup_one(w->idx, id)->client_id, id);
+		assert_int_equal(lookup_one(w->idx, id)->size, id);
 	kvf__rcu_read_unlock();
 	index_finish(w->idx);
 	free(w);
@@ -355,14 +357,14 @@ static void visit_and_replace(struct kvf__object *o, void *arg)
 	struct replace_walk *w = arg;
 	struct kvf__object *n;
 
-	w->visits[o->client_id]++;
+	w->visits[o->size]++;
 	if (o->stamp) /* already a replacement */
 		return;
-	n = record_new((unsigned)o->client_id);
+	n = record_new((unsigned)o->size);
 	n->stamp = 1;
-	assert_int_equal(kvf__index_replace(w->idx, o, n), KVF_OK);
-	kvf__object_free_rcu(o);
-	w->now[n->client_id] = n;
+	assert_int_equal(repl(w->idx, o, n), KVF_OK);
+	free_after_gp(o);
+	w->now[n->size] = n;
 }
 
 static void test_foreach_replaces(void **state)
@@ -374,7 +376,7 @@ static void test_foreach_replaces(void **state)
 	w->idx = index_new(state, 16);
 	kvf__rcu_read_lock();
 	for (unsigned id = 0; id < nr; id++)
-		assert_null(kvf__index_insert_unique(w->idx, record_new(id)));
+		assert_null(ins(w->idx, record_new(id)));
 	kvf__index_foreach(w->idx, visit_and_replace, w);
 	for (unsigned id = 0; id < nr; id++) {
 		assert_in_range(w->visits[id], 1, 2);
@@ -399,7 +401,7 @@ static void test_large_batch(void **state)
 	kvf__rcu_read_lock();
 	for (unsigned id = 0; id < NR_KEYS; id++) {
 		rec[id] = record_new(id);
-		assert_null(kvf__index_insert_unique(idx, rec[id]));
+		assert_null(ins(idx, rec[id]));
 	}
 	for (unsigned id = 0; id < NR_KEYS + NR_MISS; id++) {
 		k[id] = (struct kvf_key){keys[id].data, keys[id].len};
