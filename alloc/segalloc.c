@@ -180,14 +180,14 @@ static void spare_put(struct kvf__segalloc *a, struct bnode *n, bool leaf)
 /* Largest free block under @n (a leaf iff @leaf). */
 static uint64_t node_max(const struct bnode *n, bool leaf)
 {
-	uint64_t m = 0;
+	/* A used leaf block has its low bit set: mask it to 0, no branch. */
+	uint64_t m = 0, keep = leaf ? USED : 0;
 
 	for (uint32_t i = 0; i < n->n; i++) {
 		uint64_t v = n->val[i];
 
-		/* A used leaf block has its low bit set: never counts. */
-		if ((!leaf || !(v & USED)) && v > m)
-			m = v;
+		v &= (v & keep) - 1;
+		m = v > m ? v : m;
 	}
 	return m;
 }
@@ -386,24 +386,57 @@ static void replace(struct kvf__segalloc *a, uint64_t key,
 
 /* ---- lookups (read only) ---- */
 
+/*
+ * A root-to-leaf path: node[h] is the node at height h (node[0] the leaf),
+ * idx[h] the entry taken in it.
+ */
+struct path {
+	struct bnode *node[MAX_HEIGHT];
+	uint32_t idx[MAX_HEIGHT];
+};
+
 /* The leaf and position of the block containing @off (< capacity). */
 static struct bnode *lookup(const struct kvf__segalloc *a, uint64_t off,
-			    uint32_t *pos)
+			    struct path *p)
 {
 	struct bnode *n = a->root;
 
-	for (unsigned h = a->height; h > 0; h--)
-		n = n->child[find_pos(n, off)];
-	*pos = find_pos(n, off);
+	for (unsigned h = a->height; h > 0; h--) {
+		p->node[h] = n;
+		p->idx[h] = find_pos(n, off);
+		n = n->child[p->idx[h]];
+	}
+	p->node[0] = n;
+	p->idx[0] = find_pos(n, off);
 	return n;
+}
+
+/*
+ * After an in-place change to the leaf of @p (no split, no underflow),
+ * bring the summaries on the path up to date, stopping where they no
+ * longer change (usually at once: the leaf's maximum rarely moves).
+ */
+static void fix_path(const struct kvf__segalloc *a, const struct path *p)
+{
+	for (unsigned h = 1; h <= a->height; h++) {
+		const struct bnode *ch = p->node[h - 1];
+		struct bnode *n = p->node[h];
+		uint32_t i = p->idx[h];
+		uint64_t k = ch->key[0], m = node_max(ch, h == 1);
+
+		if (n->key[i] == k && n->val[i] == m)
+			return;
+		n->key[i] = k;
+		n->val[i] = m;
+	}
 }
 
 static struct blk block_at(const struct kvf__segalloc *a, uint64_t off)
 {
-	uint32_t i;
-	const struct bnode *l = lookup(a, off, &i);
+	struct path p;
+	const struct bnode *l = lookup(a, off, &p);
 
-	return (struct blk){ l->key[i], l->val[i] };
+	return (struct blk){ l->key[p.idx[0]], l->val[p.idx[0]] };
 }
 
 static inline uint64_t tree_max(const struct kvf__segalloc *a)
@@ -412,20 +445,25 @@ static inline uint64_t tree_max(const struct kvf__segalloc *a)
 }
 
 /* Address-ordered first fit; the caller checked tree_max() >= @need. */
-static struct blk first_fit(const struct kvf__segalloc *a, uint64_t need)
+static struct bnode *first_fit(const struct kvf__segalloc *a, uint64_t need,
+			       struct path *p)
 {
-	const struct bnode *n = a->root;
+	struct bnode *n = a->root;
 	uint32_t i;
 
 	for (unsigned h = a->height; h > 0; h--) {
 		for (i = 0; n->val[i] < need; i++)
 			;
+		p->node[h] = n;
+		p->idx[h] = i;
 		n = n->child[i];
 	}
 	/* Used blocks have USED set; need is a multiple of 8: no false hit. */
 	for (i = 0; (n->val[i] & USED) || n->val[i] < need; i++)
 		;
-	return (struct blk){ n->key[i], n->val[i] };
+	p->node[0] = n;
+	p->idx[0] = i;
+	return n;
 }
 
 /* ---- publishing ---- */
@@ -516,7 +554,10 @@ int kvf__segalloc_alloc(struct kvf__segalloc *a, uint64_t size,
 			uint64_t *offset)
 {
 	struct blk b, rep[2];
+	struct bnode *l;
+	struct path p;
 	uint64_t need;
+	uint32_t i;
 	int rc;
 
 	if (!size || !offset)
@@ -532,10 +573,24 @@ int kvf__segalloc_alloc(struct kvf__segalloc *a, uint64_t size,
 	rc = spares_fill(a);
 	if (rc)
 		goto out;
-	b = first_fit(a, need);
-	rep[0] = (struct blk){ b.off, need | USED };
-	rep[1] = (struct blk){ b.off + need, b.val - need };
-	replace(a, b.off, rep, b.val == need ? 1 : 2);
+	l = first_fit(a, need, &p);
+	i = p.idx[0];
+	b = (struct blk){ l->key[i], l->val[i] };
+	if (b.val == need || l->n < FAN) {
+		/* In place: the leaf keeps room (the common case). */
+		if (b.val != need) {
+			move_entries(l, i + 2, l, i + 1, l->n - i - 1, true);
+			l->key[i + 1] = b.off + need;
+			l->val[i + 1] = b.val - need;
+			l->n++;
+		}
+		l->val[i] = need | USED;
+		fix_path(a, &p);
+	} else {
+		rep[0] = (struct blk){ b.off, need | USED };
+		rep[1] = (struct blk){ b.off + need, b.val - need };
+		replace(a, b.off, rep, 2);
+	}
 	a->free_bytes -= need;
 	a->allocs++;
 	publish(a);
@@ -545,25 +600,50 @@ out:
 	return rc;
 }
 
+/*
+ * Merge the block at leaf position @i of @p with the free neighbours the
+ * caller found in the same leaf, in place, if the leaf stays full enough.
+ */
+static bool free_in_leaf(struct kvf__segalloc *a, struct path *p,
+			 bool merge_prev, bool merge_next, struct blk m)
+{
+	struct bnode *l = p->node[0];
+	uint32_t s = p->idx[0] - merge_prev, d = merge_prev + merge_next;
+
+	if (d && l->n - d < MIN_FILL && a->height > 0)
+		return false;
+	move_entries(l, s + 1, l, s + 1 + d, l->n - s - 1 - d, true);
+	l->n -= d;
+	l->key[s] = m.off;
+	l->val[s] = m.val;
+	fix_path(a, p);
+	return true;
+}
+
 void kvf__segalloc_free(struct kvf__segalloc *a, uint64_t offset,
 			uint64_t size)
 {
 	uint64_t need = size ? rounded(a, size) : 0, end, start;
 	struct blk b = { 0, 0 }, prev = { 0, USED }, next = { 0, USED }, m;
+	bool prev_here = false, next_here = false;
 	const struct bnode *l;
+	struct path p;
 	uint32_t i;
 
 	pthread_mutex_lock(&a->lock);
 	if (offset < a->pub.capacity) {
-		l = lookup(a, offset, &i);
+		l = lookup(a, offset, &p);
+		i = p.idx[0];
 		b = (struct blk){ l->key[i], l->val[i] };
 		/* Neighbours: usually in the same leaf. */
-		if (i > 0)
+		prev_here = i > 0;
+		if (prev_here)
 			prev = (struct blk){ l->key[i - 1], l->val[i - 1] };
 		else if (offset > 0)
 			prev = block_at(a, offset - 1);
 		end = b.off + blk_size(b.val);
-		if (i + 1 < l->n)
+		next_here = i + 1 < l->n;
+		if (next_here)
 			next = (struct blk){ l->key[i + 1], l->val[i + 1] };
 		else if (end < a->pub.capacity)
 			next = block_at(a, end);
@@ -578,11 +658,17 @@ void kvf__segalloc_free(struct kvf__segalloc *a, uint64_t offset,
 	start = prev.val & USED ? offset : prev.off;
 	m = (struct blk){ start, (prev.val & USED ? 0 : prev.val) + need +
 					 (next.val & USED ? 0 : next.val) };
+	if ((prev_here || (prev.val & USED)) &&
+	    (next_here || (next.val & USED)) &&
+	    free_in_leaf(a, &p, !(prev.val & USED), !(next.val & USED), m))
+		goto done;
+	/* A neighbour in another leaf, or the leaf would underflow. */
 	if (!(next.val & USED))
 		replace(a, next.off, NULL, 0);
 	if (start != offset)
 		replace(a, offset, NULL, 0);
 	replace(a, start, &m, 1);
+done:
 	a->free_bytes += need;
 	a->allocs--;
 	publish(a);
