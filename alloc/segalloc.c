@@ -457,6 +457,9 @@ static struct bnode *first_fit(const struct kvf__segalloc *a, uint64_t need,
 		p->node[h] = n;
 		p->idx[h] = i;
 		n = n->child[i];
+		/* The scan below reads val[] in order: fetch it all at once. */
+		for (uint32_t j = 0; j < FAN; j += 64 / sizeof(n->val[0]))
+			__builtin_prefetch(&n->val[j]);
 	}
 	/* Used blocks have USED set; need is a multiple of 8: no false hit. */
 	for (i = 0; (n->val[i] & USED) || n->val[i] < need; i++)
@@ -585,7 +588,12 @@ int kvf__segalloc_alloc(struct kvf__segalloc *a, uint64_t size,
 			l->n++;
 		}
 		l->val[i] = need | USED;
-		fix_path(a, &p);
+		/*
+		 * The leaf's first key stays; its maximum changes only if the
+		 * block taken was the largest (the parent records it).
+		 */
+		if (a->height && b.val == p.node[1]->val[p.idx[1]])
+			fix_path(a, &p);
 	} else {
 		rep[0] = (struct blk){ b.off, need | USED };
 		rep[1] = (struct blk){ b.off + need, b.val - need };
