@@ -66,7 +66,11 @@
 #define FAN 32
 #define MIN_FILL (FAN / 4)
 #define USED 1ULL
-#define MAX_HEIGHT 16 /* MIN_FILL^15 blocks is far beyond 2^62 / 8 */
+/*
+ * Height h needs >= 2 * MIN_FILL^h blocks; a segment holds at most
+ * 2^62 / 8 = 2^59, so h <= 19.
+ */
+#define MAX_HEIGHT 20
 #define MAX_SPARE 8
 
 /*
@@ -368,6 +372,7 @@ static void replace(struct kvf__segalloc *a, uint64_t key,
 		struct bnode *r = spare_get(a, false);
 		bool leaf = a->height == 0;
 
+		kvf__assert(a->height + 1 < MAX_HEIGHT);
 		r->child[0] = a->root;
 		r->child[1] = c.split;
 		r->n = 2;
