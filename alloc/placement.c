@@ -15,16 +15,16 @@
  *  - FRAGMENTATION_AWARE: gather up to SAMPLE segments whose largest free
  *    region holds the request (a lock-free read of the allocator's
  *    published maximum), looking at no more than SCAN_LIMIT segments from
- *    a random start, and try them best fit first: the smallest
- *    largest-region that still fits. Large regions elsewhere stay whole for
- *    large requests, so fragmentation does not turn into "no space". If
- *    the window holds no candidate, scan every segment (a fallback).
+ *    a random start, and try the best fit: the smallest largest-region
+ *    that still fits. Large regions elsewhere stay whole for large
+ *    requests, so fragmentation does not turn into "no space". If the
+ *    window holds no candidate, scan every segment (a fallback).
  *
  * Cost per replica is bounded by SCAN_LIMIT reads of published atomics plus
  * one allocation, whatever the number of segments; the full scan runs only
- * when the window holds nothing that fits. Published maxima may be stale: a failed allocation just
- * moves on to the next candidate, and the last resort is a walk over every
- * segment that might fit, so NO_SPACE means no segment could fit.
+ * when the window holds nothing that fits. Published maxima may be stale:
+ * if the chosen allocation fails, the fallback walks every segment that
+ * might fit, so NO_SPACE means no segment could fit.
  *
  * A replica that did not land on its strategy's first choice counts one
  * fallback. On any failure everything allocated so far is freed.
@@ -180,56 +180,53 @@ static int place_free_ratio(struct ctx *c)
 }
 
 /*
- * Fragmentation-aware candidates: walk from a random start and keep the
- * first SAMPLE segments that can hold the request, sorted by their largest
- * free region (best fit first). At most SCAN_LIMIT segments are looked at,
- * so the cost does not grow with the pool; a start index is a random
- * sample because segment state does not depend on its index.
+ * Fragmentation-aware choice: walk from a random start over at most
+ * SCAN_LIMIT segments, consider the first SAMPLE whose published largest
+ * free region holds the request, and return the one whose largest region
+ * is the smallest (best fit), or UINT32_MAX. One pass, no sorting: the cost
+ * is a few loads of published atomics per segment looked at. A random
+ * start is a random sample because segment state does not depend on its
+ * index.
  */
 #define SCAN_LIMIT (4 * SAMPLE)
 
-struct cand {
-	uint64_t largest;
-	uint32_t seg;
-};
-
-static uint32_t fit_candidates(struct ctx *c, struct cand *cand)
+static uint32_t best_fit_segment(struct ctx *c)
 {
 	uint32_t i = pick((uint32_t)(rnd(c->rng) >> 32), c->nr), m = 0;
 	uint32_t limit = c->nr < SCAN_LIMIT ? c->nr : SCAN_LIMIT;
+	uint32_t best = UINT32_MAX;
+	uint64_t best_largest = UINT64_MAX;
 
 	for (uint32_t k = 0; k < limit && m < SAMPLE;
 	     k++, i = i + 1 == c->nr ? 0 : i + 1) {
 		uint64_t largest;
-		uint32_t j;
 
 		if (!usable(c, i) || !kvf__segalloc_may_fit(c->segs[i], c->size))
 			continue;
+		m++;
 		largest = kvf__segalloc_largest_fast(c->segs[i]);
-		for (j = m++; j > 0 && cand[j - 1].largest > largest; j--)
-			cand[j] = cand[j - 1];
-		cand[j].largest = largest;
-		cand[j].seg = i;
+		if (largest < best_largest) {
+			best_largest = largest;
+			best = i;
+		}
 	}
-	return m;
+	return best;
 }
 
 static int place_frag_aware(struct ctx *c)
 {
-	struct cand cand[SAMPLE];
-	uint32_t m = fit_candidates(c, cand), failed = 0;
+	uint32_t best = best_fit_segment(c), failed = 0;
 	int rc;
 
-	for (uint32_t k = 0; k < m; k++) {
-		rc = try_seg(c, cand[k].seg);
-		if (rc != KVF_ERR_NO_SPACE) {
-			/* A stale maximum made an earlier candidate fail. */
-			if (k > 0 && rc == KVF_OK)
-				c->res->fallbacks++;
+	if (best != UINT32_MAX) {
+		rc = try_seg(c, best);
+		if (rc != KVF_ERR_NO_SPACE)
 			return rc;
-		}
 	}
-	/* Nothing fit in the window (or only stale maxima): look everywhere. */
+	/*
+	 * Nothing fit in the window, or a stale maximum made the choice
+	 * fail: look everywhere.
+	 */
 	c->res->fallbacks++;
 	return walk(c, true, &failed);
 }

@@ -3,35 +3,49 @@
  * alloc/segalloc.c - per-segment range allocator, all bookkeeping outside.
  *
  * The segment is only a number range [0, capacity): nothing is mapped or
- * touched. Two structures describe it:
+ * touched. It is tiled by blocks, each free or used, kept in ONE B+tree
+ * ordered by offset (boundary tags kept outside the segment):
  *
- *  - Free regions live in a treap ordered by offset, each node augmented
- *    with the largest region sizes of its two subtrees. The root's max is
- *    the largest free region, exactly. Allocation is address-ordered first
- *    fit: descend left whenever the left subtree's max fits, so the search
- *    is O(log n) expected and never misses a fit that exists. First fit by
- *    address fragments about as little as best fit (Johnstone & Wilson,
- *    "The memory fragmentation problem: solved?", ISMM 1998) and needs one
- *    tree instead of two. Freeing finds the address neighbours in the same
- *    tree and coalesces, so adjacent free regions never coexist.
+ *  - A leaf holds up to FAN blocks as two arrays, offsets and sizes; a used
+ *    block's size carries USED in its low bit (sizes are multiples of the
+ *    alignment, >= 8). An inner node holds, per child, the child's lowest
+ *    offset and its largest FREE block. The root's maximum is the largest
+ *    free region, exactly.
+ *  - alloc is address-ordered first fit: at each node take the first child
+ *    whose maximum fits, in the leaf the first free block that fits; it
+ *    cannot miss a fit that exists. First fit by address fragments about as
+ *    little as best fit (Johnstone & Wilson, "The memory fragmentation
+ *    problem: solved?", ISMM 1998).
+ *  - free looks its block up by offset: the block must exist, be used and
+ *    have exactly the size alloc gave, else it is a broken invariant
+ *    (kvf__die). Its address neighbours are the adjacent blocks (usually in
+ *    the same leaf); free ones are merged, so two free blocks are never
+ *    adjacent and a fully freed segment is one block again.
  *
- *  - Live allocations live in an open-addressing hash (offset -> size,
- *    16 bytes a slot, load <= 1/2), so free() can check that it is given
- *    exactly what alloc returned; anything else is a broken invariant.
+ * Why this shape: the cost of an allocator whose metadata spans tens of MB
+ * is cache misses, not instructions. A binary tree costs one miss per level
+ * (~7 for thousands of regions) plus, with a separate hash of live
+ * allocations, one more per operation. Here the inner levels are few (FAN
+ * 32: three levels hold ~30,000 blocks) and small enough to stay cached,
+ * and one leaf holds both the free block alloc takes and the used block it
+ * records, so a typical alloc or free misses on one leaf. No hash means no
+ * rehash spikes either.
  *
- * Every size is rounded up to the alignment and every region starts
- * aligned, so a region fits a request iff its size is at least the rounded
- * request: no padding, and largest_free answers "does it fit" exactly.
- * An unaligned segment tail (shorter than the alignment) is not managed.
+ * Balance: nodes other than the root keep at least MIN_FILL entries; an
+ * underfull node borrows from or merges with a sibling. Memory is about
+ * 16-32 bytes per block (used or free) plus ~3% for inner nodes.
  *
- * Memory: 32-64 bytes of hash per live allocation plus a 56-byte node per
- * free region (at most one more than the live allocations, usually far
- * fewer). Nodes come from chunked pools, so the hot path does not malloc
- * except when the hash doubles (amortised O(1); the rehash runs under the
- * lock, ~10 ms at a million live allocations). free() cannot fail: if a
- * new region node cannot be allocated there, the process dies, as it would
- * on any other broken invariant (a 56 KiB chunk malloc failing means the
- * master is out of memory anyway).
+ * Every size is rounded up to the alignment and every block starts
+ * aligned, so a free block fits a request iff its size is at least the
+ * rounded request: no padding, and largest_free answers "does it fit"
+ * exactly. An unaligned segment tail (shorter than the alignment) is not
+ * managed.
+ *
+ * Allocation of tree nodes: alloc and reserve turn one block into at most
+ * three, which can split one node per level; the nodes for that are taken
+ * (malloc) before anything changes, so NO_MEMORY leaves the tree intact.
+ * free only removes blocks, so it never allocates and cannot fail. Spare
+ * nodes are kept per allocator so steady churn does not call malloc.
  *
  * Concurrency: one mutex per allocator guards everything. After each change
  * the lock holder publishes free_bytes, largest_free and the allocation
@@ -42,317 +56,422 @@
 
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <kvforge/status.h>
 
 #include "alloc/segalloc.h"
 #include "engine/die.h"
 
-struct node {
-	uint64_t off;
-	uint64_t size;
-	/*
-	 * Largest sizes in the left and right subtrees, kept here so that a
-	 * descent decides its direction from the node it already loaded:
-	 * one cache miss per level instead of two.
-	 */
-	uint64_t lmax, rmax;
-	struct node *l, *r;
-	uint32_t prio; /* treap heap key: parents have larger priorities */
-};
+#define FAN 32
+#define MIN_FILL (FAN / 4)
+#define USED 1ULL
+/*
+ * Height h needs >= 2 * MIN_FILL^h blocks; a segment holds at most
+ * 2^62 / 8 = 2^59, so h <= 19.
+ */
+#define MAX_HEIGHT 20
+#define MAX_SPARE 8
 
-#define NODES_PER_CHUNK 1024
-
-struct node_chunk {
-	struct node_chunk *next;
-	struct node nodes[NODES_PER_CHUNK];
-};
-
-struct slot {
-	uint64_t key; /* offset + 1; 0 = empty */
-	uint64_t size;
+/*
+ * One node layout for both kinds; only inner nodes get child[] memory.
+ * key[i]: leaf - block offset; inner - lowest offset under child i.
+ * val[i]: leaf - block size | USED; inner - largest free block under child i.
+ */
+struct bnode {
+	uint32_t n;
+	uint64_t key[FAN];
+	uint64_t val[FAN];
+	struct bnode *child[]; /* FAN of them, inner nodes only */
 };
 
 struct kvf__segalloc {
 	struct kvf__segalloc_pub pub; /* must stay first: see segalloc.h */
 	_Atomic uint64_t nr_allocs;
 	uint64_t size;
-	unsigned align_shift;
 
 	pthread_mutex_t lock;
-	struct node *root;
-	struct node *spare;  /* free node list, linked through ->r */
-	struct node_chunk *chunks;
+	struct bnode *root;
+	unsigned height;     /* 0: the root is a leaf */
 	uint64_t free_bytes; /* authoritative copies, under the lock */
-	uint64_t rng;
-
-	struct slot *tab;
-	uint64_t tab_mask;  /* capacity - 1, capacity a power of two */
-	unsigned tab_shift; /* 64 - log2(capacity) */
-	uint64_t tab_used;
+	uint64_t allocs;
+	/* Spare nodes, linked through child[0] / key[0]. */
+	struct bnode *spare_inner, *spare_leaf;
+	unsigned nr_spare_inner, nr_spare_leaf;
 };
+
+/* A block as the operations see it. */
+struct blk {
+	uint64_t off;
+	uint64_t val; /* size | USED */
+};
+
+static inline uint64_t blk_size(uint64_t val)
+{
+	return val & ~USED;
+}
 
 /* ---- node pool ---- */
 
-static struct node *node_get(struct kvf__segalloc *a)
+static struct bnode *node_alloc(bool leaf)
 {
-	struct node *n = a->spare;
+	return malloc(sizeof(struct bnode) +
+		      (leaf ? 0 : FAN * sizeof(struct bnode *)));
+}
 
-	if (!n) {
-		struct node_chunk *c = malloc(sizeof(*c));
+/* Make sure a change can split every level and grow a new root. */
+static int spares_fill(struct kvf__segalloc *a)
+{
+	while (a->nr_spare_leaf < 1) {
+		struct bnode *n = node_alloc(true);
 
-		if (!c)
-			return NULL;
-		c->next = a->chunks;
-		a->chunks = c;
-		for (int i = NODES_PER_CHUNK - 1; i >= 0; i--) {
-			c->nodes[i].r = a->spare;
-			a->spare = &c->nodes[i];
-		}
-		n = a->spare;
+		if (!n)
+			return KVF_ERR_NO_MEMORY;
+		memcpy(&n->key[0], &a->spare_leaf, sizeof(n));
+		a->spare_leaf = n;
+		a->nr_spare_leaf++;
 	}
-	a->spare = n->r;
-	/* xorshift64 for treap priorities; under the lock. */
-	a->rng ^= a->rng << 13;
-	a->rng ^= a->rng >> 7;
-	a->rng ^= a->rng << 17;
-	n->prio = (uint32_t)(a->rng >> 32);
-	n->l = n->r = NULL;
+	while (a->nr_spare_inner < a->height + 1) {
+		struct bnode *n = node_alloc(false);
+
+		if (!n)
+			return KVF_ERR_NO_MEMORY;
+		n->child[0] = a->spare_inner;
+		a->spare_inner = n;
+		a->nr_spare_inner++;
+	}
+	return KVF_OK;
+}
+
+static struct bnode *spare_get(struct kvf__segalloc *a, bool leaf)
+{
+	struct bnode *n;
+
+	if (leaf) {
+		n = a->spare_leaf;
+		if (!n)
+			kvf__die("no spare leaf");
+		memcpy(&a->spare_leaf, &n->key[0], sizeof(n));
+		a->nr_spare_leaf--;
+	} else {
+		n = a->spare_inner;
+		if (!n)
+			kvf__die("no spare inner node");
+		a->spare_inner = n->child[0];
+		a->nr_spare_inner--;
+	}
+	n->n = 0;
 	return n;
 }
 
-static void node_put(struct kvf__segalloc *a, struct node *n)
+static void spare_put(struct kvf__segalloc *a, struct bnode *n, bool leaf)
 {
-	n->r = a->spare;
-	a->spare = n;
-}
-
-/* ---- augmented treap ---- */
-
-static inline uint64_t max3(uint64_t x, uint64_t y, uint64_t z)
-{
-	uint64_t m = x > y ? x : y;
-
-	return m > z ? m : z;
-}
-
-/* Largest size in the subtree rooted at @n. */
-static inline uint64_t tmax(const struct node *n)
-{
-	return n ? max3(n->size, n->lmax, n->rmax) : 0;
-}
-
-static inline void fix(struct node *n)
-{
-	n->lmax = tmax(n->l);
-	n->rmax = tmax(n->r);
-}
-
-/* Join two treaps where every offset in @x is below every one in @y. */
-static struct node *merge(struct node *x, struct node *y)
-{
-	if (!x)
-		return y;
-	if (!y)
-		return x;
-	if (x->prio > y->prio) {
-		x->r = merge(x->r, y);
-		fix(x);
-		return x;
+	if (leaf && a->nr_spare_leaf < MAX_SPARE) {
+		memcpy(&n->key[0], &a->spare_leaf, sizeof(n));
+		a->spare_leaf = n;
+		a->nr_spare_leaf++;
+	} else if (!leaf && a->nr_spare_inner < MAX_SPARE) {
+		n->child[0] = a->spare_inner;
+		a->spare_inner = n;
+		a->nr_spare_inner++;
+	} else {
+		free(n);
 	}
-	y->l = merge(x, y->l);
-	fix(y);
-	return y;
 }
 
-/* Split @t into offsets < @key (*lo) and >= @key (*hi). */
-static void split(struct node *t, uint64_t key, struct node **lo,
-		  struct node **hi)
+/* ---- node summaries ---- */
+
+/* Largest free block under @n (a leaf iff @leaf). */
+static uint64_t node_max(const struct bnode *n, bool leaf)
 {
-	if (!t) {
-		*lo = *hi = NULL;
+	/* A used leaf block has its low bit set: mask it to 0, no branch. */
+	uint64_t m = 0, keep = leaf ? USED : 0;
+
+	for (uint32_t i = 0; i < n->n; i++) {
+		uint64_t v = n->val[i];
+
+		v &= (v & keep) - 1;
+		m = v > m ? v : m;
+	}
+	return m;
+}
+
+static inline void refresh(struct bnode *p, uint32_t i, bool child_leaf)
+{
+	p->key[i] = p->child[i]->key[0];
+	p->val[i] = node_max(p->child[i], child_leaf);
+}
+
+/* Index of the last entry with key <= @key (0 if none). */
+static inline uint32_t find_pos(const struct bnode *n, uint64_t key)
+{
+	uint32_t i = 1;
+
+	while (i < n->n && n->key[i] <= key)
+		i++;
+	return i - 1;
+}
+
+/* Move @cnt entries from @src[@s] to @dst[@d] (arrays may overlap). */
+static void move_entries(struct bnode *dst, uint32_t d, struct bnode *src,
+			 uint32_t s, uint32_t cnt, bool leaf)
+{
+	memmove(&dst->key[d], &src->key[s], cnt * sizeof(dst->key[0]));
+	memmove(&dst->val[d], &src->val[s], cnt * sizeof(dst->val[0]));
+	if (!leaf)
+		memmove(&dst->child[d], &src->child[s],
+			cnt * sizeof(dst->child[0]));
+}
+
+/* ---- the one structural change: replace a block by 0..3 blocks ---- */
+
+struct change {
+	uint64_t key;          /* offset of the block to replace */
+	const struct blk *rep; /* its replacement, in address order */
+	uint32_t nrep;
+	struct bnode *split;   /* out: new right sibling of the node */
+};
+
+static void leaf_replace(struct kvf__segalloc *a, struct bnode *l,
+			 struct change *c)
+{
+	uint32_t i = find_pos(l, c->key), n = l->n - 1 + c->nrep;
+	struct blk tmp[FAN + 2];
+	uint32_t k = 0, left;
+
+	if (l->n == 0 || l->key[i] != c->key)
+		kvf__die("block at %#llx missing", (unsigned long long)c->key);
+	if (n <= FAN) {
+		move_entries(l, i + c->nrep, l, i + 1, l->n - i - 1, true);
+		for (uint32_t j = 0; j < c->nrep; j++) {
+			l->key[i + j] = c->rep[j].off;
+			l->val[i + j] = c->rep[j].val;
+		}
+		l->n = n;
 		return;
 	}
-	if (t->off < key) {
-		split(t->r, key, &t->r, hi);
-		fix(t);
-		*lo = t;
+	/* Overflow (rare): lay the new sequence out, then halve it. */
+	for (uint32_t j = 0; j < l->n; j++) {
+		if (j != i) {
+			tmp[k++] = (struct blk){ l->key[j], l->val[j] };
+			continue;
+		}
+		for (uint32_t r = 0; r < c->nrep; r++)
+			tmp[k++] = c->rep[r];
+	}
+	c->split = spare_get(a, true);
+	left = n / 2;
+	for (uint32_t j = 0; j < n; j++) {
+		struct bnode *dst = j < left ? l : c->split;
+		uint32_t at = j < left ? j : j - left;
+
+		dst->key[at] = tmp[j].off;
+		dst->val[at] = tmp[j].val;
+	}
+	l->n = left;
+	c->split->n = n - left;
+}
+
+/* Insert @sib (with summaries) after position @i of inner node @p. */
+static void inner_insert(struct kvf__segalloc *a, struct bnode *p, uint32_t i,
+			 struct bnode *sib, bool sib_leaf, struct change *c)
+{
+	struct bnode *dst = p;
+	uint32_t at = i + 1;
+
+	c->split = NULL;
+	if (p->n == FAN) {
+		/* Split the parent in halves first; the caller sees c->split. */
+		struct bnode *r = spare_get(a, false);
+		uint32_t left = FAN / 2;
+
+		move_entries(r, 0, p, left, FAN - left, false);
+		r->n = FAN - left;
+		p->n = left;
+		c->split = r;
+		if (at > left) {
+			dst = r;
+			at -= left;
+		}
+	}
+	move_entries(dst, at + 1, dst, at, dst->n - at, false);
+	dst->child[at] = sib;
+	refresh(dst, at, sib_leaf);
+	dst->n++;
+}
+
+/* Fix an underfull child @i of @p by borrowing from or merging with a
+ * neighbour. */
+static void rebalance(struct kvf__segalloc *a, struct bnode *p, uint32_t i,
+		      bool child_leaf)
+{
+	uint32_t li = i > 0 ? i - 1 : i, tot;
+	struct bnode *l = p->child[li], *r = p->child[li + 1];
+
+	tot = l->n + r->n;
+	if (tot <= FAN) {
+		move_entries(l, l->n, r, 0, r->n, child_leaf);
+		l->n = tot;
+		spare_put(a, r, child_leaf);
+		move_entries(p, li + 1, p, li + 2, p->n - li - 2, false);
+		p->n--;
+		refresh(p, li, child_leaf);
+		return;
+	}
+	if (l->n > r->n) {
+		uint32_t mv = l->n - tot / 2;
+
+		move_entries(r, mv, r, 0, r->n, child_leaf);
+		move_entries(r, 0, l, l->n - mv, mv, child_leaf);
+		l->n -= mv;
+		r->n += mv;
 	} else {
-		split(t->l, key, lo, &t->l);
-		fix(t);
-		*hi = t;
+		uint32_t mv = r->n - tot / 2;
+
+		move_entries(l, l->n, r, 0, mv, child_leaf);
+		move_entries(r, 0, r, mv, r->n - mv, child_leaf);
+		l->n += mv;
+		r->n -= mv;
+	}
+	refresh(p, li, child_leaf);
+	refresh(p, li + 1, child_leaf);
+}
+
+static void replace_in(struct kvf__segalloc *a, struct bnode *n,
+		       unsigned level, struct change *c)
+{
+	uint32_t i;
+	bool child_leaf = level == 1;
+	struct bnode *ch;
+
+	if (level == 0) {
+		leaf_replace(a, n, c);
+		return;
+	}
+	i = find_pos(n, c->key);
+	ch = n->child[i];
+	replace_in(a, ch, level - 1, c);
+	if (c->split) {
+		refresh(n, i, child_leaf);
+		inner_insert(a, n, i, c->split, child_leaf, c);
+	} else if (ch->n < MIN_FILL && n->n > 1) {
+		rebalance(a, n, i, child_leaf);
+	} else {
+		refresh(n, i, child_leaf);
 	}
 }
 
-static struct node *insert(struct node *t, struct node *n)
+/* Replace the block at @key by @rep[0..@nrep); nodes must be spared. */
+static void replace(struct kvf__segalloc *a, uint64_t key,
+		    const struct blk *rep, uint32_t nrep)
 {
-	if (!t) {
-		fix(n);
-		return n;
+	struct change c = { key, rep, nrep, NULL };
+
+	replace_in(a, a->root, a->height, &c);
+	if (c.split) {
+		struct bnode *r = spare_get(a, false);
+		bool leaf = a->height == 0;
+
+		kvf__assert(a->height + 1 < MAX_HEIGHT);
+		r->child[0] = a->root;
+		r->child[1] = c.split;
+		r->n = 2;
+		refresh(r, 0, leaf);
+		refresh(r, 1, leaf);
+		a->root = r;
+		a->height++;
+	} else if (a->height > 0 && a->root->n == 1) {
+		struct bnode *old = a->root;
+
+		a->root = old->child[0];
+		a->height--;
+		spare_put(a, old, false);
 	}
-	if (n->prio > t->prio) {
-		split(t, n->off, &n->l, &n->r);
-		fix(n);
-		return n;
-	}
-	if (n->off < t->off)
-		t->l = insert(t->l, n);
-	else
-		t->r = insert(t->r, n);
-	fix(t);
-	return t;
 }
 
-/* Unlink the node at @key (must exist); the caller recycles it. */
-static struct node *unlink_key(struct node *t, uint64_t key)
+/* ---- lookups (read only) ---- */
+
+/*
+ * A root-to-leaf path: node[h] is the node at height h (node[0] the leaf),
+ * idx[h] the entry taken in it.
+ */
+struct path {
+	struct bnode *node[MAX_HEIGHT];
+	uint32_t idx[MAX_HEIGHT];
+};
+
+/* The leaf and position of the block containing @off (< capacity). */
+static struct bnode *lookup(const struct kvf__segalloc *a, uint64_t off,
+			    struct path *p)
 {
-	if (!t)
-		kvf__die("free region at %#llx missing", (unsigned long long)key);
-	if (key == t->off)
-		return merge(t->l, t->r);
-	if (key < t->off)
-		t->l = unlink_key(t->l, key);
-	else
-		t->r = unlink_key(t->r, key);
-	fix(t);
-	return t;
+	struct bnode *n = a->root;
+
+	for (unsigned h = a->height; h > 0; h--) {
+		p->node[h] = n;
+		p->idx[h] = find_pos(n, off);
+		n = n->child[p->idx[h]];
+	}
+	p->node[0] = n;
+	p->idx[0] = find_pos(n, off);
+	return n;
 }
 
 /*
- * Give the node at @key the region [@off, @off + @size), which must keep
- * its place in the address order, and refresh the maxima on its path.
+ * After an in-place change to the leaf of @p (no split, no underflow),
+ * bring the summaries on the path up to date, stopping where they no
+ * longer change (usually at once: the leaf's maximum rarely moves).
  */
-static void reshape(struct node *t, uint64_t key, uint64_t off, uint64_t size)
+static void fix_path(const struct kvf__segalloc *a, const struct path *p)
 {
-	if (!t)
-		kvf__die("free region at %#llx missing", (unsigned long long)key);
-	if (key == t->off) {
-		t->off = off;
-		t->size = size;
-	} else if (key < t->off) {
-		reshape(t->l, key, off, size);
-	} else {
-		reshape(t->r, key, off, size);
-	}
-	fix(t);
-}
+	for (unsigned h = 1; h <= a->height; h++) {
+		const struct bnode *ch = p->node[h - 1];
+		struct bnode *n = p->node[h];
+		uint32_t i = p->idx[h];
+		uint64_t k = ch->key[0], m = node_max(ch, h == 1);
 
-/* Address-ordered first fit: the lowest region with size >= @need. */
-static struct node *first_fit(struct node *t, uint64_t need)
-{
-	if (tmax(t) < need)
-		return NULL;
-	for (;;) {
-		if (t->lmax >= need)
-			t = t->l;
-		else if (t->size >= need)
-			return t;
-		else
-			t = t->r; /* the subtree fits, so the right side does */
+		if (n->key[i] == k && n->val[i] == m)
+			return;
+		n->key[i] = k;
+		n->val[i] = m;
 	}
 }
 
-/* The regions just below (or at) and just above @off, either may be NULL. */
-static void neighbours(struct node *t, uint64_t off, struct node **below,
-		       struct node **above)
+static struct blk block_at(const struct kvf__segalloc *a, uint64_t off)
 {
-	*below = *above = NULL;
-	while (t) {
-		if (t->off <= off) {
-			*below = t;
-			t = t->r;
-		} else {
-			*above = t;
-			t = t->l;
-		}
-	}
+	struct path p;
+	const struct bnode *l = lookup(a, off, &p);
+
+	return (struct blk){ l->key[p.idx[0]], l->val[p.idx[0]] };
 }
 
-/* ---- live allocation hash ---- */
-
-static inline uint64_t slot_of(const struct kvf__segalloc *a, uint64_t off)
+static inline uint64_t tree_max(const struct kvf__segalloc *a)
 {
-	/* Fibonacci hashing: the top bits of the product are the best mixed. */
-	return ((off >> a->align_shift) * 0x9e3779b97f4a7c15ULL) >>
-	       a->tab_shift;
+	return node_max(a->root, a->height == 0);
 }
 
-static int tab_grow(struct kvf__segalloc *a)
+/* Address-ordered first fit; the caller checked tree_max() >= @need. */
+static struct bnode *first_fit(const struct kvf__segalloc *a, uint64_t need,
+			       struct path *p)
 {
-	uint64_t cap = (a->tab_mask + 1) * 2;
-	struct slot *old = a->tab, *t = calloc(cap, sizeof(*t));
-	uint64_t old_cap = a->tab_mask + 1;
+	struct bnode *n = a->root;
+	uint32_t i;
 
-	if (!t)
-		return KVF_ERR_NO_MEMORY;
-	a->tab = t;
-	a->tab_mask = cap - 1;
-	a->tab_shift--;
-	for (uint64_t i = 0; i < old_cap; i++) {
-		uint64_t j;
-
-		if (!old[i].key)
-			continue;
-		for (j = slot_of(a, old[i].key - 1); t[j].key;
-		     j = (j + 1) & a->tab_mask)
+	for (unsigned h = a->height; h > 0; h--) {
+		for (i = 0; n->val[i] < need; i++)
 			;
-		t[j] = old[i];
+		p->node[h] = n;
+		p->idx[h] = i;
+		n = n->child[i];
+		/* The scan below reads val[] in order: fetch it all at once. */
+		for (uint32_t j = 0; j < FAN; j += 64 / sizeof(n->val[0]))
+			__builtin_prefetch(&n->val[j]);
 	}
-	free(old);
-	return KVF_OK;
-}
-
-/* Make room for one more entry before touching anything else. */
-static int tab_reserve(struct kvf__segalloc *a)
-{
-	if ((a->tab_used + 1) * 2 > a->tab_mask + 1)
-		return tab_grow(a);
-	return KVF_OK;
-}
-
-static void tab_add(struct kvf__segalloc *a, uint64_t off, uint64_t size)
-{
-	uint64_t j = slot_of(a, off);
-
-	while (a->tab[j].key)
-		j = (j + 1) & a->tab_mask;
-	a->tab[j].key = off + 1;
-	a->tab[j].size = size;
-	a->tab_used++;
-}
-
-/* Remove @off and return its size; 0 if it is not live. */
-static uint64_t tab_del(struct kvf__segalloc *a, uint64_t off)
-{
-	uint64_t j = slot_of(a, off), size;
-
-	for (;; j = (j + 1) & a->tab_mask) {
-		if (!a->tab[j].key)
-			return 0;
-		if (a->tab[j].key == off + 1)
-			break;
-	}
-	size = a->tab[j].size;
-	/*
-	 * Backward-shift deletion keeps probe chains intact without
-	 * tombstones: an entry after the hole moves into it unless its home
-	 * slot lies cyclically in (hole, entry].
-	 */
-	for (uint64_t k = j;;) {
-		uint64_t home;
-
-		k = (k + 1) & a->tab_mask;
-		if (!a->tab[k].key)
-			break;
-		home = slot_of(a, a->tab[k].key - 1);
-		if (((k - home) & a->tab_mask) < ((k - j) & a->tab_mask))
-			continue;
-		a->tab[j] = a->tab[k];
-		j = k;
-	}
-	a->tab[j].key = 0;
-	a->tab_used--;
-	return size;
+	/* Used blocks have USED set; need is a multiple of 8: no false hit. */
+	for (i = 0; (n->val[i] & USED) || n->val[i] < need; i++)
+		;
+	p->node[0] = n;
+	p->idx[0] = i;
+	return n;
 }
 
 /* ---- publishing ---- */
@@ -361,9 +480,9 @@ static void publish(struct kvf__segalloc *a)
 {
 	atomic_store_explicit(&a->pub.free_bytes, a->free_bytes,
 			      memory_order_release);
-	atomic_store_explicit(&a->pub.largest_free, tmax(a->root),
+	atomic_store_explicit(&a->pub.largest_free, tree_max(a),
 			      memory_order_release);
-	atomic_store_explicit(&a->nr_allocs, a->tab_used, memory_order_release);
+	atomic_store_explicit(&a->nr_allocs, a->allocs, memory_order_release);
 }
 
 /* ---- API ---- */
@@ -384,46 +503,49 @@ int kvf__segalloc_create(uint64_t size, uint64_t alignment,
 	a->pub.align_mask = alignment - 1;
 	a->pub.capacity = cap;
 	a->size = size;
-	a->align_shift = (unsigned)__builtin_ctzll(alignment);
-	a->rng = 0x2545f4914f6cdd1dULL ^ (uintptr_t)a;
-	a->tab_mask = 63;
-	a->tab_shift = 64 - 6;
-	a->tab = calloc(a->tab_mask + 1, sizeof(*a->tab));
-	if (!a->tab)
-		goto err_free;
-	a->root = node_get(a);
+	a->root = node_alloc(true);
 	if (!a->root)
-		goto err_tab;
-	a->root->off = 0;
-	a->root->size = cap;
-	fix(a->root);
+		goto err_free;
+	a->root->n = 1;
+	a->root->key[0] = 0;
+	a->root->val[0] = cap;
 	a->free_bytes = cap;
 	if (pthread_mutex_init(&a->lock, NULL))
-		goto err_nodes;
+		goto err_root;
 	publish(a);
 	*out = a;
 	return KVF_OK;
 
-err_nodes:
-	free(a->chunks);
-err_tab:
-	free(a->tab);
+err_root:
+	free(a->root);
 err_free:
 	free(a);
 	return KVF_ERR_NO_MEMORY;
 }
 
+static void free_tree(struct bnode *n, unsigned level)
+{
+	if (level > 0)
+		for (uint32_t i = 0; i < n->n; i++)
+			free_tree(n->child[i], level - 1);
+	free(n);
+}
+
 void kvf__segalloc_destroy(struct kvf__segalloc *a)
 {
-	struct node_chunk *c, *next;
+	struct bnode *n;
 
 	if (!a)
 		return;
-	for (c = a->chunks; c; c = next) {
-		next = c->next;
-		free(c);
+	free_tree(a->root, a->height);
+	while ((n = a->spare_inner)) {
+		a->spare_inner = n->child[0];
+		free(n);
 	}
-	free(a->tab);
+	while ((n = a->spare_leaf)) {
+		memcpy(&a->spare_leaf, &n->key[0], sizeof(n));
+		free(n);
+	}
 	pthread_mutex_destroy(&a->lock);
 	free(a);
 }
@@ -439,8 +561,11 @@ static uint64_t rounded(const struct kvf__segalloc *a, uint64_t size)
 int kvf__segalloc_alloc(struct kvf__segalloc *a, uint64_t size,
 			uint64_t *offset)
 {
-	struct node *n;
-	uint64_t need, off;
+	struct blk b, rep[2];
+	struct bnode *l;
+	struct path p;
+	uint64_t need;
+	uint32_t i;
 	int rc;
 
 	if (!size || !offset)
@@ -449,69 +574,116 @@ int kvf__segalloc_alloc(struct kvf__segalloc *a, uint64_t size,
 	if (!need)
 		return KVF_ERR_NO_SPACE;
 	pthread_mutex_lock(&a->lock);
-	n = first_fit(a->root, need);
-	if (!n) {
+	if (tree_max(a) < need) {
 		rc = KVF_ERR_NO_SPACE;
 		goto out;
 	}
-	rc = tab_reserve(a);
+	rc = spares_fill(a);
 	if (rc)
 		goto out;
-	off = n->off;
-	/* Start the hash slot's cache miss while the tree is updated. */
-	__builtin_prefetch(&a->tab[slot_of(a, off)], 1);
-	if (n->size == need) {
-		a->root = unlink_key(a->root, off);
-		node_put(a, n);
+	l = first_fit(a, need, &p);
+	i = p.idx[0];
+	b = (struct blk){ l->key[i], l->val[i] };
+	if (b.val == need || l->n < FAN) {
+		/* In place: the leaf keeps room (the common case). */
+		if (b.val != need) {
+			move_entries(l, i + 2, l, i + 1, l->n - i - 1, true);
+			l->key[i + 1] = b.off + need;
+			l->val[i + 1] = b.val - need;
+			l->n++;
+		}
+		l->val[i] = need | USED;
+		/*
+		 * The leaf's first key stays; its maximum changes only if the
+		 * block taken was the largest (the parent records it).
+		 */
+		if (a->height && b.val == p.node[1]->val[p.idx[1]])
+			fix_path(a, &p);
 	} else {
-		reshape(a->root, off, off + need, n->size - need);
+		rep[0] = (struct blk){ b.off, need | USED };
+		rep[1] = (struct blk){ b.off + need, b.val - need };
+		replace(a, b.off, rep, 2);
 	}
-	tab_add(a, off, need);
 	a->free_bytes -= need;
+	a->allocs++;
 	publish(a);
-	*offset = off;
+	*offset = b.off;
 out:
 	pthread_mutex_unlock(&a->lock);
 	return rc;
 }
 
+/*
+ * Merge the block at leaf position @i of @p with the free neighbours the
+ * caller found in the same leaf, in place, if the leaf stays full enough.
+ */
+static bool free_in_leaf(struct kvf__segalloc *a, struct path *p,
+			 bool merge_prev, bool merge_next, struct blk m)
+{
+	struct bnode *l = p->node[0];
+	uint32_t s = p->idx[0] - merge_prev, d = merge_prev + merge_next;
+
+	if (d && l->n - d < MIN_FILL && a->height > 0)
+		return false;
+	move_entries(l, s + 1, l, s + 1 + d, l->n - s - 1 - d, true);
+	l->n -= d;
+	l->key[s] = m.off;
+	l->val[s] = m.val;
+	fix_path(a, p);
+	return true;
+}
+
 void kvf__segalloc_free(struct kvf__segalloc *a, uint64_t offset,
 			uint64_t size)
 {
-	struct node *lo, *hi, *n;
-	uint64_t need = size ? rounded(a, size) : 0, got, end;
+	uint64_t need = size ? rounded(a, size) : 0, end, start;
+	struct blk b = { 0, 0 }, prev = { 0, USED }, next = { 0, USED }, m;
+	bool prev_here = false, next_here = false;
+	const struct bnode *l;
+	struct path p;
+	uint32_t i;
 
 	pthread_mutex_lock(&a->lock);
-	got = tab_del(a, offset);
-	if (!got || got != need)
+	if (offset < a->pub.capacity) {
+		l = lookup(a, offset, &p);
+		i = p.idx[0];
+		b = (struct blk){ l->key[i], l->val[i] };
+		/* Neighbours: usually in the same leaf. */
+		prev_here = i > 0;
+		if (prev_here)
+			prev = (struct blk){ l->key[i - 1], l->val[i - 1] };
+		else if (offset > 0)
+			prev = block_at(a, offset - 1);
+		end = b.off + blk_size(b.val);
+		next_here = i + 1 < l->n;
+		if (next_here)
+			next = (struct blk){ l->key[i + 1], l->val[i + 1] };
+		else if (end < a->pub.capacity)
+			next = block_at(a, end);
+	}
+	if (b.off != offset || !(b.val & USED) || !need ||
+	    blk_size(b.val) != need)
 		kvf__die("free of [%#llx, +%llu): %s", (unsigned long long)offset,
 			 (unsigned long long)size,
-			 got ? "wrong size" : "not allocated");
-	end = offset + need;
-	neighbours(a->root, offset, &lo, &hi);
-	if ((lo && lo->off + lo->size > offset) || (hi && hi->off < end))
-		kvf__die("allocated range [%#llx, +%llu) overlaps a free one",
-			 (unsigned long long)offset, (unsigned long long)need);
-	if (lo && lo->off + lo->size == offset) {
-		uint64_t grown = lo->size + need;
-
-		if (hi && hi->off == end) {
-			grown += hi->size;
-			a->root = unlink_key(a->root, hi->off);
-			node_put(a, hi);
-		}
-		reshape(a->root, lo->off, lo->off, grown);
-	} else if (hi && hi->off == end) {
-		reshape(a->root, hi->off, offset, hi->size + need);
-	} else {
-		n = node_get(a);
-		if (!n)
-			kvf__die("no memory for a free region node");
-		n->off = offset;
-		n->size = need;
-		a->root = insert(a->root, n);
-	}
+			 b.off == offset && (b.val & USED) ? "wrong size"
+							    : "not allocated");
+	/* Merge with free neighbours: the merged block starts at @start. */
+	start = prev.val & USED ? offset : prev.off;
+	m = (struct blk){ start, (prev.val & USED ? 0 : prev.val) + need +
+					 (next.val & USED ? 0 : next.val) };
+	if ((prev_here || (prev.val & USED)) &&
+	    (next_here || (next.val & USED)) &&
+	    free_in_leaf(a, &p, !(prev.val & USED), !(next.val & USED), m))
+		goto done;
+	/* A neighbour in another leaf, or the leaf would underflow. */
+	if (!(next.val & USED))
+		replace(a, next.off, NULL, 0);
+	if (start != offset)
+		replace(a, offset, NULL, 0);
+	replace(a, start, &m, 1);
+done:
 	a->free_bytes += need;
+	a->allocs--;
 	publish(a);
 	pthread_mutex_unlock(&a->lock);
 }
@@ -519,8 +691,9 @@ void kvf__segalloc_free(struct kvf__segalloc *a, uint64_t offset,
 int kvf__segalloc_reserve(struct kvf__segalloc *a, uint64_t offset,
 			  uint64_t size)
 {
-	struct node *lo, *hi, *n = NULL;
-	uint64_t need, end, lo_end;
+	struct blk b, rep[3];
+	uint64_t need, end, b_end;
+	uint32_t k = 0;
 	int rc;
 
 	if (!size || (offset & a->pub.align_mask) || offset >= a->pub.capacity)
@@ -530,37 +703,23 @@ int kvf__segalloc_reserve(struct kvf__segalloc *a, uint64_t offset,
 		return KVF_ERR_INVALID_PARAMS;
 	end = offset + need;
 	pthread_mutex_lock(&a->lock);
-	neighbours(a->root, offset, &lo, &hi);
-	if (!lo || lo->off + lo->size < end) {
+	b = block_at(a, offset);
+	b_end = b.off + blk_size(b.val);
+	if ((b.val & USED) || b_end < end) {
 		rc = KVF_ERR_NO_SPACE;
 		goto out;
 	}
-	rc = tab_reserve(a);
+	rc = spares_fill(a);
 	if (rc)
 		goto out;
-	lo_end = lo->off + lo->size;
-	if (lo->off < offset && lo_end > end) {
-		/* Take the middle: the region splits in two. */
-		n = node_get(a);
-		if (!n) {
-			rc = KVF_ERR_NO_MEMORY;
-			goto out;
-		}
-		n->off = end;
-		n->size = lo_end - end;
-	}
-	if (lo->off == offset && lo_end == end) {
-		a->root = unlink_key(a->root, offset);
-		node_put(a, lo);
-	} else if (lo->off == offset) {
-		reshape(a->root, offset, end, lo_end - end);
-	} else {
-		reshape(a->root, lo->off, lo->off, offset - lo->off);
-	}
-	if (n)
-		a->root = insert(a->root, n);
-	tab_add(a, offset, need);
+	if (b.off < offset)
+		rep[k++] = (struct blk){ b.off, offset - b.off };
+	rep[k++] = (struct blk){ offset, need | USED };
+	if (end < b_end)
+		rep[k++] = (struct blk){ end, b_end - end };
+	replace(a, b.off, rep, k);
 	a->free_bytes -= need;
+	a->allocs++;
 	publish(a);
 out:
 	pthread_mutex_unlock(&a->lock);

@@ -86,46 +86,101 @@ static uint64_t round_up(uint64_t v, uint64_t al)
 	return (v + al - 1) & ~(al - 1);
 }
 
-static void test_exact_random(void **state)
+/* Lowest offset of a free run of @g granules, or UINT64_MAX. */
+static uint64_t bm_first_fit(const struct bitmap_model *m, uint64_t g)
 {
-	const uint64_t seg = 64 * KiB, al = 64;
+	uint64_t run = 0;
+
+	for (uint64_t i = 0; i < m->granules; i++) {
+		run = m->used[i] ? 0 : run + 1;
+		if (run == g)
+			return (i + 1 - g) * m->gran;
+	}
+	return UINT64_MAX;
+}
+
+static bool bm_all_free(const struct bitmap_model *m, uint64_t off,
+			uint64_t size)
+{
+	for (uint64_t g = off / m->gran; g < (off + size) / m->gran; g++)
+		if (m->used[g])
+			return false;
+	return true;
+}
+
+struct exact_cfg {
+	uint64_t seg, al, max_asked;
+	int ops;
+	uint64_t free_pct;  /* chance of a free, in percent */
+	int check_every;    /* full model comparison every this many ops */
+	int first_fit_every; /* first-fit offset checked every this many */
+};
+
+/*
+ * Random alloc / free / reserve against the granule bitmap: free bytes and
+ * the largest region exact, every alloc at the address-ordered first fit,
+ * reserve succeeding exactly when its range is free.
+ */
+static void run_exact_random(const struct exact_cfg *cfg, uint64_t rng)
+{
+	const uint64_t seg = cfg->seg, al = cfg->al;
 	struct bitmap_model m = { calloc(seg / al, 1), seg / al, al };
 	struct live *lv = calloc(seg / al, sizeof(*lv));
 	struct kvf__segalloc *a;
-	uint64_t rng = 0x1234567, n = 0;
+	uint64_t n = 0;
 
-	(void)state;
 	assert_int_equal(kvf__segalloc_create(seg, al, &a), KVF_OK);
 	bm_check(&m, a);
-	for (int op = 0; op < 30000; op++) {
-		if (n && (rng_next(&rng) % 100 < 45 || n == seg / al)) {
+	for (int op = 0; op < cfg->ops; op++) {
+		uint64_t dice = rng_next(&rng) % 100;
+
+		if (n && (dice < cfg->free_pct || n == seg / al)) {
 			uint64_t k = rng_next(&rng) % n;
 
 			kvf__segalloc_free(a, lv[k].off, lv[k].asked);
 			bm_mark(&m, lv[k].off, lv[k].size, 0);
 			lv[k] = lv[--n];
+		} else if (dice < cfg->free_pct + 5) {
+			uint64_t asked = rng_range(&rng, 1, cfg->max_asked);
+			uint64_t sz = round_up(asked, al);
+			uint64_t off = rng_next(&rng) % (seg / al) * al;
+			int rc;
+
+			if (off + sz > seg)
+				continue;
+			rc = kvf__segalloc_reserve(a, off, asked);
+			if (!bm_all_free(&m, off, sz)) {
+				assert_int_equal(rc, KVF_ERR_NO_SPACE);
+				continue;
+			}
+			assert_int_equal(rc, KVF_OK);
+			lv[n++] = (struct live){ off, sz, asked };
+			bm_mark(&m, off, sz, 1);
 		} else {
-			uint64_t asked = rng_range(&rng, 1, 4096), off;
+			uint64_t asked = rng_range(&rng, 1, cfg->max_asked), off;
+			uint64_t sz = round_up(asked, al);
 			int rc = kvf__segalloc_alloc(a, asked, &off);
 
 			if (rc == KVF_ERR_NO_SPACE) {
 				/* Only when no free run fits. */
-				assert_true(kvf__segalloc_largest_free(a) <
-					    round_up(asked, al));
-			} else {
-				assert_int_equal(rc, KVF_OK);
-				assert_int_equal(off % al, 0);
-				assert_true(off + round_up(asked, al) <= seg);
-				lv[n].off = off;
-				lv[n].asked = asked;
-				lv[n].size = round_up(asked, al);
-				bm_mark(&m, off, lv[n].size, 1);
-				n++;
+				assert_true(kvf__segalloc_largest_free(a) < sz);
+				assert_int_equal(bm_first_fit(&m, sz / al),
+						 UINT64_MAX);
+				continue;
 			}
+			assert_int_equal(rc, KVF_OK);
+			assert_int_equal(off % al, 0);
+			assert_true(off + sz <= seg);
+			if (op % cfg->first_fit_every == 0)
+				assert_int_equal(off, bm_first_fit(&m, sz / al));
+			lv[n++] = (struct live){ off, sz, asked };
+			bm_mark(&m, off, sz, 1);
 		}
-		bm_check(&m, a);
+		if (op % cfg->check_every == 0)
+			bm_check(&m, a);
 		assert_int_equal(kvf__segalloc_nr_allocs(a), n);
 	}
+	bm_check(&m, a);
 	while (n) {
 		n--;
 		kvf__segalloc_free(a, lv[n].off, lv[n].asked);
@@ -135,6 +190,27 @@ static void test_exact_random(void **state)
 	kvf__segalloc_destroy(a);
 	free(lv);
 	free(m.used);
+}
+
+static void test_exact_random(void **state)
+{
+	const struct exact_cfg cfg = { 64 * KiB, 64, 4096, 30000, 45, 1, 1 };
+
+	(void)state;
+	run_exact_random(&cfg, 0x1234567);
+}
+
+/*
+ * Small blocks in a bigger segment: tens of thousands of blocks, so the
+ * tree is several levels deep and nodes split, borrow and merge (the
+ * segment fills up, then churns near full).
+ */
+static void test_exact_random_deep(void **state)
+{
+	const struct exact_cfg cfg = { 1 * MiB, 8, 64, 150000, 35, 512, 16 };
+
+	(void)state;
+	run_exact_random(&cfg, 0xabcdef12);
 }
 
 /* ---- sorted-range model for big segments ---- */
@@ -474,6 +550,7 @@ int main(void)
 		cmocka_unit_test(test_reserve),
 		cmocka_unit_test(test_coalesce_full),
 		cmocka_unit_test(test_exact_random),
+		cmocka_unit_test(test_exact_random_deep),
 		cmocka_unit_test(test_no_overlap_large),
 		cmocka_unit_test(test_tib),
 		cmocka_unit_test(test_bad_free_dies),
