@@ -62,6 +62,7 @@ struct ctx {
 	uint64_t size;
 	uint64_t *rng;
 	struct kvf__place_result *res;
+	uint64_t tag;
 };
 
 static bool taken(const struct ctx *c, uint32_t i)
@@ -82,7 +83,7 @@ static inline bool usable(const struct ctx *c, uint32_t i)
 static int try_seg(struct ctx *c, uint32_t i)
 {
 	uint64_t off;
-	int rc = kvf__segalloc_alloc(c->segs[i], c->size, &off);
+	int rc = kvf__segalloc_alloc_tagged(c->segs[i], c->size, c->tag, &off);
 
 	if (rc == KVF_OK) {
 		c->res->seg[c->res->count] = i;
@@ -253,7 +254,7 @@ int kvf__place(enum kvf_placement_strategy strategy,
 	       const struct kvf__place_request *req, uint64_t *rng,
 	       struct kvf__place_result *res)
 {
-	struct ctx c = { segs, nr_segs, 0, rng, res };
+	struct ctx c = { segs, nr_segs, 0, rng, res, req->tag };
 	int rc = KVF_OK;
 
 	if (!req || !res || !rng || !*rng || (nr_segs && !segs) ||

@@ -22,6 +22,7 @@ struct kvf__place_request {
 	uint32_t replica_num;        /* 1..KVF_MAX_REPLICAS */
 	const uint32_t *preferred;   /* indices into segs[], may be NULL */
 	uint32_t nr_preferred;
+	uint64_t tag;                /* kept with each block (see segalloc.h) */
 };
 
 struct kvf__place_result {

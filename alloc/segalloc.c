@@ -74,15 +74,21 @@
 #define MAX_SPARE 8
 
 /*
- * One node layout for both kinds; only inner nodes get child[] memory.
+ * One node layout for both kinds.
  * key[i]: leaf - block offset; inner - lowest offset under child i.
  * val[i]: leaf - block size | USED; inner - largest free block under child i.
+ * ext[i]: leaf - the tag of a used block (0 when free); inner - child i.
  */
+union ext {
+	struct bnode *child;
+	uint64_t tag;
+};
+
 struct bnode {
 	uint32_t n;
 	uint64_t key[FAN];
 	uint64_t val[FAN];
-	struct bnode *child[]; /* FAN of them, inner nodes only */
+	union ext ext[FAN];
 };
 
 struct kvf__segalloc {
@@ -104,7 +110,20 @@ struct kvf__segalloc {
 struct blk {
 	uint64_t off;
 	uint64_t val; /* size | USED */
+	uint64_t tag; /* the caller's tag of a used block; 0 if free */
 };
+
+static inline struct blk leaf_blk(const struct bnode *l, uint32_t i)
+{
+	return (struct blk){ l->key[i], l->val[i], l->ext[i].tag };
+}
+
+static inline void leaf_set(struct bnode *l, uint32_t i, struct blk b)
+{
+	l->key[i] = b.off;
+	l->val[i] = b.val;
+	l->ext[i].tag = b.tag;
+}
 
 static inline uint64_t blk_size(uint64_t val)
 {
@@ -115,8 +134,8 @@ static inline uint64_t blk_size(uint64_t val)
 
 static struct bnode *node_alloc(bool leaf)
 {
-	return malloc(sizeof(struct bnode) +
-		      (leaf ? 0 : FAN * sizeof(struct bnode *)));
+	(void)leaf; /* leaves use ext[] for tags, inner nodes for children */
+	return malloc(sizeof(struct bnode));
 }
 
 /* Make sure a change can split every level and grow a new root. */
@@ -136,7 +155,7 @@ static int spares_fill(struct kvf__segalloc *a)
 
 		if (!n)
 			return KVF_ERR_NO_MEMORY;
-		n->child[0] = a->spare_inner;
+		n->ext[0].child = a->spare_inner;
 		a->spare_inner = n;
 		a->nr_spare_inner++;
 	}
@@ -157,7 +176,7 @@ static struct bnode *spare_get(struct kvf__segalloc *a, bool leaf)
 		n = a->spare_inner;
 		if (!n)
 			kvf__die("no spare inner node");
-		a->spare_inner = n->child[0];
+		a->spare_inner = n->ext[0].child;
 		a->nr_spare_inner--;
 	}
 	n->n = 0;
@@ -171,7 +190,7 @@ static void spare_put(struct kvf__segalloc *a, struct bnode *n, bool leaf)
 		a->spare_leaf = n;
 		a->nr_spare_leaf++;
 	} else if (!leaf && a->nr_spare_inner < MAX_SPARE) {
-		n->child[0] = a->spare_inner;
+		n->ext[0].child = a->spare_inner;
 		a->spare_inner = n;
 		a->nr_spare_inner++;
 	} else {
@@ -198,8 +217,8 @@ static uint64_t node_max(const struct bnode *n, bool leaf)
 
 static inline void refresh(struct bnode *p, uint32_t i, bool child_leaf)
 {
-	p->key[i] = p->child[i]->key[0];
-	p->val[i] = node_max(p->child[i], child_leaf);
+	p->key[i] = p->ext[i].child->key[0];
+	p->val[i] = node_max(p->ext[i].child, child_leaf);
 }
 
 /* Index of the last entry with key <= @key (0 if none). */
@@ -216,11 +235,10 @@ static inline uint32_t find_pos(const struct bnode *n, uint64_t key)
 static void move_entries(struct bnode *dst, uint32_t d, struct bnode *src,
 			 uint32_t s, uint32_t cnt, bool leaf)
 {
+	(void)leaf; /* tags or children: ext[] moves either way */
 	memmove(&dst->key[d], &src->key[s], cnt * sizeof(dst->key[0]));
 	memmove(&dst->val[d], &src->val[s], cnt * sizeof(dst->val[0]));
-	if (!leaf)
-		memmove(&dst->child[d], &src->child[s],
-			cnt * sizeof(dst->child[0]));
+	memmove(&dst->ext[d], &src->ext[s], cnt * sizeof(dst->ext[0]));
 }
 
 /* ---- the one structural change: replace a block by 0..3 blocks ---- */
@@ -243,30 +261,33 @@ static void leaf_replace(struct kvf__segalloc *a, struct bnode *l,
 		kvf__die("block at %#llx missing", (unsigned long long)c->key);
 	if (n <= FAN) {
 		move_entries(l, i + c->nrep, l, i + 1, l->n - i - 1, true);
-		for (uint32_t j = 0; j < c->nrep; j++) {
-			l->key[i + j] = c->rep[j].off;
-			l->val[i + j] = c->rep[j].val;
-		}
+		for (uint32_t j = 0; j < c->nrep; j++)
+			leaf_set(l, i + j, c->rep[j]);
 		l->n = n;
 		return;
 	}
-	/* Overflow (rare): lay the new sequence out, then halve it. */
+	/* Overflow (rare): lay the new sequence out, then split it. */
 	for (uint32_t j = 0; j < l->n; j++) {
 		if (j != i) {
-			tmp[k++] = (struct blk){ l->key[j], l->val[j] };
+			tmp[k++] = leaf_blk(l, j);
 			continue;
 		}
 		for (uint32_t r = 0; r < c->nrep; r++)
 			tmp[k++] = c->rep[r];
 	}
 	c->split = spare_get(a, true);
-	left = n / 2;
+	/*
+	 * First fit by address fills a segment from its low end, so most
+	 * splits happen at the last block of a leaf: keep the left leaf
+	 * nearly full then (it will rarely grow again) instead of halving,
+	 * which would leave every leaf half empty after a fill.
+	 */
+	left = i + 1 == l->n ? n - MIN_FILL : n / 2;
 	for (uint32_t j = 0; j < n; j++) {
 		struct bnode *dst = j < left ? l : c->split;
 		uint32_t at = j < left ? j : j - left;
 
-		dst->key[at] = tmp[j].off;
-		dst->val[at] = tmp[j].val;
+		leaf_set(dst, at, tmp[j]);
 	}
 	l->n = left;
 	c->split->n = n - left;
@@ -295,7 +316,7 @@ static void inner_insert(struct kvf__segalloc *a, struct bnode *p, uint32_t i,
 		}
 	}
 	move_entries(dst, at + 1, dst, at, dst->n - at, false);
-	dst->child[at] = sib;
+	dst->ext[at].child = sib;
 	refresh(dst, at, sib_leaf);
 	dst->n++;
 }
@@ -306,7 +327,7 @@ static void rebalance(struct kvf__segalloc *a, struct bnode *p, uint32_t i,
 		      bool child_leaf)
 {
 	uint32_t li = i > 0 ? i - 1 : i, tot;
-	struct bnode *l = p->child[li], *r = p->child[li + 1];
+	struct bnode *l = p->ext[li].child, *r = p->ext[li + 1].child;
 
 	tot = l->n + r->n;
 	if (tot <= FAN) {
@@ -349,7 +370,7 @@ static void replace_in(struct kvf__segalloc *a, struct bnode *n,
 		return;
 	}
 	i = find_pos(n, c->key);
-	ch = n->child[i];
+	ch = n->ext[i].child;
 	replace_in(a, ch, level - 1, c);
 	if (c->split) {
 		refresh(n, i, child_leaf);
@@ -373,8 +394,8 @@ static void replace(struct kvf__segalloc *a, uint64_t key,
 		bool leaf = a->height == 0;
 
 		kvf__assert(a->height + 1 < MAX_HEIGHT);
-		r->child[0] = a->root;
-		r->child[1] = c.split;
+		r->ext[0].child = a->root;
+		r->ext[1].child = c.split;
 		r->n = 2;
 		refresh(r, 0, leaf);
 		refresh(r, 1, leaf);
@@ -383,7 +404,7 @@ static void replace(struct kvf__segalloc *a, uint64_t key,
 	} else if (a->height > 0 && a->root->n == 1) {
 		struct bnode *old = a->root;
 
-		a->root = old->child[0];
+		a->root = old->ext[0].child;
 		a->height--;
 		spare_put(a, old, false);
 	}
@@ -409,7 +430,7 @@ static struct bnode *lookup(const struct kvf__segalloc *a, uint64_t off,
 	for (unsigned h = a->height; h > 0; h--) {
 		p->node[h] = n;
 		p->idx[h] = find_pos(n, off);
-		n = n->child[p->idx[h]];
+		n = n->ext[p->idx[h]].child;
 	}
 	p->node[0] = n;
 	p->idx[0] = find_pos(n, off);
@@ -441,7 +462,7 @@ static struct blk block_at(const struct kvf__segalloc *a, uint64_t off)
 	struct path p;
 	const struct bnode *l = lookup(a, off, &p);
 
-	return (struct blk){ l->key[p.idx[0]], l->val[p.idx[0]] };
+	return leaf_blk(l, p.idx[0]);
 }
 
 static inline uint64_t tree_max(const struct kvf__segalloc *a)
@@ -461,7 +482,7 @@ static struct bnode *first_fit(const struct kvf__segalloc *a, uint64_t need,
 			;
 		p->node[h] = n;
 		p->idx[h] = i;
-		n = n->child[i];
+		n = n->ext[i].child;
 		/* The scan below reads val[] in order: fetch it all at once. */
 		for (uint32_t j = 0; j < FAN; j += 64 / sizeof(n->val[0]))
 			__builtin_prefetch(&n->val[j]);
@@ -527,7 +548,7 @@ static void free_tree(struct bnode *n, unsigned level)
 {
 	if (level > 0)
 		for (uint32_t i = 0; i < n->n; i++)
-			free_tree(n->child[i], level - 1);
+			free_tree(n->ext[i].child, level - 1);
 	free(n);
 }
 
@@ -539,7 +560,7 @@ void kvf__segalloc_destroy(struct kvf__segalloc *a)
 		return;
 	free_tree(a->root, a->height);
 	while ((n = a->spare_inner)) {
-		a->spare_inner = n->child[0];
+		a->spare_inner = n->ext[0].child;
 		free(n);
 	}
 	while ((n = a->spare_leaf)) {
@@ -560,6 +581,12 @@ static uint64_t rounded(const struct kvf__segalloc *a, uint64_t size)
 
 int kvf__segalloc_alloc(struct kvf__segalloc *a, uint64_t size,
 			uint64_t *offset)
+{
+	return kvf__segalloc_alloc_tagged(a, size, 0, offset);
+}
+
+int kvf__segalloc_alloc_tagged(struct kvf__segalloc *a, uint64_t size,
+			       uint64_t tag, uint64_t *offset)
 {
 	struct blk b, rep[2];
 	struct bnode *l;
@@ -583,16 +610,17 @@ int kvf__segalloc_alloc(struct kvf__segalloc *a, uint64_t size,
 		goto out;
 	l = first_fit(a, need, &p);
 	i = p.idx[0];
-	b = (struct blk){ l->key[i], l->val[i] };
+	b = leaf_blk(l, i);
 	if (b.val == need || l->n < FAN) {
 		/* In place: the leaf keeps room (the common case). */
 		if (b.val != need) {
 			move_entries(l, i + 2, l, i + 1, l->n - i - 1, true);
-			l->key[i + 1] = b.off + need;
-			l->val[i + 1] = b.val - need;
+			leaf_set(l, i + 1,
+				 (struct blk){ b.off + need, b.val - need, 0 });
 			l->n++;
 		}
 		l->val[i] = need | USED;
+		l->ext[i].tag = tag;
 		/*
 		 * The leaf's first key stays; its maximum changes only if the
 		 * block taken was the largest (the parent records it).
@@ -600,8 +628,8 @@ int kvf__segalloc_alloc(struct kvf__segalloc *a, uint64_t size,
 		if (a->height && b.val == p.node[1]->val[p.idx[1]])
 			fix_path(a, &p);
 	} else {
-		rep[0] = (struct blk){ b.off, need | USED };
-		rep[1] = (struct blk){ b.off + need, b.val - need };
+		rep[0] = (struct blk){ b.off, need | USED, tag };
+		rep[1] = (struct blk){ b.off + need, b.val - need, 0 };
 		replace(a, b.off, rep, 2);
 	}
 	a->free_bytes -= need;
@@ -627,8 +655,7 @@ static bool free_in_leaf(struct kvf__segalloc *a, struct path *p,
 		return false;
 	move_entries(l, s + 1, l, s + 1 + d, l->n - s - 1 - d, true);
 	l->n -= d;
-	l->key[s] = m.off;
-	l->val[s] = m.val;
+	leaf_set(l, s, m);
 	fix_path(a, p);
 	return true;
 }
@@ -637,7 +664,7 @@ void kvf__segalloc_free(struct kvf__segalloc *a, uint64_t offset,
 			uint64_t size)
 {
 	uint64_t need = size ? rounded(a, size) : 0, end, start;
-	struct blk b = { 0, 0 }, prev = { 0, USED }, next = { 0, USED }, m;
+	struct blk b = { 0, 0, 0 }, prev = { 0, USED, 0 }, next = { 0, USED, 0 }, m;
 	bool prev_here = false, next_here = false;
 	const struct bnode *l;
 	struct path p;
@@ -647,17 +674,17 @@ void kvf__segalloc_free(struct kvf__segalloc *a, uint64_t offset,
 	if (offset < a->pub.capacity) {
 		l = lookup(a, offset, &p);
 		i = p.idx[0];
-		b = (struct blk){ l->key[i], l->val[i] };
+		b = leaf_blk(l, i);
 		/* Neighbours: usually in the same leaf. */
 		prev_here = i > 0;
 		if (prev_here)
-			prev = (struct blk){ l->key[i - 1], l->val[i - 1] };
+			prev = leaf_blk(l, i - 1);
 		else if (offset > 0)
 			prev = block_at(a, offset - 1);
 		end = b.off + blk_size(b.val);
 		next_here = i + 1 < l->n;
 		if (next_here)
-			next = (struct blk){ l->key[i + 1], l->val[i + 1] };
+			next = leaf_blk(l, i + 1);
 		else if (end < a->pub.capacity)
 			next = block_at(a, end);
 	}
@@ -669,8 +696,10 @@ void kvf__segalloc_free(struct kvf__segalloc *a, uint64_t offset,
 							    : "not allocated");
 	/* Merge with free neighbours: the merged block starts at @start. */
 	start = prev.val & USED ? offset : prev.off;
-	m = (struct blk){ start, (prev.val & USED ? 0 : prev.val) + need +
-					 (next.val & USED ? 0 : next.val) };
+	m = (struct blk){ start,
+			  (prev.val & USED ? 0 : prev.val) + need +
+				  (next.val & USED ? 0 : next.val),
+			  0 };
 	if ((prev_here || (prev.val & USED)) &&
 	    (next_here || (next.val & USED)) &&
 	    free_in_leaf(a, &p, !(prev.val & USED), !(next.val & USED), m))
@@ -690,6 +719,12 @@ done:
 
 int kvf__segalloc_reserve(struct kvf__segalloc *a, uint64_t offset,
 			  uint64_t size)
+{
+	return kvf__segalloc_reserve_tagged(a, offset, size, 0);
+}
+
+int kvf__segalloc_reserve_tagged(struct kvf__segalloc *a, uint64_t offset,
+				 uint64_t size, uint64_t tag)
 {
 	struct blk b, rep[3];
 	uint64_t need, end, b_end;
@@ -713,10 +748,10 @@ int kvf__segalloc_reserve(struct kvf__segalloc *a, uint64_t offset,
 	if (rc)
 		goto out;
 	if (b.off < offset)
-		rep[k++] = (struct blk){ b.off, offset - b.off };
-	rep[k++] = (struct blk){ offset, need | USED };
+		rep[k++] = (struct blk){ b.off, offset - b.off, 0 };
+	rep[k++] = (struct blk){ offset, need | USED, tag };
 	if (end < b_end)
-		rep[k++] = (struct blk){ end, b_end - end };
+		rep[k++] = (struct blk){ end, b_end - end, 0 };
 	replace(a, b.off, rep, k);
 	a->free_bytes -= need;
 	a->allocs++;
@@ -724,6 +759,72 @@ int kvf__segalloc_reserve(struct kvf__segalloc *a, uint64_t offset,
 out:
 	pthread_mutex_unlock(&a->lock);
 	return rc;
+}
+
+/* Append the used blocks under @n to @out[*k]. */
+static void collect_used(const struct bnode *n, unsigned level,
+			 struct kvf__segalloc_block *out, size_t *k)
+{
+	for (uint32_t i = 0; i < n->n; i++) {
+		if (level > 0) {
+			collect_used(n->ext[i].child, level - 1, out, k);
+			continue;
+		}
+		if (n->val[i] & USED)
+			out[(*k)++] = (struct kvf__segalloc_block){
+				n->key[i], blk_size(n->val[i]), n->ext[i].tag };
+	}
+}
+
+int kvf__segalloc_used_blocks(struct kvf__segalloc *a,
+			      struct kvf__segalloc_block **out, size_t *n)
+{
+	size_t k = 0;
+
+	pthread_mutex_lock(&a->lock);
+	*out = malloc((a->allocs ? a->allocs : 1) * sizeof(**out));
+	if (*out)
+		collect_used(a->root, a->height, *out, &k);
+	pthread_mutex_unlock(&a->lock);
+	*n = k;
+	return *out ? KVF_OK : KVF_ERR_NO_MEMORY;
+}
+
+static uint64_t xorshift(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return *s;
+}
+
+int kvf__segalloc_sample(struct kvf__segalloc *a, uint64_t *rng,
+			 struct kvf__segalloc_block *out)
+{
+	int ret = KVF_ERR_OBJECT_NOT_FOUND;
+
+	pthread_mutex_lock(&a->lock);
+	/* Free blocks never touch, so a leaf is at least ~half used. */
+	for (int tries = 0; a->allocs && tries < 4 && ret; tries++) {
+		const struct bnode *n = a->root;
+		uint32_t start;
+
+		for (unsigned h = a->height; h > 0; h--)
+			n = n->ext[xorshift(rng) % n->n].child;
+		start = (uint32_t)(xorshift(rng) % n->n);
+		for (uint32_t j = 0; j < n->n; j++) {
+			uint32_t i = (start + j) % n->n;
+
+			if (!(n->val[i] & USED))
+				continue;
+			*out = (struct kvf__segalloc_block){
+				n->key[i], blk_size(n->val[i]), n->ext[i].tag };
+			ret = KVF_OK;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&a->lock);
+	return ret;
 }
 
 uint64_t kvf__segalloc_free_bytes(const struct kvf__segalloc *a)

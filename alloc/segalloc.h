@@ -44,6 +44,43 @@ int kvf__segalloc_alloc(struct kvf__segalloc *a, uint64_t size,
 void kvf__segalloc_free(struct kvf__segalloc *a, uint64_t offset,
 			uint64_t size);
 
+/*
+ * kvf__segalloc_alloc_tagged() - alloc, remembering @tag (non-zero; the
+ * engine uses the owning object's key hash) with the block, so the owners
+ * of a segment's blocks can be enumerated (kvf__segalloc_used_blocks) and
+ * sampled (kvf__segalloc_sample) without any other index.
+ */
+int kvf__segalloc_alloc_tagged(struct kvf__segalloc *a, uint64_t size,
+			       uint64_t tag, uint64_t *offset);
+
+/* kvf__segalloc_reserve() with a tag (see kvf__segalloc_alloc_tagged). */
+int kvf__segalloc_reserve_tagged(struct kvf__segalloc *a, uint64_t offset,
+				 uint64_t size, uint64_t tag);
+
+/* A used block: offset, size (rounded up to the alignment), tag. */
+struct kvf__segalloc_block {
+	uint64_t offset;
+	uint64_t size;
+	uint64_t tag;
+};
+
+/*
+ * kvf__segalloc_used_blocks() - snapshot of every used block, in address
+ * order. *@out is malloc'd (the caller frees it), *@n its length. Cost
+ * proportional to the blocks of this segment; takes the lock once.
+ * Returns KVF_OK or KVF_ERR_NO_MEMORY.
+ */
+int kvf__segalloc_used_blocks(struct kvf__segalloc *a,
+			      struct kvf__segalloc_block **out, size_t *n);
+
+/*
+ * kvf__segalloc_sample() - a used block picked at random (a random
+ * root-to-leaf descent: roughly uniform). @rng: xorshift state, non-zero.
+ * Returns KVF_OK or KVF_ERR_OBJECT_NOT_FOUND (no used block). O(log n).
+ */
+int kvf__segalloc_sample(struct kvf__segalloc *a, uint64_t *rng,
+			 struct kvf__segalloc_block *out);
+
 /* Free bytes, exact, lock-free. */
 uint64_t kvf__segalloc_free_bytes(const struct kvf__segalloc *a);
 

@@ -92,6 +92,7 @@ static int make_record(struct put_ctx *c, size_t i, struct kvf__object **out)
 		.replica_num = c->cfg->replica_num,
 		.preferred = c->nr_preferred ? c->preferred : NULL,
 		.nr_preferred = c->nr_preferred,
+		.tag = c->b.hash[i],
 	};
 	struct kvf__place_result res;
 	struct kvf__replica *rep;

@@ -82,13 +82,14 @@ static int apply_mount(struct kvf_engine *e, const struct kvf__jrec *r)
 }
 
 /*
- * Fill @o's replicas from @r, reserving each range when @reserve. Returns
+ * Fill @o's replicas from @r, reserving each range (tagged with the key
+ * hash @hash, as put_start tags them) when @reserve. Returns
  * KVF_ERR_JOURNAL_CORRUPT for an unknown segment or a range not free; then
  * @o->nr_replicas counts the replicas filled (and reserved) so far, and
  * @o is only fit for kvf__replicas_free() and kvf__object_free().
  */
 static int set_replicas(struct kvf_engine *e, struct kvf__object *o,
-			const struct kvf__jrec *r, bool reserve)
+			const struct kvf__jrec *r, uint64_t hash, bool reserve)
 {
 	struct kvf__replica *rep = kvf__object_replicas(o);
 
@@ -102,8 +103,9 @@ static int set_replicas(struct kvf_engine *e, struct kvf__object *o,
 			return KVF_ERR_JOURNAL_CORRUPT;
 		}
 		if (reserve &&
-		    kvf__segalloc_reserve(seg->alloc, r->obj.replicas[i].offset,
-					  o->size) != KVF_OK) {
+		    kvf__segalloc_reserve_tagged(seg->alloc,
+						 r->obj.replicas[i].offset,
+						 o->size, hash) != KVF_OK) {
 			o->nr_replicas = (uint8_t)i; /* undo only these */
 			return KVF_ERR_JOURNAL_CORRUPT;
 		}
@@ -131,7 +133,7 @@ static int apply_put(struct replay *rp, const struct kvf__jrec *r)
 	o->flags |= r->obj.flags & (KVF__OBJ_HARD_PIN | KVF__OBJ_SOFT_PIN);
 	if (o->flags & KVF__OBJ_SOFT_PIN)
 		o->stamp = kvf__now(e) + e->soft_pin_ns;
-	ret = set_replicas(e, o, r, true);
+	ret = set_replicas(e, o, r, hash, true);
 	if (ret) {
 		kvf__replicas_free(o);
 		kvf__object_free(o);
@@ -164,7 +166,7 @@ static int apply_replicas(struct replay *rp, const struct kvf__jrec *r)
 	o->size = old->size;
 	o->flags = old->flags;
 	o->stamp = old->stamp;
-	ret = set_replicas(e, o, r, false);
+	ret = set_replicas(e, o, r, hash, false);
 	if (ret) {
 		kvf__object_free(o);
 		return ret;
