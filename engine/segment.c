@@ -13,17 +13,20 @@
  *     grace period: every put_start that picked the segment from the old
  *     table has inserted its record by then (it picks and inserts inside
  *     one read-side section);
- *  2. walk the index and drop the segment's replicas from every record
- *     (copy-on-write; a record left with none is removed);
+ *  2. drop the segment's replicas from their records (copy-on-write; a
+ *     record left with none is removed). The records are found from the
+ *     segment's own allocator: each block carries its owner's key hash,
+ *     and the index finds a record by hash plus "has this replica". So an
+ *     unmount (and a dead client's cleanup) costs what the segment held,
+ *     never a walk of the whole table, and runs in slices of DROP_SLICE
+ *     blocks per read-side section; readers are never stalled;
  *  3. wait another grace period, then free the allocator and the segment:
  *     no reader can still hold a record that points to it.
- * Step 2 walks the whole index: readers are never stalled by it, but its
- * cost is proportional to the table; per-segment object lists (issue
- * "Lifecycle without stalls") make it proportional to the segment.
  */
 #include "config.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -394,7 +397,6 @@ struct drop_ctx {
 	struct kvf__reclaim rc;
 	bool journal;
 	int err;      /* first journal error */
-	bool no_mem;  /* a copy failed: walk again */
 	size_t nr;
 	struct kvf__mutation muts[DROP_CHUNK];
 };
@@ -421,26 +423,29 @@ static void drop_note(struct drop_ctx *c, enum kvf__mutation_type type,
 		drop_flush(c);
 }
 
+enum drop_result { DROP_DONE, DROP_AGAIN, DROP_NO_MEMORY };
+
 /*
- * Drop @seg's replica from @o. The record is locked for a memcpy only.
- * ENDING/REMOVING owners finish on their own; we wait for their verdict.
+ * Drop @seg's replica from @o (key hash @hash). The record is locked for a
+ * memcpy only. ENDING/REMOVING owners finish on their own; we wait for
+ * their verdict. DROP_AGAIN: @o was replaced meanwhile, look it up again.
  * Complete objects' changes are journaled; processing ones never were.
  */
-static void drop_replica(struct kvf__object *o, void *arg)
+static enum drop_result drop_replica(struct drop_ctx *c, struct kvf__object *o,
+				     uint64_t hash)
 {
-	struct drop_ctx *c = arg;
 	struct kvf__object *n;
 	unsigned spins = 0;
 	uint32_t base;
-	uint64_t hash;
 	int drop = replica_index(o, c->seg);
 
 	if (drop < 0)
-		return;
-	hash = kvf__key_hash(kvf__object_key(o), o->key_len);
+		return DROP_DONE;
 	while (!kvf__obj_lock(o, &base)) {
-		if (base == KVF__OBJ_DEAD || base == KVF__OBJ_REPLACED)
-			return;
+		if (base == KVF__OBJ_DEAD)
+			return DROP_DONE;
+		if (base == KVF__OBJ_REPLACED)
+			return DROP_AGAIN;
 		kvf__obj_pause(&spins); /* ENDING or REMOVING: wait */
 	}
 	if (o->nr_replicas == 1) {
@@ -451,13 +456,12 @@ static void drop_replica(struct kvf__object *o, void *arg)
 		kvf__object_retire(c->e, o, hash, &c->rc);
 		if (base == KVF__OBJ_COMPLETE)
 			drop_note(c, KVF__MUT_OBJECT_REMOVE, o);
-		return;
+		return DROP_DONE;
 	}
 	n = copy_without(c->e->index, o, drop, base);
 	if (!n) {
 		kvf__obj_set(o, base);
-		c->no_mem = true;
-		return;
+		return DROP_NO_MEMORY;
 	}
 	if (kvf__index_replace(c->e->index, o, n, hash) != KVF_OK)
 		kvf__die("locked record vanished from the index");
@@ -465,6 +469,72 @@ static void drop_replica(struct kvf__object *o, void *arg)
 	kvf__reclaim_add(&c->rc, o);
 	if (base == KVF__OBJ_COMPLETE)
 		drop_note(c, KVF__MUT_OBJECT_REPLICAS, n);
+	return DROP_DONE;
+}
+
+struct replica_ref {
+	const struct kvf__segment *seg;
+	uint64_t offset;
+};
+
+static bool has_replica(const struct kvf__object *o, void *arg)
+{
+	const struct replica_ref *ref = arg;
+	const struct kvf__replica *r = kvf__object_replicas_const(o);
+
+	for (unsigned i = 0; i < o->nr_replicas; i++)
+		if (r[i].seg == ref->seg && r[i].offset == ref->offset)
+			return true;
+	return false;
+}
+
+/* Drop the replica in block @b (tagged with its owner's key hash). */
+static void drop_block(struct drop_ctx *c, const struct kvf__segalloc_block *b)
+{
+	struct replica_ref ref = { c->seg, b->offset };
+	struct kvf__object *o;
+	enum drop_result r = DROP_AGAIN;
+
+	while (r != DROP_DONE) {
+		o = kvf__index_lookup_hash(c->e->index, b->tag, has_replica,
+					   &ref);
+		if (!o)
+			return; /* a pre-empted put's buffer, or already gone */
+		r = drop_replica(c, o, b->tag);
+		if (r == DROP_NO_MEMORY)
+			sched_yield(); /* the segment cannot go while o uses it */
+	}
+}
+
+/* Blocks handled per read-side section: grace periods keep flowing. */
+#define DROP_SLICE 1024
+
+/*
+ * Drop every replica living in @c->seg. The segment's allocator knows its
+ * blocks and their owners' key hashes, so this costs what the segment
+ * holds, not what the engine holds.
+ */
+static int drop_segment_replicas(struct drop_ctx *c)
+{
+	struct kvf__segalloc_block *blocks;
+	size_t n;
+	int ret;
+
+	ret = kvf__segalloc_used_blocks(c->seg->alloc, &blocks, &n);
+	if (ret)
+		return ret;
+	for (size_t s = 0; s < n; s += DROP_SLICE) {
+		size_t end = n - s < DROP_SLICE ? n : s + DROP_SLICE;
+
+		kvf__rcu_read_lock();
+		for (size_t i = s; i < end; i++)
+			drop_block(c, &blocks[i]);
+		drop_flush(c);
+		kvf__reclaim_flush(&c->rc);
+		kvf__rcu_read_unlock();
+	}
+	free(blocks);
+	return KVF_OK;
 }
 
 static void segment_free_rcu(struct rcu_head *head)
@@ -501,14 +571,8 @@ static int unmount_locked(struct kvf_engine *e, struct kvf__segment *seg,
 		return ret;
 	}
 	kvf__rcu_synchronize();
-	do {
-		ctx->no_mem = false;
-		kvf__rcu_read_lock();
-		kvf__index_foreach(e->index, drop_replica, ctx);
-		drop_flush(ctx);
-		kvf__reclaim_flush(&ctx->rc);
-		kvf__rcu_read_unlock();
-	} while (ctx->no_mem);
+	while (drop_segment_replicas(ctx) == KVF_ERR_NO_MEMORY)
+		sched_yield(); /* the snapshot; the segment must empty first */
 	ret = ctx->err;
 	if (journal && !ret)
 		ret = kvf__engine_journal(e, &rec, 1);

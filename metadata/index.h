@@ -33,6 +33,9 @@ struct kvf__index;
 /* Called for each record by foreach; may remove or replace that record. */
 typedef void (*kvf__index_visit_fn)(struct kvf__object *o, void *arg);
 
+/* A predicate over records, for lookups by hash alone. */
+typedef bool (*kvf__index_match_fn)(const struct kvf__object *o, void *arg);
+
 struct kvf__index_ops {
 	const char *name;
 	/* Records need a KVF__OBJ_HOOK_SIZE hook prefix (kvf__object_new). */
@@ -58,6 +61,14 @@ struct kvf__index_ops {
 	/* Unlink @o. KVF_OK or KVF_ERR_OBJECT_NOT_FOUND (already gone). */
 	int (*remove)(struct kvf__index *idx, struct kvf__object *o,
 		      uint64_t hash);
+	/*
+	 * The record whose key hashes to @hash and for which @match is true,
+	 * or NULL: finds the owner of a tagged allocation without its key.
+	 */
+	struct kvf__object *(*lookup_hash)(struct kvf__index *idx,
+					   uint64_t hash,
+					   kvf__index_match_fn match,
+					   void *arg);
 	/* Visit every record present at the start and not removed since. */
 	void (*foreach)(struct kvf__index *idx, kvf__index_visit_fn fn,
 			void *arg);
@@ -108,6 +119,13 @@ static inline struct kvf__object *kvf__index_object_new(struct kvf__index *idx,
 							unsigned nr_replicas)
 {
 	return kvf__object_new(key, key_len, nr_replicas, idx->ops->hooked);
+}
+
+static inline struct kvf__object *
+kvf__index_lookup_hash(struct kvf__index *idx, uint64_t hash,
+		       kvf__index_match_fn match, void *arg)
+{
+	return idx->ops->lookup_hash(idx, hash, match, arg);
 }
 
 static inline void kvf__index_foreach(struct kvf__index *idx,

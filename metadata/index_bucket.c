@@ -610,6 +610,30 @@ static void lookup_chunk(struct bucket_table *t, size_t n,
 			kvf__tsan_acquire(out[i]);
 }
 
+static struct kvf__object *bucket_lookup_hash(struct kvf__index *idx,
+					      uint64_t hash,
+					      kvf__index_match_fn match,
+					      void *arg)
+{
+	struct bucket_table *t = table_load(bucket_index_of(idx));
+	uint64_t home = home_of(t, hash), tag = tag_of(hash);
+	uint64_t last = displaced_load(bucket_at(t, home));
+
+	for (uint64_t d = 0; d <= last && d <= t->mask; d++) {
+		const struct bucket *b = bucket_at(t, home + d);
+
+		for (int i = 0; i < SLOTS_PER_BUCKET; i++) {
+			uint64_t s = slot_load(&b->slot[i]);
+
+			if (slot_has_tag(s, tag) && match(slot_object(s), arg)) {
+				kvf__tsan_acquire(slot_object(s));
+				return slot_object(s);
+			}
+		}
+	}
+	return NULL;
+}
+
 static void bucket_lookup_batch(struct kvf__index *idx, size_t n,
 				const uint64_t *hashes,
 				const struct kvf_key *keys,
@@ -750,6 +774,7 @@ const struct kvf__index_ops kvf__index_bucket_ops = {
 	.create = bucket_create,
 	.destroy = bucket_destroy,
 	.lookup_batch = bucket_lookup_batch,
+	.lookup_hash = bucket_lookup_hash,
 	.insert_unique = bucket_insert_unique,
 	.replace = bucket_replace,
 	.remove = bucket_remove,

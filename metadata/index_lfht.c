@@ -25,6 +25,9 @@
 #include "engine/rcu.h"
 #include "metadata/index.h"
 
+_Static_assert(sizeof(struct cds_lfht_node) == KVF__OBJ_HOOK_SIZE,
+	       "the lfht node fills the record's hook prefix");
+
 struct lfht_index {
 	struct kvf__index base;
 	struct cds_lfht *ht;
@@ -159,6 +162,36 @@ static int lfht_remove(struct kvf__index *idx, struct kvf__object *o,
 		       KVF_OK;
 }
 
+struct pred_ref {
+	kvf__index_match_fn match;
+	void *arg;
+};
+
+static int match_pred(struct cds_lfht_node *node, const void *arg)
+{
+	const struct pred_ref *p = arg;
+
+	return p->match(object_of(node), p->arg);
+}
+
+static struct kvf__object *lfht_lookup_hash(struct kvf__index *idx,
+					    uint64_t hash,
+					    kvf__index_match_fn match,
+					    void *arg)
+{
+	struct pred_ref p = { match, arg };
+	struct cds_lfht_iter iter;
+	struct cds_lfht_node *node;
+
+	cds_lfht_lookup(table_of(idx), (unsigned long)hash, match_pred, &p,
+			&iter);
+	node = cds_lfht_iter_get_node(&iter);
+	if (!node)
+		return NULL;
+	kvf__tsan_acquire(object_of(node));
+	return object_of(node);
+}
+
 static void lfht_foreach(struct kvf__index *idx, kvf__index_visit_fn fn,
 			 void *arg)
 {
@@ -189,6 +222,7 @@ const struct kvf__index_ops kvf__index_lfht_ops = {
 	.insert_unique = lfht_insert_unique,
 	.replace = lfht_replace,
 	.remove = lfht_remove,
+	.lookup_hash = lfht_lookup_hash,
 	.foreach = lfht_foreach,
 	.count = lfht_count,
 };
