@@ -225,9 +225,13 @@ int kvf_batch_put_start(struct kvf_engine *e, uint64_t client_id,
 	}
 	kvf__batch_probe(&c.b);
 	c.now = kvf__now(e);
-	for (size_t i = 0; i < n; i++)
-		if (status[i] == KVF_OK)
-			status[i] = start_one(&c, i);
+	for (size_t i = 0; i < n; i++) {
+		if (status[i] != KVF_OK)
+			continue;
+		status[i] = start_one(&c, i);
+		if (status[i] == KVF_ERR_NO_SPACE)
+			kvf__request_eviction(e);
+	}
 	kvf__rcu_read_unlock();
 	kvf__prof_mark(&c.b.span, KVF__STAGE_ALLOCATE);
 	return kvf__batch_end(&c.b, false);

@@ -28,6 +28,17 @@ void kvf__replicas_free(struct kvf__object *o)
 		kvf__segalloc_free(r[i].seg->alloc, r[i].offset, o->size);
 }
 
+bool kvf__object_has_replica(const struct kvf__object *o, void *arg)
+{
+	const struct kvf__replica_ref *ref = arg;
+	const struct kvf__replica *r = kvf__object_replicas_const(o);
+
+	for (unsigned i = 0; i < o->nr_replicas; i++)
+		if (r[i].seg == ref->seg && r[i].offset == ref->offset)
+			return true;
+	return false;
+}
+
 void kvf__object_retire(struct kvf_engine *e, struct kvf__object *o,
 			uint64_t hash, struct kvf__reclaim *rc)
 {

@@ -91,6 +91,17 @@ static const struct kvf__index_ops *index_ops(enum kvf_index_kind kind)
 	return NULL;
 }
 
+void kvf__request_eviction(struct kvf_engine *e)
+{
+	if (__atomic_exchange_n(&e->evict_requested, 1, __ATOMIC_ACQ_REL))
+		return; /* already asked */
+	if (e->bg_started) {
+		pthread_mutex_lock(&e->bg_lock);
+		pthread_cond_signal(&e->bg_cond);
+		pthread_mutex_unlock(&e->bg_lock);
+	}
+}
+
 static void *background_main(void *arg)
 {
 	struct kvf_engine *e = arg;
@@ -301,7 +312,7 @@ void kvf_engine_close(struct kvf_engine *e)
 
 int kvf_engine_tick(struct kvf_engine *e)
 {
-	int ret;
+	int ret, ev;
 
 	if (!e)
 		return KVF_ERR_INVALID_ARGUMENT;
@@ -311,8 +322,9 @@ int kvf_engine_tick(struct kvf_engine *e)
 	kvf__rcu_read_lock();
 	kvf__deferred_release(e, false);
 	kvf__rcu_read_unlock();
+	ev = kvf__evict_if_needed(e);
 	pthread_mutex_unlock(&e->tick_lock);
-	return ret;
+	return ret ? ret : ev;
 }
 
 int kvf_engine_get_stats(struct kvf_engine *e, struct kvf_engine_stats *st)

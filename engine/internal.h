@@ -92,6 +92,7 @@ struct kvf_engine {
 	int64_t nr_complete;
 	int64_t nr_processing;
 	uint64_t nr_evicted;
+	int evict_requested; /* atomic: an allocation failed */
 	uint64_t nr_expired;
 	uint64_t recovered_objects;
 	uint64_t recovery_ns;
@@ -126,6 +127,15 @@ void kvf__segments_fini(struct kvf_engine *e);
 int kvf__expire_clients(struct kvf_engine *e);
 
 /* Buffers (engine/buffers.c). */
+
+/* A replica by place: the owner of a tagged block is the record that has
+ * it (kvf__object_has_replica, a kvf__index_match_fn). */
+struct kvf__replica_ref {
+	const struct kvf__segment *seg;
+	uint64_t offset;
+};
+bool kvf__object_has_replica(const struct kvf__object *o, void *ref);
+
 void kvf__replicas_free(struct kvf__object *o);
 void kvf__defer_free(struct kvf_engine *e, struct kvf__object *o);
 void kvf__deferred_release(struct kvf_engine *e, bool all);
@@ -149,6 +159,11 @@ int kvf__segment_unmount_locked(struct kvf_engine *e, uint64_t client_id,
 				uint64_t segment_id, bool journal);
 /* Forget a client without journaling (replay). Caller holds seg_lock. */
 int kvf__client_forget_locked(struct kvf_engine *e, uint64_t client_id);
+
+/* Evict if above the watermark or asked to (engine/evict.c). */
+int kvf__evict_if_needed(struct kvf_engine *e);
+/* Ask for an eviction pass soon (a put could not be placed). */
+void kvf__request_eviction(struct kvf_engine *e);
 
 /* Replay the journal into a fresh engine (engine/recovery.c). */
 int kvf__engine_recover(struct kvf_engine *e);

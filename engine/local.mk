@@ -12,4 +12,5 @@ libkvforge_core_la_SOURCES += \
 	engine/segment.c \
 	engine/buffers.c \
 	engine/journal_glue.c \
-	engine/recovery.c
+	engine/recovery.c \
+	engine/evict.c

@@ -472,32 +472,16 @@ static enum drop_result drop_replica(struct drop_ctx *c, struct kvf__object *o,
 	return DROP_DONE;
 }
 
-struct replica_ref {
-	const struct kvf__segment *seg;
-	uint64_t offset;
-};
-
-static bool has_replica(const struct kvf__object *o, void *arg)
-{
-	const struct replica_ref *ref = arg;
-	const struct kvf__replica *r = kvf__object_replicas_const(o);
-
-	for (unsigned i = 0; i < o->nr_replicas; i++)
-		if (r[i].seg == ref->seg && r[i].offset == ref->offset)
-			return true;
-	return false;
-}
-
 /* Drop the replica in block @b (tagged with its owner's key hash). */
 static void drop_block(struct drop_ctx *c, const struct kvf__segalloc_block *b)
 {
-	struct replica_ref ref = { c->seg, b->offset };
+	struct kvf__replica_ref ref = { c->seg, b->offset };
 	struct kvf__object *o;
 	enum drop_result r = DROP_AGAIN;
 
 	while (r != DROP_DONE) {
-		o = kvf__index_lookup_hash(c->e->index, b->tag, has_replica,
-					   &ref);
+		o = kvf__index_lookup_hash(c->e->index, b->tag,
+					   kvf__object_has_replica, &ref);
 		if (!o)
 			return; /* a pre-empted put's buffer, or already gone */
 		r = drop_replica(c, o, b->tag);

@@ -2,12 +2,16 @@
 EXTRA_DIST += tests/unit/helpers.h tests/unit/index_helpers.h
 
 if HAVE_CMOCKA
-# Engine tests run on both indexes: the *_bucket binaries are the same
-# sources built with -DKVF_TEST_INDEX=KVF_INDEX_BUCKET.
-BUCKET_INDEX = -DKVF_TEST_INDEX=KVF_INDEX_BUCKET
 
-check_PROGRAMS += tests/unit/test_durability
-UNIT_TESTS += tests/unit/test_durability
+check_PROGRAMS += tests/unit/test_durability tests/unit/test_evict \
+	tests/unit/test_evict_bucket
+UNIT_TESTS += tests/unit/test_durability tests/unit/test_evict \
+	tests/unit/test_evict_bucket
+tests_unit_test_evict_CFLAGS = $(KVF_TEST_CFLAGS)
+tests_unit_test_evict_LDADD = $(KVF_TEST_LIBS)
+tests_unit_test_evict_bucket_SOURCES = tests/unit/test_evict.c
+tests_unit_test_evict_bucket_CFLAGS = $(KVF_TEST_CFLAGS) $(BUCKET_INDEX)
+tests_unit_test_evict_bucket_LDADD = $(KVF_TEST_LIBS)
 tests_unit_test_durability_CFLAGS = $(KVF_TEST_CFLAGS)
 tests_unit_test_durability_LDADD = $(KVF_TEST_LIBS)
 

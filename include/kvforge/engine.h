@@ -183,6 +183,26 @@ void kvf_engine_close(struct kvf_engine *engine);
 int kvf_engine_tick(struct kvf_engine *engine);
 
 /**
+ * kvf_engine_evict() - evict about @bytes of objects now.
+ * @engine: the engine.
+ * @bytes: bytes of replica space to free.
+ * @freed_bytes: if not NULL, receives the bytes actually freed.
+ * @evicted: if not NULL, receives the number of objects evicted.
+ *
+ * Approximately least recently used first (sampled: the cost is
+ * proportional to what is evicted, not to the number of objects). Never
+ * evicts processing, leased or hard-pinned objects; soft-pinned ones only
+ * when nothing else is left. Stops early when nothing evictable is found.
+ * kvf_engine_tick() calls this when usage crosses
+ * &kvf_config.eviction_high_watermark or after a failed allocation.
+ *
+ * Context: any thread; may block on the journal. Readers never wait.
+ * Return: %KVF_OK or a journal error.
+ */
+int kvf_engine_evict(struct kvf_engine *engine, uint64_t bytes,
+		     uint64_t *freed_bytes, uint64_t *evicted);
+
+/**
  * kvf_engine_get_stats() - read the engine's counters.
  * @engine: the engine.
  * @stats: filled on return.
