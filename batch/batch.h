@@ -61,6 +61,19 @@ int kvf__batch_refuse(enum kvf_status *status, size_t n, int err);
 /* Fail every item with @err (a batch-level refusal after begin). */
 int kvf__batch_fail(struct kvf__batch *b, int err);
 
+typedef void (*kvf__batch_item_fn)(struct kvf__batch *b, size_t i);
+
+/*
+ * kvf__batch_commit() - journal every claimed item (status KVF_OK, record
+ * in b->obj[i]) as one mutation of @type each, in one append; then
+ * @commit each, or, if the journal refused the batch, @rollback each and
+ * set its status to the journal's error. Call inside the read-side
+ * section that claimed the items. Returns how many were committed.
+ */
+enum kvf__mutation_type;
+size_t kvf__batch_commit(struct kvf__batch *b, enum kvf__mutation_type type,
+			 kvf__batch_item_fn commit, kvf__batch_item_fn rollback);
+
 /* Copy @o's replica descriptors out. */
 void kvf__replicas_describe(const struct kvf__object *o,
 			    struct kvf_replicas *out);

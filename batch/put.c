@@ -269,21 +269,35 @@ static int lock_own_put(struct kvf__batch *b, size_t i, uint64_t client_id,
 	return KVF_ERR_OBJECT_NOT_FOUND;
 }
 
+/* put_end committed: publish the object. */
+static void publish_complete(struct kvf__batch *b, size_t i)
+{
+	struct kvf__object *o = b->obj[i];
+
+	if (o->flags & KVF__OBJ_SOFT_PIN)
+		o->stamp = kvf__now(b->e) + b->e->soft_pin_ns;
+	/* The owner word turns from the client into the lease. */
+	__atomic_store_n(&o->owner, 0, __ATOMIC_RELAXED);
+	kvf__obj_set(o, KVF__OBJ_COMPLETE);
+}
+
+/* put_end not journaled: the put goes on processing. */
+static void back_to_processing(struct kvf__batch *b, size_t i)
+{
+	kvf__obj_set(b->obj[i], KVF__OBJ_PROCESSING);
+}
+
 int kvf_batch_put_end(struct kvf_engine *e, uint64_t client_id,
 		      const struct kvf_key *keys, size_t n,
 		      enum kvf_status *status)
 {
-	struct kvf__mutation *muts;
 	struct kvf__batch b;
-	size_t nr = 0;
+	size_t ended;
 	int ret;
 
 	ret = kvf__batch_begin(&b, e, KVF__OP_PUT_END, keys, n, status);
 	if (ret)
 		return ret;
-	muts = malloc(n * sizeof(*muts));
-	if (!muts)
-		return kvf__batch_fail(&b, KVF_ERR_NO_MEMORY);
 	kvf__rcu_read_lock();
 	kvf__batch_probe(&b);
 	for (size_t i = 0; i < n; i++) {
@@ -296,35 +310,13 @@ int kvf_batch_put_end(struct kvf_engine *e, uint64_t client_id,
 			continue;
 		kvf__obj_set(o, KVF__OBJ_ENDING);
 		b.obj[i] = o;
-		muts[nr++] = (struct kvf__mutation){ .type = KVF__MUT_OBJECT_PUT,
-						     .obj = o };
 	}
-	kvf__prof_mark(&b.span, KVF__STAGE_PROBE);
-	ret = nr ? kvf__engine_journal(e, muts, nr) : KVF_OK;
-	kvf__prof_mark(&b.span, KVF__STAGE_JOURNAL);
-	for (size_t i = 0; i < n; i++) {
-		struct kvf__object *o = b.obj[i];
-
-		if (status[i] != KVF_OK)
-			continue;
-		if (ret) {
-			status[i] = ret;
-			kvf__obj_set(o, KVF__OBJ_PROCESSING);
-			continue;
-		}
-		if (o->flags & KVF__OBJ_SOFT_PIN)
-			o->stamp = kvf__now(e) + e->soft_pin_ns;
-		/* The owner word turns from the client into the lease. */
-		__atomic_store_n(&o->owner, 0, __ATOMIC_RELAXED);
-		kvf__obj_set(o, KVF__OBJ_COMPLETE);
-	}
-	if (!ret) {
-		kvf__count_add(&e->nr_processing, -(int64_t)nr);
-		kvf__count_add(&e->nr_complete, (int64_t)nr);
-	}
+	kvf__prof_mark(&b.span, KVF__STAGE_VALIDATE);
+	ended = kvf__batch_commit(&b, KVF__MUT_OBJECT_PUT, publish_complete,
+				  back_to_processing);
+	kvf__count_add(&e->nr_processing, -(int64_t)ended);
+	kvf__count_add(&e->nr_complete, (int64_t)ended);
 	kvf__rcu_read_unlock();
-	free(muts);
-	kvf__prof_mark(&b.span, KVF__STAGE_PUBLISH);
 	return kvf__batch_end(&b, false);
 }
 

@@ -58,21 +58,33 @@ static int claim(struct kvf__batch *b, size_t i, bool force, uint64_t now,
 	return KVF_ERR_OBJECT_NOT_FOUND;
 }
 
+/* The removal is journaled: unlink and free. */
+static void retire_removed(struct kvf__batch *b, size_t i)
+{
+	struct kvf__object *o = b->obj[i];
+
+	kvf__object_retire(b->e, o, b->hash[i], &b->rc);
+	kvf__obj_set(o, KVF__OBJ_DEAD);
+	kvf__replicas_free(o);
+}
+
+/* The journal refused the removal: the object stays. */
+static void back_to_complete(struct kvf__batch *b, size_t i)
+{
+	kvf__obj_set(b->obj[i], KVF__OBJ_COMPLETE);
+}
+
 int kvf_batch_remove(struct kvf_engine *e, const struct kvf_key *keys,
 		     size_t n, bool force, enum kvf_status *status)
 {
-	struct kvf__mutation *muts;
 	struct kvf__batch b;
+	size_t removed;
 	uint64_t now;
-	size_t nr = 0;
 	int ret;
 
 	ret = kvf__batch_begin(&b, e, KVF__OP_REMOVE, keys, n, status);
 	if (ret)
 		return ret;
-	muts = malloc(n * sizeof(*muts));
-	if (!muts)
-		return kvf__batch_fail(&b, KVF_ERR_NO_MEMORY);
 	kvf__rcu_read_lock();
 	kvf__batch_probe(&b);
 	now = kvf__now(e);
@@ -82,33 +94,14 @@ int kvf_batch_remove(struct kvf_engine *e, const struct kvf_key *keys,
 		if (status[i] != KVF_OK)
 			continue;
 		status[i] = claim(&b, i, force, now, &o);
-		if (status[i] != KVF_OK)
-			continue;
-		b.obj[i] = o;
-		muts[nr++] = (struct kvf__mutation){
-			.type = KVF__MUT_OBJECT_REMOVE, .obj = o };
+		if (status[i] == KVF_OK)
+			b.obj[i] = o;
 	}
-	ret = nr ? kvf__engine_journal(e, muts, nr) : KVF_OK;
-	kvf__prof_mark(&b.span, KVF__STAGE_JOURNAL);
-	for (size_t i = 0; i < n; i++) {
-		struct kvf__object *o = b.obj[i];
-
-		if (status[i] != KVF_OK)
-			continue;
-		if (ret) {
-			status[i] = ret;
-			kvf__obj_set(o, KVF__OBJ_COMPLETE);
-			continue;
-		}
-		kvf__object_retire(e, o, b.hash[i], &b.rc);
-		kvf__obj_set(o, KVF__OBJ_DEAD);
-		kvf__replicas_free(o);
-	}
-	if (!ret)
-		kvf__count_add(&e->nr_complete, -(int64_t)nr);
+	kvf__prof_mark(&b.span, KVF__STAGE_VALIDATE);
+	removed = kvf__batch_commit(&b, KVF__MUT_OBJECT_REMOVE, retire_removed,
+				    back_to_complete);
+	kvf__count_add(&e->nr_complete, -(int64_t)removed);
 	kvf__rcu_read_unlock();
-	free(muts);
-	kvf__prof_mark(&b.span, KVF__STAGE_PUBLISH);
 	return kvf__batch_end(&b, false);
 }
 

@@ -49,7 +49,7 @@ void kvf_config_init(struct kvf_config *cfg)
 	cfg->expected_objects = 65536;
 	cfg->alloc_alignment = 64;
 	cfg->placement = KVF_PLACEMENT_FRAGMENTATION_AWARE;
-	cfg->index = KVF_INDEX_LFHT;
+	cfg->index = KVF_INDEX_BUCKET;
 	cfg->eviction_high_watermark = 0.90;
 	cfg->eviction_ratio = 0.05;
 	cfg->background = true;

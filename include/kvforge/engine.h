@@ -100,7 +100,7 @@ struct kvf_config {
 	uint64_t alloc_alignment;
 	/** Replica placement. Default %KVF_PLACEMENT_FRAGMENTATION_AWARE. */
 	enum kvf_placement_strategy placement;
-	/** Index implementation. Default %KVF_INDEX_LFHT. */
+	/** Index implementation. Default %KVF_INDEX_BUCKET. */
 	enum kvf_index_kind index;
 	/** Eviction starts above this used/total ratio. Default 0.90. */
 	double eviction_high_watermark;

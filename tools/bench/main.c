@@ -152,7 +152,7 @@ static void usage(FILE *f)
 		"                      with --data-dir, else none)\n"
 		"  --data-dir DIR      journal directory (default ./kvforge-data)\n"
 		"  --keep-data         do not wipe the journal first\n"
-		"  --index KIND        lfht | bucket (default lfht)\n"
+		"  --index KIND        bucket | lfht (default bucket)\n"
 		"  --placement NAME    fragmentation_aware | random |\n"
 		"                      free_ratio_first\n"
 		"  --profile           add the per-stage profile\n"
@@ -282,7 +282,7 @@ int main(int argc, char **argv)
 		.seed = 42,
 		.rounds = 3,
 		.durability = KVF_DURABILITY_NONE,
-		.index = KVF_INDEX_LFHT,
+		.index = KVF_INDEX_BUCKET,
 		.placement = KVF_PLACEMENT_FRAGMENTATION_AWARE,
 		.data_dir = "./kvforge-data",
 	};
