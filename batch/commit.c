@@ -18,19 +18,26 @@
 size_t kvf__batch_commit(struct kvf__batch *b, enum kvf__mutation_type type,
 			 kvf__batch_item_fn commit, kvf__batch_item_fn rollback)
 {
-	struct kvf__mutation *muts;
+	struct kvf__mutation muts_stack[KVF__BATCH_STACK], *muts = NULL;
 	size_t nr = 0;
-	int ret;
+	int ret = KVF_OK;
 
-	muts = malloc(b->n * sizeof(*muts));
-	for (size_t i = 0; muts && i < b->n; i++)
-		if (b->status[i] == KVF_OK)
-			muts[nr++] = (struct kvf__mutation){ .type = type,
-							     .obj = b->obj[i] };
-	ret = !muts ? KVF_ERR_NO_MEMORY :
-	      nr    ? kvf__engine_journal(b->e, muts, nr) :
-		      KVF_OK;
-	free(muts);
+	for (size_t i = 0; i < b->n; i++)
+		nr += b->status[i] == KVF_OK;
+	if (nr && b->e->journal) {
+		muts = nr <= KVF__BATCH_STACK ? muts_stack :
+						malloc(nr * sizeof(*muts));
+		if (!muts)
+			ret = KVF_ERR_NO_MEMORY;
+		for (size_t i = 0, k = 0; muts && i < b->n; i++)
+			if (b->status[i] == KVF_OK)
+				muts[k++] = (struct kvf__mutation){
+					.type = type, .obj = b->obj[i] };
+		if (muts)
+			ret = kvf__engine_journal(b->e, muts, nr);
+		if (muts != muts_stack)
+			free(muts);
+	}
 	kvf__prof_mark(&b->span, KVF__STAGE_JOURNAL);
 	for (size_t i = 0; i < b->n; i++) {
 		if (b->status[i] != KVF_OK)
