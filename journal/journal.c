@@ -676,6 +676,8 @@ int kvf__jscan(MDB_txn *txn, const struct kvf__jdbs *dbs, uint64_t ckpt_seq,
 	if (!rc)
 		rc = scan_image(txn, dbs->objs, KVF__JREC_OBJECT_PUT, ckpt_seq,
 				ops, arg);
+	if (!rc && ops->image_done)
+		rc = ops->image_done(arg);
 	if (!rc)
 		rc = scan_log(txn, dbs->log, ckpt_seq, ops, arg, last_seq);
 	return rc;
