@@ -317,7 +317,8 @@ static int reserve_image(void *arg)
 	struct replay *rp = arg;
 	int ret = KVF_OK;
 
-	qsort(rp->pend, rp->nr_pend, sizeof(*rp->pend), cmp_pending);
+	if (rp->nr_pend) /* qsort(NULL, 0) is undefined */
+		qsort(rp->pend, rp->nr_pend, sizeof(*rp->pend), cmp_pending);
 	for (size_t i = 0; i < rp->nr_pend && !ret; i++)
 		if (kvf__segalloc_reserve(rp->pend[i].seg->alloc,
 					  rp->pend[i].offset,
