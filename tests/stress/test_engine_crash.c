@@ -361,7 +361,7 @@ struct model {
 	struct mrep desc[NKEYS]; /* put_start's answer, minus unmounts */
 	struct mrep rep[NKEYS];  /* replicas a present object may have */
 	enum mstate st[NKEYS];
-	uint64_t optional[NKEYS]; /* PRESENT: this segment's replica may be gone */
+	uint64_t optional[NKEYS]; /* PRESENT: this replica may be gone */
 	enum mstate seg[NR_SEGIDS];
 	unsigned acked_ends, acked_removes;
 };
