@@ -90,7 +90,7 @@ int main(int argc, char **argv)
 	int threads = argc > 3 ? atoi(argv[3]) : 1;
 	double secs = argc > 4 ? atof(argv[4]) : 3;
 	uint64_t replay_n = argc > 5 ? strtoull(argv[5], NULL, 10) : 0;
-	struct kvf__journal_replay_ops ops = { count_cb };
+	struct kvf__journal_replay_ops ops = { .record = count_cb };
 	struct arg a[16];
 	pthread_t th[16];
 	struct kvf__journal *j;

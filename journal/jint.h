@@ -64,6 +64,14 @@ struct kvf__jreq {
 	pthread_cond_t cv;
 };
 
+/* A thread that appended recently (STRICT group commit, writer.c). */
+struct kvf__jappender {
+	pthread_t thread;
+	uint64_t last_ns;
+};
+
+#define KVF__JAPPENDERS 16
+
 struct kvf__journal {
 	MDB_env *env;
 	struct kvf__jdbs dbs;
@@ -76,6 +84,7 @@ struct kvf__journal {
 	pthread_cond_t work_cv; /* writer waits: work, stop, sync deadline */
 	pthread_cond_t ckpt_cv; /* checkpoint() callers wait */
 	pthread_cond_t sync_cv; /* the syncer waits */
+	pthread_cond_t lead_cv; /* a STRICT leader waits for more batches */
 	pthread_t thread;
 	pthread_t syncer;     /* BOUNDED only */
 	int started;  /* writer (and syncer) threads running */
@@ -84,6 +93,11 @@ struct kvf__journal {
 
 	/* Under @mu. */
 	struct kvf__jreq *head, **tail;
+	size_t nr_queued;      /* batches in the queue */
+	int busy;              /* the transaction slot: 0 free, see writer.c */
+	int leader_waiting;    /* a leader waits on lead_cv */
+	uint64_t commit_ns;    /* moving average of an append commit */
+	struct kvf__jappender appenders[KVF__JAPPENDERS];
 	uint64_t ckpt_target;  /* fold until ckpt_seq >= this */
 	uint64_t fold_gen;     /* bumped after each fold attempt */
 	int fold_err;          /* result of the last fold attempt */

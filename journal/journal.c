@@ -475,7 +475,8 @@ static int init_sync(struct kvf__journal *j)
 	rc = pthread_mutex_init(&j->mu, NULL) ||
 	     pthread_cond_init(&j->work_cv, &ca) ||
 	     pthread_cond_init(&j->ckpt_cv, &ca) ||
-	     pthread_cond_init(&j->sync_cv, &ca);
+	     pthread_cond_init(&j->sync_cv, &ca) ||
+	     pthread_cond_init(&j->lead_cv, &ca);
 	pthread_condattr_destroy(&ca);
 	return rc ? KVF_ERR_NO_MEMORY : KVF_OK;
 }
@@ -486,6 +487,7 @@ static void journal_free(struct kvf__journal *j)
 		mdb_env_close(j->env);
 	if (j->lock_fd >= 0)
 		close(j->lock_fd); /* releases the flock */
+	pthread_cond_destroy(&j->lead_cv);
 	pthread_cond_destroy(&j->sync_cv);
 	pthread_cond_destroy(&j->ckpt_cv);
 	pthread_cond_destroy(&j->work_cv);
@@ -676,6 +678,8 @@ int kvf__jscan(MDB_txn *txn, const struct kvf__jdbs *dbs, uint64_t ckpt_seq,
 	if (!rc)
 		rc = scan_image(txn, dbs->objs, KVF__JREC_OBJECT_PUT, ckpt_seq,
 				ops, arg);
+	if (!rc && ops->image_done)
+		rc = ops->image_done(arg);
 	if (!rc)
 		rc = scan_log(txn, dbs->log, ckpt_seq, ops, arg, last_seq);
 	return rc;

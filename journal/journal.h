@@ -155,9 +155,15 @@ struct kvf__journal_stats {
  *          checkpoint sequence), then the log tail in sequence order (@seq
  *          is the record's own). A non-zero return stops the replay and is
  *          returned by kvf__journal_replay().
+ * @image_done: optional; called once after the image's records and before
+ *          the log's first, even if either is empty. The image holds at
+ *          most one OBJECT_PUT per key and one SEGMENT_MOUNT per id, so a
+ *          consumer may batch work over the image (e.g. sort it) here. A
+ *          non-zero return stops the replay like @record's.
  */
 struct kvf__journal_replay_ops {
 	int (*record)(void *arg, const struct kvf__jrec *rec, uint64_t seq);
+	int (*image_done)(void *arg);
 };
 
 /**

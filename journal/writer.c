@@ -2,18 +2,29 @@
 /*
  * journal/writer.c - appends, the writer thread, group commit, checkpoints.
  *
- * LMDB serialises write transactions, so one thread owns them all. Callers
- * encode their batch into log frames on their own thread (in parallel),
- * queue it and sleep on a private condition variable. The writer takes the
- * whole queue at once and writes every queued batch in one transaction
- * (MDB_APPEND: sequence keys only grow), so N concurrent callers share one
- * commit and, in STRICT mode, one fsync. While it commits, new batches
- * queue up and form the next group.
+ * LMDB serialises write transactions, so exactly one thread at a time
+ * holds the transaction slot (@busy, under @mu). Callers encode their
+ * batch into log frames on their own thread (in parallel) and queue it.
+ * Leader/follower group commit: a caller that finds the slot free takes
+ * it and becomes the leader: it takes the whole queue, writes every queued
+ * batch in one transaction (MDB_APPEND: sequence keys only grow), commits,
+ * completes the whole group, and passes the baton to the owner of the
+ * oldest batch queued meanwhile, which leads the next group. Callers that
+ * find the slot taken sleep on a private condition variable until their
+ * batch is done or the baton reaches them. So a lone caller commits on its
+ * own thread with no hand-off at all, and N concurrent callers share one
+ * commit and, in STRICT mode, one fsync. In STRICT mode a leader first
+ * waits briefly for batches of other recently active callers (gather()),
+ * so that one fsync carries every thread's batch.
+ *
+ * The writer thread only folds checkpoint chunks (taking the same slot, so
+ * folds and appends never overlap) and commits a queue it finds
+ * leaderless (at close).
  *
  * Failure is all-or-nothing per group: if the commit fails, the
  * transaction is aborted, the sequence counter is not advanced, and every
  * batch of the group gets the error. MDB_MAP_FULL is not a failure: the
- * writer aborts, doubles the map (legal: this process has no other
+ * slot holder aborts, doubles the map (legal: this process has no other
  * transaction open, see journal.c) and retries the same group.
  *
  * Durability: STRICT opens the environment without MDB_NOSYNC, so each
@@ -24,8 +35,9 @@
  * Checkpoints: when the log holds checkpoint_records records (or
  * kvf__journal_checkpoint() asks), the writer folds the oldest frames into
  * the image, at most fold_chunk records per transaction, and advances
- * checkpoint_seq in the same transaction. Appends are served between
- * chunks, so a checkpoint never stalls callers for more than one chunk.
+ * checkpoint_seq in the same transaction. The slot alternates between
+ * groups and chunks, so a checkpoint never stalls callers for more than
+ * one chunk.
  *
  * Locking: @mu protects the queue, the counters and the checkpoint
  * request; it is never held across LMDB calls or I/O.
@@ -42,6 +54,11 @@
 #include "journal/jint.h"
 
 #define NSEC_PER_MSEC 1000000ull
+/* Longest a STRICT leader waits for other appenders' batches. */
+#define GATHER_MAX_NS 300000ull
+/* Who holds the transaction slot (@busy): nobody is 0. */
+#define SLOT_APPEND 1
+#define SLOT_FOLD 2
 /* Below this much free space, a failed write means "disk full". */
 #define KVF__NEARLY_FULL (4ull << 20)
 
@@ -374,16 +391,116 @@ static void deadline_ts(uint64_t ns, struct timespec *ts)
 	ts->tv_nsec = (long)(ns % 1000000000ull);
 }
 
-static void serve_group(struct kvf__journal *j)
+/* --- Group commit: leaders and followers. --- */
+
+/* With @mu held: the calling thread appends now. */
+static void note_appender(struct kvf__journal *j, uint64_t now)
 {
-	struct kvf__jreq *group = j->head;
+	struct kvf__jappender *mine = NULL, *oldest = &j->appenders[0];
+	pthread_t self = pthread_self();
+
+	for (int i = 0; i < KVF__JAPPENDERS && !mine; i++) {
+		struct kvf__jappender *a = &j->appenders[i];
+
+		if (a->last_ns && pthread_equal(a->thread, self))
+			mine = a;
+		else if (a->last_ns < oldest->last_ns)
+			oldest = a;
+	}
+	if (!mine) {
+		mine = oldest;
+		mine->thread = self;
+	}
+	mine->last_ns = now;
+}
+
+/* With @mu held: threads that appended within @window_ns of @now. */
+static size_t active_appenders(const struct kvf__journal *j, uint64_t now,
+			       uint64_t window_ns)
+{
+	size_t n = 0;
+
+	for (int i = 0; i < KVF__JAPPENDERS; i++)
+		n += j->appenders[i].last_ns &&
+		     j->appenders[i].last_ns + window_ns >= now;
+	return n;
+}
+
+/*
+ * STRICT, with @mu held, before a leader takes the queue: if other
+ * threads appended recently but their batches are not queued yet (they
+ * are between two appends), wait a little for them, so one fsync covers
+ * every thread's batch. Without this, two appenders fall into lockstep:
+ * each fsync carries one batch while the other thread prepares its next,
+ * and a second thread adds almost nothing. The wait is bounded by half an
+ * average commit (at most GATHER_MAX_NS) and skipped with one appender.
+ */
+static void gather(struct kvf__journal *j)
+{
+	uint64_t now = now_ns(), wait = j->commit_ns / 2, deadline;
+	uint64_t window = 2 * j->commit_ns + NSEC_PER_MSEC;
+	struct timespec ts;
+
+	if (j->cfg.durability != KVF_DURABILITY_STRICT)
+		return;
+	if (wait > GATHER_MAX_NS)
+		wait = GATHER_MAX_NS;
+	deadline = now + wait;
+	j->leader_waiting = 1;
+	while (!j->stop && now < deadline &&
+	       j->nr_queued < active_appenders(j, now, window)) {
+		deadline_ts(deadline, &ts);
+		pthread_cond_timedwait(&j->lead_cv, &j->mu, &ts);
+		now = now_ns();
+	}
+	j->leader_waiting = 0;
+}
+
+/*
+ * With @mu held: end a write transaction and pass the baton. A wanted
+ * checkpoint chunk gets the slot after every group (reserved for the
+ * writer thread: SLOT_FOLD), so a steady appender cannot starve it, and
+ * the owner of the oldest queued batch gets it after every chunk; so
+ * groups and chunks alternate under load.
+ */
+static void release(struct kvf__journal *j, int was_fold)
+{
+	j->busy = 0;
+	if (!j->stop && fold_wanted(j) && (!was_fold || !j->head)) {
+		j->busy = SLOT_FOLD;
+		pthread_cond_signal(&j->work_cv);
+		return;
+	}
+	if (j->head)
+		pthread_cond_signal(&j->head->cv);
+	if (j->stop)
+		pthread_cond_signal(&j->work_cv);
+}
+
+/*
+ * With @mu held and @j->busy taken by the caller: commit every queued
+ * batch in one transaction and complete them all.
+ */
+static void lead(struct kvf__journal *j, int may_gather)
+{
+	struct kvf__jreq *group;
+	uint64_t t0, took;
 	int rc;
 
+	if (may_gather)
+		gather(j);
+	group = j->head;
 	j->head = NULL;
 	j->tail = &j->head;
+	j->nr_queued = 0;
 	pthread_mutex_unlock(&j->mu);
+	t0 = now_ns();
 	rc = commit_group(j, group);
+	took = now_ns() - t0;
 	pthread_mutex_lock(&j->mu);
+	if (!rc)
+		j->commit_ns = j->commit_ns ? (7 * j->commit_ns + took) / 8 :
+					      took;
 	while (group) {
 		struct kvf__jreq *next = group->next;
 
@@ -392,6 +509,7 @@ static void serve_group(struct kvf__journal *j)
 		pthread_cond_signal(&group->cv); /* @group may vanish now */
 		group = next;
 	}
+	release(j, 0);
 }
 
 static void serve_fold(struct kvf__journal *j)
@@ -410,22 +528,35 @@ static void serve_fold(struct kvf__journal *j)
 		j->fold_blocked = 1;
 	}
 	pthread_cond_broadcast(&j->ckpt_cv);
+	release(j, 1);
 }
 
+/*
+ * The writer thread folds checkpoint chunks when the transaction slot is
+ * free; it commits queued batches only if it finds them leaderless (a
+ * baton in flight, or close).
+ */
 static void *writer_main(void *arg)
 {
 	struct kvf__journal *j = arg;
 
 	pthread_mutex_lock(&j->mu);
 	for (;;) {
-		if (j->head)
-			serve_group(j);
-		else if (j->stop)
-			break; /* an unfinished checkpoint resumes later */
-		else if (fold_wanted(j))
-			serve_fold(j);
-		else
+		if (j->busy == SLOT_FOLD) {
+			serve_fold(j); /* release() reserved the slot for us */
+		} else if (j->busy) {
 			pthread_cond_wait(&j->work_cv, &j->mu);
+		} else if (j->head) {
+			j->busy = SLOT_APPEND;
+			lead(j, 0);
+		} else if (j->stop) {
+			break; /* an unfinished checkpoint resumes later */
+		} else if (fold_wanted(j)) {
+			j->busy = SLOT_FOLD;
+			serve_fold(j);
+		} else {
+			pthread_cond_wait(&j->work_cv, &j->mu);
+		}
 	}
 	pthread_mutex_unlock(&j->mu);
 	return NULL;
@@ -540,9 +671,18 @@ int kvf__journal_append(struct kvf__journal *j, const struct kvf__jrec *recs,
 	if (!rc) {
 		*j->tail = &req;
 		j->tail = &req.next;
-		pthread_cond_signal(&j->work_cv);
-		while (!req.done)
-			pthread_cond_wait(&req.cv, &j->mu);
+		j->nr_queued++;
+		note_appender(j, now_ns());
+		if (j->leader_waiting)
+			pthread_cond_signal(&j->lead_cv);
+		while (!req.done) {
+			if (j->busy) {
+				pthread_cond_wait(&req.cv, &j->mu);
+				continue;
+			}
+			j->busy = SLOT_APPEND; /* lead: commit the queue */
+			lead(j, 1);
+		}
 		rc = req.status;
 	}
 	pthread_mutex_unlock(&j->mu);

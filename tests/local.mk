@@ -43,3 +43,9 @@ tests_stress_test_engine_concurrent_bucket_CFLAGS = $(KVF_TEST_CFLAGS) \
 	$(BUCKET_INDEX)
 tests_stress_test_engine_concurrent_bucket_LDADD = $(KVF_TEST_LIBS)
 endif
+
+# Engine crash harness: SIGKILL an engine mid-batch, recover, compare with
+# what was acknowledged. Plain exit-code test; not under TSan (it forks).
+check_PROGRAMS += tests/stress/test_engine_crash
+UNIT_TESTS += tests/stress/test_engine_crash
+tests_stress_test_engine_crash_LDADD = libkvforge-core.la

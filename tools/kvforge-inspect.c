@@ -383,7 +383,7 @@ static void print_summary(const char *dir, const struct kvf__jstate *st,
 static int verify(MDB_txn *txn, const struct kvf__jdbs *dbs,
 		  const struct kvf__jstate *st, int json)
 {
-	struct kvf__journal_replay_ops ops = { model_record };
+	struct kvf__journal_replay_ops ops = { .record = model_record };
 	struct model m = { 0 };
 	uint64_t last = 0;
 	int rc;

@@ -7,5 +7,7 @@ tools_kvforge_bench_SOURCES = \
 	tools/bench/json.c \
 	tools/bench/hicache.c \
 	tools/bench/placement.c \
+	tools/bench/durability.c \
+	tools/bench/recovery.c \
 	tools/bench/compare.c
 tools_kvforge_bench_LDADD = libkvforge-core.la

@@ -89,7 +89,7 @@ static unsigned long read_acks(FILE *f)
 static int iteration(const char *self, const char *base, int it,
 		     uint64_t seed)
 {
-	struct kvf__journal_replay_ops ops = { jm_replay_cb };
+	struct kvf__journal_replay_ops ops = { .record = jm_replay_cb };
 	static struct jgen g;
 	struct kvf__journal_stats st;
 	struct kvf__journal_config cfg;

@@ -89,7 +89,7 @@ static struct kvf__journal *jopen(const char *dir)
 /* Replay into @m and check sequence order. */
 static void replay(struct kvf__journal *j, struct jm *m)
 {
-	struct kvf__journal_replay_ops ops = { jm_replay_cb };
+	struct kvf__journal_replay_ops ops = { .record = jm_replay_cb };
 	struct kvf__journal_stats st;
 
 	kvf__journal_get_stats(j, &st);
@@ -378,7 +378,7 @@ static void test_corrupt_middle_record(void **state)
 	struct jm m;
 	uint8_t bad[] = { 1, 0, KVF__JREC_OBJECT_PUT, 3, 'a' };
 	uint8_t good[] = { 1, 0, KVF__JREC_SEGMENT_UNMOUNT, 5 };
-	struct kvf__journal_replay_ops ops = { jm_replay_cb };
+	struct kvf__journal_replay_ops ops = { .record = jm_replay_cb };
 
 	append_batches(t, j, 2, 16, 0);
 	kvf__journal_get_stats(j, &st);
@@ -439,7 +439,8 @@ static void test_misuse(void **state)
 	struct tctx *t = *state;
 	struct kvf__journal_config cfg = { .dir = t->dir,
 					   .durability = KVF_DURABILITY_NONE };
-	struct kvf__journal_replay_ops ops = { jm_replay_cb }, bad = { fail_cb };
+	struct kvf__journal_replay_ops ops = { .record = jm_replay_cb };
+	struct kvf__journal_replay_ops bad = { .record = fail_cb };
 	struct kvf__journal *j = NULL, *j2 = NULL;
 	struct kvf__jrec r = { .type = KVF__JREC_OBJECT_REMOVE };
 	struct jm m;

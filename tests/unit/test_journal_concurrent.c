@@ -106,7 +106,7 @@ static void run(enum kvf_durability d, uint64_t ckpt)
 	struct kvf__journal_config cfg = { .durability = d,
 					   .checkpoint_records = ckpt,
 					   .fold_chunk = 300 };
-	struct kvf__journal_replay_ops ops = { seen_cb };
+	struct kvf__journal_replay_ops ops = { .record = seen_cb };
 	struct worker w[THREADS + 1];
 	pthread_t th[THREADS + 1];
 	struct kvf__journal_stats st;

@@ -25,6 +25,10 @@ static const struct bench_workload workloads[] = {
 	  bench_hicache },
 	{ "placement", "placement strategies x size mixes: utilisation, churn",
 	  bench_placement },
+	{ "durability", "put throughput per durability mode, 1 and 2 threads",
+	  bench_durability },
+	{ "recovery", "fill, close, time kvf_engine_open (log tail, image)",
+	  bench_recovery },
 };
 
 #define NR_WORKLOADS (sizeof(workloads) / sizeof(workloads[0]))

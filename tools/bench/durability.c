@@ -1,0 +1,304 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tools/bench/durability.c - what journaling costs the put path.
+ *
+ * put_start + put_end throughput of HiCache-shaped objects (keys from
+ * bench_hicache_key(), 1-4 MB values, 16 segments) under each durability
+ * mode (none, bounded, strict) with 1 and 2 threads, all in one run. Every
+ * configuration runs once per round on a fresh engine and a fresh data
+ * directory (o->data_dir/<mode>-<threads>t), configurations interleaved
+ * within a round, so the machine's drift hits them alike; a
+ * configuration's figures are those of its median round.
+ *
+ * STRICT syncs every commit (milliseconds each), so it puts at most
+ * STRICT_CAP objects per run; the others put o->objects.
+ *
+ * Results: "<mode>/<threads>t".{keys_per_sec, ns_per_key, p50_us, p99_us}
+ * (latency per batch of put_start + put_end) and the flat ratios
+ * bounded_vs_none (1 thread) and strict_2t_vs_1t.
+ */
+#include "config.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "tools/bench/bench.h"
+
+#define KEY_CAP 96
+#define NR_SEGMENTS 16
+#define STRICT_CAP 50000ULL
+#define NR_MODES 3
+#define NR_THREADS 2
+
+static const enum kvf_durability modes[NR_MODES] = {
+	KVF_DURABILITY_NONE, KVF_DURABILITY_BOUNDED, KVF_DURABILITY_STRICT
+};
+static const char *const mode_names[NR_MODES] = { "none", "bounded",
+						   "strict" };
+
+/* One configuration's keys and per-round measurements. */
+struct dconf {
+	int mode; /* index into modes[] */
+	unsigned threads;
+	uint64_t n;   /* puts per run */
+	char *keybuf;
+	struct kvf_key *keys;
+	uint64_t *sizes;
+	double *kps;        /* per round */
+	uint64_t *ns;       /* per round */
+	double **lat_us;    /* per round: per-batch latencies */
+	size_t *nr_lat;     /* per round */
+	uint64_t errors;
+};
+
+struct dworker {
+	pthread_t thread;
+	struct kvf_engine *e;
+	const struct kvf_key *keys;
+	const uint64_t *sizes;
+	size_t n;
+	uint32_t batch;
+	double *lat_us;
+	size_t nr_lat;
+	uint64_t errors;
+	pthread_barrier_t *start;
+};
+
+static void *dworker_main(void *arg)
+{
+	struct dworker *w = arg;
+	struct kvf_put_config cfg = { .replica_num = 1 };
+	struct kvf_replicas *out = calloc(w->batch, sizeof(*out));
+	enum kvf_status *st = calloc(w->batch, sizeof(*st));
+
+	kvf_thread_register();
+	pthread_barrier_wait(w->start);
+	for (size_t x = 0; out && st && x < w->n; x += w->batch) {
+		size_t n = w->n - x < w->batch ? w->n - x : w->batch;
+		uint64_t t0 = bench_now_ns();
+		int ret;
+
+		ret = kvf_batch_put_start(w->e, 1, w->keys + x, w->sizes + x,
+					  n, &cfg, out, st);
+		if (ret == KVF_OK)
+			ret = kvf_batch_put_end(w->e, 1, w->keys + x, n, st);
+		w->lat_us[w->nr_lat++] = (double)(bench_now_ns() - t0) / 1e3;
+		w->errors += ret != KVF_OK;
+	}
+	free(out);
+	free(st);
+	kvf_thread_unregister();
+	return NULL;
+}
+
+static int mount_segments(struct kvf_engine *e, uint64_t objects)
+{
+	uint64_t per = (objects * (5ULL << 20)) / NR_SEGMENTS;
+	int ret = KVF_OK;
+
+	per = per < (1ULL << 30) ? (1ULL << 30) : per;
+	for (uint64_t i = 0; i < NR_SEGMENTS && !ret; i++) {
+		char name[32];
+		struct kvf_segment_desc d = { .id = i + 1, .name = name,
+					      .base = (i + 1) << 50,
+					      .size = per,
+					      .endpoint = "10.0.0.1:17812" };
+
+		snprintf(name, sizeof(name), "durability-%llu",
+			 (unsigned long long)i);
+		ret = kvf_segment_mount(e, 1, &d);
+	}
+	return ret;
+}
+
+static int conf_init(struct dconf *c, const struct bench_opts *o, int mode,
+		     unsigned threads, uint64_t *rng)
+{
+	size_t batches;
+
+	c->mode = mode;
+	c->threads = threads;
+	c->n = o->objects;
+	if (modes[mode] == KVF_DURABILITY_STRICT && c->n > STRICT_CAP)
+		c->n = STRICT_CAP;
+	batches = c->n / o->batch + threads + 1;
+	c->keybuf = malloc(c->n * KEY_CAP);
+	c->keys = calloc(c->n, sizeof(*c->keys));
+	c->sizes = calloc(c->n, sizeof(*c->sizes));
+	c->kps = calloc(o->rounds, sizeof(*c->kps));
+	c->ns = calloc(o->rounds, sizeof(*c->ns));
+	c->nr_lat = calloc(o->rounds, sizeof(*c->nr_lat));
+	c->lat_us = calloc(o->rounds, sizeof(*c->lat_us));
+	if (!c->keybuf || !c->keys || !c->sizes || !c->kps || !c->ns ||
+	    !c->nr_lat || !c->lat_us)
+		return KVF_ERR_NO_MEMORY;
+	for (uint32_t r = 0; r < o->rounds; r++) {
+		c->lat_us[r] = calloc(batches, sizeof(double));
+		if (!c->lat_us[r])
+			return KVF_ERR_NO_MEMORY;
+	}
+	for (uint64_t i = 0; i < c->n; i++) {
+		char *k = c->keybuf + i * KEY_CAP;
+
+		c->keys[i].data = k;
+		c->keys[i].len = bench_hicache_key(k, KEY_CAP, i);
+		c->sizes[i] = (1u << 20) + (bench_rand(rng) % 768) * 4096;
+	}
+	return KVF_OK;
+}
+
+static void conf_free(struct dconf *c, uint32_t rounds)
+{
+	for (uint32_t r = 0; c->lat_us && r < rounds; r++)
+		free(c->lat_us[r]);
+	free(c->lat_us);
+	free(c->nr_lat);
+	free(c->ns);
+	free(c->kps);
+	free(c->sizes);
+	free(c->keys);
+	free(c->keybuf);
+}
+
+/* One timed run of @c on a fresh engine; fills round @r. */
+static int run_conf(const struct bench_opts *o, struct dconf *c, uint32_t r)
+{
+	struct dworker w[NR_THREADS];
+	struct kvf_config cfg;
+	struct kvf_engine *e;
+	pthread_barrier_t start;
+	char dir[4096];
+	uint64_t t0, ns;
+	int ret;
+
+	snprintf(dir, sizeof(dir), "%s/%s-%ut", o->data_dir,
+		 mode_names[c->mode], c->threads);
+	bench_engine_config(o, &cfg);
+	cfg.durability = modes[c->mode];
+	cfg.data_dir = cfg.durability == KVF_DURABILITY_NONE ? NULL : dir;
+	cfg.expected_objects = c->n;
+	if (cfg.data_dir) {
+		mkdir(o->data_dir, 0755);
+		mkdir(dir, 0755);
+		bench_wipe_dir(o, dir);
+	}
+	ret = kvf_engine_open(&cfg, &e);
+	if (ret)
+		return ret;
+	ret = mount_segments(e, c->n);
+	if (ret)
+		goto out;
+	pthread_barrier_init(&start, NULL, c->threads + 1);
+	for (unsigned t = 0; t < c->threads; t++) {
+		uint64_t lo = c->n * t / c->threads;
+		uint64_t hi = c->n * (t + 1) / c->threads;
+
+		w[t] = (struct dworker){ .e = e, .keys = c->keys + lo,
+					 .sizes = c->sizes + lo,
+					 .n = (size_t)(hi - lo),
+					 .batch = o->batch,
+					 .lat_us = c->lat_us[r] + c->nr_lat[r],
+					 .start = &start };
+		/* each thread writes its own slice of the latency array */
+		c->nr_lat[r] += (hi - lo + o->batch - 1) / o->batch;
+		pthread_create(&w[t].thread, NULL, dworker_main, &w[t]);
+	}
+	t0 = bench_now_ns();
+	pthread_barrier_wait(&start);
+	for (unsigned t = 0; t < c->threads; t++) {
+		pthread_join(w[t].thread, NULL);
+		c->errors += w[t].errors;
+	}
+	ns = bench_now_ns() - t0;
+	pthread_barrier_destroy(&start);
+	c->ns[r] = ns;
+	c->kps[r] = (double)c->n * 1e9 / (double)ns;
+out:
+	kvf_engine_close(e);
+	return ret;
+}
+
+/* The round whose throughput is the median of @c's rounds. */
+static uint32_t median_round(const struct dconf *c, uint32_t rounds)
+{
+	uint32_t best = 0;
+
+	for (uint32_t r = 0; r < rounds; r++) {
+		uint32_t below = 0, equal_before = 0;
+
+		for (uint32_t s = 0; s < rounds; s++) {
+			below += c->kps[s] < c->kps[r];
+			equal_before += s < r && c->kps[s] == c->kps[r];
+		}
+		if (below + equal_before == rounds / 2)
+			best = r;
+	}
+	return best;
+}
+
+static void record_conf(struct bench_results *res, const struct dconf *c,
+			uint32_t rounds)
+{
+	uint32_t m = median_round(c, rounds);
+	char group[32], raw[512];
+	size_t off = 0;
+
+	snprintf(group, sizeof(group), "%s/%ut", mode_names[c->mode],
+		 c->threads);
+	bench_result_op(res, group, c->n, c->ns[m], c->lat_us[m],
+			c->nr_lat[m]);
+	for (uint32_t r = 0; r < rounds && off < sizeof(raw) - 16; r++)
+		off += (size_t)snprintf(raw + off, sizeof(raw) - off, " %.0f",
+					c->kps[r]);
+	bench_note(res, "%-11s %llu puts/run, keys/s per round:%s",
+		   group, (unsigned long long)c->n, raw);
+	if (c->errors)
+		bench_note(res, "warning: %s: %llu batches reported errors",
+			   group, (unsigned long long)c->errors);
+}
+
+static double median_kps(const struct dconf *c, uint32_t rounds)
+{
+	return c->kps[median_round(c, rounds)];
+}
+
+int bench_durability(const struct bench_opts *o, struct bench_results *r)
+{
+	struct dconf conf[NR_MODES * NR_THREADS];
+	uint64_t rng = (o->seed + 1) * 0x9e3779b97f4a7c15ULL;
+	char buf[64];
+	int ret = KVF_OK;
+
+	memset(conf, 0, sizeof(conf));
+	for (int m = 0; m < NR_MODES && !ret; m++)
+		for (unsigned t = 1; t <= NR_THREADS && !ret; t++)
+			ret = conf_init(&conf[m * NR_THREADS + t - 1], o, m, t,
+					&rng);
+	snprintf(buf, sizeof(buf), "%llu",
+		 (unsigned long long)(o->objects < STRICT_CAP ? o->objects :
+								 STRICT_CAP));
+	bench_config(r, "strict_objects", buf);
+	snprintf(buf, sizeof(buf), "%u", o->rounds);
+	bench_config(r, "rounds", buf);
+	for (uint32_t round = 0; round < o->rounds && !ret; round++)
+		for (size_t i = 0; i < NR_MODES * NR_THREADS && !ret; i++)
+			ret = run_conf(o, &conf[i], round);
+	if (!ret) {
+		for (size_t i = 0; i < NR_MODES * NR_THREADS; i++)
+			record_conf(r, &conf[i], o->rounds);
+		bench_result(r, NULL, "bounded_vs_none",
+			     median_kps(&conf[2], o->rounds) /
+				     median_kps(&conf[0], o->rounds));
+		bench_result(r, NULL, "strict_2t_vs_1t",
+			     median_kps(&conf[5], o->rounds) /
+				     median_kps(&conf[4], o->rounds));
+		bench_note(r, "strict puts at most %llu objects per run "
+			      "(every commit is synced)",
+			   (unsigned long long)STRICT_CAP);
+	}
+	for (size_t i = 0; i < NR_MODES * NR_THREADS; i++)
+		conf_free(&conf[i], o->rounds);
+	return ret;
+}
