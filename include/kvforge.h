@@ -7,4 +7,5 @@
 #include <kvforge/segment.h>
 #include <kvforge/batch.h>
 #include <kvforge/profile.h>
+#include <kvforge/rdma.h>
 #endif

@@ -4,4 +4,5 @@ kvforgeinclude_HEADERS += \
 	include/kvforge/engine.h \
 	include/kvforge/segment.h \
 	include/kvforge/batch.h \
-	include/kvforge/profile.h
+	include/kvforge/profile.h \
+	include/kvforge/rdma.h
