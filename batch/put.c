@@ -287,6 +287,18 @@ static void back_to_processing(struct kvf__batch *b, size_t i)
 	kvf__obj_set(b->obj[i], KVF__OBJ_PROCESSING);
 }
 
+/*
+ * Lock every valid item's processing record owned by @client_id (state
+ * PROCESSING|LOCKED, in b->obj[i]); the others get their error. Caller is
+ * inside a read-side section and must leave each lock promptly.
+ */
+static void lock_own_puts(struct kvf__batch *b, uint64_t client_id)
+{
+	for (size_t i = 0; i < b->n; i++)
+		if (b->status[i] == KVF_OK)
+			b->status[i] = lock_own_put(b, i, client_id, &b->obj[i]);
+}
+
 int kvf_batch_put_end(struct kvf_engine *e, uint64_t client_id,
 		      const struct kvf_key *keys, size_t n,
 		      enum kvf_status *status)
@@ -300,17 +312,10 @@ int kvf_batch_put_end(struct kvf_engine *e, uint64_t client_id,
 		return ret;
 	kvf__rcu_read_lock();
 	kvf__batch_probe(&b);
-	for (size_t i = 0; i < n; i++) {
-		struct kvf__object *o;
-
-		if (status[i] != KVF_OK)
-			continue;
-		status[i] = lock_own_put(&b, i, client_id, &o);
-		if (status[i] != KVF_OK)
-			continue;
-		kvf__obj_set(o, KVF__OBJ_ENDING);
-		b.obj[i] = o;
-	}
+	lock_own_puts(&b, client_id);
+	for (size_t i = 0; i < n; i++)
+		if (status[i] == KVF_OK)
+			kvf__obj_set(b.obj[i], KVF__OBJ_ENDING);
 	kvf__prof_mark(&b.span, KVF__STAGE_VALIDATE);
 	ended = kvf__batch_commit(&b, KVF__MUT_OBJECT_PUT, publish_complete,
 				  back_to_processing);
@@ -332,12 +337,10 @@ int kvf_batch_put_revoke(struct kvf_engine *e, uint64_t client_id,
 		return ret;
 	kvf__rcu_read_lock();
 	kvf__batch_probe(&b);
+	lock_own_puts(&b, client_id);
 	for (size_t i = 0; i < n; i++) {
-		struct kvf__object *o;
+		struct kvf__object *o = b.obj[i];
 
-		if (status[i] != KVF_OK)
-			continue;
-		status[i] = lock_own_put(&b, i, client_id, &o);
 		if (status[i] != KVF_OK)
 			continue;
 		kvf__object_retire(e, o, b.hash[i], &b.rc);

@@ -71,6 +71,14 @@ uint64_t bench_rand(uint64_t *state);
 double bench_quantile(double *v, size_t n, double q);
 /* Fill buf with a HiCache-shaped key: 64 hex chars + "_<rank>_k|v". */
 size_t bench_hicache_key(char *buf, size_t cap, uint64_t id);
+/*
+ * Mount BENCH_SEGMENTS virtual segments for client 1, sized for @objects
+ * values of up to 4 MB with slack (at least 1 GiB each), named
+ * "<@prefix>-<n>". Nothing is touched: the engine never maps segments.
+ */
+#define BENCH_SEGMENTS 16
+int bench_mount_segments(struct kvf_engine *e, uint64_t objects,
+			 const char *prefix);
 /* Default engine config from the options (durability, index, ...). */
 void bench_engine_config(const struct bench_opts *o, struct kvf_config *cfg);
 /* Remove a data directory's journal files (unless --keep-data). */

@@ -27,7 +27,6 @@
 #include "tools/bench/bench.h"
 
 #define KEY_CAP 96
-#define NR_SEGMENTS 16
 #define STRICT_CAP 50000ULL
 #define NR_MODES 3
 #define NR_THREADS 2
@@ -91,26 +90,6 @@ static void *dworker_main(void *arg)
 	free(st);
 	kvf_thread_unregister();
 	return NULL;
-}
-
-static int mount_segments(struct kvf_engine *e, uint64_t objects)
-{
-	uint64_t per = (objects * (5ULL << 20)) / NR_SEGMENTS;
-	int ret = KVF_OK;
-
-	per = per < (1ULL << 30) ? (1ULL << 30) : per;
-	for (uint64_t i = 0; i < NR_SEGMENTS && !ret; i++) {
-		char name[32];
-		struct kvf_segment_desc d = { .id = i + 1, .name = name,
-					      .base = (i + 1) << 50,
-					      .size = per,
-					      .endpoint = "10.0.0.1:17812" };
-
-		snprintf(name, sizeof(name), "durability-%llu",
-			 (unsigned long long)i);
-		ret = kvf_segment_mount(e, 1, &d);
-	}
-	return ret;
 }
 
 static int conf_init(struct dconf *c, const struct bench_opts *o, int mode,
@@ -187,7 +166,7 @@ static int run_conf(const struct bench_opts *o, struct dconf *c, uint32_t r)
 	ret = kvf_engine_open(&cfg, &e);
 	if (ret)
 		return ret;
-	ret = mount_segments(e, c->n);
+	ret = bench_mount_segments(e, c->n, "durability");
 	if (ret)
 		goto out;
 	pthread_barrier_init(&start, NULL, c->threads + 1);

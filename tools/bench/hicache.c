@@ -25,7 +25,6 @@
 #include "tools/bench/bench.h"
 
 #define KEY_CAP 96
-#define NR_SEGMENTS 16
 
 enum phase { PH_FILL, PH_EXIST, PH_GET, PH_REMOVE, PH_COUNT };
 
@@ -184,27 +183,6 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
-static int mount_segments(struct kvf_engine *e, uint64_t objects)
-{
-	/* Room for every object at 4 MB with slack; virtual, never touched. */
-	uint64_t per = (objects * (5ULL << 20)) / NR_SEGMENTS;
-	int ret = KVF_OK;
-
-	per = per < (1ULL << 30) ? (1ULL << 30) : per;
-	for (uint64_t i = 0; i < NR_SEGMENTS && !ret; i++) {
-		char name[32];
-		struct kvf_segment_desc d = { .id = i + 1, .name = name,
-					      .base = (i + 1) << 50,
-					      .size = per,
-					      .endpoint = "10.0.0.1:17812" };
-
-		snprintf(name, sizeof(name), "hicache-%llu",
-			 (unsigned long long)i);
-		ret = kvf_segment_mount(e, 1, &d);
-	}
-	return ret;
-}
-
 static void record_phase(struct hicache *h, enum phase ph, uint64_t ns)
 {
 	const struct bench_opts *o = h->o;
@@ -309,7 +287,7 @@ int bench_hicache(const struct bench_opts *o, struct bench_results *r)
 	ret = kvf_engine_open(&cfg, &h.e);
 	if (ret)
 		return ret;
-	ret = mount_segments(h.e, o->objects);
+	ret = bench_mount_segments(h.e, o->objects, "hicache");
 	if (!ret)
 		ret = workers_init(&h);
 	if (ret)

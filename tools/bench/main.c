@@ -115,6 +115,27 @@ size_t bench_hicache_key(char *buf, size_t cap, uint64_t id)
 	return n < 0 ? 0 : (size_t)n;
 }
 
+int bench_mount_segments(struct kvf_engine *e, uint64_t objects,
+			 const char *prefix)
+{
+	uint64_t per = (objects * (5ULL << 20)) / BENCH_SEGMENTS;
+	int ret = KVF_OK;
+
+	per = per < (1ULL << 30) ? (1ULL << 30) : per;
+	for (uint64_t i = 0; i < BENCH_SEGMENTS && !ret; i++) {
+		char name[48];
+		struct kvf_segment_desc d = { .id = i + 1, .name = name,
+					      .base = (i + 1) << 50,
+					      .size = per,
+					      .endpoint = "10.0.0.1:17812" };
+
+		snprintf(name, sizeof(name), "%s-%llu", prefix,
+			 (unsigned long long)i);
+		ret = kvf_segment_mount(e, 1, &d);
+	}
+	return ret;
+}
+
 void bench_engine_config(const struct bench_opts *o, struct kvf_config *cfg)
 {
 	kvf_config_init(cfg);

@@ -27,27 +27,6 @@
 #include "tools/bench/bench.h"
 
 #define KEY_CAP 96
-#define NR_SEGMENTS 16
-
-static int mount_segments(struct kvf_engine *e, uint64_t objects)
-{
-	uint64_t per = (objects * (5ULL << 20)) / NR_SEGMENTS;
-	int ret = KVF_OK;
-
-	per = per < (1ULL << 30) ? (1ULL << 30) : per;
-	for (uint64_t i = 0; i < NR_SEGMENTS && !ret; i++) {
-		char name[32];
-		struct kvf_segment_desc d = { .id = i + 1, .name = name,
-					      .base = (i + 1) << 50,
-					      .size = per,
-					      .endpoint = "10.0.0.1:17812" };
-
-		snprintf(name, sizeof(name), "recovery-%llu",
-			 (unsigned long long)i);
-		ret = kvf_segment_mount(e, 1, &d);
-	}
-	return ret;
-}
 
 static int fill(const struct bench_opts *o, const struct kvf_config *cfg,
 		struct bench_results *r)
@@ -67,7 +46,7 @@ static int fill(const struct bench_opts *o, const struct kvf_config *cfg,
 		goto out;
 	ret = kvf_engine_open(cfg, &e);
 	if (!ret)
-		ret = mount_segments(e, o->objects);
+		ret = bench_mount_segments(e, o->objects, "recovery");
 	t0 = bench_now_ns();
 	for (uint64_t x = 0; !ret && x < o->objects; x += b) {
 		size_t n = o->objects - x < b ? (size_t)(o->objects - x) : b;
