@@ -288,15 +288,37 @@ static void back_to_processing(struct kvf__batch *b, size_t i)
 }
 
 /*
- * Lock every valid item's processing record owned by @client_id (state
- * PROCESSING|LOCKED, in b->obj[i]); the others get their error. Caller is
- * inside a read-side section and must leave each lock promptly.
+ * For every valid item, lock its processing record owned by @client_id
+ * (into b->obj[i]) and hand it at once to @then, which must leave the
+ * lock: holding one record's lock while waiting for the next could
+ * deadlock against another batch of the same keys in another order.
+ * Items that cannot be locked get their error. Inside a read section.
  */
-static void lock_own_puts(struct kvf__batch *b, uint64_t client_id)
+static void own_puts(struct kvf__batch *b, uint64_t client_id,
+		     kvf__batch_item_fn then)
 {
-	for (size_t i = 0; i < b->n; i++)
+	for (size_t i = 0; i < b->n; i++) {
+		if (b->status[i] != KVF_OK)
+			continue;
+		b->status[i] = lock_own_put(b, i, client_id, &b->obj[i]);
 		if (b->status[i] == KVF_OK)
-			b->status[i] = lock_own_put(b, i, client_id, &b->obj[i]);
+			then(b, i);
+	}
+}
+
+static void start_ending(struct kvf__batch *b, size_t i)
+{
+	kvf__obj_set(b->obj[i], KVF__OBJ_ENDING);
+}
+
+static void revoke_locked(struct kvf__batch *b, size_t i)
+{
+	struct kvf__object *o = b->obj[i];
+
+	kvf__object_retire(b->e, o, b->hash[i], &b->rc);
+	kvf__obj_set(o, KVF__OBJ_DEAD);
+	kvf__replicas_free(o);
+	kvf__count_add(&b->e->nr_processing, -1);
 }
 
 int kvf_batch_put_end(struct kvf_engine *e, uint64_t client_id,
@@ -312,10 +334,7 @@ int kvf_batch_put_end(struct kvf_engine *e, uint64_t client_id,
 		return ret;
 	kvf__rcu_read_lock();
 	kvf__batch_probe(&b);
-	lock_own_puts(&b, client_id);
-	for (size_t i = 0; i < n; i++)
-		if (status[i] == KVF_OK)
-			kvf__obj_set(b.obj[i], KVF__OBJ_ENDING);
+	own_puts(&b, client_id, start_ending);
 	kvf__prof_mark(&b.span, KVF__STAGE_VALIDATE);
 	ended = kvf__batch_commit(&b, KVF__MUT_OBJECT_PUT, publish_complete,
 				  back_to_processing);
@@ -337,17 +356,7 @@ int kvf_batch_put_revoke(struct kvf_engine *e, uint64_t client_id,
 		return ret;
 	kvf__rcu_read_lock();
 	kvf__batch_probe(&b);
-	lock_own_puts(&b, client_id);
-	for (size_t i = 0; i < n; i++) {
-		struct kvf__object *o = b.obj[i];
-
-		if (status[i] != KVF_OK)
-			continue;
-		kvf__object_retire(e, o, b.hash[i], &b.rc);
-		kvf__obj_set(o, KVF__OBJ_DEAD);
-		kvf__replicas_free(o);
-		kvf__count_add(&e->nr_processing, -1);
-	}
+	own_puts(&b, client_id, revoke_locked);
 	kvf__rcu_read_unlock();
 	kvf__prof_mark(&b.span, KVF__STAGE_PUBLISH);
 	return kvf__batch_end(&b, false);
