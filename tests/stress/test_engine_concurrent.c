@@ -287,10 +287,82 @@ static void test_readers_never_see_processing(void **state)
 	kvf_engine_close(S.e);
 }
 
+/* Two threads end (or revoke) the same puts in opposite orders. */
+struct racer {
+	struct kvf_engine *e;
+	struct kvf_key *keys;
+	size_t n;
+	bool reverse;
+	bool revoke;
+	int ok;
+};
+
+static void *race_end(void *arg)
+{
+	struct racer *r = arg;
+	struct kvf_key k[32];
+	enum kvf_status st[32];
+
+	for (size_t i = 0; i < r->n; i++)
+		k[i] = r->keys[r->reverse ? r->n - 1 - i : i];
+	if (r->revoke)
+		kvf_batch_put_revoke(r->e, CLIENT, k, r->n, st);
+	else
+		kvf_batch_put_end(r->e, CLIENT, k, r->n, st);
+	for (size_t i = 0; i < r->n; i++)
+		r->ok += st[i] == KVF_OK;
+	return NULL;
+}
+
+static void test_same_puts_ended_twice(void **state)
+{
+	struct kvf_put_config cfg = { .replica_num = 1 };
+	struct kvf_key keys[32];
+	uint64_t sizes[32];
+	struct kvf_replicas out[32];
+	enum kvf_status st[32];
+	char names[32][16];
+	struct kvf_config c;
+	struct kvf_engine *e;
+
+	(void)state;
+	kvf_config_init(&c);
+	c.durability = KVF_DURABILITY_NONE;
+	c.index = KVF_TEST_INDEX;
+	assert_int_equal(kvf_engine_open(&c, &e), KVF_OK);
+	assert_int_equal(mount(e, CLIENT, 1, 1024 * MIB), KVF_OK);
+	for (int i = 0; i < 32; i++) {
+		snprintf(names[i], sizeof(names[i]), "race-%d", i);
+		keys[i] = key_of(names[i]);
+		sizes[i] = 4096;
+	}
+	for (int round = 0; round < 200; round++) {
+		struct racer a = { e, keys, 32, false, round % 3 == 2, 0 };
+		struct racer b = { e, keys, 32, true, round % 3 == 1, 0 };
+		pthread_t ta, tb;
+
+		assert_int_equal(kvf_batch_put_start(e, CLIENT, keys, sizes,
+						     32, &cfg, out, st),
+				 KVF_OK);
+		pthread_create(&ta, NULL, race_end, &a);
+		pthread_create(&tb, NULL, race_end, &b);
+		pthread_join(ta, NULL);
+		pthread_join(tb, NULL);
+		/* Each put ended or revoked exactly once. */
+		assert_int_equal(a.ok + b.ok, 32);
+		kvf_remove_all(e, true, NULL);
+		kvf_batch_put_revoke(e, CLIENT, keys, 32, st);
+		assert_int_equal(stats_of(e).objects, 0);
+		assert_int_equal(stats_of(e).processing, 0);
+	}
+	kvf_engine_close(e);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_readers_never_see_processing),
+		cmocka_unit_test(test_same_puts_ended_twice),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
