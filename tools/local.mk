@@ -7,5 +7,6 @@ tools_kvforge_bench_SOURCES = \
 	tools/bench/json.c \
 	tools/bench/hicache.c \
 	tools/bench/placement.c \
+	tools/bench/lifecycle.c \
 	tools/bench/compare.c
 tools_kvforge_bench_LDADD = libkvforge-core.la
