@@ -30,6 +30,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "tools/bench/bench.h"
@@ -189,7 +190,10 @@ struct reader {
 	uint64_t pool_n, step, x;
 	_Atomic int phase;
 	struct lat lat[2]; /* baseline, cleanup */
+	/* Involuntary context switches of the reader at each phase start. */
+	long nivcsw[RP_STOP + 1];
 	uint64_t errors;
+	_Atomic uint64_t warm; /* batches done in warm-up */
 	int err;
 };
 
@@ -208,13 +212,21 @@ static int lat_push(struct lat *l, double us)
 	return KVF_OK;
 }
 
+/* Times this thread was preempted so far. */
+static long preemptions(void)
+{
+	struct rusage ru;
+
+	return getrusage(RUSAGE_THREAD, &ru) ? 0 : ru.ru_nivcsw;
+}
+
 static void *reader_main(void *arg)
 {
 	struct reader *rd = arg;
 	struct kvf_key *keys = calloc(rd->batch, sizeof(*keys));
 	struct kvf_replicas *out = calloc(rd->batch, sizeof(*out));
 	enum kvf_status *st = calloc(rd->batch, sizeof(*st));
-	int ph;
+	int ph, last = -1;
 
 	kvf_thread_register();
 	if (!keys || !out || !st) {
@@ -225,6 +237,9 @@ static void *reader_main(void *arg)
 		uint64_t t0;
 		int ret;
 
+		if (ph != last)
+			rd->nivcsw[ph] = preemptions();
+		last = ph;
 		/* Consecutive x: distinct keys within a batch. */
 		for (size_t i = 0; i < rd->batch; i++) {
 			uint64_t k = rd->x++ * rd->step % rd->pool_n;
@@ -236,6 +251,8 @@ static void *reader_main(void *arg)
 		ret = kvf_batch_get(rd->e, keys, rd->batch, out, st, NULL);
 		if (ret != KVF_OK)
 			rd->errors++;
+		if (ph == RP_WARMUP)
+			atomic_fetch_add(&rd->warm, 1);
 		if (ph != RP_WARMUP &&
 		    lat_push(&rd->lat[ph - RP_BASELINE],
 			     (double)(bench_now_ns() - t0) / 1e3)) {
@@ -243,6 +260,7 @@ static void *reader_main(void *arg)
 			break;
 		}
 	}
+	rd->nivcsw[RP_STOP] = preemptions();
 out:
 	free(keys);
 	free(out);
@@ -283,6 +301,8 @@ enum cm {
 	CM_P50_DURING,
 	CM_P50_WITHOUT,
 	CM_BATCHES_DURING,
+	CM_PREEMPT_DURING,
+	CM_PREEMPT_WITHOUT,
 	NR_CM
 };
 
@@ -291,6 +311,8 @@ static const char *const cm_names[NR_CM] = {
 	"get_p99_us_during_cleanup", "get_p99_us_without_cleanup",
 	"get_max_us_during_cleanup", "get_p50_us_during_cleanup",
 	"get_p50_us_without_cleanup", "get_batches_during_cleanup",
+	"reader_preemptions_during_cleanup",
+	"reader_preemptions_without_cleanup",
 };
 
 struct cleanup {
@@ -377,7 +399,11 @@ static int cleanup_round(struct cleanup *c, unsigned round, double *m)
 		ret = KVF_ERR_NO_MEMORY;
 		goto out;
 	}
+	/* Warm up for 100 ms and at least 100 batches (a busy machine may
+	 * not run a new thread at once). */
 	sleep_ns(100000000ULL);
+	while (atomic_load(&rd.warm) < 100)
+		sleep_ns(1000000ULL);
 	atomic_store(&rd.phase, RP_BASELINE);
 	sleep_ns(c->baseline_ns);
 	atomic_store(&rd.phase, RP_CLEANUP);
@@ -399,13 +425,18 @@ static int cleanup_round(struct cleanup *c, unsigned round, double *m)
 	m[CM_P99_WITHOUT] = bench_quantile(rd.lat[0].us, rd.lat[0].n, 0.99);
 	m[CM_P50_WITHOUT] = bench_quantile(rd.lat[0].us, rd.lat[0].n, 0.50);
 	m[CM_BATCHES_DURING] = (double)rd.lat[1].n;
+	m[CM_PREEMPT_DURING] =
+		(double)(rd.nivcsw[RP_STOP] - rd.nivcsw[RP_CLEANUP]);
+	m[CM_PREEMPT_WITHOUT] =
+		(double)(rd.nivcsw[RP_CLEANUP] - rd.nivcsw[RP_BASELINE]);
 	bench_note(c->r,
 		   "round %u: cleanup %.3f s, %.0f objects; get p99 %.1f us "
 		   "during (%zu batches) vs %.1f us without (%zu batches, "
-		   "%.3f s); max %.1f us",
+		   "%.3f s); max %.1f us; reader preempted %.0f / %.0f times",
 		   round, m[CM_SECONDS], m[CM_CLEANED], m[CM_P99_DURING],
 		   rd.lat[1].n, m[CM_P99_WITHOUT], rd.lat[0].n,
-		   (double)c->baseline_ns / 1e9, m[CM_MAX_DURING]);
+		   (double)c->baseline_ns / 1e9, m[CM_MAX_DURING],
+		   m[CM_PREEMPT_DURING], m[CM_PREEMPT_WITHOUT]);
 	/* The next baseline lasts as long as this cleanup did. */
 	c->baseline_ns = ns > 50000000ULL ? ns : 50000000ULL;
 out:
