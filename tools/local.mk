@@ -9,5 +9,6 @@ tools_kvforge_bench_SOURCES = \
 	tools/bench/placement.c \
 	tools/bench/durability.c \
 	tools/bench/recovery.c \
+	tools/bench/lifecycle.c \
 	tools/bench/compare.c
 tools_kvforge_bench_LDADD = libkvforge-core.la

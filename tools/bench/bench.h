@@ -98,6 +98,8 @@ int bench_hicache(const struct bench_opts *o, struct bench_results *r);
 int bench_placement(const struct bench_opts *o, struct bench_results *r);
 int bench_durability(const struct bench_opts *o, struct bench_results *r);
 int bench_recovery(const struct bench_opts *o, struct bench_results *r);
+int bench_cleanup(const struct bench_opts *o, struct bench_results *r);
+int bench_evict(const struct bench_opts *o, struct bench_results *r);
 
 /* "kvforge-bench compare ..." (compare.c); argv[0] is "compare". */
 int bench_compare_main(int argc, char **argv);

@@ -29,6 +29,10 @@ static const struct bench_workload workloads[] = {
 	  bench_durability },
 	{ "recovery", "fill, close, time kvf_engine_open (log tail, image)",
 	  bench_recovery },
+	{ "cleanup", "expire a client of 8 under a batch_get reader: stall?",
+	  bench_cleanup },
+	{ "evict", "one eviction pass at 100K/1M/4M objects (or sizes given)",
+	  bench_evict },
 };
 
 #define NR_WORKLOADS (sizeof(workloads) / sizeof(workloads[0]))
