@@ -4,8 +4,12 @@
  *
  * Fill N objects (64-hex page hash + "_<rank>_k|v" keys, 1-4 MB values)
  * in batches through put_start + put_end, then batch exist over random keys
- * (half of them missing), batch get over random existing keys, and batch
- * remove of everything. Threads split every phase evenly and run it
+ * (half of them missing), batch get over random existing keys, batch
+ * remove of everything, and a second fill ("refill") into the emptied
+ * engine: the first fill pays for touching fresh memory (page faults and
+ * zeroing, which dominate at 10M objects on this VM), the refill shows
+ * the steady state of a master whose memory is warm. Threads split every
+ * phase evenly and run it
  * together; a phase's throughput is its keys over its wall time, its
  * latencies are per batch.
  *
@@ -26,10 +30,10 @@
 
 #define KEY_CAP 96
 
-enum phase { PH_FILL, PH_EXIST, PH_GET, PH_REMOVE, PH_COUNT };
+enum phase { PH_FILL, PH_EXIST, PH_GET, PH_REMOVE, PH_REFILL, PH_COUNT };
 
 static const char *const phase_names[PH_COUNT] = { "put", "exist", "get",
-						    "remove" };
+						    "remove", "refill" };
 
 struct worker {
 	pthread_t thread;
@@ -99,6 +103,7 @@ static void run_batch(struct worker *w, enum phase ph, size_t first,
 	t0 = bench_now_ns();
 	switch (ph) {
 	case PH_FILL:
+	case PH_REFILL:
 		ret = kvf_batch_put_start(e, 1, keys, w->sizes + first, n, &cfg,
 					  w->out, w->st);
 		if (ret == KVF_OK)
@@ -150,7 +155,7 @@ static void prepare_phase(struct worker *w, enum phase ph)
 		w->keys[i].data = k;
 		w->keys[i].len = bench_hicache_key(k, KEY_CAP,
 						   phase_id(w->h, ph, lo + i));
-		if (ph == PH_FILL)
+		if (ph == PH_FILL || ph == PH_REFILL)
 			w->sizes[i] = (1u << 20) +
 				      (bench_rand(&w->rng) % 768) * 4096;
 	}
