@@ -198,18 +198,26 @@ static uint32_t best_fit_segment(struct ctx *c)
 	uint32_t best = UINT32_MAX;
 	uint64_t best_largest = UINT64_MAX;
 
+	/*
+	 * Whether a segment fits and whether it beats the best so far are
+	 * coin flips to the branch predictor: compute both as masks and
+	 * select without branching (each mispredicted branch costs more than
+	 * the whole loop body).
+	 */
 	for (uint32_t k = 0; k < limit && m < SAMPLE;
 	     k++, i = i + 1 == c->nr ? 0 : i + 1) {
-		uint64_t largest;
+		const struct kvf__segalloc *a = c->segs[i];
+		uint64_t largest, ok, better;
 
-		if (!usable(c, i) || !kvf__segalloc_may_fit(c->segs[i], c->size))
+		if (!a)
 			continue;
-		m++;
-		largest = kvf__segalloc_largest_fast(c->segs[i]);
-		if (largest < best_largest) {
-			best_largest = largest;
-			best = i;
-		}
+		largest = kvf__segalloc_largest_fast(a);
+		ok = (uint64_t)kvf__segalloc_may_fit(a, c->size) &
+		     (uint64_t)!taken(c, i);
+		better = -(ok & (uint64_t)(largest < best_largest));
+		best_largest = (largest & better) | (best_largest & ~better);
+		best = (i & (uint32_t)better) | (best & ~(uint32_t)better);
+		m += (uint32_t)ok;
 	}
 	return best;
 }
