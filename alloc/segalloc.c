@@ -455,10 +455,9 @@ static struct bnode *lookup(const struct kvf__segalloc *a, uint64_t off,
 }
 
 /*
- * After an in-place change to the leaf of @p (no split, no underflow) that
- * may have lowered its maximum, bring the summaries on the path up to
- * date, stopping where they no longer change. Refreshes a->largest when the
- * change reaches the root.
+ * After an in-place change to the leaf of @p (no split, no underflow),
+ * bring the summaries on the path up to date, stopping where they no
+ * longer change. Refreshes a->largest when the change reaches the root.
  */
 static void fix_path(struct kvf__segalloc *a, const struct path *p)
 {
@@ -474,26 +473,6 @@ static void fix_path(struct kvf__segalloc *a, const struct path *p)
 		n->val[i] = m;
 	}
 	a->largest = tree_max(a);
-}
-
-/*
- * After a free merged in place into block @m of the leaf of @p: the
- * leaf's first key is unchanged and its maximum can only have grown, to
- * @m at most (merged neighbours are inside @m). Raise the summaries on the
- * path while they are below @m: O(1) per level, no rescan.
- */
-static void raise_path(struct kvf__segalloc *a, const struct path *p,
-		       uint64_t m)
-{
-	for (unsigned h = 1; h <= a->height; h++) {
-		uint64_t *v = &p->node[h]->val[p->idx[h]];
-
-		if (*v >= m)
-			return;
-		*v = m;
-	}
-	if (a->largest < m)
-		a->largest = m;
 }
 
 static struct blk block_at(const struct kvf__segalloc *a, uint64_t off)
@@ -691,7 +670,15 @@ static bool free_in_leaf(struct kvf__segalloc *a, struct path *p,
 	move_entries(l, s + 1, l, s + 1 + d, l->n - s - 1 - d, true);
 	l->n -= d;
 	leaf_set(l, s, m);
-	raise_path(a, p, m.val);
+	/*
+	 * Only a raise is possible here (m covers the merged blocks), so the
+	 * summaries could be raised in O(1) per level without rescanning.
+	 * Measured: that makes free cheaper but the next alloc dearer (mean
+	 * +20-30%, p99 x2 in the placement churn), because the rescan is what
+	 * brings the path's nodes into cache, and the next alloc usually
+	 * takes the hole a free just made.
+	 */
+	fix_path(a, p);
 	return true;
 }
 
