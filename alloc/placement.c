@@ -196,20 +196,33 @@ static uint32_t best_fit_segment(struct ctx *c)
 	uint32_t i = pick((uint32_t)(rnd(c->rng) >> 32), c->nr), m = 0;
 	uint32_t limit = c->nr < SCAN_LIMIT ? c->nr : SCAN_LIMIT;
 	uint32_t best = UINT32_MAX;
-	uint64_t best_largest = UINT64_MAX;
+	uint64_t best_largest = UINT64_MAX, exact = 0;
 
-	for (uint32_t k = 0; k < limit && m < SAMPLE;
+	/*
+	 * Whether a segment fits and whether it beats the best so far are
+	 * coin flips to the branch predictor: compute both as masks and
+	 * select without branching (each mispredicted branch costs more than
+	 * the whole loop body). A segment whose largest region is exactly the
+	 * request cannot be beaten (ties go to the first), so the pass stops
+	 * there with the choice the full pass would make.
+	 */
+	for (uint32_t k = 0; k < limit && m < SAMPLE && !exact;
 	     k++, i = i + 1 == c->nr ? 0 : i + 1) {
-		uint64_t largest;
+		const struct kvf__segalloc *a = c->segs[i];
+		uint64_t largest, need, mask, ok, better;
 
-		if (!usable(c, i) || !kvf__segalloc_may_fit(c->segs[i], c->size))
+		if (!a)
 			continue;
-		m++;
-		largest = kvf__segalloc_largest_fast(c->segs[i]);
-		if (largest < best_largest) {
-			best_largest = largest;
-			best = i;
-		}
+		largest = kvf__segalloc_largest_fast(a);
+		mask = kvf__segalloc_pub(a)->align_mask;
+		need = (c->size + mask) & ~mask;
+		ok = (uint64_t)(need >= c->size) & (uint64_t)(largest >= need) &
+		     (uint64_t)!taken(c, i);
+		better = -(ok & (uint64_t)(largest < best_largest));
+		best_largest = (largest & better) | (best_largest & ~better);
+		best = (i & (uint32_t)better) | (best & ~(uint32_t)better);
+		exact = ok & (uint64_t)(largest == need);
+		m += (uint32_t)ok;
 	}
 	return best;
 }

@@ -338,6 +338,42 @@ static void test_best_fit(void **state)
 	pool_fini(&p);
 }
 
+/*
+ * A segment whose largest region is exactly the request is the best fit
+ * (the candidate pass stops there): it wins over near-exact and larger
+ * ones wherever the random start puts it, and ties go either way.
+ */
+static void test_exact_fit(void **state)
+{
+	static const uint64_t tail[8] = {
+		2 * MiB, MiB / 2, MiB, 3 * MiB, MiB + 64, MiB, MiB / 4, 2 * MiB,
+	};
+	struct kvf__place_request req = { .size = MiB, .replica_num = 1 };
+	struct kvf__place_result res;
+	uint32_t hits[8] = { 0 };
+	struct pool p;
+	uint64_t rng = 77, off;
+
+	(void)state;
+	pool_init(&p, 8, 4 * MiB);
+	for (uint32_t s = 0; s < 8; s++)
+		assert_int_equal(kvf__segalloc_alloc(p.seg[s], 4 * MiB - tail[s],
+						     &off),
+				 KVF_OK);
+	for (int k = 0; k < 400; k++) {
+		assert_int_equal(kvf__place(KVF_PLACEMENT_FRAGMENTATION_AWARE,
+					    p.seg, p.n, &req, &rng, &res),
+				 KVF_OK);
+		assert_true(res.first_choice);
+		assert_int_equal(tail[res.seg[0]], MiB);
+		hits[res.seg[0]]++;
+		kvf__place_undo(p.seg, &req, &res);
+	}
+	/* The first exact segment met from the random start: both win. */
+	assert_true(hits[2] > 0 && hits[5] > 0);
+	pool_fini(&p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -348,6 +384,7 @@ int main(void)
 		cmocka_unit_test(test_null_segments),
 		cmocka_unit_test(test_free_ratio_lies),
 		cmocka_unit_test(test_best_fit),
+		cmocka_unit_test(test_exact_fit),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -43,7 +43,7 @@ static uint64_t rng_range(uint64_t *s, uint64_t lo, uint64_t hi)
 }
 
 struct live {
-	uint64_t off, size, asked;
+	uint64_t off, size, asked, tag;
 };
 
 /* ---- bitmap model: one byte per granule ---- */
@@ -108,18 +108,73 @@ static bool bm_all_free(const struct bitmap_model *m, uint64_t off,
 	return true;
 }
 
+static int cmp_live_off(const void *x, const void *y)
+{
+	const struct live *p = x, *q = y;
+
+	return p->off < q->off ? -1 : p->off > q->off;
+}
+
+/*
+ * The allocator's used blocks are exactly the model's live ranges, in
+ * address order, each with the tag it was allocated with (tags must follow
+ * their blocks through leaf splits, borrows and merges); a sample is one of
+ * them.
+ */
+static void check_blocks(struct kvf__segalloc *a, const struct live *lv,
+			 uint64_t n, uint64_t *rng)
+{
+	struct live *sorted = malloc((n ? n : 1) * sizeof(*sorted));
+	struct kvf__segalloc_block *b, s;
+	size_t nb, lo = 0, hi = n;
+
+	assert_non_null(sorted);
+	memcpy(sorted, lv, n * sizeof(*sorted));
+	qsort(sorted, n, sizeof(*sorted), cmp_live_off);
+	assert_int_equal(kvf__segalloc_used_blocks(a, &b, &nb), KVF_OK);
+	assert_int_equal(nb, n);
+	for (size_t i = 0; i < nb; i++) {
+		assert_int_equal(b[i].offset, sorted[i].off);
+		assert_int_equal(b[i].size, sorted[i].size);
+		assert_int_equal(b[i].tag, sorted[i].tag);
+	}
+	free(b);
+	if (!n) {
+		assert_int_equal(kvf__segalloc_sample(a, rng, &s),
+				 KVF_ERR_OBJECT_NOT_FOUND);
+		free(sorted);
+		return;
+	}
+	assert_int_equal(kvf__segalloc_sample(a, rng, &s), KVF_OK);
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+
+		if (sorted[mid].off < s.offset)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	assert_true(lo < n);
+	assert_int_equal(sorted[lo].off, s.offset);
+	assert_int_equal(sorted[lo].size, s.size);
+	assert_int_equal(sorted[lo].tag, s.tag);
+	free(sorted);
+}
+
 struct exact_cfg {
 	uint64_t seg, al, max_asked;
 	int ops;
 	uint64_t free_pct;  /* chance of a free, in percent */
 	int check_every;    /* full model comparison every this many ops */
 	int first_fit_every; /* first-fit offset checked every this many */
+	int blocks_every;   /* used_blocks / sample checked every this many */
 };
 
 /*
  * Random alloc / free / reserve against the granule bitmap: free bytes and
  * the largest region exact, every alloc at the address-ordered first fit,
- * reserve succeeding exactly when its range is free.
+ * reserve succeeding exactly when its range is free, used blocks and their
+ * tags exactly the live ones.
  */
 static void run_exact_random(const struct exact_cfg *cfg, uint64_t rng)
 {
@@ -132,7 +187,7 @@ static void run_exact_random(const struct exact_cfg *cfg, uint64_t rng)
 	assert_int_equal(kvf__segalloc_create(seg, al, &a), KVF_OK);
 	bm_check(&m, a);
 	for (int op = 0; op < cfg->ops; op++) {
-		uint64_t dice = rng_next(&rng) % 100;
+		uint64_t dice = rng_next(&rng) % 100, tag;
 
 		if (n && (dice < cfg->free_pct || n == seg / al)) {
 			uint64_t k = rng_next(&rng) % n;
@@ -148,18 +203,24 @@ static void run_exact_random(const struct exact_cfg *cfg, uint64_t rng)
 
 			if (off + sz > seg)
 				continue;
-			rc = kvf__segalloc_reserve(a, off, asked);
+			/* Tag 0 (untagged) too, now and then. */
+			tag = op % 7 ? rng_next(&rng) : 0;
+			rc = kvf__segalloc_reserve_tagged(a, off, asked, tag);
 			if (!bm_all_free(&m, off, sz)) {
 				assert_int_equal(rc, KVF_ERR_NO_SPACE);
 				continue;
 			}
 			assert_int_equal(rc, KVF_OK);
-			lv[n++] = (struct live){ off, sz, asked };
+			lv[n++] = (struct live){ off, sz, asked, tag };
 			bm_mark(&m, off, sz, 1);
 		} else {
 			uint64_t asked = rng_range(&rng, 1, cfg->max_asked), off;
 			uint64_t sz = round_up(asked, al);
-			int rc = kvf__segalloc_alloc(a, asked, &off);
+			int rc;
+
+			tag = op % 5 ? rng_next(&rng) : 0;
+			rc = tag ? kvf__segalloc_alloc_tagged(a, asked, tag, &off)
+				 : kvf__segalloc_alloc(a, asked, &off);
 
 			if (rc == KVF_ERR_NO_SPACE) {
 				/* Only when no free run fits. */
@@ -173,18 +234,22 @@ static void run_exact_random(const struct exact_cfg *cfg, uint64_t rng)
 			assert_true(off + sz <= seg);
 			if (op % cfg->first_fit_every == 0)
 				assert_int_equal(off, bm_first_fit(&m, sz / al));
-			lv[n++] = (struct live){ off, sz, asked };
+			lv[n++] = (struct live){ off, sz, asked, tag };
 			bm_mark(&m, off, sz, 1);
 		}
 		if (op % cfg->check_every == 0)
 			bm_check(&m, a);
+		if (op % cfg->blocks_every == 0)
+			check_blocks(a, lv, n, &rng);
 		assert_int_equal(kvf__segalloc_nr_allocs(a), n);
 	}
 	bm_check(&m, a);
+	check_blocks(a, lv, n, &rng);
 	while (n) {
 		n--;
 		kvf__segalloc_free(a, lv[n].off, lv[n].asked);
 	}
+	check_blocks(a, lv, 0, &rng);
 	assert_int_equal(kvf__segalloc_largest_free(a), seg);
 	assert_int_equal(kvf__segalloc_free_bytes(a), seg);
 	kvf__segalloc_destroy(a);
@@ -194,7 +259,7 @@ static void run_exact_random(const struct exact_cfg *cfg, uint64_t rng)
 
 static void test_exact_random(void **state)
 {
-	const struct exact_cfg cfg = { 64 * KiB, 64, 4096, 30000, 45, 1, 1 };
+	const struct exact_cfg cfg = { 64 * KiB, 64, 4096, 30000, 45, 1, 1, 16 };
 
 	(void)state;
 	run_exact_random(&cfg, 0x1234567);
@@ -207,7 +272,8 @@ static void test_exact_random(void **state)
  */
 static void test_exact_random_deep(void **state)
 {
-	const struct exact_cfg cfg = { 1 * MiB, 8, 64, 150000, 35, 512, 16 };
+	const struct exact_cfg cfg = { 1 * MiB, 8, 64, 150000, 35, 512, 16,
+				       8192 };
 
 	(void)state;
 	run_exact_random(&cfg, 0xabcdef12);
@@ -264,7 +330,8 @@ static void test_no_overlap_large(void **state)
 			uint64_t asked = 1 + rng_next(&rng) %
 						     (1ULL << rng_range(&rng, 0, 26));
 			uint64_t off, sz = round_up(asked, al);
-			int rc = kvf__segalloc_alloc(a, asked, &off);
+			uint64_t tag = rng_next(&rng);
+			int rc = kvf__segalloc_alloc_tagged(a, asked, tag, &off);
 			size_t k;
 
 			if (rc == KVF_ERR_NO_SPACE) {
@@ -280,7 +347,7 @@ static void test_no_overlap_large(void **state)
 			if (k > 0)
 				assert_true(lv[k - 1].off + lv[k - 1].size <= off);
 			memmove(&lv[k + 1], &lv[k], (n - k) * sizeof(*lv));
-			lv[k] = (struct live){ off, sz, asked };
+			lv[k] = (struct live){ off, sz, asked, tag };
 			n++;
 			used += sz;
 		}
@@ -300,6 +367,7 @@ static void test_no_overlap_large(void **state)
 		}
 		assert_int_equal(kvf__segalloc_largest_free(a), best);
 	}
+	check_blocks(a, lv, n, &rng);
 	qsort(lv, n, sizeof(*lv), cmp_off);
 	for (size_t k = 0; k < n; k++)
 		kvf__segalloc_free(a, lv[k].off, lv[k].asked);
@@ -324,11 +392,11 @@ static void test_coalesce_full(void **state)
 
 		if (kvf__segalloc_alloc(a, asked, &off) != KVF_OK)
 			break;
-		lv[n++] = (struct live){ off, round_up(asked, al), asked };
+		lv[n++] = (struct live){ off, round_up(asked, al), asked, 0 };
 	}
 	/* Fill the tail with the smallest unit: the segment is then full. */
 	while (kvf__segalloc_alloc(a, 1, &off) == KVF_OK)
-		lv[n++] = (struct live){ off, al, 1 };
+		lv[n++] = (struct live){ off, al, 1, 0 };
 	assert_int_equal(kvf__segalloc_free_bytes(a), 0);
 	assert_int_equal(kvf__segalloc_largest_free(a), 0);
 	for (size_t i = n; i > 1; i--) {
