@@ -52,6 +52,7 @@
 
 #include "engine/die.h"
 #include "journal/jint.h"
+#include "metadata/hash.h"
 
 #define NSEC_PER_MSEC 1000000ull
 /* Longest a STRICT leader waits for other appenders' batches. */
@@ -264,16 +265,126 @@ static int commit_group(struct kvf__journal *j, struct kvf__jreq *group)
 	return KVF_OK;
 }
 
+/*
+ * A fold chunk is applied sorted: object records by their image key (the
+ * key's hash, as image.c stores them; a stable sort keeps each key's
+ * records in log order), after the segment and client records in log
+ * order (they live in other databases). Applied in log order, each object
+ * record is a random B-tree descent and page copy; sorted, consecutive
+ * records share leaf pages.
+ */
+struct fold_item {
+	struct kvf__jrec rec;  /* strings point into the arena once applied */
+	uint64_t order;        /* 0 for segment/client records, else hash | 1 */
+	uint64_t pos;          /* log order, for a stable sort */
+	size_t key_off, name_off, endpoint_off;
+};
+
 struct fold {
 	MDB_txn *txn;
 	const struct kvf__jdbs *dbs;
+	struct fold_item *items;
+	size_t n, cap;
+	char *arena;
+	size_t used, arena_cap;
 };
 
+static bool is_object(const struct kvf__jrec *rec)
+{
+	return rec->type == KVF__JREC_OBJECT_PUT ||
+	       rec->type == KVF__JREC_OBJECT_REPLICAS ||
+	       rec->type == KVF__JREC_OBJECT_REMOVE;
+}
+
+/* Copy @len bytes into the arena; returns their offset, or SIZE_MAX. */
+static size_t arena_copy(struct fold *f, const char *p, size_t len)
+{
+	size_t off = f->used;
+
+	if (f->used + len > f->arena_cap) {
+		size_t cap = f->arena_cap ? 2 * f->arena_cap : 1 << 20;
+		char *a;
+
+		while (cap < f->used + len)
+			cap *= 2;
+		a = realloc(f->arena, cap);
+		if (!a)
+			return SIZE_MAX;
+		f->arena = a;
+		f->arena_cap = cap;
+	}
+	if (len)
+		memcpy(f->arena + off, p, len);
+	f->used += len;
+	return off;
+}
+
+/* Collect one record of the chunk (the frame is deleted before applying). */
 static int fold_record(void *arg, const struct kvf__jrec *rec, uint32_t idx)
 {
 	struct fold *f = arg;
+	struct fold_item *it;
 
-	return kvf__image_apply(f->txn, f->dbs, rec);
+	(void)idx;
+	if (f->n == f->cap) {
+		size_t cap = f->cap ? 2 * f->cap : 4096;
+		struct fold_item *items = realloc(f->items, cap * sizeof(*items));
+
+		if (!items)
+			return ENOMEM;
+		f->items = items;
+		f->cap = cap;
+	}
+	it = &f->items[f->n];
+	it->rec = *rec;
+	it->pos = f->n;
+	it->order = 0;
+	it->key_off = it->name_off = it->endpoint_off = 0;
+	if (is_object(rec)) {
+		it->order = kvf__key_hash(rec->obj.key, rec->obj.key_len) | 1;
+		it->key_off = arena_copy(f, rec->obj.key, rec->obj.key_len);
+		if (it->key_off == SIZE_MAX)
+			return ENOMEM;
+	} else if (rec->type == KVF__JREC_SEGMENT_MOUNT) {
+		it->name_off = arena_copy(f, rec->mount.name,
+					  rec->mount.name_len);
+		it->endpoint_off = arena_copy(f, rec->mount.endpoint,
+					      rec->mount.endpoint_len);
+		if (it->name_off == SIZE_MAX || it->endpoint_off == SIZE_MAX)
+			return ENOMEM;
+	}
+	f->n++;
+	return 0;
+}
+
+static int cmp_fold_item(const void *a, const void *b)
+{
+	const struct fold_item *x = a, *y = b;
+
+	if (x->order != y->order)
+		return x->order < y->order ? -1 : 1;
+	return (x->pos > y->pos) - (x->pos < y->pos);
+}
+
+/* Apply the collected chunk to the image, sorted (see struct fold_item). */
+static int fold_apply(struct fold *f)
+{
+	int rc = 0;
+
+	if (f->n)
+		qsort(f->items, f->n, sizeof(*f->items), cmp_fold_item);
+	for (size_t i = 0; i < f->n && !rc; i++) {
+		struct kvf__jrec *r = &f->items[i].rec;
+
+		if (is_object(r))
+			r->obj.key = f->arena + f->items[i].key_off;
+		else if (r->type == KVF__JREC_SEGMENT_MOUNT) {
+			r->mount.name = f->arena + f->items[i].name_off;
+			r->mount.endpoint = f->arena + f->items[i].endpoint_off;
+		}
+		rc = kvf__image_apply(f->txn, f->dbs, r);
+	}
+	return rc;
 }
 
 static int meta_put_u64(MDB_txn *txn, MDB_dbi dbi, const char *name,
@@ -300,7 +411,7 @@ static int entries(MDB_txn *txn, MDB_dbi dbi, uint64_t *n)
 static int fold_txn(struct kvf__journal *j, uint64_t target,
 		    struct kvf__jstate *st)
 {
-	struct fold f = { NULL, &j->dbs };
+	struct fold f = { .dbs = &j->dbs };
 	MDB_cursor *cur;
 	MDB_val key, val;
 	uint64_t done = 0, seq;
@@ -335,6 +446,8 @@ static int fold_txn(struct kvf__journal *j, uint64_t target,
 	mdb_cursor_close(cur);
 	if (rc == MDB_NOTFOUND)
 		rc = MDB_CORRUPTED; /* the log ended before last_seq */
+	if (!rc)
+		rc = fold_apply(&f);
 	if (rc)
 		goto out;
 	if (st->ckpt_seq >= target)
@@ -350,6 +463,8 @@ static int fold_txn(struct kvf__journal *j, uint64_t target,
 	if (!rc)
 		rc = entries(f.txn, j->dbs.clients, &st->clients);
 out:
+	free(f.items);
+	free(f.arena);
 	return finish(j, f.txn, rc);
 }
 
