@@ -25,6 +25,7 @@ profiling_kvf_prof_overhead_SOURCES = profiling/overhead.c
 profiling_kvf_prof_overhead_LDADD = libkvforge-core.la
 
 dist_noinst_SCRIPTS += \
+	profiling/scripts/perf-common.sh \
 	profiling/scripts/perf-stat.sh \
 	profiling/scripts/perf-record.sh \
 	profiling/scripts/flamegraph.py \

@@ -17,8 +17,8 @@
 # KVF_PERF names the perf binary (default: perf).
 set -eu
 
-PERF=${KVF_PERF:-perf}
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/perf-common.sh"
 dir=perf-out
 freq=999
 graph=fp
@@ -40,13 +40,9 @@ while [ $# -gt 0 ]; do
 done
 [ $# -gt 0 ] || usage
 
-command -v "$PERF" >/dev/null 2>&1 || {
-	echo "perf-record.sh: $PERF not found (Debian: apt-get install linux-perf)" >&2
-	exit 1
-}
+kvf_perf_require perf-record.sh
 
-if "$PERF" stat -x, -e cycles true 2>&1 >/dev/null |
-	grep -q '^[0-9][0-9]*,.*cycles'; then
+if [ "$(kvf_perf_tier)" = hardware ]; then
 	event=cycles
 else
 	event=cpu-clock

@@ -16,7 +16,7 @@
 # not the status. KVF_PERF (default: perf) names the perf binary.
 set -eu
 
-PERF=${KVF_PERF:-perf}
+. "$(cd "$(dirname "$0")" && pwd)/perf-common.sh"
 out=
 repeat=
 extra=
@@ -38,22 +38,9 @@ while [ $# -gt 0 ]; do
 done
 [ $# -gt 0 ] || usage
 
-command -v "$PERF" >/dev/null 2>&1 || {
-	echo "perf-stat.sh: $PERF not found (Debian: apt-get install linux-perf)" >&2
-	exit 1
-}
+kvf_perf_require perf-stat.sh
 
-# Prints "hardware" when cycles can be counted, else "software".
-probe_tier() {
-	if "$PERF" stat -x, -e cycles true 2>&1 >/dev/null |
-		grep -q '^[0-9][0-9]*,.*cycles'; then
-		echo hardware
-	else
-		echo software
-	fi
-}
-
-tier=$(probe_tier)
+tier=$(kvf_perf_tier)
 if [ "$tier" = hardware ]; then
 	events=task-clock,cycles,instructions,cache-misses,LLC-load-misses,dTLB-load-misses,page-faults,context-switches
 else
