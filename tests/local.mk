@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: MIT
-EXTRA_DIST += tests/unit/helpers.h tests/unit/index_helpers.h
+EXTRA_DIST += tests/unit/helpers.h tests/unit/index_helpers.h \
+	tests/stress/check.h
 
 if HAVE_CMOCKA
 

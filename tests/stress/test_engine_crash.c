@@ -57,15 +57,8 @@
 #include <kvforge.h>
 
 #include "journal/journal.h"
+#include "tests/stress/check.h"
 
-#define CHECK(c)                                                               \
-	do {                                                                   \
-		if (!(c)) {                                                    \
-			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, \
-				__LINE__, #c);                                 \
-			exit(1);                                               \
-		}                                                              \
-	} while (0)
 
 #define NKEYS 1024
 #define KEY_CAP 96

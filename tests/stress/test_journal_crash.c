@@ -33,15 +33,8 @@
 
 #include "journal/journal.h"
 #include "tests/unit/test_journal_model.h"
+#include "tests/stress/check.h"
 
-#define CHECK(c)                                                               \
-	do {                                                                   \
-		if (!(c)) {                                                    \
-			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, \
-				__LINE__, #c);                                 \
-			exit(1);                                               \
-		}                                                              \
-	} while (0)
 
 static struct kvf__journal_config config(const char *dir, int strict)
 {
