@@ -36,7 +36,11 @@
 
 #define EVICT_SAMPLES 8
 #define EVICT_BATCH 128
-/* Give up a phase after this many victim slots found nothing. */
+/*
+ * Give up a phase after this many victim slots found nothing (or, in a
+ * phase that keeps finding victims that then cannot be removed, after
+ * this many batches' worth of failures).
+ */
 #define EVICT_MAX_MISSES 64
 
 struct victims {
@@ -201,10 +205,9 @@ int kvf_engine_evict(struct kvf_engine *e, uint64_t bytes,
 		return KVF_ERR_NO_MEMORY;
 	while (freed < bytes) {
 		uint64_t left = bytes - freed;
-		size_t want = EVICT_BATCH;
 
-		misses += choose(e, v, want, soft_ok, &rng);
-		if (!v->n) {
+		misses += choose(e, v, EVICT_BATCH, soft_ok, &rng);
+		if (!v->n || misses >= EVICT_MAX_MISSES * EVICT_BATCH) {
 			if (misses < EVICT_MAX_MISSES)
 				continue;
 			if (soft_ok)
