@@ -5,7 +5,8 @@
  * Every operation takes arrays and fills a per-item status array; a
  * single-key call is a batch of one. The return value is the overall
  * status:
- *   - %KVF_OK: every item succeeded;
+ *   - %KVF_OK: every item succeeded (for kvf_batch_exist(), not-found is
+ *     an answer, not a failure);
  *   - %KVF_ERR_PARTIAL: at least one item failed; read @status;
  *   - another error: the batch itself was refused (NULL arrays, empty or
  *     oversized batch, unknown client) and nothing changed; every entry of
@@ -172,6 +173,8 @@ int kvf_batch_get(struct kvf_engine *engine, const struct kvf_key *keys,
  * @n: batch size.
  * @status: @n per-item: %KVF_OK (exists) or %KVF_ERR_OBJECT_NOT_FOUND.
  *
+ * Return: %KVF_OK when every key was answered (found or not),
+ * %KVF_ERR_PARTIAL when some were refused (invalid or duplicate keys).
  * Context: any thread; RCU reader; lock-free, never blocks.
  */
 int kvf_batch_exist(struct kvf_engine *engine, const struct kvf_key *keys,
