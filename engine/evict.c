@@ -84,24 +84,6 @@ static bool evictable(const struct kvf_engine *e, const struct kvf__object *o,
 	return true;
 }
 
-/* The owner of a random used block of a random segment, or NULL. */
-static struct kvf__object *sample_one(struct kvf_engine *e,
-				      struct kvf__seg_table *t, uint64_t *rng)
-{
-	struct kvf__segalloc_block b;
-	struct kvf__replica_ref ref;
-	struct kvf__segment *seg;
-
-	if (!t->nr)
-		return NULL;
-	seg = t->seg[xorshift(rng) % t->nr];
-	if (kvf__segalloc_sample(seg->alloc, rng, &b) != KVF_OK)
-		return NULL;
-	ref = (struct kvf__replica_ref){ seg, b.offset };
-	return kvf__index_lookup_hash(e->index, b.tag, kvf__object_has_replica,
-				      &ref);
-}
-
 static bool already_picked(const struct victims *v, const struct kvf__object *o)
 {
 	for (size_t i = 0; i < v->n; i++)
@@ -110,17 +92,41 @@ static bool already_picked(const struct victims *v, const struct kvf__object *o)
 	return false;
 }
 
-/* The least recently used evictable owner among EVICT_SAMPLES, or NULL. */
+/*
+ * The least recently used evictable owner among EVICT_SAMPLES random used
+ * blocks, or NULL. Done in passes so the samples' misses overlap: draw all
+ * blocks, prefetch all their index buckets, look all owners up (and
+ * prefetch them), then compare.
+ */
 static const struct kvf__object *pick(struct kvf_engine *e,
 				      struct kvf__seg_table *t,
 				      const struct victims *v, uint64_t now,
 				      bool soft_ok, uint64_t *rng)
 {
+	struct kvf__segalloc_block blk[EVICT_SAMPLES];
+	struct kvf__segment *seg[EVICT_SAMPLES];
+	struct kvf__object *own[EVICT_SAMPLES];
 	const struct kvf__object *best = NULL;
 	uint64_t best_use = UINT64_MAX;
+	int n = 0;
 
-	for (int s = 0; s < EVICT_SAMPLES; s++) {
-		struct kvf__object *o = sample_one(e, t, rng);
+	for (int s = 0; s < EVICT_SAMPLES && t->nr; s++) {
+		seg[n] = t->seg[xorshift(rng) % t->nr];
+		if (kvf__segalloc_sample(seg[n]->alloc, rng, &blk[n]) == KVF_OK)
+			n++;
+	}
+	for (int s = 0; s < n; s++)
+		kvf__index_prefetch_hash(e->index, blk[s].tag);
+	for (int s = 0; s < n; s++) {
+		struct kvf__replica_ref ref = { seg[s], blk[s].offset };
+
+		own[s] = kvf__index_lookup_hash(e->index, blk[s].tag,
+						kvf__object_has_replica, &ref);
+		if (own[s])
+			__builtin_prefetch(own[s]);
+	}
+	for (int s = 0; s < n; s++) {
+		const struct kvf__object *o = own[s];
 		uint64_t use;
 
 		if (!o || !evictable(e, o, now, soft_ok) || already_picked(v, o))

@@ -69,6 +69,8 @@ struct kvf__index_ops {
 					   uint64_t hash,
 					   kvf__index_match_fn match,
 					   void *arg);
+	/* Optional: start fetching what lookup_hash(@hash) will read. */
+	void (*prefetch_hash)(struct kvf__index *idx, uint64_t hash);
 	/* Visit every record present at the start and not removed since. */
 	void (*foreach)(struct kvf__index *idx, kvf__index_visit_fn fn,
 			void *arg);
@@ -126,6 +128,13 @@ kvf__index_lookup_hash(struct kvf__index *idx, uint64_t hash,
 		       kvf__index_match_fn match, void *arg)
 {
 	return idx->ops->lookup_hash(idx, hash, match, arg);
+}
+
+static inline void kvf__index_prefetch_hash(struct kvf__index *idx,
+					    uint64_t hash)
+{
+	if (idx->ops->prefetch_hash)
+		idx->ops->prefetch_hash(idx, hash);
 }
 
 static inline void kvf__index_foreach(struct kvf__index *idx,

@@ -639,6 +639,13 @@ static struct kvf__object *bucket_lookup_hash(struct kvf__index *idx,
 	return NULL;
 }
 
+static void bucket_prefetch_hash(struct kvf__index *idx, uint64_t hash)
+{
+	struct bucket_table *t = table_load(bucket_index_of(idx));
+
+	__builtin_prefetch(bucket_at(t, home_of(t, hash)));
+}
+
 static void bucket_lookup_batch(struct kvf__index *idx, size_t n,
 				const uint64_t *hashes,
 				const struct kvf_key *keys,
@@ -792,6 +799,7 @@ const struct kvf__index_ops kvf__index_bucket_ops = {
 	.destroy = bucket_destroy,
 	.lookup_batch = bucket_lookup_batch,
 	.lookup_hash = bucket_lookup_hash,
+	.prefetch_hash = bucket_prefetch_hash,
 	.insert_unique = bucket_insert_unique,
 	.replace = bucket_replace,
 	.remove = bucket_remove,
