@@ -133,9 +133,9 @@ static inline uint64_t blk_size(uint64_t val)
 
 /* ---- node pool ---- */
 
-static struct bnode *node_alloc(bool leaf)
+/* Leaves use ext[] for tags, inner nodes for children: one size fits. */
+static struct bnode *node_alloc(void)
 {
-	(void)leaf; /* leaves use ext[] for tags, inner nodes for children */
 	return malloc(sizeof(struct bnode));
 }
 
@@ -143,7 +143,7 @@ static struct bnode *node_alloc(bool leaf)
 static int spares_fill(struct kvf__segalloc *a)
 {
 	while (a->nr_spare_leaf < 1) {
-		struct bnode *n = node_alloc(true);
+		struct bnode *n = node_alloc();
 
 		if (!n)
 			return KVF_ERR_NO_MEMORY;
@@ -152,7 +152,7 @@ static int spares_fill(struct kvf__segalloc *a)
 		a->nr_spare_leaf++;
 	}
 	while (a->nr_spare_inner < a->height + 1) {
-		struct bnode *n = node_alloc(false);
+		struct bnode *n = node_alloc();
 
 		if (!n)
 			return KVF_ERR_NO_MEMORY;
@@ -244,9 +244,9 @@ static inline uint32_t find_pos(const struct bnode *n, uint64_t key)
 
 /* Move @cnt entries from @src[@s] to @dst[@d] (arrays may overlap). */
 static void move_entries(struct bnode *dst, uint32_t d, struct bnode *src,
-			 uint32_t s, uint32_t cnt, bool leaf)
+			 uint32_t s, uint32_t cnt)
 {
-	(void)leaf; /* tags or children: ext[] moves either way */
+	/* Tags or children: ext[] moves either way. */
 	memmove(&dst->key[d], &src->key[s], cnt * sizeof(dst->key[0]));
 	memmove(&dst->val[d], &src->val[s], cnt * sizeof(dst->val[0]));
 	memmove(&dst->ext[d], &src->ext[s], cnt * sizeof(dst->ext[0]));
@@ -276,7 +276,7 @@ static void leaf_replace(struct kvf__segalloc *a, struct bnode *l,
 	if (l->n == 0 || l->key[i] != c->key)
 		kvf__die("block at %#llx missing", (unsigned long long)c->key);
 	if (n <= FAN) {
-		move_entries(l, i + c->nrep, l, i + 1, l->n - i - 1, true);
+		move_entries(l, i + c->nrep, l, i + 1, l->n - i - 1);
 		for (uint32_t j = 0; j < c->nrep; j++)
 			leaf_set(l, i + j, c->rep[j]);
 		l->n = n;
@@ -322,7 +322,7 @@ static void inner_insert(struct kvf__segalloc *a, struct bnode *p, uint32_t i,
 		struct bnode *r = spare_get(a, false);
 		uint32_t left = FAN / 2;
 
-		move_entries(r, 0, p, left, FAN - left, false);
+		move_entries(r, 0, p, left, FAN - left);
 		r->n = FAN - left;
 		p->n = left;
 		c->split = r;
@@ -331,7 +331,7 @@ static void inner_insert(struct kvf__segalloc *a, struct bnode *p, uint32_t i,
 			at -= left;
 		}
 	}
-	move_entries(dst, at + 1, dst, at, dst->n - at, false);
+	move_entries(dst, at + 1, dst, at, dst->n - at);
 	dst->ext[at].child = sib;
 	refresh(dst, at, sib_leaf);
 	dst->n++;
@@ -347,10 +347,10 @@ static void rebalance(struct kvf__segalloc *a, struct bnode *p, uint32_t i,
 
 	tot = l->n + r->n;
 	if (tot <= FAN) {
-		move_entries(l, l->n, r, 0, r->n, child_leaf);
+		move_entries(l, l->n, r, 0, r->n);
 		l->n = tot;
 		spare_put(a, r, child_leaf);
-		move_entries(p, li + 1, p, li + 2, p->n - li - 2, false);
+		move_entries(p, li + 1, p, li + 2, p->n - li - 2);
 		p->n--;
 		refresh(p, li, child_leaf);
 		return;
@@ -358,15 +358,15 @@ static void rebalance(struct kvf__segalloc *a, struct bnode *p, uint32_t i,
 	if (l->n > r->n) {
 		uint32_t mv = l->n - tot / 2;
 
-		move_entries(r, mv, r, 0, r->n, child_leaf);
-		move_entries(r, 0, l, l->n - mv, mv, child_leaf);
+		move_entries(r, mv, r, 0, r->n);
+		move_entries(r, 0, l, l->n - mv, mv);
 		l->n -= mv;
 		r->n += mv;
 	} else {
 		uint32_t mv = r->n - tot / 2;
 
-		move_entries(l, l->n, r, 0, mv, child_leaf);
-		move_entries(r, 0, r, mv, r->n - mv, child_leaf);
+		move_entries(l, l->n, r, 0, mv);
+		move_entries(r, 0, r, mv, r->n - mv);
 		l->n += mv;
 		r->n -= mv;
 	}
@@ -537,7 +537,7 @@ int kvf__segalloc_create(uint64_t size, uint64_t alignment,
 	a->pub.align_mask = alignment - 1;
 	a->pub.capacity = cap;
 	a->size = size;
-	a->root = node_alloc(true);
+	a->root = node_alloc();
 	if (!a->root)
 		goto err_free;
 	a->root->n = 1;
@@ -628,7 +628,7 @@ int kvf__segalloc_alloc_tagged(struct kvf__segalloc *a, uint64_t size,
 	if (b.val == need || l->n < FAN) {
 		/* In place: the leaf keeps room (the common case). */
 		if (b.val != need) {
-			move_entries(l, i + 2, l, i + 1, l->n - i - 1, true);
+			move_entries(l, i + 2, l, i + 1, l->n - i - 1);
 			leaf_set(l, i + 1,
 				 (struct blk){ b.off + need, b.val - need, 0 });
 			l->n++;
@@ -667,7 +667,7 @@ static bool free_in_leaf(struct kvf__segalloc *a, struct path *p,
 
 	if (d && l->n - d < MIN_FILL && a->height > 0)
 		return false;
-	move_entries(l, s + 1, l, s + 1 + d, l->n - s - 1 - d, true);
+	move_entries(l, s + 1, l, s + 1 + d, l->n - s - 1 - d);
 	l->n -= d;
 	leaf_set(l, s, m);
 	/*
