@@ -115,6 +115,7 @@
 #include "engine/die.h"
 #include "engine/rcu.h"
 #include "metadata/hash.h"
+#include "metadata/hugemem.h"
 #include "metadata/index.h"
 
 #define SLOTS_PER_BUCKET 7
@@ -311,15 +312,20 @@ static inline void prefetch_candidates(const struct bucket *b, uint64_t tag,
 
 /* ---- tables ----------------------------------------------------------- */
 
+static size_t table_bytes(unsigned bits)
+{
+	return sizeof(struct bucket_table) +
+	       ((size_t)1 << bits) * sizeof(struct bucket);
+}
+
+/* Zeroed, and on huge pages when large: every lookup lands at random. */
 static struct bucket_table *table_alloc(unsigned bits)
 {
 	size_t nr = (size_t)1 << bits;
-	size_t size = sizeof(struct bucket_table) + nr * sizeof(struct bucket);
-	struct bucket_table *t;
+	struct bucket_table *t = kvf__huge_alloc(table_bytes(bits));
 
-	if (posix_memalign((void **)&t, 64, size))
+	if (!t)
 		return NULL;
-	memset(t, 0, size);
 	t->mask = nr - 1;
 	t->bits = bits;
 	t->shift = 64 - bits;
@@ -327,10 +333,15 @@ static struct bucket_table *table_alloc(unsigned bits)
 	return t;
 }
 
+static void table_free(struct bucket_table *t)
+{
+	kvf__huge_free(t, table_bytes(t->bits));
+}
+
 static void table_free_rcu(struct rcu_head *head)
 {
 	kvf__rcu_callback_enter();
-	free(caa_container_of(head, struct bucket_table, rcu));
+	table_free(caa_container_of(head, struct bucket_table, rcu));
 }
 
 /* Smallest table bits holding @expected records at load <= 0.7. */
@@ -552,7 +563,7 @@ static void bucket_destroy(struct kvf__index *idx)
 	for (int i = 0; i < NR_STRIPES; i++)
 		pthread_mutex_destroy(&bi->stripes[i].lock);
 	pthread_mutex_destroy(&bi->resize_lock);
-	free(bi->table);
+	table_free(bi->table);
 	free(bi);
 }
 
