@@ -150,7 +150,9 @@ struct bucket_table {
 	unsigned shift;	  /* 64 - bits */
 	uint64_t grow_at; /* grow when the index holds more records */
 	uint64_t raises;  /* displaced raises since built; atomic */
-	struct bucket b[] __attribute__((aligned(64)));
+	/* Its own mapping: a power of two of lines, so huge pages fit it
+	 * exactly (a header in front would spill into one more page). */
+	struct bucket *b;
 };
 
 struct stripe {
@@ -312,20 +314,24 @@ static inline void prefetch_candidates(const struct bucket *b, uint64_t tag,
 
 /* ---- tables ----------------------------------------------------------- */
 
-static size_t table_bytes(unsigned bits)
+static size_t buckets_bytes(unsigned bits)
 {
-	return sizeof(struct bucket_table) +
-	       ((size_t)1 << bits) * sizeof(struct bucket);
+	return ((size_t)1 << bits) * sizeof(struct bucket);
 }
 
 /* Zeroed, and on huge pages when large: every lookup lands at random. */
 static struct bucket_table *table_alloc(unsigned bits)
 {
 	size_t nr = (size_t)1 << bits;
-	struct bucket_table *t = kvf__huge_alloc(table_bytes(bits));
+	struct bucket_table *t = calloc(1, sizeof(*t));
 
 	if (!t)
 		return NULL;
+	t->b = kvf__huge_alloc(buckets_bytes(bits));
+	if (!t->b) {
+		free(t);
+		return NULL;
+	}
 	t->mask = nr - 1;
 	t->bits = bits;
 	t->shift = 64 - bits;
@@ -335,7 +341,8 @@ static struct bucket_table *table_alloc(unsigned bits)
 
 static void table_free(struct bucket_table *t)
 {
-	kvf__huge_free(t, table_bytes(t->bits));
+	kvf__huge_free(t->b, buckets_bytes(t->bits));
+	free(t);
 }
 
 static void table_free_rcu(struct rcu_head *head)
