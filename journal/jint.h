@@ -75,6 +75,7 @@ struct kvf__jappender {
 struct kvf__journal {
 	MDB_env *env;
 	struct kvf__jdbs dbs;
+	int writemap; /* BOUNDED: MDB_WRITEMAP, map backed by fallocate */
 	struct kvf__journal_config cfg;
 	char *dir;
 	int lock_fd;
@@ -139,6 +140,22 @@ int kvf__frame_decode(const MDB_val *val, uint32_t *count,
 int kvf__jscan(MDB_txn *txn, const struct kvf__jdbs *dbs, uint64_t ckpt_seq,
 	       const struct kvf__journal_replay_ops *ops, void *arg,
 	       uint64_t *last_seq);
+
+/*
+ * kvf__jback() - with MDB_WRITEMAP, allocate the file's blocks under the
+ * first @size bytes of the map (posix_fallocate), so that LMDB's stores into
+ * the map never hit a block the file system cannot provide (SIGBUS); a full
+ * disk is reported here as ENOSPC instead. Returns 0 or an errno value; a
+ * no-op without MDB_WRITEMAP.
+ */
+int kvf__jback(struct kvf__journal *j, uint64_t size);
+
+/* How much a map of @size bytes grows by: a quarter, 64 KiB aligned,
+ * at most 1 GiB. */
+uint64_t kvf__jmap_step(uint64_t size);
+
+/* Sync everything committed so far to disk; an LMDB/errno code. */
+int kvf__jsync(struct kvf__journal *j);
 
 /* writer.c */
 int kvf__writer_start(struct kvf__journal *j);

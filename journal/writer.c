@@ -29,8 +29,12 @@
  *
  * Durability: STRICT opens the environment without MDB_NOSYNC, so each
  * commit (appends and fold chunks alike) is synced before it returns.
- * BOUNDED uses MDB_NOSYNC and a syncer thread calls mdb_env_sync() once
- * sync_interval_ms has passed since the first unsynced commit.
+ * BOUNDED uses MDB_NOSYNC | MDB_WRITEMAP and a syncer thread fdatasync()s
+ * the file once sync_interval_ms has passed since the first unsynced
+ * commit. With MDB_WRITEMAP a commit stores into the shared mapping and
+ * makes no system call (no pwritev copy of the dirty pages); the map is
+ * always fully allocated on disk (journal.c: kvf__jback()), so a full disk
+ * shows up as ENOSPC when the map grows, never as SIGBUS.
  *
  * Checkpoints: when the log holds checkpoint_records records (or
  * kvf__journal_checkpoint() asks), the writer folds the oldest frames into
@@ -140,11 +144,24 @@ static int take_fault(struct kvf__journal *j)
 	return code;
 }
 
+/*
+ * Grow the map: double it, or with MDB_WRITEMAP by a quarter
+ * (kvf__jmap_step(): every byte of that map is allocated on disk). With
+ * MDB_WRITEMAP the map
+ * is exactly the backed (fallocated) part of the file, so LMDB can never
+ * store into a block the file system might fail to provide (SIGBUS): the
+ * new part is backed first, and a full disk fails the transaction that
+ * needed the room (ENOSPC) and leaves the map as it was; a later grow
+ * retries.
+ */
 static int grow_map(struct kvf__journal *j)
 {
-	uint64_t size = j->map_size * 2;
-	int rc = mdb_env_set_mapsize(j->env, size);
+	uint64_t size = j->map_size + (j->writemap ? kvf__jmap_step(j->map_size) :
+						   j->map_size);
+	int rc = kvf__jback(j, size);
 
+	if (!rc)
+		rc = mdb_env_set_mapsize(j->env, size);
 	if (rc)
 		return rc;
 	pthread_mutex_lock(&j->mu);
@@ -159,7 +176,13 @@ static int begin(struct kvf__journal *j, MDB_txn **txn)
 	int rc = mdb_txn_begin(j->env, NULL, 0, txn);
 
 	if (rc == MDB_MAP_RESIZED) { /* another process grew it: adopt */
+		MDB_envinfo info;
+
 		rc = mdb_env_set_mapsize(j->env, 0);
+		if (!rc)
+			rc = mdb_env_info(j->env, &info);
+		if (!rc)
+			rc = kvf__jback(j, info.me_mapsize);
 		if (!rc)
 			rc = mdb_txn_begin(j->env, NULL, 0, txn);
 	}
@@ -708,7 +731,7 @@ static void *syncer_main(void *arg)
 		}
 		j->dirty_since = 0;
 		pthread_mutex_unlock(&j->mu);
-		rc = mdb_env_sync(j->env, 1);
+		rc = kvf__jsync(j);
 		pthread_mutex_lock(&j->mu);
 		if (rc) {
 			j->sync_errors++;
