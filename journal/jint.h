@@ -76,6 +76,19 @@ struct kvf__journal {
 	MDB_env *env;
 	struct kvf__jdbs dbs;
 	int writemap; /* BOUNDED: MDB_WRITEMAP, map backed by fallocate */
+	uint32_t psize; /* LMDB page size */
+
+	/*
+	 * Prefaulting the map ahead of LMDB's last page (writer.c), so the
+	 * first store into a fresh page does not fault on the caller's path.
+	 * @map_mu: held while prefaulting and while the map is remapped.
+	 */
+	pthread_mutex_t map_mu;
+	uint8_t *map_addr;     /* under @map_mu; NULL: look it up again */
+	uint64_t pf_from;      /* under @mu: prefault [pf_from, pf_to) */
+	uint64_t pf_to;        /* under @mu: 0 after a remap */
+	int pf_pending;        /* under @mu: the writer has a range to do */
+	int pf_off;            /* under @mu: prefaulting unsupported */
 	struct kvf__journal_config cfg;
 	char *dir;
 	int lock_fd;

@@ -471,9 +471,14 @@ static int jenv_open_rw(struct kvf__journal *j)
 	MDB_envinfo info;
 	int rc;
 
+	MDB_stat est;
+
 	rc = kvf__jenv_open(j->dir, env_flags(j), j->cfg.map_size, &j->env);
+	if (!rc)
+		rc = mdb_env_stat(j->env, &est);
 	if (rc)
 		return rc;
+	j->psize = est.ms_psize;
 	if (j->writemap)
 		return writemap_fit(j);
 	rc = mdb_env_info(j->env, &info);
@@ -589,6 +594,7 @@ static int init_sync(struct kvf__journal *j)
 		return KVF_ERR_NO_MEMORY;
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	rc = pthread_mutex_init(&j->mu, NULL) ||
+	     pthread_mutex_init(&j->map_mu, NULL) ||
 	     pthread_cond_init(&j->work_cv, &ca) ||
 	     pthread_cond_init(&j->ckpt_cv, &ca) ||
 	     pthread_cond_init(&j->sync_cv, &ca) ||
@@ -607,6 +613,7 @@ static void journal_free(struct kvf__journal *j)
 	pthread_cond_destroy(&j->sync_cv);
 	pthread_cond_destroy(&j->ckpt_cv);
 	pthread_cond_destroy(&j->work_cv);
+	pthread_mutex_destroy(&j->map_mu);
 	pthread_mutex_destroy(&j->mu);
 	free(j->dir);
 	free(j);
