@@ -56,6 +56,7 @@ struct kvf__jstate {
 struct kvf__jreq {
 	struct kvf__jreq *next;
 	uint8_t *buf;        /* frames back to back: u32 len, then the value */
+	size_t cap;          /* bytes allocated at @buf */
 	size_t len;
 	uint32_t nr_frames;
 	uint64_t nr_recs;
@@ -112,6 +113,10 @@ struct kvf__journal {
 	int leader_waiting;    /* a leader waits on lead_cv */
 	uint64_t commit_ns;    /* moving average of an append commit */
 	struct kvf__jappender appenders[KVF__JAPPENDERS];
+	/* Encoding buffers kept between appends (writer.c: buf_get()). */
+	uint8_t *bufs[KVF__JAPPENDERS];
+	size_t buf_caps[KVF__JAPPENDERS];
+	int nr_bufs;
 	uint64_t ckpt_target;  /* fold until ckpt_seq >= this */
 	uint64_t fold_gen;     /* bumped after each fold attempt */
 	int fold_err;          /* result of the last fold attempt */

@@ -605,6 +605,8 @@ static int init_sync(struct kvf__journal *j)
 
 static void journal_free(struct kvf__journal *j)
 {
+	while (j->nr_bufs)
+		free(j->bufs[--j->nr_bufs]);
 	if (j->env)
 		mdb_env_close(j->env);
 	if (j->lock_fd >= 0)
