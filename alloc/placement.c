@@ -191,12 +191,16 @@ static int place_free_ratio(struct ctx *c)
  */
 #define SCAN_LIMIT (4 * SAMPLE)
 
-static uint32_t best_fit_segment(struct ctx *c)
+static uint32_t best_fit_segment(const struct ctx *c)
 {
-	uint32_t i = pick((uint32_t)(rnd(c->rng) >> 32), c->nr), m = 0;
-	uint32_t limit = c->nr < SCAN_LIMIT ? c->nr : SCAN_LIMIT;
+	struct kvf__segalloc *const *segs = c->segs;
+	const uint64_t size = c->size;
+	const uint32_t nr = c->nr, limit = nr < SCAN_LIMIT ? nr : SCAN_LIMIT;
+	/* The first replica (the usual case) cannot clash with another. */
+	const bool check_taken = c->res->count > 0;
+	uint32_t i = pick((uint32_t)(rnd(c->rng) >> 32), nr), m = 0;
 	uint32_t best = UINT32_MAX;
-	uint64_t best_largest = UINT64_MAX, exact = 0;
+	uint64_t best_largest = UINT64_MAX;
 
 	/*
 	 * Whether a segment fits and whether it beats the best so far are
@@ -204,25 +208,36 @@ static uint32_t best_fit_segment(struct ctx *c)
 	 * select without branching (each mispredicted branch costs more than
 	 * the whole loop body). A segment whose largest region is exactly the
 	 * request cannot be beaten (ties go to the first), so the pass stops
-	 * there with the choice the full pass would make.
+	 * there with the choice the full pass would make; both reasons to
+	 * stop share one branch, taken once per call. Everything the loop
+	 * reads is in locals: the compiler cannot prove that c->size or
+	 * c->res are not changed behind its back, and reloading them doubled
+	 * the loop (47 instructions per segment, callgrind).
 	 */
-	for (uint32_t k = 0; k < limit && m < SAMPLE && !exact;
-	     k++, i = i + 1 == c->nr ? 0 : i + 1) {
-		const struct kvf__segalloc *a = c->segs[i];
-		uint64_t largest, need, mask, ok, better;
+	for (uint32_t k = 0; k < limit; k++) {
+		const struct kvf__segalloc *a = segs[i];
 
-		if (!a)
-			continue;
-		largest = kvf__segalloc_largest_fast(a);
-		mask = kvf__segalloc_pub(a)->align_mask;
-		need = (c->size + mask) & ~mask;
-		ok = (uint64_t)(need >= c->size) & (uint64_t)(largest >= need) &
-		     (uint64_t)!taken(c, i);
-		better = -(ok & (uint64_t)(largest < best_largest));
-		best_largest = (largest & better) | (best_largest & ~better);
-		best = (i & (uint32_t)better) | (best & ~(uint32_t)better);
-		exact = ok & (uint64_t)(largest == need);
-		m += (uint32_t)ok;
+		if (a) {
+			uint64_t mask = kvf__segalloc_pub(a)->align_mask;
+			uint64_t need = (size + mask) & ~mask;
+			uint64_t largest = kvf__segalloc_largest_fast(a);
+			bool fits = (need >= size) & (largest >= need);
+			uint64_t cand;
+			uint32_t better;
+
+			if (check_taken)
+				fits &= !taken(c, i);
+			/* All ones when it does not fit, without a branch. */
+			cand = largest | ((uint64_t)fits - 1);
+			/* A mask, or gcc branches on "better" (a coin flip). */
+			better = -(uint32_t)(cand < best_largest);
+			best = (i & better) | (best & ~better);
+			best_largest = cand < best_largest ? cand : best_largest;
+			m += fits;
+			if ((m >= SAMPLE) | (cand == need))
+				break;
+		}
+		i = i + 1 == nr ? 0 : i + 1;
 	}
 	return best;
 }
