@@ -91,7 +91,8 @@ struct bnode {
 	 * val[] entry for it holds the same). sub: an upper bound on every
 	 * entry but one largest (so sub == max when two entries tie). With
 	 * it, shrinking the largest entry to v >= sub gives max = v with no
-	 * rescan, and raising any entry is O(1) too.
+	 * rescan; the engine's fill (the tail block, largest everywhere,
+	 * shrinks on every alloc) and best fit across segments do that.
 	 */
 	uint64_t max;
 	uint64_t sub;
@@ -239,31 +240,22 @@ static void node_recalc(struct bnode *n, bool leaf)
 }
 
 /*
- * One entry of @n changed from free size @old to @new (the arrays already
- * say so). Keep max and sub; returns whether max changed. Rescans the node
- * only when its largest entry shrank below sub.
+ * An entry of @n (a leaf iff @leaf) shrank from free size @old to @new (the
+ * arrays already say so); returns whether @n->max changed. Only the
+ * largest entry shrinking can move max, and if what is left still reaches
+ * sub (which bounds every other entry) it is the new max: no rescan, and
+ * sub stays a bound. Entries only grow through free, which rescans.
  */
-static bool entry_changed(struct bnode *n, bool leaf, uint64_t old,
-			  uint64_t new)
+static bool entry_shrunk(struct bnode *n, bool leaf, uint64_t old,
+			 uint64_t new)
 {
 	uint64_t m = n->max;
 
-	if (new >= m) {
-		/* A raise: a former largest other than this entry is now sub. */
-		if (old != m)
-			n->sub = m;
-		n->max = new;
-		return new != m;
-	}
-	if (old != m) {
-		if (new > n->sub)
-			n->sub = new;
+	if (old != m)
 		return false;
-	}
-	/* The (or a tied) largest entry shrank. */
 	if (new >= n->sub) {
 		n->max = new;
-		return true;
+		return new != m;
 	}
 	node_recalc(n, leaf);
 	return n->max != m;
@@ -508,8 +500,8 @@ static struct bnode *lookup(const struct kvf__segalloc *a, uint64_t off,
 }
 
 /*
- * After an in-place change to the leaf of @p (no split, no underflow, its
- * first offset unchanged) that turned one free size @old into @new, bring
+ * After an alloc in place in the leaf of @p (no split, its first offset
+ * unchanged) that shrank one free size @old to @new, bring
  * the summaries on the path up to date, stopping at the first node whose
  * maximum does not move. O(1) per level unless a node's largest entry
  * shrank below its sub (then that node is rescanned).
@@ -521,7 +513,7 @@ static void fix_path(struct kvf__segalloc *a, const struct path *p,
 		struct bnode *n = p->node[h];
 		uint64_t was = n->max;
 
-		if (!entry_changed(n, h == 0, old, new))
+		if (!entry_shrunk(n, h == 0, old, new))
 			return;
 		if (h == a->height) {
 			a->largest = n->max;
@@ -586,8 +578,37 @@ static struct bnode *first_fit(const struct kvf__segalloc *a, uint64_t need,
 
 /* ---- publishing ---- */
 
+#ifdef KVF_SEGALLOC_CHECK
+static uint64_t check_node(const struct bnode *n, unsigned level)
+{
+	uint64_t m = 0, s = 0;
+
+	for (uint32_t i = 0; i < n->n; i++) {
+		uint64_t v = level ? n->val[i] : free_size(n->val[i]);
+
+		if (level && check_node(n->ext[i].child, level - 1) != v)
+			kvf__die("entry %u at level %u stale", i, level);
+		if (v > m) {
+			s = m;
+			m = v;
+		} else if (v > s) {
+			s = v;
+		}
+	}
+	if (n->max != m || n->sub < s)
+		kvf__die("level %u: max %llx (%llx) sub %llx (%llx)", level,
+			 (unsigned long long)n->max, (unsigned long long)m,
+			 (unsigned long long)n->sub, (unsigned long long)s);
+	return m;
+}
+#endif
+
 static void publish(struct kvf__segalloc *a)
 {
+#ifdef KVF_SEGALLOC_CHECK
+	if (check_node(a->root, a->height) != a->largest)
+		kvf__die("largest stale");
+#endif
 	atomic_store_explicit(&a->pub.free_bytes, a->free_bytes,
 			      memory_order_release);
 	atomic_store_explicit(&a->pub.largest_free, a->largest,
