@@ -191,55 +191,61 @@ static int place_free_ratio(struct ctx *c)
  */
 #define SCAN_LIMIT (4 * SAMPLE)
 
-static uint32_t best_fit_segment(const struct ctx *c)
+static inline __attribute__((always_inline)) uint32_t
+best_fit_scan(const struct ctx *c, bool check_taken)
 {
 	struct kvf__segalloc *const *segs = c->segs;
 	const uint64_t size = c->size;
 	const uint32_t nr = c->nr, limit = nr < SCAN_LIMIT ? nr : SCAN_LIMIT;
-	/* The first replica (the usual case) cannot clash with another. */
-	const bool check_taken = c->res->count > 0;
-	uint32_t i = pick((uint32_t)(rnd(c->rng) >> 32), nr), m = 0;
-	uint32_t best = UINT32_MAX;
+	const uint32_t start = pick((uint32_t)(rnd(c->rng) >> 32), nr);
+	uint32_t best = UINT32_MAX, m = 0;
 	uint64_t best_largest = UINT64_MAX;
 
 	/*
 	 * Whether a segment fits and whether it beats the best so far are
-	 * coin flips to the branch predictor: compute both as masks and
-	 * select without branching (each mispredicted branch costs more than
-	 * the whole loop body). A segment whose largest region is exactly the
-	 * request cannot be beaten (ties go to the first), so the pass stops
-	 * there with the choice the full pass would make; both reasons to
-	 * stop share one branch, taken once per call. Everything the loop
-	 * reads is in locals: the compiler cannot prove that c->size or
-	 * c->res are not changed behind its back, and reloading them doubled
-	 * the loop (47 instructions per segment, callgrind).
+	 * coin flips to the branch predictor (each mispredict costs more than
+	 * the loop body): masks make the candidate and select the best. A
+	 * segment whose largest region is exactly the request cannot be
+	 * beaten (ties go to the first), so the pass stops there with the
+	 * choice the full pass would make; both reasons to stop share one
+	 * branch, taken once per call. Everything the loop reads is in
+	 * locals, and the "taken by this object" test exists only in the
+	 * copy for later replicas: ~35 instructions per segment instead of
+	 * ~45 (the pass was ~20 ns of a placement, measured by running it
+	 * and then placing like random).
 	 */
-	for (uint32_t k = 0; k < limit; k++) {
+	for (uint32_t j = start; j < start + limit; j++) {
+		const uint32_t i = j < nr ? j : j - nr;
 		const struct kvf__segalloc *a = segs[i];
+		uint64_t mask, need, largest, cand;
+		uint32_t better;
+		bool fits;
 
-		if (a) {
-			uint64_t mask = kvf__segalloc_pub(a)->align_mask;
-			uint64_t need = (size + mask) & ~mask;
-			uint64_t largest = kvf__segalloc_largest_fast(a);
-			bool fits = (need >= size) & (largest >= need);
-			uint64_t cand;
-			uint32_t better;
-
-			if (check_taken)
-				fits &= !taken(c, i);
-			/* All ones when it does not fit, without a branch. */
-			cand = largest | ((uint64_t)fits - 1);
-			/* A mask, or gcc branches on "better" (a coin flip). */
-			better = -(uint32_t)(cand < best_largest);
-			best = (i & better) | (best & ~better);
-			best_largest = cand < best_largest ? cand : best_largest;
-			m += fits;
-			if ((m >= SAMPLE) | (cand == need))
-				break;
-		}
-		i = i + 1 == nr ? 0 : i + 1;
+		if (!a)
+			continue;
+		mask = kvf__segalloc_pub(a)->align_mask;
+		need = (size + mask) & ~mask;
+		largest = kvf__segalloc_largest_fast(a);
+		fits = (need >= size) & (largest >= need);
+		if (check_taken)
+			fits &= !taken(c, i);
+		/* All ones when it does not fit, without a branch. */
+		cand = largest | ((uint64_t)fits - 1);
+		/* A mask: gcc branches on a plain "?:" here (even hinted). */
+		better = -(uint32_t)(cand < best_largest);
+		best = (i & better) | (best & ~better);
+		best_largest = cand < best_largest ? cand : best_largest;
+		m += fits;
+		if ((m >= SAMPLE) | (cand == need))
+			break;
 	}
 	return best;
+}
+
+/* The first replica (the usual case) cannot clash with another. */
+static uint32_t best_fit_segment(const struct ctx *c)
+{
+	return c->res->count ? best_fit_scan(c, true) : best_fit_scan(c, false);
 }
 
 static int place_frag_aware(struct ctx *c)
