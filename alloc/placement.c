@@ -18,7 +18,13 @@
  *    a random start, and try the best fit: the smallest largest-region
  *    that still fits. Large regions elsewhere stay whole for large
  *    requests, so fragmentation does not turn into "no space". If the
- *    window holds no candidate, scan every segment (a fallback).
+ *    window holds no candidate, scan every segment (a fallback). Inside
+ *    the chosen segment the allocator does address-ordered first fit, as
+ *    for every strategy. Best fit for every request matters: sending
+ *    requests that fit a random segment's largest region 2-16 times over
+ *    to that segment instead (cheaper: no pass) dropped the utilisation at
+ *    first failure to random's (wide mix 0.97 -> 0.90, bimodal 0.9997 ->
+ *    0.975): small requests must fill the tight segments too.
  *
  * Cost per replica is bounded by SCAN_LIMIT reads of published atomics plus
  * one allocation, whatever the number of segments; the full scan runs only

@@ -21,6 +21,16 @@
  *    (kvf__die). Its address neighbours are the adjacent blocks (usually in
  *    the same leaf); free ones are merged, so two free blocks are never
  *    adjacent and a fully freed segment is one block again.
+ *  - Summaries: every node keeps its largest free block (max, equal to the
+ *    parent's entry for it) and sub, an upper bound on all its entries but
+ *    one largest. An alloc that shrinks a node's largest entry to v >= sub
+ *    sets max = v without rescanning the node; only v < sub rescans (which
+ *    makes sub exact again). A free that merges in place rescans its leaf
+ *    and raises the levels above in O(1) each (a raise keeps an exact sub
+ *    exact). Structural changes (splits, merges, borrows) recompute the
+ *    nodes they touch. Without sub, every alloc that took a node's largest
+ *    block (the engine's fill always does, best fit across segments
+ *    mostly) rescanned every node on its path, ~500 instructions.
  *
  * Why this shape: the cost of an allocator whose metadata spans tens of MB
  * is cache misses, not instructions. A binary tree costs one miss per level
@@ -32,8 +42,12 @@
  * rehash spikes either.
  *
  * Balance: nodes other than the root keep at least MIN_FILL entries; an
- * underfull node borrows from or merges with a sibling. Memory is about
- * 16-32 bytes per block (used or free) plus ~3% for inner nodes.
+ * underfull node borrows from or merges with a sibling. Memory is 24 bytes
+ * per block slot (offset, size, tag); leaves are typically ~70% full, so
+ * ~35 bytes per block (used or free), plus ~3% for inner nodes.
+ *
+ * Debugging: build with -DKVF_SEGALLOC_CHECK to verify every node's max,
+ * sub and parent entry after each change (slow; tests pass with it).
  *
  * Every size is rounded up to the alignment and every block starts
  * aligned, so a free block fits a request iff its size is at least the
