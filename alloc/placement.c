@@ -18,7 +18,13 @@
  *    a random start, and try the best fit: the smallest largest-region
  *    that still fits. Large regions elsewhere stay whole for large
  *    requests, so fragmentation does not turn into "no space". If the
- *    window holds no candidate, scan every segment (a fallback).
+ *    window holds no candidate, scan every segment (a fallback). Inside
+ *    the chosen segment the allocator does address-ordered first fit, as
+ *    for every strategy. Best fit for every request matters: sending
+ *    requests that fit a random segment's largest region 2-16 times over
+ *    to that segment instead (cheaper: no pass) dropped the utilisation at
+ *    first failure to random's (wide mix 0.97 -> 0.90, bimodal 0.9997 ->
+ *    0.975): small requests must fill the tight segments too.
  *
  * Cost per replica is bounded by SCAN_LIMIT reads of published atomics plus
  * one allocation, whatever the number of segments; the full scan runs only
@@ -191,40 +197,61 @@ static int place_free_ratio(struct ctx *c)
  */
 #define SCAN_LIMIT (4 * SAMPLE)
 
-static uint32_t best_fit_segment(struct ctx *c)
+static inline __attribute__((always_inline)) uint32_t
+best_fit_scan(const struct ctx *c, bool check_taken)
 {
-	uint32_t i = pick((uint32_t)(rnd(c->rng) >> 32), c->nr), m = 0;
-	uint32_t limit = c->nr < SCAN_LIMIT ? c->nr : SCAN_LIMIT;
-	uint32_t best = UINT32_MAX;
-	uint64_t best_largest = UINT64_MAX, exact = 0;
+	struct kvf__segalloc *const *segs = c->segs;
+	const uint64_t size = c->size;
+	const uint32_t nr = c->nr, limit = nr < SCAN_LIMIT ? nr : SCAN_LIMIT;
+	const uint32_t start = pick((uint32_t)(rnd(c->rng) >> 32), nr);
+	uint32_t best = UINT32_MAX, m = 0;
+	uint64_t best_largest = UINT64_MAX;
 
 	/*
 	 * Whether a segment fits and whether it beats the best so far are
-	 * coin flips to the branch predictor: compute both as masks and
-	 * select without branching (each mispredicted branch costs more than
-	 * the whole loop body). A segment whose largest region is exactly the
-	 * request cannot be beaten (ties go to the first), so the pass stops
-	 * there with the choice the full pass would make.
+	 * coin flips to the branch predictor (each mispredict costs more than
+	 * the loop body): masks make the candidate and select the best. A
+	 * segment whose largest region is exactly the request cannot be
+	 * beaten (ties go to the first), so the pass stops there with the
+	 * choice the full pass would make; both reasons to stop share one
+	 * branch, taken once per call. Everything the loop reads is in
+	 * locals, and the "taken by this object" test exists only in the
+	 * copy for later replicas: ~35 instructions per segment instead of
+	 * ~45 (the pass was ~20 ns of a placement, measured by running it
+	 * and then placing like random).
 	 */
-	for (uint32_t k = 0; k < limit && m < SAMPLE && !exact;
-	     k++, i = i + 1 == c->nr ? 0 : i + 1) {
-		const struct kvf__segalloc *a = c->segs[i];
-		uint64_t largest, need, mask, ok, better;
+	for (uint32_t j = start; j < start + limit; j++) {
+		const uint32_t i = j < nr ? j : j - nr;
+		const struct kvf__segalloc *a = segs[i];
+		uint64_t mask, need, largest, cand;
+		uint32_t better;
+		bool fits;
 
 		if (!a)
 			continue;
-		largest = kvf__segalloc_largest_fast(a);
 		mask = kvf__segalloc_pub(a)->align_mask;
-		need = (c->size + mask) & ~mask;
-		ok = (uint64_t)(need >= c->size) & (uint64_t)(largest >= need) &
-		     (uint64_t)!taken(c, i);
-		better = -(ok & (uint64_t)(largest < best_largest));
-		best_largest = (largest & better) | (best_largest & ~better);
-		best = (i & (uint32_t)better) | (best & ~(uint32_t)better);
-		exact = ok & (uint64_t)(largest == need);
-		m += (uint32_t)ok;
+		need = (size + mask) & ~mask;
+		largest = kvf__segalloc_largest_fast(a);
+		fits = (need >= size) & (largest >= need);
+		if (check_taken)
+			fits &= !taken(c, i);
+		/* All ones when it does not fit, without a branch. */
+		cand = largest | ((uint64_t)fits - 1);
+		/* A mask: gcc branches on a plain "?:" here (even hinted). */
+		better = -(uint32_t)(cand < best_largest);
+		best = (i & better) | (best & ~better);
+		best_largest = cand < best_largest ? cand : best_largest;
+		m += fits;
+		if ((m >= SAMPLE) | (cand == need))
+			break;
 	}
 	return best;
+}
+
+/* The first replica (the usual case) cannot clash with another. */
+static uint32_t best_fit_segment(const struct ctx *c)
+{
+	return c->res->count ? best_fit_scan(c, true) : best_fit_scan(c, false);
 }
 
 static int place_frag_aware(struct ctx *c)

@@ -279,6 +279,63 @@ static void test_exact_random_deep(void **state)
 	run_exact_random(&cfg, 0xabcdef12);
 }
 
+/*
+ * Allocations that take the largest free block (what best fit across
+ * segments and the engine's fill do), leaving remainders larger and
+ * smaller than the second largest: each node's max and sub (see
+ * segalloc.c) shrink, rise and tie in every order. Largest region and
+ * free bytes against the bitmap after every operation, every allocation
+ * at the first fit.
+ */
+static void test_largest_taken(void **state)
+{
+	const uint64_t seg = 1 * MiB, al = 64;
+	struct bitmap_model m = { calloc(seg / al, 1), seg / al, al };
+	struct live *lv = calloc(seg / al, sizeof(*lv));
+	struct kvf__segalloc *a;
+	uint64_t n = 0, rng = 0x5eed1e55;
+
+	(void)state;
+	assert_int_equal(kvf__segalloc_create(seg, al, &a), KVF_OK);
+	for (int op = 0; op < 40000; op++) {
+		uint64_t largest = kvf__segalloc_largest_free(a), off, sz;
+		uint64_t dice = rng_next(&rng) % 100;
+
+		if (n && (dice < 45 || largest < al)) {
+			uint64_t k = rng_next(&rng) % n;
+
+			kvf__segalloc_free(a, lv[k].off, lv[k].asked);
+			bm_mark(&m, lv[k].off, lv[k].size, 0);
+			lv[k] = lv[--n];
+		} else {
+			/* Mostly small pieces early on, then the largest. */
+			if (op < 4000 || dice < 60)
+				sz = al * rng_range(&rng, 1, 64);
+			else if (dice < 80)
+				sz = largest; /* exact: the block disappears */
+			else
+				sz = largest - al * (rng_next(&rng) %
+						     (largest / al));
+			if (sz > largest)
+				continue;
+			assert_int_equal(kvf__segalloc_alloc(a, sz, &off),
+					 KVF_OK);
+			assert_int_equal(off, bm_first_fit(&m, sz / al));
+			lv[n++] = (struct live){ off, sz, sz, 0 };
+			bm_mark(&m, off, sz, 1);
+		}
+		bm_check(&m, a);
+	}
+	while (n) {
+		n--;
+		kvf__segalloc_free(a, lv[n].off, lv[n].asked);
+	}
+	assert_int_equal(kvf__segalloc_largest_free(a), seg);
+	kvf__segalloc_destroy(a);
+	free(lv);
+	free(m.used);
+}
+
 /* ---- sorted-range model for big segments ---- */
 
 static int cmp_off(const void *x, const void *y)
@@ -619,6 +676,7 @@ int main(void)
 		cmocka_unit_test(test_coalesce_full),
 		cmocka_unit_test(test_exact_random),
 		cmocka_unit_test(test_exact_random_deep),
+		cmocka_unit_test(test_largest_taken),
 		cmocka_unit_test(test_no_overlap_large),
 		cmocka_unit_test(test_tib),
 		cmocka_unit_test(test_bad_free_dies),
