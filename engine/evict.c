@@ -69,6 +69,8 @@
 #define EVICT_DIV 8
 #define EVICT_TAKE_MAX ((EVICT_WINDOW + EVICT_DIV - 1) / EVICT_DIV)
 #define EVICT_BATCH 128
+/* Pipeline distance of the owner lookups (misses in flight per stage). */
+#define EVICT_AHEAD 16
 /* A phase gives up after reading this many blocks without evicting. */
 #define EVICT_DRY_BLOCKS (256 * EVICT_WINDOW)
 /* Steps per RCU read-side section (keeps a writer's grace period short). */
@@ -110,6 +112,7 @@ struct pass {
 	bool soft_ok;
 	uint32_t batch; /* which batch choose() is filling */
 	uint64_t dry;   /* blocks read since the last successful eviction */
+	size_t carry;   /* blocks read but not yet counted for a victim */
 	const struct kvf__seg_table *t; /* what @turn's slots refer to */
 	struct turn *turn;
 	uint32_t turn_cap;
@@ -260,26 +263,38 @@ static size_t read_window(struct pass *p, struct kvf__segment *s,
 	return n;
 }
 
+/* The owner of block @i of the window, or NULL. */
+static struct kvf__object *owner_of(struct pass *p, struct kvf__segment *s,
+				    size_t i)
+{
+	struct kvf__replica_ref ref = { s, p->blk[i].offset };
+
+	return kvf__index_lookup_hash(p->e->index, p->blk[i].tag,
+				      kvf__object_has_replica, &ref);
+}
+
 /*
- * The window's evictable owners, into p->cand; returns how many. Staged
- * so the misses of all blocks overlap (see the note at the top).
+ * The window's evictable owners, into p->cand; returns how many. A
+ * software pipeline over the window (see the note at the top): block i's
+ * index bucket is prefetched, block i - EVICT_AHEAD's bucket walked to
+ * prefetch its candidate records, block i - 2 * EVICT_AHEAD's owner looked
+ * up for real, so about EVICT_AHEAD misses of each kind are in flight.
  */
 static size_t find_owners(struct pass *p, struct kvf__segment *s, size_t n)
 {
 	struct kvf__index *idx = p->e->index;
 	size_t nc = 0;
 
-	for (size_t i = 0; i < n; i++)
-		kvf__index_prefetch_hash(idx, p->blk[i].tag);
-	for (size_t i = 0; i < n; i++)
-		kvf__index_lookup_hash(idx, p->blk[i].tag, prefetch_record,
-				       NULL);
-	for (size_t i = 0; i < n; i++) {
-		struct kvf__replica_ref ref = { s, p->blk[i].offset };
-
-		p->own[i] = kvf__index_lookup_hash(idx, p->blk[i].tag,
-						   kvf__object_has_replica,
-						   &ref);
+	for (size_t i = 0; i < n + 2 * EVICT_AHEAD; i++) {
+		if (i < n)
+			kvf__index_prefetch_hash(idx, p->blk[i].tag);
+		if (i >= EVICT_AHEAD && i - EVICT_AHEAD < n)
+			kvf__index_lookup_hash(idx,
+					       p->blk[i - EVICT_AHEAD].tag,
+					       prefetch_record, NULL);
+		if (i >= 2 * EVICT_AHEAD)
+			p->own[i - 2 * EVICT_AHEAD] =
+				owner_of(p, s, i - 2 * EVICT_AHEAD);
 	}
 	for (size_t i = 0; i < n; i++) {
 		const struct kvf__object *o = p->own[i];
@@ -382,7 +397,13 @@ static int step(struct pass *p, struct kvf__seg_table *t, uint64_t want)
 		return KVF_OK;
 	}
 	tr->left = kvf__segalloc_nr_allocs(t->alloc[slot]);
-	take = (n + EVICT_DIV - 1) / EVICT_DIV;
+	/*
+	 * 1/EVICT_DIV of the blocks read, the remainder carried to the next
+	 * window: a short window (a segment's last few blocks) must not let
+	 * its one recently read object go as "the oldest of the window".
+	 */
+	take = (n + p->carry) / EVICT_DIV;
+	p->carry = (n + p->carry) % EVICT_DIV;
 	if (take > nc)
 		take = nc;
 	select_oldest(p->cand, nc, take);
