@@ -15,7 +15,10 @@
  * with EVICT_DIV samples per victim (Redis draws 5, the previous version
  * here 8 random ones), and every object is looked at once per turn of the
  * hand, as in CLOCK. Within a window, at least window/EVICT_DIV objects
- * older than a recently read one must be evictable before it can go.
+ * older than a recently read one must be evictable before it can go. The
+ * count is 1/EVICT_DIV of the blocks read with the remainder carried
+ * over, so a short window (a segment's last few blocks) is not a license
+ * to evict its one recently read object.
  *
  * Why windows of neighbours and not random samples. A random sample is a
  * chain of dependent misses (allocator leaf, index bucket, record); at
@@ -31,7 +34,11 @@
  * Which segment. Each step serves the segment with the highest used
  * fraction whose hand has not gone a full turn in this phase without
  * finding anything evictable, so a pass spreads over equally full
- * segments and relieves the fullest first (where puts fail).
+ * segments and relieves the fullest first (where puts fail). Victims are
+ * queued for up to EVICT_BATCH removals; within one batch a hand never
+ * passes the point where the batch found it, so no block is read twice
+ * and no victim queued twice (only an object with several replicas can
+ * be met in two segments: it is checked against the queue).
  *
  * Never evicted: processing objects, objects under lease, hard-pinned
  * ones. Soft-pinned objects (pin not yet expired) are skipped in a first
@@ -113,7 +120,13 @@ struct pass {
 	uint32_t batch; /* which batch choose() is filling */
 	uint64_t dry;   /* blocks read since the last successful eviction */
 	size_t carry;   /* blocks read but not yet counted for a victim */
-	const struct kvf__seg_table *t; /* what @turn's slots refer to */
+	/*
+	 * What @turn's slots refer to: a table seen in an earlier read-side
+	 * section, compared, never dereferenced (it may be gone; a new table
+	 * at the same address with as many slots only misleads a heuristic).
+	 */
+	const struct kvf__seg_table *t;
+	uint32_t t_nr;
 	struct turn *turn;
 	uint32_t turn_cap;
 	struct victims v;
@@ -324,6 +337,7 @@ static int reset_turns(struct pass *p, const struct kvf__seg_table *t)
 		p->turn[i] = (struct turn){
 			.left = kvf__segalloc_nr_allocs(t->alloc[i]) };
 	p->t = t;
+	p->t_nr = t->nr;
 	return KVF_OK;
 }
 
@@ -342,7 +356,7 @@ static int64_t next_segment(const struct pass *p, const struct kvf__seg_table *t
 
 	for (uint32_t i = 0; i < t->nr; i++) {
 		const struct turn *tr = &p->turn[i];
-		uint64_t cap = kvf__segalloc_capacity(t->alloc[i]);
+		uint64_t cap = kvf__segalloc_pub(t->alloc[i])->capacity;
 		double fill;
 
 		if (!tr->left || !cap)
@@ -352,7 +366,7 @@ static int64_t next_segment(const struct pass *p, const struct kvf__seg_table *t
 				best = NO_SEGMENT_IN_BATCH;
 			continue;
 		}
-		fill = (double)kvf__segalloc_used_bytes(t->alloc[i]) /
+		fill = (double)(cap - kvf__segalloc_free_fast(t->alloc[i])) /
 		       (double)cap;
 		if (fill > best_fill) {
 			best_fill = fill;
@@ -378,8 +392,11 @@ static int step(struct pass *p, struct kvf__seg_table *t, uint64_t want)
 	size_t n, nc, take;
 	int ret;
 
-	if (t != p->t && (ret = reset_turns(p, t)))
-		return ret;
+	if (t != p->t || t->nr != p->t_nr) {
+		ret = reset_turns(p, t);
+		if (ret)
+			return ret;
+	}
 	if (p->dry >= EVICT_DRY_BLOCKS)
 		return KVF_ERR_OBJECT_NOT_FOUND;
 	slot = next_segment(p, t);
@@ -417,7 +434,8 @@ static int step(struct pass *p, struct kvf__seg_table *t, uint64_t want)
 
 /*
  * Fill the victims batch for @want more bytes: steps until the batch is
- * full or holds @want bytes (or EVICT_STEPS_PER_SECTION steps were made). Returns KVF_OK, KVF_ERR_OBJECT_NOT_FOUND
+ * full, holds @want bytes, every hand came round in it, or after
+ * EVICT_STEPS_PER_SECTION steps. Returns KVF_OK, KVF_ERR_OBJECT_NOT_FOUND
  * (phase over; the batch may still hold victims) or KVF_ERR_NO_MEMORY.
  */
 static int choose(struct pass *p, uint64_t want)
