@@ -25,11 +25,15 @@
  * 100K objects they hit the L3, at 4M they do not, and a pass cost 2.5-3.5x
  * more at 4M. A window's allocator leaves are read in sequence (one
  * descent per window, the next leaf prefetched), and its owners are found
- * in stages over the whole window so their misses overlap: prefetch every
- * index bucket; walk the buckets prefetching each candidate record (a
- * lookup by hash whose match function only prefetches); look the owners
- * up for real (now from cache) and read lease and stamp. The batch remove
- * that follows touches the leaves, buckets and records just read.
+ * by a software pipeline over the window, so that about EVICT_AHEAD misses
+ * of each kind are in flight: prefetch a block's index bucket; walk the
+ * bucket of a block EVICT_AHEAD behind, prefetching its candidate records
+ * (a lookup by hash whose match function only prefetches); look up for
+ * real the owner of a block 2 * EVICT_AHEAD behind (now from cache). Then
+ * lease and stamp are read. The batch remove that follows touches the
+ * leaves, buckets and records just read, so it does not grow with the
+ * table either. (One burst per stage over the whole window measured the
+ * same as the pipeline.)
  *
  * Which segment. Each step serves the segment with the highest used
  * fraction whose hand has not gone a full turn in this phase without
