@@ -25,15 +25,19 @@
  * 100K objects they hit the L3, at 4M they do not, and a pass cost 2.5-3.5x
  * more at 4M. A window's allocator leaves are read in sequence (one
  * descent per window, the next leaf prefetched), and its owners are found
- * by a software pipeline over the window, so that about EVICT_AHEAD misses
- * of each kind are in flight: prefetch a block's index bucket; walk the
- * bucket of a block EVICT_AHEAD behind, prefetching its candidate records
- * (a lookup by hash whose match function only prefetches); look up for
- * real the owner of a block 2 * EVICT_AHEAD behind (now from cache). Then
- * lease and stamp are read. The batch remove that follows touches the
- * leaves, buckets and records just read, so it does not grow with the
- * table either. (One burst per stage over the whole window measured the
- * same as the pipeline.)
+ * by a software pipeline over the window that keeps about EVICT_AHEAD
+ * misses in flight: a block's index bucket is prefetched; EVICT_AHEAD
+ * blocks later that bucket, now cached, gives the record carrying the
+ * block's tag and a prefetch of its header (state, flags, lease, stamp:
+ * all that ranking reads). Ownership (the record has a replica at this
+ * block) is checked only for the victims, after prefetching their replica
+ * lines: tags can collide, or outlive their record's key in a pre-empted
+ * put's buffers, so a stranger may be ranked by mistake (a little LRU
+ * accuracy) but is never evicted for the block. That leaves about two
+ * misses per block read, overlapped, instead of a dependent chain of
+ * three to five. The batch remove that follows touches the leaves,
+ * buckets and records just read, so it does not grow with the table
+ * either.
  *
  * Which segment. Each step serves the segment with the highest used
  * fraction whose hand has not gone a full turn in this phase without
@@ -81,7 +85,7 @@
 #define EVICT_TAKE_MAX ((EVICT_WINDOW + EVICT_DIV - 1) / EVICT_DIV)
 #define EVICT_BATCH 128
 /* Pipeline distance of the owner lookups (misses in flight per stage). */
-#define EVICT_AHEAD 16
+#define EVICT_AHEAD 32
 /* A phase gives up after reading this many blocks without evicting. */
 #define EVICT_DRY_BLOCKS (256 * EVICT_WINDOW)
 /* Steps per RCU read-side section (keeps a writer's grace period short). */
@@ -100,6 +104,7 @@ struct victims {
 struct cand {
 	const struct kvf__object *o;
 	uint64_t use;
+	size_t blk; /* its block in the window */
 };
 
 /*
@@ -232,17 +237,17 @@ static void select_oldest(struct cand *c, size_t n, size_t k)
 	}
 }
 
-/* A lookup "match" that only starts fetching the candidate record. */
-static bool prefetch_record(const struct kvf__object *o, void *arg)
+/*
+ * A lookup "match" that takes the first record carrying the block's tag
+ * (its owner, unless tags collide: see verify_owner) and starts fetching
+ * the record's header, which is all that ranking reads.
+ */
+static bool first_tagged(const struct kvf__object *o, void *arg)
 {
-	const char *p = (const char *)o;
-
 	(void)arg;
-	/* Header, key and replicas: a record spans up to three lines. */
-	__builtin_prefetch(p);
-	__builtin_prefetch(p + 64);
-	__builtin_prefetch(p + 128);
-	return false;
+	__builtin_prefetch(o);
+	__builtin_prefetch((const char *)o + sizeof(*o) - 1);
+	return true;
 }
 
 /*
@@ -280,38 +285,24 @@ static size_t read_window(struct pass *p, struct kvf__segment *s,
 	return n;
 }
 
-/* The owner of block @i of the window, or NULL. */
-static struct kvf__object *owner_of(struct pass *p, struct kvf__segment *s,
-				    size_t i)
-{
-	struct kvf__replica_ref ref = { s, p->blk[i].offset };
-
-	return kvf__index_lookup_hash(p->e->index, p->blk[i].tag,
-				      kvf__object_has_replica, &ref);
-}
-
 /*
  * The window's evictable owners, into p->cand; returns how many. A
  * software pipeline over the window (see the note at the top): block i's
- * index bucket is prefetched, block i - EVICT_AHEAD's bucket walked to
- * prefetch its candidate records, block i - 2 * EVICT_AHEAD's owner looked
- * up for real, so about EVICT_AHEAD misses of each kind are in flight.
+ * index bucket is prefetched while block i - EVICT_AHEAD's bucket, now in
+ * cache, gives its tagged record and prefetches that record's header.
  */
-static size_t find_owners(struct pass *p, struct kvf__segment *s, size_t n)
+static size_t find_owners(struct pass *p, size_t n)
 {
 	struct kvf__index *idx = p->e->index;
 	size_t nc = 0;
 
-	for (size_t i = 0; i < n + 2 * EVICT_AHEAD; i++) {
+	for (size_t i = 0; i < n + EVICT_AHEAD; i++) {
 		if (i < n)
 			kvf__index_prefetch_hash(idx, p->blk[i].tag);
-		if (i >= EVICT_AHEAD && i - EVICT_AHEAD < n)
-			kvf__index_lookup_hash(idx,
-					       p->blk[i - EVICT_AHEAD].tag,
-					       prefetch_record, NULL);
-		if (i >= 2 * EVICT_AHEAD)
-			p->own[i - 2 * EVICT_AHEAD] =
-				owner_of(p, s, i - 2 * EVICT_AHEAD);
+		if (i >= EVICT_AHEAD)
+			p->own[i - EVICT_AHEAD] = kvf__index_lookup_hash(
+				idx, p->blk[i - EVICT_AHEAD].tag, first_tagged,
+				NULL);
 	}
 	for (size_t i = 0; i < n; i++) {
 		const struct kvf__object *o = p->own[i];
@@ -321,9 +312,25 @@ static size_t find_owners(struct pass *p, struct kvf__segment *s, size_t n)
 		/* Only an object with replicas elsewhere can be met twice. */
 		if (o->nr_replicas > 1 && already_picked(&p->v, o))
 			continue;
-		p->cand[nc++] = (struct cand){ o, last_use(p->e, o) };
+		p->cand[nc++] = (struct cand){ o, last_use(p->e, o), i };
 	}
 	return nc;
+}
+
+/*
+ * Does candidate @c really own its block? The tag is the owner's key
+ * hash, but a record with another key can carry the same tag (the bucket
+ * index compares 16 bits of it), and a pre-empted put's buffers keep the
+ * tag of a key whose record is now a newer one. Only the victims are
+ * checked (their replica lines are prefetched first): a stranger ranked
+ * by mistake costs a little LRU accuracy, never a wrong eviction.
+ */
+static bool verify_owner(const struct pass *p, struct kvf__segment *s,
+			 const struct cand *c)
+{
+	struct kvf__replica_ref ref = { s, p->blk[c->blk].offset };
+
+	return kvf__object_has_replica(c->o, &ref);
 }
 
 /* Restart every hand's turn for a new phase or a new segment table. */
@@ -411,7 +418,7 @@ static int step(struct pass *p, struct kvf__seg_table *t, uint64_t want)
 	tr = &p->turn[slot];
 	n = read_window(p, t->seg[slot], tr);
 	p->dry += n ? n : 1;
-	nc = find_owners(p, t->seg[slot], n);
+	nc = find_owners(p, n);
 	if (!nc) {
 		/* n == 0: emptied since the turn began. */
 		tr->left -= n && n < tr->left ? n : tr->left;
@@ -428,7 +435,11 @@ static int step(struct pass *p, struct kvf__seg_table *t, uint64_t want)
 	if (take > nc)
 		take = nc;
 	select_oldest(p->cand, nc, take);
+	for (size_t i = 0; i < take; i++)
+		__builtin_prefetch(kvf__object_replicas_const(p->cand[i].o));
 	for (size_t i = 0; i < take && p->v.bytes_sum < want; i++) {
+		if (!verify_owner(p, t->seg[slot], &p->cand[i]))
+			continue;
 		ret = keep_key(&p->v, p->cand[i].o);
 		if (ret)
 			return ret;
