@@ -35,6 +35,7 @@ struct put_ctx {
 	const struct kvf_put_config *cfg;
 	struct kvf_replicas *out;
 	struct kvf__seg_table *segs;
+	int64_t started; /* added to nr_processing once per batch */
 	uint32_t preferred[KVF_MAX_REPLICAS * 4];
 	uint32_t nr_preferred;
 	uint64_t now;
@@ -103,7 +104,7 @@ static int make_record(struct put_ctx *c, size_t i, struct kvf__object **out)
 			 rng_state(e), &res);
 	if (ret)
 		return ret;
-	o = kvf__index_object_new(e->index, c->b.keys[i].data,
+	o = kvf__index_object_new(e->index, e->arena, c->b.keys[i].data,
 				  c->b.keys[i].len, res.count);
 	if (!o) {
 		kvf__place_undo(c->segs->alloc, &req, &res);
@@ -185,7 +186,7 @@ static int start_one(struct put_ctx *c, size_t i)
 			return ret;
 		existing = kvf__index_insert_unique(e->index, o, c->b.hash[i]);
 		if (!existing) {
-			kvf__count_add(&e->nr_processing, 1);
+			c->started++;
 			kvf__replicas_describe(o, &c->out[i]);
 			return KVF_OK;
 		}
@@ -233,6 +234,9 @@ int kvf_batch_put_start(struct kvf_engine *e, uint64_t client_id,
 			kvf__request_eviction(e);
 	}
 	kvf__rcu_read_unlock();
+	/* One atomic per batch: a locked add per key drains the store buffer
+	 * (the new records' stores) every key. */
+	kvf__count_add(&e->nr_processing, c.started);
 	kvf__prof_mark(&c.b.span, KVF__STAGE_ALLOCATE);
 	return kvf__batch_end(&c.b, false);
 }

@@ -251,9 +251,12 @@ int kvf_engine_open(const struct kvf_config *cfg, struct kvf_engine **out)
 	ret = open_journal(e, &expected);
 	if (ret)
 		goto err_prof;
-	ret = index_ops(cfg->index)->create(expected, &e->index);
+	ret = kvf__arena_create(&e->arena);
 	if (ret)
 		goto err_journal;
+	ret = index_ops(cfg->index)->create(expected, &e->index);
+	if (ret)
+		goto err_arena;
 	ret = kvf__segments_init(e);
 	if (ret)
 		goto err_index;
@@ -273,6 +276,8 @@ err_recovered:
 	kvf__segments_fini(e);
 err_index:
 	kvf__index_destroy(e->index);
+err_arena:
+	kvf__arena_destroy(e->arena);
 err_journal:
 	kvf__journal_close(e->journal);
 err_prof:
@@ -301,6 +306,7 @@ void kvf_engine_close(struct kvf_engine *e)
 	kvf__deferred_release(e, true);
 	free(e->deferred);
 	kvf__segments_fini(e);
+	kvf__arena_destroy(e->arena); /* after every record went back to it */
 	kvf__prof_destroy(e->prof);
 	pthread_mutex_destroy(&e->tick_lock);
 	pthread_mutex_destroy(&e->bg_lock);

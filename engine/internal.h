@@ -14,6 +14,7 @@
 #include "alloc/placement.h"
 #include "alloc/segalloc.h"
 #include "engine/rcu.h"
+#include "metadata/arena.h"
 #include "metadata/index.h"
 #include "metadata/object.h"
 #include "profiling/stage.h"
@@ -78,6 +79,7 @@ struct kvf_engine {
 	uint64_t soft_pin_ns;
 
 	struct kvf__index *index;
+	struct kvf__arena *arena; /* the records (metadata/arena.h) */
 	struct kvf_profiler *prof;
 	struct kvf__journal *journal; /* NULL with KVF_DURABILITY_NONE */
 

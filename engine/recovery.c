@@ -178,8 +178,8 @@ static int apply_put(struct replay *rp, const struct kvf__jrec *r)
 	struct kvf__object *old, *o;
 	int ret;
 
-	o = kvf__index_object_new(e->index, r->obj.key, r->obj.key_len,
-				  r->obj.nr_replicas);
+	o = kvf__index_object_new(e->index, e->arena, r->obj.key,
+				  r->obj.key_len, r->obj.nr_replicas);
 	if (!o)
 		return KVF_ERR_NO_MEMORY;
 	o->size = r->obj.size;
@@ -226,8 +226,8 @@ static int apply_replicas(struct replay *rp, const struct kvf__jrec *r)
 	old = find(e, r->obj.key, r->obj.key_len, hash);
 	if (!old)
 		return KVF_OK;
-	o = kvf__index_object_new(e->index, r->obj.key, r->obj.key_len,
-				  r->obj.nr_replicas);
+	o = kvf__index_object_new(e->index, e->arena, r->obj.key,
+				  r->obj.key_len, r->obj.nr_replicas);
 	if (!o)
 		return KVF_ERR_NO_MEMORY;
 	o->size = old->size;

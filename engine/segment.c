@@ -360,7 +360,7 @@ static int replica_index(const struct kvf__object *o,
 }
 
 /* A copy of locked @o without replica @drop, in state @state. */
-static struct kvf__object *copy_without(struct kvf__index *idx,
+static struct kvf__object *copy_without(struct kvf_engine *e,
 					const struct kvf__object *o, int drop,
 					uint32_t state)
 {
@@ -369,8 +369,8 @@ static struct kvf__object *copy_without(struct kvf__index *idx,
 	struct kvf__object *n;
 	int j = 0;
 
-	n = kvf__index_object_new(idx, kvf__object_key(o), o->key_len,
-				  o->nr_replicas - 1u);
+	n = kvf__index_object_new(e->index, e->arena, kvf__object_key(o),
+				  o->key_len, o->nr_replicas - 1u);
 	if (!n)
 		return NULL;
 	n->size = o->size;
@@ -498,7 +498,7 @@ static enum drop_result drop_replica(struct drop_ctx *c, struct kvf__object *o,
 			drop_note(c, KVF__MUT_OBJECT_REMOVE, o);
 		return DROP_DONE;
 	}
-	n = copy_without(c->e->index, o, drop, base);
+	n = copy_without(c->e, o, drop, base);
 	if (!n) {
 		kvf__obj_set(o, base);
 		return DROP_NO_MEMORY;

@@ -56,6 +56,7 @@ struct kvf__jstate {
 struct kvf__jreq {
 	struct kvf__jreq *next;
 	uint8_t *buf;        /* frames back to back: u32 len, then the value */
+	size_t cap;          /* bytes allocated at @buf */
 	size_t len;
 	uint32_t nr_frames;
 	uint64_t nr_recs;
@@ -75,6 +76,20 @@ struct kvf__jappender {
 struct kvf__journal {
 	MDB_env *env;
 	struct kvf__jdbs dbs;
+	int writemap; /* BOUNDED: MDB_WRITEMAP, map backed by fallocate */
+	uint32_t psize; /* LMDB page size */
+
+	/*
+	 * Prefaulting the map ahead of LMDB's last page (writer.c), so the
+	 * first store into a fresh page does not fault on the caller's path.
+	 * @map_mu: held while prefaulting and while the map is remapped.
+	 */
+	pthread_mutex_t map_mu;
+	uint8_t *map_addr;     /* under @map_mu; NULL: look it up again */
+	uint64_t pf_from;      /* under @mu: prefault [pf_from, pf_to) */
+	uint64_t pf_to;        /* under @mu: 0 after a remap */
+	int pf_pending;        /* under @mu: the writer has a range to do */
+	int pf_off;            /* under @mu: prefaulting unsupported */
 	struct kvf__journal_config cfg;
 	char *dir;
 	int lock_fd;
@@ -98,6 +113,10 @@ struct kvf__journal {
 	int leader_waiting;    /* a leader waits on lead_cv */
 	uint64_t commit_ns;    /* moving average of an append commit */
 	struct kvf__jappender appenders[KVF__JAPPENDERS];
+	/* Encoding buffers kept between appends (writer.c: buf_get()). */
+	uint8_t *bufs[KVF__JAPPENDERS];
+	size_t buf_caps[KVF__JAPPENDERS];
+	int nr_bufs;
 	uint64_t ckpt_target;  /* fold until ckpt_seq >= this */
 	uint64_t fold_gen;     /* bumped after each fold attempt */
 	int fold_err;          /* result of the last fold attempt */
@@ -139,6 +158,22 @@ int kvf__frame_decode(const MDB_val *val, uint32_t *count,
 int kvf__jscan(MDB_txn *txn, const struct kvf__jdbs *dbs, uint64_t ckpt_seq,
 	       const struct kvf__journal_replay_ops *ops, void *arg,
 	       uint64_t *last_seq);
+
+/*
+ * kvf__jback() - with MDB_WRITEMAP, allocate the file's blocks under the
+ * first @size bytes of the map (posix_fallocate), so that LMDB's stores into
+ * the map never hit a block the file system cannot provide (SIGBUS); a full
+ * disk is reported here as ENOSPC instead. Returns 0 or an errno value; a
+ * no-op without MDB_WRITEMAP.
+ */
+int kvf__jback(struct kvf__journal *j, uint64_t size);
+
+/* How much a map of @size bytes grows by: a quarter, 64 KiB aligned,
+ * at most 1 GiB. */
+uint64_t kvf__jmap_step(uint64_t size);
+
+/* Sync everything committed so far to disk; an LMDB/errno code. */
+int kvf__jsync(struct kvf__journal *j);
 
 /* writer.c */
 int kvf__writer_start(struct kvf__journal *j);

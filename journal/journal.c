@@ -20,6 +20,15 @@
  * initialised, or it must carry our magic and version. Damage is reported
  * (KVF_ERR_JOURNAL_CORRUPT), never repaired.
  *
+ * BOUNDED opens the environment with MDB_WRITEMAP: commits store into the
+ * shared mapping instead of copying dirty pages with pwritev. LMDB then
+ * extends the file sparsely to the map size, and a store into a page the
+ * file system cannot back (disk full) would raise SIGBUS. So the map is
+ * never larger than what posix_fallocate() has allocated (kvf__jback(),
+ * before the first write transaction and before every grow); a full disk
+ * surfaces as ENOSPC from the grow, i.e. a failed batch. The file is thus
+ * as large as the map, which grows by a quarter at a time.
+ *
  * Concurrency: open, replay and close run on the owner's thread; every
  * write transaction afterwards belongs to the writer thread (writer.c).
  * The environment uses MDB_NOTLS, and the only read transactions of the
@@ -45,6 +54,9 @@
 #define DEFAULT_FOLD_CHUNK 32768u
 /* Compact at open when the file is at least this big and 3/4 free. */
 #define COMPACT_MIN_FILE (64ull << 20)
+/* Map growth steps (kvf__jmap_step()). */
+#define MAP_STEP_ALIGN (64ull << 10)
+#define MAP_STEP_MAX (1ull << 30)
 
 int kvf__journal_status(int rc)
 {
@@ -361,9 +373,118 @@ static uint64_t used_bytes(struct kvf__journal *j)
 	return pages * s.ms_psize;
 }
 
+/*
+ * Bytes up to the last page in use: the file size without MDB_WRITEMAP;
+ * with it the file is as large as the map (all of it allocated).
+ */
+static uint64_t data_end(struct kvf__journal *j)
+{
+	MDB_envinfo info;
+	MDB_stat est;
+
+	if (mdb_env_info(j->env, &info) || mdb_env_stat(j->env, &est))
+		return 0;
+	return (info.me_last_pgno + 1) * est.ms_psize;
+}
+
 static unsigned env_flags(const struct kvf__journal *j)
 {
-	return j->cfg.durability == KVF_DURABILITY_BOUNDED ? MDB_NOSYNC : 0;
+	return j->writemap ? MDB_NOSYNC | MDB_WRITEMAP : 0;
+}
+
+int kvf__jback(struct kvf__journal *j, uint64_t size)
+{
+	mdb_filehandle_t fd;
+	int rc;
+
+	if (!j->writemap)
+		return 0;
+	rc = mdb_env_get_fd(j->env, &fd);
+	if (!rc)
+		rc = posix_fallocate(fd, 0, (off_t)size);
+	return rc;
+}
+
+/*
+ * With MDB_WRITEMAP, mdb_env_sync() msync()s the map, which the slot holder
+ * may be remapping (a map grow) at that moment on another thread.
+ * fdatasync() of the file is equivalent on Linux (pages dirtied through a
+ * shared mapping are dirty in the page cache) and does not touch the map.
+ */
+int kvf__jsync(struct kvf__journal *j)
+{
+	mdb_filehandle_t fd;
+	int rc;
+
+	if (!j->writemap)
+		return mdb_env_sync(j->env, 1);
+	rc = mdb_env_get_fd(j->env, &fd);
+	if (!rc && fdatasync(fd))
+		rc = errno;
+	return rc;
+}
+
+uint64_t kvf__jmap_step(uint64_t size)
+{
+	uint64_t step = size / 4 & ~(MAP_STEP_ALIGN - 1);
+
+	if (step < MAP_STEP_ALIGN)
+		step = MAP_STEP_ALIGN;
+	return step < MAP_STEP_MAX ? step : MAP_STEP_MAX;
+}
+
+/*
+ * With MDB_WRITEMAP, choose and back the map before the first write
+ * transaction (load() may initialise a fresh file): LMDB has just extended
+ * the file sparsely to the configured map size. The map is the configured
+ * size (or what the data needs plus a step); if the disk cannot hold that
+ * much, the data plus one step: open still succeeds on a nearly full disk,
+ * and appends report KVF_ERR_JOURNAL_NO_SPACE once that is used up.
+ */
+static int writemap_fit(struct kvf__journal *j)
+{
+	uint64_t used = data_end(j), want;
+	MDB_envinfo info;
+	int rc;
+
+	rc = mdb_env_info(j->env, &info);
+	if (rc)
+		return rc;
+	want = used + kvf__jmap_step(used);
+	if (want < j->cfg.map_size)
+		want = j->cfg.map_size;
+	rc = kvf__jback(j, want);
+	if (rc == ENOSPC) {
+		want = used + kvf__jmap_step(used);
+		rc = kvf__jback(j, want);
+	}
+	if (!rc && want != info.me_mapsize)
+		rc = mdb_env_set_mapsize(j->env, want);
+	if (!rc)
+		j->map_size = want;
+	return rc;
+}
+
+/* Open the environment for writing; see writemap_fit(). */
+static int jenv_open_rw(struct kvf__journal *j)
+{
+	MDB_envinfo info;
+	int rc;
+
+	MDB_stat est;
+
+	rc = kvf__jenv_open(j->dir, env_flags(j), j->cfg.map_size, &j->env);
+	if (!rc)
+		rc = mdb_env_stat(j->env, &est);
+	if (rc)
+		return rc;
+	j->psize = est.ms_psize;
+	if (j->writemap)
+		return writemap_fit(j);
+	rc = mdb_env_info(j->env, &info);
+	if (!rc)
+		j->map_size = info.me_mapsize;
+	return rc;
 }
 
 /*
@@ -378,7 +499,7 @@ static int maybe_compact(struct kvf__journal *j)
 	char *tmp = path_join(j->dir, "compact.tmp");
 	char *src = path_join(j->dir, "compact.tmp/data.mdb");
 	char *dst = path_join(j->dir, "data.mdb");
-	uint64_t fsz = file_size(j->dir);
+	uint64_t fsz = data_end(j);
 	int rc = 0, dfd;
 
 	if (!tmp || !src || !dst) {
@@ -409,7 +530,7 @@ static int maybe_compact(struct kvf__journal *j)
 		close(dfd);
 	}
 	rmdir(tmp);
-	rc = kvf__jenv_open(j->dir, env_flags(j), j->cfg.map_size, &j->env);
+	rc = jenv_open_rw(j);
 	if (!rc)
 		rc = load(j);
 	goto out;
@@ -473,6 +594,7 @@ static int init_sync(struct kvf__journal *j)
 		return KVF_ERR_NO_MEMORY;
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	rc = pthread_mutex_init(&j->mu, NULL) ||
+	     pthread_mutex_init(&j->map_mu, NULL) ||
 	     pthread_cond_init(&j->work_cv, &ca) ||
 	     pthread_cond_init(&j->ckpt_cv, &ca) ||
 	     pthread_cond_init(&j->sync_cv, &ca) ||
@@ -483,6 +605,8 @@ static int init_sync(struct kvf__journal *j)
 
 static void journal_free(struct kvf__journal *j)
 {
+	while (j->nr_bufs)
+		free(j->bufs[--j->nr_bufs]);
 	if (j->env)
 		mdb_env_close(j->env);
 	if (j->lock_fd >= 0)
@@ -491,6 +615,7 @@ static void journal_free(struct kvf__journal *j)
 	pthread_cond_destroy(&j->sync_cv);
 	pthread_cond_destroy(&j->ckpt_cv);
 	pthread_cond_destroy(&j->work_cv);
+	pthread_mutex_destroy(&j->map_mu);
 	pthread_mutex_destroy(&j->mu);
 	free(j->dir);
 	free(j);
@@ -498,18 +623,15 @@ static void journal_free(struct kvf__journal *j)
 
 static int open_env(struct kvf__journal *j)
 {
-	MDB_envinfo info;
 	int dead, rc;
 
-	rc = kvf__jenv_open(j->dir, env_flags(j), j->cfg.map_size, &j->env);
+	rc = jenv_open_rw(j);
 	if (rc)
 		return rc;
 	mdb_reader_check(j->env, &dead); /* slots of crashed processes */
 	rc = load(j);
 	if (!rc)
 		rc = maybe_compact(j);
-	if (!rc && !mdb_env_info(j->env, &info))
-		j->map_size = info.me_mapsize;
 	return rc;
 }
 
@@ -531,6 +653,7 @@ int kvf__journal_open(const struct kvf__journal_config *cfg,
 	j->dir = strdup(cfg->dir);
 	j->cfg.dir = j->dir;
 	j->tail = &j->head;
+	j->writemap = cfg->durability == KVF_DURABILITY_BOUNDED;
 	if (!j->dir || init_sync(j)) {
 		free(j->dir);
 		free(j);
@@ -748,7 +871,7 @@ void kvf__journal_inject_fault(struct kvf__journal *j, int code,
 
 int kvf__journal_sync(struct kvf__journal *j)
 {
-	return kvf__journal_status(mdb_env_sync(j->env, 1));
+	return kvf__journal_status(kvf__jsync(j));
 }
 
 void kvf__journal_close(struct kvf__journal *j)
@@ -756,6 +879,6 @@ void kvf__journal_close(struct kvf__journal *j)
 	if (!j)
 		return;
 	kvf__writer_stop(j);
-	mdb_env_sync(j->env, 1);
+	kvf__jsync(j);
 	journal_free(j);
 }

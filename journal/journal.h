@@ -114,7 +114,8 @@ struct kvf__journal;
  * @durability: %KVF_DURABILITY_STRICT or %KVF_DURABILITY_BOUNDED
  *              (%KVF_DURABILITY_NONE is refused: no journal is needed).
  * @sync_interval_ms: BOUNDED: the writer syncs the file this often; 0 = 10.
- * @map_size: initial LMDB map size in bytes; 0 = 64 MiB. Grows by doubling.
+ * @map_size: initial LMDB map size in bytes; 0 = 64 MiB. Grows by doubling
+ *            (BOUNDED: by a quarter; the map is allocated on disk).
  * @checkpoint_records: fold the log into the image once it holds this many
  *                      records; 0 = 1M; UINT64_MAX = only on request.
  * @fold_chunk: most log records folded per transaction; 0 = 32768.
@@ -143,7 +144,7 @@ struct kvf__journal_stats {
 	uint64_t file_size;     /* bytes of data.mdb */
 	uint64_t map_size;      /* current LMDB map size */
 	uint64_t commits;       /* write transactions committed since open */
-	uint64_t map_grows;     /* map doublings since open */
+	uint64_t map_grows;     /* map growths since open */
 	uint64_t sync_errors;   /* failed periodic syncs (BOUNDED) */
 	uint32_t format_version;
 };

@@ -18,19 +18,27 @@
  * so that one fsync carries every thread's batch.
  *
  * The writer thread only folds checkpoint chunks (taking the same slot, so
- * folds and appends never overlap) and commits a queue it finds
- * leaderless (at close).
+ * folds and appends never overlap), prefaults the map (no slot needed) and
+ * commits a queue it finds leaderless (at close).
  *
  * Failure is all-or-nothing per group: if the commit fails, the
  * transaction is aborted, the sequence counter is not advanced, and every
  * batch of the group gets the error. MDB_MAP_FULL is not a failure: the
- * slot holder aborts, doubles the map (legal: this process has no other
+ * slot holder aborts, grows the map (legal: this process has no other
  * transaction open, see journal.c) and retries the same group.
  *
  * Durability: STRICT opens the environment without MDB_NOSYNC, so each
  * commit (appends and fold chunks alike) is synced before it returns.
- * BOUNDED uses MDB_NOSYNC and a syncer thread calls mdb_env_sync() once
- * sync_interval_ms has passed since the first unsynced commit.
+ * BOUNDED uses MDB_NOSYNC | MDB_WRITEMAP and a syncer thread fdatasync()s
+ * the file once sync_interval_ms has passed since the first unsynced
+ * commit. With MDB_WRITEMAP a commit stores into the shared mapping and
+ * makes no system call (no pwritev copy of the dirty pages); the map is
+ * always fully allocated on disk (journal.c: kvf__jback()), so a full disk
+ * shows up as ENOSPC when the map grows, never as SIGBUS. The first store
+ * into a fresh page of the map would fault on the caller's thread (page
+ * cache fill, zeroing, block reservation), so a committing leader asks
+ * the writer thread to keep the next PF_WINDOW bytes beyond LMDB's last
+ * page prefaulted (MADV_POPULATE_WRITE; see prefault()).
  *
  * Checkpoints: when the log holds checkpoint_records records (or
  * kvf__journal_checkpoint() asks), the writer folds the oldest frames into
@@ -47,7 +55,11 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdio.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/sysmacros.h>
 #include <time.h>
 
 #include "engine/die.h"
@@ -60,6 +72,8 @@
 /* Who holds the transaction slot (@busy): nobody is 0. */
 #define SLOT_APPEND 1
 #define SLOT_FOLD 2
+/* With MDB_WRITEMAP, keep this much of the map prefaulted ahead. */
+#define PF_WINDOW (2ull << 20)
 /* Below this much free space, a failed write means "disk full". */
 #define KVF__NEARLY_FULL (4ull << 20)
 
@@ -99,9 +113,14 @@ static int encode_batch(const struct kvf__jrec *recs, size_t n,
 		/* worst case: every record in a frame of its own */
 		cap += kvf__jrec_encoded_max(&recs[i]) + 4 + KVF__FRAME_HDR;
 	}
-	req->buf = malloc(cap);
-	if (!req->buf)
-		return KVF_ERR_NO_MEMORY;
+	if (req->cap < cap) {
+		uint8_t *buf = realloc(req->buf, cap);
+
+		if (!buf)
+			return KVF_ERR_NO_MEMORY;
+		req->buf = buf;
+		req->cap = cap;
+	}
 	for (size_t i = 0; i < n; i++) {
 		size_t max = kvf__jrec_encoded_max(&recs[i]);
 
@@ -140,16 +159,34 @@ static int take_fault(struct kvf__journal *j)
 	return code;
 }
 
+/*
+ * Grow the map: double it, or with MDB_WRITEMAP by a quarter
+ * (kvf__jmap_step(): every byte of that map is allocated on disk). With
+ * MDB_WRITEMAP the map
+ * is exactly the backed (fallocated) part of the file, so LMDB can never
+ * store into a block the file system might fail to provide (SIGBUS): the
+ * new part is backed first, and a full disk fails the transaction that
+ * needed the room (ENOSPC) and leaves the map as it was; a later grow
+ * retries.
+ */
 static int grow_map(struct kvf__journal *j)
 {
-	uint64_t size = j->map_size * 2;
-	int rc = mdb_env_set_mapsize(j->env, size);
+	uint64_t size = j->map_size + (j->writemap ? kvf__jmap_step(j->map_size) :
+						   j->map_size);
+	int rc;
 
+	pthread_mutex_lock(&j->map_mu); /* no prefault during the remap */
+	rc = kvf__jback(j, size);
+	if (!rc)
+		rc = mdb_env_set_mapsize(j->env, size);
+	j->map_addr = NULL; /* it may have moved */
+	pthread_mutex_unlock(&j->map_mu);
 	if (rc)
 		return rc;
 	pthread_mutex_lock(&j->mu);
 	j->map_size = size;
 	j->map_grows++;
+	j->pf_to = 0;
 	pthread_mutex_unlock(&j->mu);
 	return 0;
 }
@@ -159,7 +196,13 @@ static int begin(struct kvf__journal *j, MDB_txn **txn)
 	int rc = mdb_txn_begin(j->env, NULL, 0, txn);
 
 	if (rc == MDB_MAP_RESIZED) { /* another process grew it: adopt */
+		MDB_envinfo info;
+
 		rc = mdb_env_set_mapsize(j->env, 0);
+		if (!rc)
+			rc = mdb_env_info(j->env, &info);
+		if (!rc)
+			rc = kvf__jback(j, info.me_mapsize);
 		if (!rc)
 			rc = mdb_txn_begin(j->env, NULL, 0, txn);
 	}
@@ -231,10 +274,92 @@ static void mark_dirty(struct kvf__journal *j)
 	pthread_cond_signal(&j->sync_cv);
 }
 
+/* --- Prefaulting the map (MDB_WRITEMAP). --- */
+
+/*
+ * The address of our mapping of data.mdb: LMDB does not expose it, so
+ * find the mapping of the file's device and inode, from offset 0, as long
+ * as the map, in /proc/self/maps. NULL if there is none.
+ */
+static uint8_t *find_map(struct kvf__journal *j, uint64_t size)
+{
+	unsigned long lo, hi, off, ino;
+	unsigned int maj, mnr;
+	mdb_filehandle_t fd;
+	uint8_t *addr = NULL;
+	char line[4096];
+	struct stat sb;
+	FILE *f;
+
+	if (mdb_env_get_fd(j->env, &fd) || fstat(fd, &sb))
+		return NULL;
+	f = fopen("/proc/self/maps", "re");
+	if (!f)
+		return NULL;
+	while (!addr && fgets(line, sizeof(line), f))
+		if (sscanf(line, "%lx-%lx %*s %lx %x:%x %lu", &lo, &hi, &off,
+			   &maj, &mnr, &ino) == 6 &&
+		    off == 0 && hi - lo == size && ino == sb.st_ino &&
+		    maj == major(sb.st_dev) && mnr == minor(sb.st_dev))
+			addr = (uint8_t *)lo;
+	fclose(f);
+	return addr;
+}
+
+/*
+ * With @mu held, after an append commit whose last page ends at @end:
+ * when fewer than PF_WINDOW / 2 prefaulted bytes are left beyond it, ask
+ * the writer thread to prefault the next PF_WINDOW.
+ */
+static void want_prefault(struct kvf__journal *j, uint64_t end)
+{
+	if (!j->writemap || j->pf_off || end + PF_WINDOW / 2 <= j->pf_to)
+		return;
+	j->pf_from = end > j->pf_to ? end : j->pf_to;
+	j->pf_to = end + PF_WINDOW;
+	if (j->pf_to > j->map_size)
+		j->pf_to = j->map_size;
+	if (j->pf_from >= j->pf_to)
+		return;
+	j->pf_pending = 1;
+	pthread_cond_signal(&j->work_cv);
+}
+
+/*
+ * Writer thread, with @mu held: populate the requested part of the map
+ * writable (MADV_POPULATE_WRITE), so that LMDB's first stores into those
+ * pages, on the caller's thread, find them mapped and allocated instead
+ * of faulting (page-cache fill, zeroing, block reservation). The pages
+ * lie beyond LMDB's last page: nothing reads them, and populating never
+ * changes their contents, so racing with a store of the slot holder is
+ * harmless; @map_mu keeps a remap out meanwhile.
+ */
+static void prefault(struct kvf__journal *j)
+{
+	uint64_t from = j->pf_from, to = j->pf_to;
+	MDB_envinfo info;
+	int off = 0;
+
+	j->pf_pending = 0;
+	pthread_mutex_unlock(&j->mu);
+	pthread_mutex_lock(&j->map_mu);
+	if (!mdb_env_info(j->env, &info) && to <= info.me_mapsize) {
+		if (!j->map_addr)
+			j->map_addr = find_map(j, info.me_mapsize);
+		if (j->map_addr && madvise(j->map_addr + from, to - from,
+					   MADV_POPULATE_WRITE))
+			off = errno == EINVAL; /* not supported by this kernel */
+	}
+	pthread_mutex_unlock(&j->map_mu);
+	pthread_mutex_lock(&j->mu);
+	j->pf_off |= off;
+}
+
 /* Write every batch of @group in one transaction. Returns a kvf_status. */
 static int commit_group(struct kvf__journal *j, struct kvf__jreq *group)
 {
-	uint64_t seq, frames;
+	uint64_t seq, frames, end = 0;
+	MDB_envinfo info;
 	MDB_txn *txn;
 	int rc;
 
@@ -255,12 +380,15 @@ static int commit_group(struct kvf__journal *j, struct kvf__jreq *group)
 	}
 	if (rc)
 		return kvf__journal_status(rc);
+	if (j->writemap && !mdb_env_info(j->env, &info))
+		end = (info.me_last_pgno + 1) * j->psize;
 	pthread_mutex_lock(&j->mu);
 	j->st.last_seq = seq;
 	j->st.log_frames += frames;
 	j->commits++;
 	j->fold_blocked = 0;
 	mark_dirty(j);
+	want_prefault(j, end);
 	pthread_mutex_unlock(&j->mu);
 	return KVF_OK;
 }
@@ -659,6 +787,8 @@ static void *writer_main(void *arg)
 	for (;;) {
 		if (j->busy == SLOT_FOLD) {
 			serve_fold(j); /* release() reserved the slot for us */
+		} else if (j->pf_pending && !j->stop) {
+			prefault(j); /* needs no slot */
 		} else if (j->busy) {
 			pthread_cond_wait(&j->work_cv, &j->mu);
 		} else if (j->head) {
@@ -708,7 +838,7 @@ static void *syncer_main(void *arg)
 		}
 		j->dirty_since = 0;
 		pthread_mutex_unlock(&j->mu);
-		rc = mdb_env_sync(j->env, 1);
+		rc = kvf__jsync(j);
 		pthread_mutex_lock(&j->mu);
 		if (rc) {
 			j->sync_errors++;
@@ -764,6 +894,35 @@ void kvf__writer_stop(struct kvf__journal *j)
 	pthread_join(j->syncer, NULL);
 }
 
+/*
+ * Encoding buffers are kept between appends (at most one per recently
+ * active thread): a malloc() and free() of ~20 KB per batch made glibc
+ * consolidate its fast bins each time (malloc_consolidate() showed up at
+ * ~10% of a BOUNDED put thread, behind a heap full of small engine
+ * allocations).
+ */
+static void buf_get(struct kvf__journal *j, struct kvf__jreq *req)
+{
+	pthread_mutex_lock(&j->mu);
+	if (j->nr_bufs) {
+		j->nr_bufs--;
+		req->buf = j->bufs[j->nr_bufs];
+		req->cap = j->buf_caps[j->nr_bufs];
+	}
+	pthread_mutex_unlock(&j->mu);
+}
+
+/* With @mu held: keep @req's buffer for a later append if there is room. */
+static void buf_put(struct kvf__journal *j, struct kvf__jreq *req)
+{
+	if (!req->buf || j->nr_bufs == KVF__JAPPENDERS)
+		return;
+	j->bufs[j->nr_bufs] = req->buf;
+	j->buf_caps[j->nr_bufs] = req->cap;
+	j->nr_bufs++;
+	req->buf = NULL;
+}
+
 int kvf__journal_append(struct kvf__journal *j, const struct kvf__jrec *recs,
 			size_t n)
 {
@@ -774,6 +933,7 @@ int kvf__journal_append(struct kvf__journal *j, const struct kvf__jrec *recs,
 		return KVF_OK;
 	if (!recs)
 		return KVF_ERR_INVALID_ARGUMENT;
+	buf_get(j, &req);
 	rc = encode_batch(recs, n, &req);
 	if (rc)
 		goto out;
@@ -800,6 +960,7 @@ int kvf__journal_append(struct kvf__journal *j, const struct kvf__jrec *recs,
 		}
 		rc = req.status;
 	}
+	buf_put(j, &req);
 	pthread_mutex_unlock(&j->mu);
 	pthread_cond_destroy(&req.cv);
 out:

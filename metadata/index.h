@@ -115,12 +115,12 @@ static inline int kvf__index_remove(struct kvf__index *idx,
 }
 
 /* A new record shaped for @idx (see kvf__object_new()). */
-static inline struct kvf__object *kvf__index_object_new(struct kvf__index *idx,
-							const char *key,
-							size_t key_len,
-							unsigned nr_replicas)
+static inline struct kvf__object *
+kvf__index_object_new(struct kvf__index *idx, struct kvf__arena *arena,
+		      const char *key, size_t key_len, unsigned nr_replicas)
 {
-	return kvf__object_new(key, key_len, nr_replicas, idx->ops->hooked);
+	return kvf__object_new(arena, key, key_len, nr_replicas,
+			       idx->ops->hooked);
 }
 
 static inline struct kvf__object *

@@ -115,6 +115,7 @@
 #include "engine/die.h"
 #include "engine/rcu.h"
 #include "metadata/hash.h"
+#include "metadata/hugemem.h"
 #include "metadata/index.h"
 
 #define SLOTS_PER_BUCKET 7
@@ -149,7 +150,9 @@ struct bucket_table {
 	unsigned shift;	  /* 64 - bits */
 	uint64_t grow_at; /* grow when the index holds more records */
 	uint64_t raises;  /* displaced raises since built; atomic */
-	struct bucket b[] __attribute__((aligned(64)));
+	/* Its own mapping: a power of two of lines, so huge pages fit it
+	 * exactly (a header in front would spill into one more page). */
+	struct bucket *b;
 };
 
 struct stripe {
@@ -311,15 +314,24 @@ static inline void prefetch_candidates(const struct bucket *b, uint64_t tag,
 
 /* ---- tables ----------------------------------------------------------- */
 
+static size_t buckets_bytes(unsigned bits)
+{
+	return ((size_t)1 << bits) * sizeof(struct bucket);
+}
+
+/* Zeroed, and on huge pages when large: every lookup lands at random. */
 static struct bucket_table *table_alloc(unsigned bits)
 {
 	size_t nr = (size_t)1 << bits;
-	size_t size = sizeof(struct bucket_table) + nr * sizeof(struct bucket);
-	struct bucket_table *t;
+	struct bucket_table *t = calloc(1, sizeof(*t));
 
-	if (posix_memalign((void **)&t, 64, size))
+	if (!t)
 		return NULL;
-	memset(t, 0, size);
+	t->b = kvf__huge_alloc(buckets_bytes(bits));
+	if (!t->b) {
+		free(t);
+		return NULL;
+	}
 	t->mask = nr - 1;
 	t->bits = bits;
 	t->shift = 64 - bits;
@@ -327,10 +339,16 @@ static struct bucket_table *table_alloc(unsigned bits)
 	return t;
 }
 
+static void table_free(struct bucket_table *t)
+{
+	kvf__huge_free(t->b, buckets_bytes(t->bits));
+	free(t);
+}
+
 static void table_free_rcu(struct rcu_head *head)
 {
 	kvf__rcu_callback_enter();
-	free(caa_container_of(head, struct bucket_table, rcu));
+	table_free(caa_container_of(head, struct bucket_table, rcu));
 }
 
 /* Smallest table bits holding @expected records at load <= 0.7. */
@@ -552,7 +570,7 @@ static void bucket_destroy(struct kvf__index *idx)
 	for (int i = 0; i < NR_STRIPES; i++)
 		pthread_mutex_destroy(&bi->stripes[i].lock);
 	pthread_mutex_destroy(&bi->resize_lock);
-	free(bi->table);
+	table_free(bi->table);
 	free(bi);
 }
 

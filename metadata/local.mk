@@ -3,6 +3,10 @@ libkvforge_core_la_SOURCES += \
 	metadata/hash.h \
 	metadata/object.h \
 	metadata/object.c \
+	metadata/arena.h \
+	metadata/arena.c \
+	metadata/hugemem.h \
+	metadata/hugemem.c \
 	metadata/index.h \
 	metadata/index_lfht.c \
 	metadata/index_bucket.c
@@ -15,4 +19,11 @@ tests_unit_test_index_CFLAGS = $(KVF_TEST_CFLAGS)
 tests_unit_test_index_LDADD = $(KVF_TEST_LIBS)
 tests_stress_test_index_concurrent_CFLAGS = $(KVF_TEST_CFLAGS)
 tests_stress_test_index_concurrent_LDADD = $(KVF_TEST_LIBS)
+endif
+
+if HAVE_CMOCKA
+check_PROGRAMS += tests/unit/test_arena
+CONCURRENCY_TESTS += tests/unit/test_arena
+tests_unit_test_arena_CFLAGS = $(KVF_TEST_CFLAGS)
+tests_unit_test_arena_LDADD = $(KVF_TEST_LIBS)
 endif

@@ -2,12 +2,12 @@
 /*
  * metadata/object.h - the per-object record the index points at.
  *
- * One heap block per object, laid out so a lookup and a get touch as few
- * cache lines as possible: a 32-byte header (state, key length, replica
+ * One arena block per object (metadata/arena.h), laid out so a lookup and
+ * a get touch as few cache lines as possible: a 32-byte header (state, key length, replica
  * count, pins, size, lease, stamp), the key inline right after it, then
  * the replicas, 8-byte aligned. For a 68-byte HiCache key and one replica
- * that is 116 bytes: one 128-byte malloc chunk, the key within the first
- * two lines. Nothing else is stored per object:
+ * that is 120 bytes: one 120-byte arena block, no malloc header or
+ * rounding. Nothing else is stored per object:
  *   - no hash: the engine has it at hand (it hashed the batch), and the
  *     index recomputes it (XXH3, ~5 ns) on its rare paths (resize, walks);
  *   - no index hook unless the index wants one: an index may ask for a
@@ -34,6 +34,7 @@
 
 #include "engine/rcu.h"
 
+struct kvf__arena;
 struct kvf__segment;
 
 /* Base object states; engine/objstate.h adds the transient ones. */
@@ -105,12 +106,13 @@ static inline struct kvf__object *kvf__object_from_hook(void *hook)
 }
 
 /*
- * kvf__object_new() - allocate a record with its key, state PROCESSING,
- * everything else zero; with @hooked, an index hook prefix before it.
- * NULL on allocation failure.
+ * kvf__object_new() - allocate a record from @arena with its key, state
+ * PROCESSING, everything else zero; with @hooked, an index hook prefix
+ * before it. NULL on allocation failure. Thread-safe.
  */
-struct kvf__object *kvf__object_new(const char *key, size_t key_len,
-				    unsigned nr_replicas, bool hooked);
+struct kvf__object *kvf__object_new(struct kvf__arena *arena, const char *key,
+				    size_t key_len, unsigned nr_replicas,
+				    bool hooked);
 
 /* Free now: only for records never published, or with no readers left. */
 void kvf__object_free(struct kvf__object *o);

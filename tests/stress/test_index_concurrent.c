@@ -114,7 +114,7 @@ static bool stopping(struct run *r)
 static struct kvf__object *record_new(unsigned id)
 {
 	struct kvf__object *o =
-		kvf__object_new(keys[id].data, keys[id].len, 1, record_hooked);
+		test_record_new(keys[id].data, keys[id].len);
 
 	if (!o)
 		abort();

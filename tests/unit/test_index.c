@@ -80,7 +80,7 @@ static void make_keys(void)
 static struct kvf__object *record_new(unsigned id)
 {
 	struct kvf__object *o =
-		kvf__object_new(keys[id].data, keys[id].len, 1, record_hooked);
+		test_record_new(keys[id].data, keys[id].len);
 
 	assert_non_null(o);
 	o->size = id; /* the tests' own tag: which key this is */

@@ -2,7 +2,7 @@
 /*
  * tests/unit/test_journal.c - journal behaviour: append, reopen and replay
  * equality (tail only, image only, image + tail), removal folding, map
- * growth, injected and real disk-full faults, both durability modes,
+ * growth and its backing on disk, injected and real disk-full faults, both durability modes,
  * version and corruption refusal, API misuse.
  */
 #include "config.h"
@@ -222,6 +222,47 @@ static void test_map_growth(void **state)
 	assert_true(st.map_grows > 0);
 	assert_true(st.map_size > (256 << 10));
 	j = reopen_check(t, j);
+	kvf__journal_close(j);
+}
+
+/* Bytes of @dir/data.mdb: its size, and how much of it is allocated. */
+static void data_file(const char *dir, uint64_t *size, uint64_t *alloc)
+{
+	char p[700];
+	struct stat sb;
+
+	snprintf(p, sizeof(p), "%s/data.mdb", dir);
+	assert_int_equal(stat(p, &sb), 0);
+	*size = (uint64_t)sb.st_size;
+	*alloc = (uint64_t)sb.st_blocks * 512;
+}
+
+/*
+ * BOUNDED maps the file writable (MDB_WRITEMAP): the whole map must be
+ * allocated on disk at open and after every growth, or a store into a
+ * hole on a full disk would raise SIGBUS instead of failing a batch.
+ */
+static void test_map_backed(void **state)
+{
+	struct tctx *t = *state;
+	struct kvf__journal_stats st;
+	struct kvf__journal *j;
+	uint64_t size, alloc;
+
+	j = jopen_cfg(t->dir, KVF_DURABILITY_BOUNDED, UINT64_MAX, 256 << 10);
+	data_file(t->dir, &size, &alloc);
+	kvf__journal_get_stats(j, &st);
+	assert_true(size == st.map_size);
+	assert_true(alloc >= size);
+	append_batches(t, j, 40, 128, 1);
+	kvf__journal_get_stats(j, &st);
+	assert_true(st.map_grows > 0);
+	data_file(t->dir, &size, &alloc);
+	assert_true(size == st.map_size);
+	assert_true(alloc >= size);
+	j = reopen_check(t, j);
+	data_file(t->dir, &size, &alloc);
+	assert_true(alloc >= size);
 	kvf__journal_close(j);
 }
 
@@ -560,6 +601,7 @@ int main(void)
 		T(test_checkpoint_and_tail),
 		T(test_remove_folding),
 		T(test_map_growth),
+		T(test_map_backed),
 		T(test_injected_faults),
 		T(test_strict),
 		T(test_version),

@@ -1,0 +1,210 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * metadata/arena.c - size-class slabs of records in huge-page chunks.
+ *
+ * Layout: every chunk is KVF__HUGE_PAGE bytes, aligned to its size, and
+ * serves one size class; its first cache line is a header naming the arena
+ * and the class, so kvf__arena_free() finds both by masking the block's
+ * address. Blocks are laid out from offset 64 at the class's stride.
+ *
+ * Size classes: multiples of 8 up to 256 bytes, so a 120-byte HiCache
+ * record takes 120 and not 128 (memory per object is a target; an
+ * interleaved 10M-object run showed no loss for get or exist from records
+ * straddling one more line), then four classes per power of two up to
+ * KVF__ARENA_MAX_BLOCK: at most 25% slack, and only for long keys.
+ *
+ * Concurrency: one mutex per class guards its free list (intrusive, the
+ * link in the block's first word) and its bump pointer into the newest
+ * chunk. Records are allocated one per put and freed in batches after a
+ * grace period, so the lock is short and uncontended in the common case;
+ * the mutex (not a spinlock) keeps ThreadSanitizer's view exact.
+ *
+ * Memory is never returned to the system before destroy: like malloc's
+ * small bins, a freed block waits for the next record of its class.
+ *
+ * Under AddressSanitizer, free and not-yet-carved blocks are poisoned and
+ * a block is unpoisoned for exactly the bytes asked for, so use after free
+ * and overflows into a neighbour still trap.
+ */
+#include "config.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <kvforge/status.h>
+
+#include "engine/die.h"
+#include "metadata/arena.h"
+#include "metadata/hugemem.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#define poison(p, n) ASAN_POISON_MEMORY_REGION((p), (n))
+#define unpoison(p, n) ASAN_UNPOISON_MEMORY_REGION((p), (n))
+#else
+#define poison(p, n) ((void)(p), (void)(n))
+#define unpoison(p, n) ((void)(p), (void)(n))
+#endif
+
+#define CHUNK_SIZE KVF__HUGE_PAGE
+#define CHUNK_HEADER 64
+#define SMALL_STEP 8
+#define SMALL_MAX 256
+#define NR_SMALL (SMALL_MAX / SMALL_STEP)
+#define SMALL_BITS 8 /* log2(SMALL_MAX) */
+#define PER_DOUBLING 4
+/* Classes above SMALL_MAX: (256, 512], ..., (64K, 128K], four each. */
+#define NR_CLASSES (NR_SMALL + PER_DOUBLING * 9)
+
+struct chunk {
+	struct kvf__arena *arena;
+	struct chunk *next; /* the class's chunks, for destroy */
+	uint32_t cls;
+};
+
+struct size_class {
+	pthread_mutex_t lock;
+	void *free;     /* freed blocks, linked through their first word */
+	char *bump;     /* next uncarved block of the newest chunk */
+	char *bump_end;
+	struct chunk *chunks;
+	uint32_t size;
+} __attribute__((aligned(64)));
+
+struct kvf__arena {
+	struct size_class cls[NR_CLASSES];
+	uint64_t mapped; /* atomic */
+};
+
+_Static_assert(sizeof(struct chunk) <= CHUNK_HEADER, "chunk header");
+_Static_assert(KVF__ARENA_MAX_BLOCK <= CHUNK_SIZE - CHUNK_HEADER,
+	       "a chunk holds the largest block");
+
+static unsigned class_of(size_t size)
+{
+	unsigned k, sub;
+
+	if (size <= SMALL_MAX)
+		return (unsigned)((size + SMALL_STEP - 1) / SMALL_STEP) - 1;
+	k = 63 - (unsigned)__builtin_clzll((unsigned long long)(size - 1));
+	sub = (unsigned)((size - 1 - ((size_t)1 << k)) >> (k - 2));
+	return NR_SMALL + (k - SMALL_BITS) * PER_DOUBLING + sub;
+}
+
+static size_t class_size(unsigned c)
+{
+	unsigned k, sub;
+
+	if (c < NR_SMALL)
+		return (size_t)(c + 1) * SMALL_STEP;
+	k = SMALL_BITS + (c - NR_SMALL) / PER_DOUBLING;
+	sub = (c - NR_SMALL) % PER_DOUBLING;
+	return ((size_t)1 << k) + (size_t)(sub + 1) * ((size_t)1 << (k - 2));
+}
+
+int kvf__arena_create(struct kvf__arena **out)
+{
+	struct kvf__arena *a;
+
+	if (posix_memalign((void **)&a, 64, sizeof(*a)))
+		return KVF_ERR_NO_MEMORY;
+	memset(a, 0, sizeof(*a));
+	for (unsigned c = 0; c < NR_CLASSES; c++) {
+		pthread_mutex_init(&a->cls[c].lock, NULL);
+		a->cls[c].size = (uint32_t)class_size(c);
+	}
+	*out = a;
+	return KVF_OK;
+}
+
+void kvf__arena_destroy(struct kvf__arena *a)
+{
+	if (!a)
+		return;
+	for (unsigned c = 0; c < NR_CLASSES; c++) {
+		struct chunk *ch = a->cls[c].chunks, *next;
+
+		for (; ch; ch = next) {
+			next = ch->next;
+			unpoison(ch, CHUNK_SIZE);
+			kvf__huge_free(ch, CHUNK_SIZE);
+		}
+		pthread_mutex_destroy(&a->cls[c].lock);
+	}
+	free(a);
+}
+
+/* A fresh chunk becomes the class's bump region. Class lock held. */
+static int add_chunk(struct kvf__arena *a, unsigned c)
+{
+	struct size_class *sc = &a->cls[c];
+	struct chunk *ch = kvf__huge_alloc(CHUNK_SIZE);
+	size_t blocks;
+
+	if (!ch)
+		return KVF_ERR_NO_MEMORY;
+	ch->arena = a;
+	ch->cls = c;
+	ch->next = sc->chunks;
+	sc->chunks = ch;
+	blocks = (CHUNK_SIZE - CHUNK_HEADER) / sc->size;
+	sc->bump = (char *)ch + CHUNK_HEADER;
+	sc->bump_end = sc->bump + blocks * sc->size;
+	poison(sc->bump, (size_t)(sc->bump_end - sc->bump));
+	__atomic_fetch_add(&a->mapped, CHUNK_SIZE, __ATOMIC_RELAXED);
+	return KVF_OK;
+}
+
+void *kvf__arena_alloc(struct kvf__arena *a, size_t size)
+{
+	struct size_class *sc;
+	char *p;
+
+	if (!size || size > KVF__ARENA_MAX_BLOCK)
+		return NULL;
+	sc = &a->cls[class_of(size)];
+	pthread_mutex_lock(&sc->lock);
+	p = sc->free;
+	if (p) {
+		unpoison(p, sizeof(void *));
+		sc->free = *(void **)p;
+		pthread_mutex_unlock(&sc->lock);
+		unpoison(p, size);
+		memset(p, 0, size); /* recycled: zero it like a fresh block */
+		return p;
+	}
+	if (sc->bump == sc->bump_end &&
+	    add_chunk(a, (unsigned)(sc - a->cls)) != KVF_OK) {
+		pthread_mutex_unlock(&sc->lock);
+		return NULL;
+	}
+	p = sc->bump;
+	sc->bump += sc->size;
+	pthread_mutex_unlock(&sc->lock);
+	unpoison(p, size); /* fresh mappings are zero */
+	return p;
+}
+
+void kvf__arena_free(void *p)
+{
+	struct chunk *ch;
+	struct size_class *sc;
+
+	if (!p)
+		return;
+	ch = (struct chunk *)((uintptr_t)p & ~(uintptr_t)(CHUNK_SIZE - 1));
+	kvf__assert(ch->cls < NR_CLASSES);
+	sc = &ch->arena->cls[ch->cls];
+	unpoison(p, sizeof(void *));
+	pthread_mutex_lock(&sc->lock);
+	*(void **)p = sc->free;
+	sc->free = p;
+	poison(p, sc->size);
+	pthread_mutex_unlock(&sc->lock);
+}
+
+uint64_t kvf__arena_mapped_bytes(const struct kvf__arena *a)
+{
+	return __atomic_load_n(&a->mapped, __ATOMIC_RELAXED);
+}

@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * metadata/hugemem.c - 2 MiB-aligned anonymous mappings advised for THP.
+ *
+ * mmap() only promises page alignment, and THP can back only the 2 MiB-
+ * aligned parts of a mapping, so a large request maps one huge page more
+ * than it needs and trims the misaligned head and tail. The advice is a
+ * hint: EINVAL (THP compiled out) or a kernel that declines leaves the
+ * mapping with small pages, which is still correct.
+ *
+ * Mappings come zero-filled and are faulted in lazily, so a table or a
+ * chunk costs memory only as it is used.
+ */
+#include "config.h"
+
+#include <stdint.h>
+#include <sys/mman.h>
+
+#include "metadata/hugemem.h"
+
+static size_t round_up(size_t size, size_t to)
+{
+	return (size + to - 1) & ~(to - 1);
+}
+
+static size_t mapped_size(size_t size)
+{
+	return size >= KVF__HUGE_PAGE ? round_up(size, KVF__HUGE_PAGE) :
+					round_up(size, 4096);
+}
+
+static void *map_aligned(size_t len)
+{
+	size_t span = len + KVF__HUGE_PAGE;
+	char *raw, *start;
+	size_t head, tail;
+
+	raw = mmap(NULL, span, PROT_READ | PROT_WRITE,
+		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (raw == MAP_FAILED)
+		return NULL;
+	start = (char *)round_up((uintptr_t)raw, KVF__HUGE_PAGE);
+	head = (size_t)(start - raw);
+	tail = span - head - len;
+	if (head)
+		munmap(raw, head);
+	if (tail)
+		munmap(start + len, tail);
+	return start;
+}
+
+void *kvf__huge_alloc(size_t size)
+{
+	size_t len = mapped_size(size);
+	void *p;
+
+	if (!size || len < size)
+		return NULL;
+	if (len < KVF__HUGE_PAGE) {
+		p = mmap(NULL, len, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		return p == MAP_FAILED ? NULL : p;
+	}
+	p = map_aligned(len);
+	if (p)
+		(void)madvise(p, len, MADV_HUGEPAGE);
+	return p;
+}
+
+void kvf__huge_free(void *p, size_t size)
+{
+	if (p)
+		munmap(p, mapped_size(size));
+}

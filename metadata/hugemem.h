@@ -1,0 +1,31 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * metadata/hugemem.h - large zeroed mappings backed by transparent huge
+ * pages where the kernel allows it.
+ *
+ * The index's bucket table and the record arena are touched at random, one
+ * cache line per key; with 4 KiB pages every such touch at 10M objects is
+ * also a TLB miss and a page walk. A 2 MiB-aligned mapping advised
+ * MADV_HUGEPAGE (THP in "madvise" or "always" mode) removes most of them.
+ * Where THP is off the mapping still works, with small pages.
+ */
+#ifndef KVF_METADATA_HUGEMEM_H
+#define KVF_METADATA_HUGEMEM_H
+
+#include <stddef.h>
+
+/* The huge page size the mappings are aligned to. */
+#define KVF__HUGE_PAGE ((size_t)2 << 20)
+
+/*
+ * kvf__huge_alloc() - @size bytes of zeroed memory, page aligned; sizes of
+ * at least KVF__HUGE_PAGE are 2 MiB aligned and advised for huge pages.
+ * Returns NULL if the mapping fails. Never blocks beyond mmap itself.
+ * Release with kvf__huge_free() and the same @size.
+ */
+void *kvf__huge_alloc(size_t size);
+
+/* kvf__huge_free() - unmap what kvf__huge_alloc(@size) returned. */
+void kvf__huge_free(void *p, size_t size);
+
+#endif /* KVF_METADATA_HUGEMEM_H */

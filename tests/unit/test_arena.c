@@ -1,0 +1,208 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tests/unit/test_arena.c - the record arena: every size class hands out
+ * zeroed, aligned, disjoint blocks of the size asked; freed blocks are
+ * reused (and come back zeroed); a block finds its own arena; several
+ * threads allocating and freeing at once never share a block.
+ */
+#include "config.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include <kvforge/status.h>
+
+#include "metadata/arena.h"
+
+#define NR_LIVE 4096
+#define NR_THREADS 4
+#define THREAD_OPS 200000
+
+static uint64_t rng_next(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return *s;
+}
+
+static bool all_zero(const unsigned char *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i])
+			return false;
+	return true;
+}
+
+static void rejects_bad_sizes(void **state)
+{
+	struct kvf__arena *a;
+
+	(void)state;
+	assert_int_equal(kvf__arena_create(&a), KVF_OK);
+	assert_null(kvf__arena_alloc(a, 0));
+	assert_null(kvf__arena_alloc(a, KVF__ARENA_MAX_BLOCK + 1));
+	assert_int_equal(kvf__arena_mapped_bytes(a), 0);
+	kvf__arena_destroy(a);
+}
+
+/* Every size from 1 to 600 and a few large ones: zeroed, aligned. */
+static void every_size_zeroed_and_aligned(void **state)
+{
+	static const size_t large[] = { 1000, 4096, 4097, 65654,
+					KVF__ARENA_MAX_BLOCK };
+	struct kvf__arena *a;
+
+	(void)state;
+	assert_int_equal(kvf__arena_create(&a), KVF_OK);
+	for (size_t size = 1; size <= 600 + 5; size++) {
+		size_t n = size <= 600 ? size : large[size - 601];
+		unsigned char *p = kvf__arena_alloc(a, n);
+
+		assert_non_null(p);
+		assert_int_equal((uintptr_t)p % 8, 0);
+		assert_true(all_zero(p, n));
+		memset(p, 0xa5, n);
+		kvf__arena_free(p);
+		/* The same class hands the block back, zeroed again. */
+		p = kvf__arena_alloc(a, n);
+		assert_non_null(p);
+		assert_true(all_zero(p, n));
+		kvf__arena_free(p);
+	}
+	kvf__arena_destroy(a);
+}
+
+/* A 128-byte class block sits on a cache-line boundary. */
+static void line_sized_blocks_are_line_aligned(void **state)
+{
+	struct kvf__arena *a;
+
+	(void)state;
+	assert_int_equal(kvf__arena_create(&a), KVF_OK);
+	for (int i = 0; i < 1000; i++)
+		assert_int_equal((uintptr_t)kvf__arena_alloc(a, 128) % 64, 0);
+	kvf__arena_destroy(a);
+}
+
+/*
+ * Random alloc/free of random sizes against a model: live blocks never
+ * overlap and keep their contents (a byte pattern per block).
+ */
+static void random_blocks_never_overlap(void **state)
+{
+	struct blk {
+		unsigned char *p;
+		size_t n;
+		unsigned char fill;
+	} *live = calloc(NR_LIVE, sizeof(*live));
+	struct kvf__arena *a;
+	uint64_t rng = 42;
+
+	(void)state;
+	assert_non_null(live);
+	assert_int_equal(kvf__arena_create(&a), KVF_OK);
+	for (int op = 0; op < 200000; op++) {
+		struct blk *b = &live[rng_next(&rng) % NR_LIVE];
+
+		if (b->p) {
+			for (size_t i = 0; i < b->n; i++)
+				assert_int_equal(b->p[i], b->fill);
+			kvf__arena_free(b->p);
+			b->p = NULL;
+			continue;
+		}
+		b->n = 1 + rng_next(&rng) % (rng_next(&rng) % 8 ? 300 : 20000);
+		b->fill = (unsigned char)(1 + op % 255);
+		b->p = kvf__arena_alloc(a, b->n);
+		assert_non_null(b->p);
+		assert_true(all_zero(b->p, b->n));
+		memset(b->p, b->fill, b->n);
+	}
+	for (int i = 0; i < NR_LIVE; i++) {
+		for (size_t j = 0; live[i].p && j < live[i].n; j++)
+			assert_int_equal(live[i].p[j], live[i].fill);
+	}
+	assert_true(kvf__arena_mapped_bytes(a) > 0);
+	kvf__arena_destroy(a);
+	free(live);
+}
+
+struct worker {
+	pthread_t thread;
+	struct kvf__arena *a;
+	uint64_t seed;
+	int errors;
+};
+
+/* Each thread owns its blocks; a block written by two owners is a bug. */
+static void *churn(void *arg)
+{
+	struct worker *w = arg;
+	unsigned char *mine[64] = { NULL };
+	unsigned char tag = (unsigned char)(w->seed & 0xff);
+
+	for (int op = 0; op < THREAD_OPS; op++) {
+		unsigned slot = (unsigned)(rng_next(&w->seed) % 64);
+		size_t n = 8 + (size_t)(slot * 7);
+
+		if (mine[slot]) {
+			for (size_t i = 0; i < n; i++)
+				w->errors += mine[slot][i] != tag;
+			kvf__arena_free(mine[slot]);
+			mine[slot] = NULL;
+		} else {
+			mine[slot] = kvf__arena_alloc(w->a, n);
+			if (!mine[slot] || !all_zero(mine[slot], n)) {
+				w->errors++;
+				continue;
+			}
+			memset(mine[slot], tag, n);
+		}
+	}
+	for (int s = 0; s < 64; s++)
+		kvf__arena_free(mine[s]);
+	return NULL;
+}
+
+/* Blocks freed by one thread and allocated by another stay exclusive. */
+static void threads_never_share_a_block(void **state)
+{
+	struct worker w[NR_THREADS];
+	struct kvf__arena *a;
+
+	(void)state;
+	assert_int_equal(kvf__arena_create(&a), KVF_OK);
+	for (int t = 0; t < NR_THREADS; t++) {
+		w[t] = (struct worker){ .a = a, .seed = 0x1234567ULL * (t + 1) };
+		assert_int_equal(pthread_create(&w[t].thread, NULL, churn,
+						&w[t]),
+				 0);
+	}
+	for (int t = 0; t < NR_THREADS; t++) {
+		pthread_join(w[t].thread, NULL);
+		assert_int_equal(w[t].errors, 0);
+	}
+	kvf__arena_destroy(a);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(rejects_bad_sizes),
+		cmocka_unit_test(every_size_zeroed_and_aligned),
+		cmocka_unit_test(line_sized_blocks_are_line_aligned),
+		cmocka_unit_test(random_blocks_never_overlap),
+		cmocka_unit_test(threads_never_share_a_block),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
