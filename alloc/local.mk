@@ -14,4 +14,10 @@ tests_unit_test_placement_CFLAGS = $(KVF_TEST_CFLAGS)
 tests_unit_test_placement_LDADD = $(KVF_TEST_LIBS)
 tests_stress_test_segalloc_concurrent_CFLAGS = $(KVF_TEST_CFLAGS)
 tests_stress_test_segalloc_concurrent_LDADD = $(KVF_TEST_LIBS)
+
+# The allocator's address-order scan (eviction's clock hands).
+check_PROGRAMS += tests/unit/test_segalloc_scan
+UNIT_TESTS += tests/unit/test_segalloc_scan
+tests_unit_test_segalloc_scan_CFLAGS = $(KVF_TEST_CFLAGS)
+tests_unit_test_segalloc_scan_LDADD = $(KVF_TEST_LIBS)
 endif

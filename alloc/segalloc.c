@@ -66,6 +66,12 @@
  * the lock holder publishes free_bytes, largest_free and the allocation
  * count with atomic stores, so placement reads them lock-free (possibly
  * stale, never torn).
+ *
+ * Scanning (kvf__segalloc_scan, at the end of this file): one descent to
+ * a start offset, then the leaves in address order, stepping a root-to-
+ * leaf path like an iterator (no sibling links needed), the next leaf
+ * prefetched while the current one is read. Eviction's clock hands use it
+ * so their allocator misses are few and in sequence.
  */
 #include "config.h"
 
@@ -1027,4 +1033,76 @@ uint64_t kvf__segalloc_used_bytes(const struct kvf__segalloc *a)
 uint64_t kvf__segalloc_nr_allocs(const struct kvf__segalloc *a)
 {
 	return atomic_load_explicit(&a->nr_allocs, memory_order_relaxed);
+}
+
+/* ---- address-order scan (eviction's clock hand) ---- */
+
+/*
+ * Step @p to the next leaf in address order, or return NULL after the
+ * last one. The path is an iterator: climb to the first level with a
+ * right sibling, then descend along leftmost children. Amortised O(1)
+ * per leaf, and it needs no sibling links in the nodes.
+ */
+static struct bnode *next_leaf(const struct kvf__segalloc *a, struct path *p)
+{
+	unsigned h = 1;
+
+	while (h <= a->height && p->idx[h] + 1 >= p->node[h]->n)
+		h++;
+	if (h > a->height)
+		return NULL;
+	p->idx[h]++;
+	for (; h > 0; h--) {
+		p->node[h - 1] = p->node[h]->ext[p->idx[h]].child;
+		p->idx[h - 1] = 0;
+	}
+	return p->node[0];
+}
+
+/* Start fetching the leaf after @p's (the walk reads all of it). */
+static void prefetch_next_leaf(const struct kvf__segalloc *a,
+			       const struct path *p)
+{
+	const struct bnode *n;
+
+	if (!a->height || p->idx[1] + 1 >= p->node[1]->n)
+		return;
+	n = p->node[1]->ext[p->idx[1] + 1].child;
+	for (size_t b = 0; b < sizeof(*n); b += 64)
+		__builtin_prefetch((const char *)n + b);
+}
+
+size_t kvf__segalloc_scan(struct kvf__segalloc *a, uint64_t from,
+			  struct kvf__segalloc_block *out, size_t max,
+			  uint64_t *next)
+{
+	const struct bnode *l;
+	struct path p;
+	size_t k = 0;
+	uint32_t i;
+
+	pthread_mutex_lock(&a->lock);
+	*next = a->pub.capacity;
+	if (!max || from >= a->pub.capacity)
+		goto out;
+	l = lookup(a, from, &p);
+	i = p.idx[0];
+	while (l) {
+		prefetch_next_leaf(a, &p);
+		for (; i < l->n; i++) {
+			if (!(l->val[i] & USED) || l->key[i] < from)
+				continue;
+			out[k++] = (struct kvf__segalloc_block){
+				l->key[i], blk_size(l->val[i]), l->ext[i].tag };
+			if (k == max) {
+				*next = l->key[i] + blk_size(l->val[i]);
+				goto out;
+			}
+		}
+		l = next_leaf(a, &p);
+		i = 0;
+	}
+out:
+	pthread_mutex_unlock(&a->lock);
+	return k;
 }

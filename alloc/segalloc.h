@@ -13,6 +13,7 @@
 
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 struct kvf__segalloc;
@@ -170,5 +171,21 @@ static inline uint64_t kvf__segalloc_free_fast(const struct kvf__segalloc *a)
 	return atomic_load_explicit(&kvf__segalloc_pub(a)->free_bytes,
 				    memory_order_relaxed);
 }
+
+/*
+ * kvf__segalloc_scan() - up to @max used blocks whose offsets are >=
+ * @from, in address order, into @out. *@next is where a following scan
+ * should start: just past the last block returned when @max were found,
+ * else the capacity (the walk reached the segment's end; wrapping to 0 is
+ * the caller's business). Returns how many were stored.
+ *
+ * One descent plus a sequential walk of the leaves: O(log n + @max) under
+ * the allocator's lock, which it takes once; it neither allocates nor
+ * blocks beyond that lock. The blocks are a snapshot: any of them may be
+ * freed once the call returns. Eviction's clock hands use it.
+ */
+size_t kvf__segalloc_scan(struct kvf__segalloc *a, uint64_t from,
+			  struct kvf__segalloc_block *out, size_t max,
+			  uint64_t *next);
 
 #endif /* KVF_ALLOC_SEGALLOC_H */

@@ -22,9 +22,10 @@
 struct kvf__journal;
 
 /*
- * A mounted segment. Immutable after mount except @dead. Freed after a
- * grace period once unmounted and every replica in it was dropped, so a
- * reader holding a record that still points here can read it safely.
+ * A mounted segment. Immutable after mount except @dead and @evict_hand.
+ * Freed after a grace period once unmounted and every replica in it was
+ * dropped, so a reader holding a record that still points here can read
+ * it safely.
  */
 struct kvf__segment {
 	uint64_t id;
@@ -33,6 +34,8 @@ struct kvf__segment {
 	uint64_t size;
 	struct kvf__segalloc *alloc;
 	int dead; /* atomic: unmount started; placement skips it */
+	/* Atomic, relaxed: where eviction's clock hand is (engine/evict.c). */
+	uint64_t evict_hand;
 	struct rcu_head rcu;
 	char name[KVF_SEGMENT_NAME_MAX + 1];
 	char endpoint[KVF_ENDPOINT_MAX + 1];

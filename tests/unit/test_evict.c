@@ -109,6 +109,45 @@ static void test_evict_prefers_least_recently_used(void **state)
 	assert_true(recent >= 90);
 }
 
+/*
+ * The clock hands read windows of neighbouring blocks and evict the oldest
+ * part of each: with every other object read recently, across two
+ * segments and several windows per segment, a pass that frees a quarter
+ * must take only unread objects, and so must a second pass.
+ */
+static void test_evict_windows_keep_recently_read(void **state)
+{
+	struct fixture *f = *state;
+	const int n = 1200;
+	uint64_t evicted = 0;
+	char key[32];
+	int old = 0;
+
+	assert_int_equal(mount(f->e, C1, 1, 1 * GIB), KVF_OK);
+	assert_int_equal(mount(f->e, C1, 2, 1 * GIB), KVF_OK);
+	fill(f->e, "w", n, false, false);
+	test_clock_advance_ms(&f->clock, 60000);
+	for (int i = 1; i < n; i += 2) {
+		snprintf(key, sizeof(key), "w-%d", i);
+		assert_int_equal(get1(f->e, key, NULL), KVF_OK);
+	}
+	test_clock_advance_ms(&f->clock, f->cfg.lease_ttl_ms + 1);
+	assert_int_equal(kvf_engine_evict(f->e, n / 4 * OBJ, NULL, &evicted),
+			 KVF_OK);
+	assert_int_equal(evicted, n / 4);
+	assert_int_equal(kvf_engine_evict(f->e, n / 8 * OBJ, NULL, &evicted),
+			 KVF_OK);
+	assert_int_equal(evicted, n / 8);
+	for (int i = 0; i < n; i++) {
+		snprintf(key, sizeof(key), "w-%d", i);
+		if (i % 2)
+			assert_int_equal(exist1(f->e, key), KVF_OK);
+		else
+			old += exist1(f->e, key) == KVF_OK;
+	}
+	assert_int_equal(old, n / 2 - n / 4 - n / 8);
+}
+
 static void test_watermark_and_failed_allocation(void **state)
 {
 	struct fixture *f = *state;
@@ -206,6 +245,9 @@ int main(void)
 			fixture_teardown),
 		cmocka_unit_test_setup_teardown(
 			test_evict_prefers_least_recently_used, fixture_setup,
+			fixture_teardown),
+		cmocka_unit_test_setup_teardown(
+			test_evict_windows_keep_recently_read, fixture_setup,
 			fixture_teardown),
 		cmocka_unit_test_setup_teardown(
 			test_watermark_and_failed_allocation, fixture_setup,
