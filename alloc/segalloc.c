@@ -963,43 +963,6 @@ int kvf__segalloc_used_blocks(struct kvf__segalloc *a,
 	return *out ? KVF_OK : KVF_ERR_NO_MEMORY;
 }
 
-static uint64_t xorshift(uint64_t *s)
-{
-	*s ^= *s << 13;
-	*s ^= *s >> 7;
-	*s ^= *s << 17;
-	return *s;
-}
-
-int kvf__segalloc_sample(struct kvf__segalloc *a, uint64_t *rng,
-			 struct kvf__segalloc_block *out)
-{
-	int ret = KVF_ERR_OBJECT_NOT_FOUND;
-
-	pthread_mutex_lock(&a->lock);
-	/* Free blocks never touch, so a leaf is at least ~half used. */
-	for (int tries = 0; a->allocs && tries < 4 && ret; tries++) {
-		const struct bnode *n = a->root;
-		uint32_t start;
-
-		for (unsigned h = a->height; h > 0; h--)
-			n = n->ext[xorshift(rng) % n->n].child;
-		start = (uint32_t)(xorshift(rng) % n->n);
-		for (uint32_t j = 0; j < n->n; j++) {
-			uint32_t i = (start + j) % n->n;
-
-			if (!(n->val[i] & USED))
-				continue;
-			*out = (struct kvf__segalloc_block){
-				n->key[i], blk_size(n->val[i]), n->ext[i].tag };
-			ret = KVF_OK;
-			break;
-		}
-	}
-	pthread_mutex_unlock(&a->lock);
-	return ret;
-}
-
 uint64_t kvf__segalloc_free_bytes(const struct kvf__segalloc *a)
 {
 	return kvf__segalloc_free_fast(a);

@@ -48,8 +48,8 @@ void kvf__segalloc_free(struct kvf__segalloc *a, uint64_t offset,
 /*
  * kvf__segalloc_alloc_tagged() - alloc, remembering @tag (non-zero; the
  * engine uses the owning object's key hash) with the block, so the owners
- * of a segment's blocks can be enumerated (kvf__segalloc_used_blocks) and
- * sampled (kvf__segalloc_sample) without any other index.
+ * of a segment's blocks can be enumerated (kvf__segalloc_used_blocks,
+ * kvf__segalloc_scan) without any other index.
  */
 int kvf__segalloc_alloc_tagged(struct kvf__segalloc *a, uint64_t size,
 			       uint64_t tag, uint64_t *offset);
@@ -73,14 +73,6 @@ struct kvf__segalloc_block {
  */
 int kvf__segalloc_used_blocks(struct kvf__segalloc *a,
 			      struct kvf__segalloc_block **out, size_t *n);
-
-/*
- * kvf__segalloc_sample() - a used block picked at random (a random
- * root-to-leaf descent: roughly uniform). @rng: xorshift state, non-zero.
- * Returns KVF_OK or KVF_ERR_OBJECT_NOT_FOUND (no used block). O(log n).
- */
-int kvf__segalloc_sample(struct kvf__segalloc *a, uint64_t *rng,
-			 struct kvf__segalloc_block *out);
 
 /* Free bytes, exact, lock-free. */
 uint64_t kvf__segalloc_free_bytes(const struct kvf__segalloc *a);

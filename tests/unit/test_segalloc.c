@@ -118,15 +118,14 @@ static int cmp_live_off(const void *x, const void *y)
 /*
  * The allocator's used blocks are exactly the model's live ranges, in
  * address order, each with the tag it was allocated with (tags must follow
- * their blocks through leaf splits, borrows and merges); a sample is one of
- * them.
+ * their blocks through leaf splits, borrows and merges).
  */
 static void check_blocks(struct kvf__segalloc *a, const struct live *lv,
-			 uint64_t n, uint64_t *rng)
+			 uint64_t n)
 {
 	struct live *sorted = malloc((n ? n : 1) * sizeof(*sorted));
-	struct kvf__segalloc_block *b, s;
-	size_t nb, lo = 0, hi = n;
+	struct kvf__segalloc_block *b;
+	size_t nb;
 
 	assert_non_null(sorted);
 	memcpy(sorted, lv, n * sizeof(*sorted));
@@ -139,25 +138,6 @@ static void check_blocks(struct kvf__segalloc *a, const struct live *lv,
 		assert_int_equal(b[i].tag, sorted[i].tag);
 	}
 	free(b);
-	if (!n) {
-		assert_int_equal(kvf__segalloc_sample(a, rng, &s),
-				 KVF_ERR_OBJECT_NOT_FOUND);
-		free(sorted);
-		return;
-	}
-	assert_int_equal(kvf__segalloc_sample(a, rng, &s), KVF_OK);
-	while (lo < hi) {
-		size_t mid = (lo + hi) / 2;
-
-		if (sorted[mid].off < s.offset)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	assert_true(lo < n);
-	assert_int_equal(sorted[lo].off, s.offset);
-	assert_int_equal(sorted[lo].size, s.size);
-	assert_int_equal(sorted[lo].tag, s.tag);
 	free(sorted);
 }
 
@@ -167,7 +147,7 @@ struct exact_cfg {
 	uint64_t free_pct;  /* chance of a free, in percent */
 	int check_every;    /* full model comparison every this many ops */
 	int first_fit_every; /* first-fit offset checked every this many */
-	int blocks_every;   /* used_blocks / sample checked every this many */
+	int blocks_every;   /* used_blocks checked every this many */
 };
 
 /*
@@ -240,16 +220,16 @@ static void run_exact_random(const struct exact_cfg *cfg, uint64_t rng)
 		if (op % cfg->check_every == 0)
 			bm_check(&m, a);
 		if (op % cfg->blocks_every == 0)
-			check_blocks(a, lv, n, &rng);
+			check_blocks(a, lv, n);
 		assert_int_equal(kvf__segalloc_nr_allocs(a), n);
 	}
 	bm_check(&m, a);
-	check_blocks(a, lv, n, &rng);
+	check_blocks(a, lv, n);
 	while (n) {
 		n--;
 		kvf__segalloc_free(a, lv[n].off, lv[n].asked);
 	}
-	check_blocks(a, lv, 0, &rng);
+	check_blocks(a, lv, 0);
 	assert_int_equal(kvf__segalloc_largest_free(a), seg);
 	assert_int_equal(kvf__segalloc_free_bytes(a), seg);
 	kvf__segalloc_destroy(a);
@@ -424,7 +404,7 @@ static void test_no_overlap_large(void **state)
 		}
 		assert_int_equal(kvf__segalloc_largest_free(a), best);
 	}
-	check_blocks(a, lv, n, &rng);
+	check_blocks(a, lv, n);
 	qsort(lv, n, sizeof(*lv), cmp_off);
 	for (size_t k = 0; k < n; k++)
 		kvf__segalloc_free(a, lv[k].off, lv[k].asked);
