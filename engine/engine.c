@@ -251,7 +251,7 @@ int kvf_engine_open(const struct kvf_config *cfg, struct kvf_engine **out)
 	ret = open_journal(e, &expected);
 	if (ret)
 		goto err_prof;
-	ret = kvf__arena_create(&e->arena);
+	ret = kvf__arena_create(cfg->background, &e->arena);
 	if (ret)
 		goto err_journal;
 	ret = index_ops(cfg->index)->create(expected, &e->index);

@@ -11,6 +11,7 @@
 #ifndef KVF_METADATA_ARENA_H
 #define KVF_METADATA_ARENA_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -20,10 +21,12 @@ struct kvf__arena;
 #define KVF__ARENA_MAX_BLOCK ((size_t)128 << 10)
 
 /*
- * kvf__arena_create() - an empty arena. Returns KVF_OK or
+ * kvf__arena_create() - an empty arena. With @prefault, the arena starts a
+ * thread that keeps a few chunks faulted in ahead of need (see arena.c),
+ * so allocating callers rarely take a page fault. Returns KVF_OK or
  * KVF_ERR_NO_MEMORY. Maps nothing until the first allocation.
  */
-int kvf__arena_create(struct kvf__arena **out);
+int kvf__arena_create(bool prefault, struct kvf__arena **out);
 
 /*
  * kvf__arena_destroy() - unmap every chunk: blocks still allocated are

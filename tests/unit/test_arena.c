@@ -3,7 +3,8 @@
  * tests/unit/test_arena.c - the record arena: every size class hands out
  * zeroed, aligned, disjoint blocks of the size asked; freed blocks are
  * reused (and come back zeroed); a block finds its own arena; several
- * threads allocating and freeing at once never share a block.
+ * threads allocating and freeing at once never share a block; with the
+ * prefault thread on, chunks from its reserve are zero like fresh ones.
  */
 #include "config.h"
 
@@ -47,7 +48,7 @@ static void rejects_bad_sizes(void **state)
 	struct kvf__arena *a;
 
 	(void)state;
-	assert_int_equal(kvf__arena_create(&a), KVF_OK);
+	assert_int_equal(kvf__arena_create(false, &a), KVF_OK);
 	assert_null(kvf__arena_alloc(a, 0));
 	assert_null(kvf__arena_alloc(a, KVF__ARENA_MAX_BLOCK + 1));
 	assert_int_equal(kvf__arena_mapped_bytes(a), 0);
@@ -62,7 +63,7 @@ static void every_size_zeroed_and_aligned(void **state)
 	struct kvf__arena *a;
 
 	(void)state;
-	assert_int_equal(kvf__arena_create(&a), KVF_OK);
+	assert_int_equal(kvf__arena_create(false, &a), KVF_OK);
 	for (size_t size = 1; size <= 600 + 5; size++) {
 		size_t n = size <= 600 ? size : large[size - 601];
 		unsigned char *p = kvf__arena_alloc(a, n);
@@ -87,7 +88,7 @@ static void line_sized_blocks_are_line_aligned(void **state)
 	struct kvf__arena *a;
 
 	(void)state;
-	assert_int_equal(kvf__arena_create(&a), KVF_OK);
+	assert_int_equal(kvf__arena_create(false, &a), KVF_OK);
 	for (int i = 0; i < 1000; i++)
 		assert_int_equal((uintptr_t)kvf__arena_alloc(a, 128) % 64, 0);
 	kvf__arena_destroy(a);
@@ -109,7 +110,7 @@ static void random_blocks_never_overlap(void **state)
 
 	(void)state;
 	assert_non_null(live);
-	assert_int_equal(kvf__arena_create(&a), KVF_OK);
+	assert_int_equal(kvf__arena_create(true, &a), KVF_OK);
 	for (int op = 0; op < 200000; op++) {
 		struct blk *b = &live[rng_next(&rng) % NR_LIVE];
 
@@ -180,7 +181,7 @@ static void threads_never_share_a_block(void **state)
 	struct kvf__arena *a;
 
 	(void)state;
-	assert_int_equal(kvf__arena_create(&a), KVF_OK);
+	assert_int_equal(kvf__arena_create(true, &a), KVF_OK);
 	for (int t = 0; t < NR_THREADS; t++) {
 		w[t] = (struct worker){ .a = a, .seed = 0x1234567ULL * (t + 1) };
 		assert_int_equal(pthread_create(&w[t].thread, NULL, churn,
