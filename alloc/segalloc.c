@@ -6,11 +6,16 @@
  * touched. It is tiled by blocks, each free or used, kept in ONE B+tree
  * ordered by offset (boundary tags kept outside the segment):
  *
- *  - A leaf holds up to FAN blocks as two arrays, offsets and sizes; a used
+ *  - A leaf holds up to FAN blocks as two arrays, sizes and tags; a used
  *    block's size carries USED in its low bit (sizes are multiples of the
- *    alignment, >= 8). An inner node holds, per child, the child's lowest
- *    offset and its largest FREE block. The root's maximum is the largest
- *    free region, exactly.
+ *    alignment, >= 8). It stores no offsets: the blocks tile the segment,
+ *    so block i starts at the leaf's base (its first offset) plus the sizes
+ *    of blocks 0..i-1, summed while val[] is scanned anyway. Every change
+ *    therefore keeps the tiling: a replacement covers exactly the block it
+ *    replaces, a removal hands its range to the block before it, borrows
+ *    and splits move the right leaf's base. An inner node holds, per child,
+ *    the child's lowest offset and its largest FREE block. The root's
+ *    maximum is the largest free region, exactly.
  *  - alloc is address-ordered first fit: at each node take the first child
  *    whose maximum fits, in the leaf the first free block that fits; it
  *    cannot miss a fit that exists. First fit by address fragments about as
@@ -42,13 +47,15 @@
  * rehash spikes either.
  *
  * Balance: nodes other than the root keep at least MIN_FILL entries; an
- * underfull node borrows from or merges with a sibling. Memory is 24 bytes
- * per block slot (offset, size, tag); a fill leaves leaves 29/32 full, so
- * ~29 bytes per block in the engine's fill (measured: 34 with MIN_FILL 8),
- * more after heavy churn.
+ * underfull node borrows from or merges with a sibling. Memory is 16 bytes
+ * per block slot (size, tag) plus a 32-byte head per leaf (544 bytes, 560
+ * with malloc's header; 800 with offsets); a fill leaves leaves 29/32 full,
+ * so ~21 bytes per block in the engine's fill (measured: 29.5 with the
+ * offset array, 34 with MIN_FILL 8), more after heavy churn.
  *
  * Debugging: build with -DKVF_SEGALLOC_CHECK to verify every node's max,
- * sub and parent entry after each change (slow; tests pass with it).
+ * sub and parent entry, and that the leaves tile the segment, after each
+ * change (slow; tests pass with it).
  *
  * Every size is rounded up to the alignment and every block starts
  * aligned, so a free block fits a request iff its size is at least the
@@ -482,7 +489,8 @@ static void rebalance(struct kvf__segalloc *a, struct node *p, uint32_t i,
 		      bool child_leaf)
 {
 	uint32_t li = i > 0 ? i - 1 : i, tot;
-	struct node *l = as_inner(p)->child[li], *r = as_inner(p)->child[li + 1];
+	struct node *l = as_inner(p)->child[li];
+	struct node *r = as_inner(p)->child[li + 1];
 
 	tot = l->n + r->n;
 	if (tot <= FAN) {
