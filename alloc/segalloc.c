@@ -6,11 +6,16 @@
  * touched. It is tiled by blocks, each free or used, kept in ONE B+tree
  * ordered by offset (boundary tags kept outside the segment):
  *
- *  - A leaf holds up to FAN blocks as two arrays, offsets and sizes; a used
+ *  - A leaf holds up to FAN blocks as two arrays, sizes and tags; a used
  *    block's size carries USED in its low bit (sizes are multiples of the
- *    alignment, >= 8). An inner node holds, per child, the child's lowest
- *    offset and its largest FREE block. The root's maximum is the largest
- *    free region, exactly.
+ *    alignment, >= 8). It stores no offsets: the blocks tile the segment,
+ *    so block i starts at the leaf's base (its first offset) plus the sizes
+ *    of blocks 0..i-1, summed while val[] is scanned anyway. Every change
+ *    therefore keeps the tiling: a replacement covers exactly the block it
+ *    replaces, a removal hands its range to the block before it, borrows
+ *    and splits move the right leaf's base. An inner node holds, per child,
+ *    the child's lowest offset and its largest FREE block. The root's
+ *    maximum is the largest free region, exactly.
  *  - alloc is address-ordered first fit: at each node take the first child
  *    whose maximum fits, in the leaf the first free block that fits; it
  *    cannot miss a fit that exists. First fit by address fragments about as
@@ -42,13 +47,15 @@
  * rehash spikes either.
  *
  * Balance: nodes other than the root keep at least MIN_FILL entries; an
- * underfull node borrows from or merges with a sibling. Memory is 24 bytes
- * per block slot (offset, size, tag); a fill leaves leaves 29/32 full, so
- * ~29 bytes per block in the engine's fill (measured: 34 with MIN_FILL 8),
- * more after heavy churn.
+ * underfull node borrows from or merges with a sibling. Memory is 16 bytes
+ * per block slot (size, tag) plus a 32-byte head per leaf (544 bytes, 560
+ * with malloc's header; 800 with offsets); a fill leaves leaves 29/32 full,
+ * so ~21 bytes per block in the engine's fill (measured: 29.5 with the
+ * offset array, 34 with MIN_FILL 8), more after heavy churn.
  *
  * Debugging: build with -DKVF_SEGALLOC_CHECK to verify every node's max,
- * sub and parent entry after each change (slow; tests pass with it).
+ * sub and parent entry, and that the leaves tile the segment, after each
+ * change (slow; tests pass with it).
  *
  * Every size is rounded up to the alignment and every block starts
  * aligned, so a free block fits a request iff its size is at least the
@@ -101,18 +108,17 @@
 #define MAX_SPARE 8
 
 /*
- * One node layout for both kinds.
- * key[i]: leaf - block offset; inner - lowest offset under child i.
- * val[i]: leaf - block size | USED; inner - largest free block under child i.
- * ext[i]: leaf - the tag of a used block (0 when free); inner - child i.
+ * Leaves and inner nodes share a head (struct node: count, summaries,
+ * val[]), so the summary code works on either; what follows val[] differs.
+ * val[i]: leaf - block size | USED; inner - largest free block under child
+ * i. A leaf stores no offsets: blocks tile the segment, so block i starts
+ * at base plus the sizes of blocks 0..i-1 (computed while scanning val[],
+ * which every operation reads anyway). That makes a leaf 544 bytes instead
+ * of 792 and saves the cold line of offsets on every alloc.
  */
-union ext {
-	struct bnode *child;
-	uint64_t tag;
-};
-
-struct bnode {
+struct node {
 	uint32_t n;
+	uint64_t base; /* leaves: offset of block 0; unused in inner nodes */
 	/*
 	 * max: the largest free block under this node, exactly (the parent's
 	 * val[] entry for it holds the same). sub: an upper bound on every
@@ -123,10 +129,29 @@ struct bnode {
 	 */
 	uint64_t max;
 	uint64_t sub;
-	uint64_t key[FAN];
 	uint64_t val[FAN];
-	union ext ext[FAN];
 };
+
+struct leaf {
+	struct node h;
+	uint64_t tag[FAN]; /* the tag of a used block (0 when free) */
+};
+
+struct inner {
+	struct node h;
+	uint64_t key[FAN];         /* lowest offset under child i */
+	struct node *child[FAN];
+};
+
+static inline struct leaf *as_leaf(const struct node *n)
+{
+	return (struct leaf *)n;
+}
+
+static inline struct inner *as_inner(const struct node *n)
+{
+	return (struct inner *)n;
+}
 
 struct kvf__segalloc {
 	struct kvf__segalloc_pub pub; /* must stay first: see segalloc.h */
@@ -134,13 +159,13 @@ struct kvf__segalloc {
 	uint64_t size;
 
 	pthread_mutex_t lock;
-	struct bnode *root;
+	struct node *root;
 	unsigned height;     /* 0: the root is a leaf */
 	uint64_t free_bytes; /* authoritative copies, under the lock */
 	uint64_t largest;    /* = root->max, kept up to date by every change */
 	uint64_t allocs;
-	/* Spare nodes, linked through child[0] / key[0]. */
-	struct bnode *spare_inner, *spare_leaf;
+	/* Spare nodes, linked through val[0]. */
+	struct node *spare_inner, *spare_leaf;
 	unsigned nr_spare_inner, nr_spare_leaf;
 };
 
@@ -151,89 +176,109 @@ struct blk {
 	uint64_t tag; /* the caller's tag of a used block; 0 if free */
 };
 
-static inline struct blk leaf_blk(const struct bnode *l, uint32_t i)
-{
-	return (struct blk){ l->key[i], l->val[i], l->ext[i].tag };
-}
-
-static inline void leaf_set(struct bnode *l, uint32_t i, struct blk b)
-{
-	l->key[i] = b.off;
-	l->val[i] = b.val;
-	l->ext[i].tag = b.tag;
-}
-
 static inline uint64_t blk_size(uint64_t val)
 {
 	return val & ~USED;
 }
 
+/* Block @i of leaf @l, which starts at @off. */
+static inline struct blk leaf_blk(const struct node *l, uint32_t i,
+				  uint64_t off)
+{
+	return (struct blk){ off, l->val[i], as_leaf(l)->tag[i] };
+}
+
+static inline void leaf_set(struct node *l, uint32_t i, struct blk b)
+{
+	l->val[i] = b.val;
+	as_leaf(l)->tag[i] = b.tag;
+}
+
+/*
+ * Index of the last block of leaf @l starting at or before @key (0 if
+ * none); its offset goes to *@off.
+ */
+static uint32_t leaf_find(const struct node *l, uint64_t key, uint64_t *off)
+{
+	uint64_t o = l->base, end;
+	uint32_t i = 0;
+
+	while (i + 1 < l->n && (end = o + blk_size(l->val[i])) <= key) {
+		o = end;
+		i++;
+	}
+	*off = o;
+	return i;
+}
+
+/* Sum of the sizes of blocks [@s, @s + @cnt) of leaf @l. */
+static uint64_t leaf_span(const struct node *l, uint32_t s, uint32_t cnt)
+{
+	uint64_t sum = 0;
+
+	for (uint32_t i = s; i < s + cnt; i++)
+		sum += blk_size(l->val[i]);
+	return sum;
+}
+
 /* ---- node pool ---- */
 
-/* Leaves use ext[] for tags, inner nodes for children: one size fits. */
-static struct bnode *node_alloc(void)
+static struct node *node_alloc(bool leaf)
 {
-	return malloc(sizeof(struct bnode));
+	return malloc(leaf ? sizeof(struct leaf) : sizeof(struct inner));
+}
+
+static void spare_push(struct node **list, unsigned *nr, struct node *n)
+{
+	memcpy(&n->val[0], list, sizeof(*list));
+	*list = n;
+	(*nr)++;
 }
 
 /* Make sure a change can split every level and grow a new root. */
 static int spares_fill(struct kvf__segalloc *a)
 {
 	while (a->nr_spare_leaf < 1) {
-		struct bnode *n = node_alloc();
+		struct node *n = node_alloc(true);
 
 		if (!n)
 			return KVF_ERR_NO_MEMORY;
-		memcpy(&n->key[0], &a->spare_leaf, sizeof(n));
-		a->spare_leaf = n;
-		a->nr_spare_leaf++;
+		spare_push(&a->spare_leaf, &a->nr_spare_leaf, n);
 	}
 	while (a->nr_spare_inner < a->height + 1) {
-		struct bnode *n = node_alloc();
+		struct node *n = node_alloc(false);
 
 		if (!n)
 			return KVF_ERR_NO_MEMORY;
-		n->ext[0].child = a->spare_inner;
-		a->spare_inner = n;
-		a->nr_spare_inner++;
+		spare_push(&a->spare_inner, &a->nr_spare_inner, n);
 	}
 	return KVF_OK;
 }
 
-static struct bnode *spare_get(struct kvf__segalloc *a, bool leaf)
+static struct node *spare_get(struct kvf__segalloc *a, bool leaf)
 {
-	struct bnode *n;
+	struct node **list = leaf ? &a->spare_leaf : &a->spare_inner;
+	struct node *n = *list;
 
-	if (leaf) {
-		n = a->spare_leaf;
-		if (!n)
-			kvf__die("no spare leaf");
-		memcpy(&a->spare_leaf, &n->key[0], sizeof(n));
+	if (!n)
+		kvf__die("no spare %s", leaf ? "leaf" : "inner node");
+	memcpy(list, &n->val[0], sizeof(*list));
+	if (leaf)
 		a->nr_spare_leaf--;
-	} else {
-		n = a->spare_inner;
-		if (!n)
-			kvf__die("no spare inner node");
-		a->spare_inner = n->ext[0].child;
+	else
 		a->nr_spare_inner--;
-	}
 	n->n = 0;
 	return n;
 }
 
-static void spare_put(struct kvf__segalloc *a, struct bnode *n, bool leaf)
+static void spare_put(struct kvf__segalloc *a, struct node *n, bool leaf)
 {
-	if (leaf && a->nr_spare_leaf < MAX_SPARE) {
-		memcpy(&n->key[0], &a->spare_leaf, sizeof(n));
-		a->spare_leaf = n;
-		a->nr_spare_leaf++;
-	} else if (!leaf && a->nr_spare_inner < MAX_SPARE) {
-		n->ext[0].child = a->spare_inner;
-		a->spare_inner = n;
-		a->nr_spare_inner++;
-	} else {
+	if (leaf && a->nr_spare_leaf < MAX_SPARE)
+		spare_push(&a->spare_leaf, &a->nr_spare_leaf, n);
+	else if (!leaf && a->nr_spare_inner < MAX_SPARE)
+		spare_push(&a->spare_inner, &a->nr_spare_inner, n);
+	else
 		free(n);
-	}
 }
 
 /* ---- node summaries ---- */
@@ -249,7 +294,7 @@ static inline uint64_t free_size(uint64_t v)
 }
 
 /* Recompute @n->max and @n->sub from the entries (a leaf iff @leaf). */
-static void node_recalc(struct bnode *n, bool leaf)
+static void node_recalc(struct node *n, bool leaf)
 {
 	/* A used leaf block has its low bit set: mask it to 0, no branch. */
 	uint64_t m = 0, s = 0, keep = leaf ? USED : 0;
@@ -273,7 +318,7 @@ static void node_recalc(struct bnode *n, bool leaf)
  * sub (which bounds every other entry) it is the new max: no rescan, and
  * sub stays a bound. Entries only grow through free, which rescans.
  */
-static bool entry_shrunk(struct bnode *n, bool leaf, uint64_t old,
+static bool entry_shrunk(struct node *n, bool leaf, uint64_t old,
 			 uint64_t new)
 {
 	uint64_t m = n->max;
@@ -288,67 +333,99 @@ static bool entry_shrunk(struct bnode *n, bool leaf, uint64_t old,
 	return n->max != m;
 }
 
-/* Entry @i of @p from its child (whose max is up to date). */
-static inline void refresh(struct bnode *p, uint32_t i)
+/* The lowest offset under @n (a leaf iff @leaf). */
+static inline uint64_t lowest(const struct node *n, bool leaf)
 {
-	p->key[i] = p->ext[i].child->key[0];
-	p->val[i] = p->ext[i].child->max;
+	return leaf ? n->base : as_inner(n)->key[0];
 }
 
-/* Index of the last entry with key <= @key (0 if none). */
-static inline uint32_t find_pos(const struct bnode *n, uint64_t key)
+/* Entry @i of @p from its child (whose max is up to date). */
+static inline void refresh(struct node *p, uint32_t i, bool child_leaf)
 {
+	struct inner *in = as_inner(p);
+
+	in->key[i] = lowest(in->child[i], child_leaf);
+	p->val[i] = in->child[i]->max;
+}
+
+/* Index of the last entry of inner node @n with key <= @key (0 if none). */
+static inline uint32_t find_pos(const struct node *n, uint64_t key)
+{
+	const struct inner *in = as_inner(n);
 	uint32_t i = 1;
 
-	while (i < n->n && n->key[i] <= key)
+	while (i < n->n && in->key[i] <= key)
 		i++;
 	return i - 1;
 }
 
 /* Move @cnt entries from @src[@s] to @dst[@d] (arrays may overlap). */
-static void move_entries(struct bnode *dst, uint32_t d, struct bnode *src,
-			 uint32_t s, uint32_t cnt)
+static void move_entries(struct node *dst, uint32_t d, struct node *src,
+			 uint32_t s, uint32_t cnt, bool leaf)
 {
-	/* Tags or children: ext[] moves either way. */
-	memmove(&dst->key[d], &src->key[s], cnt * sizeof(dst->key[0]));
 	memmove(&dst->val[d], &src->val[s], cnt * sizeof(dst->val[0]));
-	memmove(&dst->ext[d], &src->ext[s], cnt * sizeof(dst->ext[0]));
+	if (leaf) {
+		memmove(&as_leaf(dst)->tag[d], &as_leaf(src)->tag[s],
+			cnt * sizeof(uint64_t));
+		return;
+	}
+	memmove(&as_inner(dst)->key[d], &as_inner(src)->key[s],
+		cnt * sizeof(uint64_t));
+	memmove(&as_inner(dst)->child[d], &as_inner(src)->child[s],
+		cnt * sizeof(struct node *));
 }
 
 /* ---- the one structural change: replace a block by 0..3 blocks ---- */
 
+/*
+ * The blocks must tile the segment after every change, since leaves derive
+ * offsets from sizes: a replacement covers exactly the block it replaces,
+ * and a removal (nrep 0) gives the block's range to the block before it.
+ * When that block is in the previous leaf, absorb() grows it before the
+ * removal; here the leaf then only moves its base up.
+ */
 struct change {
 	uint64_t key;          /* offset of the block to replace */
 	const struct blk *rep; /* its replacement, in address order */
 	uint32_t nrep;
-	struct bnode *split;   /* out: new right sibling of the node */
+	struct node *split;    /* out: new right sibling of the node */
 };
 
-static void leaf_replace(struct kvf__segalloc *a, struct bnode *l,
+static void leaf_replace(struct kvf__segalloc *a, struct node *l,
 			 struct change *c)
 {
-	uint32_t i = find_pos(l, c->key), n = l->n - 1 + c->nrep;
+	uint64_t off, o;
+	uint32_t i = leaf_find(l, c->key, &off), n = l->n - 1 + c->nrep;
 	struct blk tmp[FAN + 2];
 	uint32_t k = 0, left;
 
-	if (l->n == 0 || l->key[i] != c->key)
+	if (l->n == 0 || off != c->key)
 		kvf__die("block at %#llx missing", (unsigned long long)c->key);
+	if (!c->nrep) {
+		uint64_t sz = blk_size(l->val[i]);
+
+		if (i)
+			l->val[i - 1] += sz;
+		else
+			l->base += sz;
+	}
 	if (n <= FAN) {
-		move_entries(l, i + c->nrep, l, i + 1, l->n - i - 1);
+		move_entries(l, i + c->nrep, l, i + 1, l->n - i - 1, true);
 		for (uint32_t j = 0; j < c->nrep; j++)
 			leaf_set(l, i + j, c->rep[j]);
 		l->n = n;
 		node_recalc(l, true);
 		return;
 	}
-	/* Overflow (rare): lay the new sequence out, then split it. */
+	/* Overflow (rare, nrep >= 2): lay the new sequence out, then split. */
+	o = l->base;
 	for (uint32_t j = 0; j < l->n; j++) {
-		if (j != i) {
-			tmp[k++] = leaf_blk(l, j);
-			continue;
-		}
-		for (uint32_t r = 0; r < c->nrep; r++)
-			tmp[k++] = c->rep[r];
+		if (j != i)
+			tmp[k++] = leaf_blk(l, j, o);
+		else
+			for (uint32_t r = 0; r < c->nrep; r++)
+				tmp[k++] = c->rep[r];
+		o += blk_size(l->val[j]);
 	}
 	c->split = spare_get(a, true);
 	/*
@@ -359,34 +436,36 @@ static void leaf_replace(struct kvf__segalloc *a, struct bnode *l,
 	 */
 	left = i + 1 == l->n ? n - MIN_FILL : n / 2;
 	for (uint32_t j = 0; j < n; j++) {
-		struct bnode *dst = j < left ? l : c->split;
+		struct node *dst = j < left ? l : c->split;
 		uint32_t at = j < left ? j : j - left;
 
 		leaf_set(dst, at, tmp[j]);
 	}
 	l->n = left;
 	c->split->n = n - left;
+	c->split->base = tmp[left].off;
 	node_recalc(l, true);
 	node_recalc(c->split, true);
 }
 
 /*
- * Insert @sib (its max up to date) after position @i of inner node @p;
- * recomputes the summaries of @p and of its split, if any.
+ * Insert @sib (its max up to date; a leaf iff @child_leaf) after position
+ * @i of inner node @p; recomputes the summaries of @p and of its split, if
+ * any.
  */
-static void inner_insert(struct kvf__segalloc *a, struct bnode *p, uint32_t i,
-			 struct bnode *sib, struct change *c)
+static void inner_insert(struct kvf__segalloc *a, struct node *p, uint32_t i,
+			 struct node *sib, bool child_leaf, struct change *c)
 {
-	struct bnode *dst = p;
+	struct node *dst = p;
 	uint32_t at = i + 1;
 
 	c->split = NULL;
 	if (p->n == FAN) {
 		/* Split the parent in halves first; the caller sees c->split. */
-		struct bnode *r = spare_get(a, false);
+		struct node *r = spare_get(a, false);
 		uint32_t left = FAN / 2;
 
-		move_entries(r, 0, p, left, FAN - left);
+		move_entries(r, 0, p, left, FAN - left, false);
 		r->n = FAN - left;
 		p->n = left;
 		c->split = r;
@@ -395,9 +474,9 @@ static void inner_insert(struct kvf__segalloc *a, struct bnode *p, uint32_t i,
 			at -= left;
 		}
 	}
-	move_entries(dst, at + 1, dst, at, dst->n - at);
-	dst->ext[at].child = sib;
-	refresh(dst, at);
+	move_entries(dst, at + 1, dst, at, dst->n - at, false);
+	as_inner(dst)->child[at] = sib;
+	refresh(dst, at, child_leaf);
 	dst->n++;
 	node_recalc(p, false);
 	if (c->split)
@@ -405,68 +484,73 @@ static void inner_insert(struct kvf__segalloc *a, struct bnode *p, uint32_t i,
 }
 
 /* Fix an underfull child @i of @p by borrowing from or merging with a
- * neighbour. */
-static void rebalance(struct kvf__segalloc *a, struct bnode *p, uint32_t i,
+ * neighbour. Leaves keep tiling: a borrow moves the right one's base. */
+static void rebalance(struct kvf__segalloc *a, struct node *p, uint32_t i,
 		      bool child_leaf)
 {
 	uint32_t li = i > 0 ? i - 1 : i, tot;
-	struct bnode *l = p->ext[li].child, *r = p->ext[li + 1].child;
+	struct node *l = as_inner(p)->child[li];
+	struct node *r = as_inner(p)->child[li + 1];
 
 	tot = l->n + r->n;
 	if (tot <= FAN) {
-		move_entries(l, l->n, r, 0, r->n);
+		move_entries(l, l->n, r, 0, r->n, child_leaf);
 		l->n = tot;
 		spare_put(a, r, child_leaf);
-		move_entries(p, li + 1, p, li + 2, p->n - li - 2);
+		move_entries(p, li + 1, p, li + 2, p->n - li - 2, false);
 		p->n--;
 		node_recalc(l, child_leaf);
-		refresh(p, li);
+		refresh(p, li, child_leaf);
 		return;
 	}
 	if (l->n > r->n) {
 		uint32_t mv = l->n - tot / 2;
 
-		move_entries(r, mv, r, 0, r->n);
-		move_entries(r, 0, l, l->n - mv, mv);
+		if (child_leaf)
+			r->base -= leaf_span(l, l->n - mv, mv);
+		move_entries(r, mv, r, 0, r->n, child_leaf);
+		move_entries(r, 0, l, l->n - mv, mv, child_leaf);
 		l->n -= mv;
 		r->n += mv;
 	} else {
 		uint32_t mv = r->n - tot / 2;
 
-		move_entries(l, l->n, r, 0, mv);
-		move_entries(r, 0, r, mv, r->n - mv);
+		if (child_leaf)
+			r->base += leaf_span(r, 0, mv);
+		move_entries(l, l->n, r, 0, mv, child_leaf);
+		move_entries(r, 0, r, mv, r->n - mv, child_leaf);
 		l->n += mv;
 		r->n -= mv;
 	}
 	node_recalc(l, child_leaf);
 	node_recalc(r, child_leaf);
-	refresh(p, li);
-	refresh(p, li + 1);
+	refresh(p, li, child_leaf);
+	refresh(p, li + 1, child_leaf);
 }
 
-static void replace_in(struct kvf__segalloc *a, struct bnode *n,
+static void replace_in(struct kvf__segalloc *a, struct node *n,
 		       unsigned level, struct change *c)
 {
 	uint32_t i;
 	bool child_leaf = level == 1;
-	struct bnode *ch;
+	struct node *ch;
 
 	if (level == 0) {
 		leaf_replace(a, n, c);
 		return;
 	}
 	i = find_pos(n, c->key);
-	ch = n->ext[i].child;
+	ch = as_inner(n)->child[i];
 	replace_in(a, ch, level - 1, c);
 	if (c->split) {
-		refresh(n, i);
-		inner_insert(a, n, i, c->split, c);
+		refresh(n, i, child_leaf);
+		inner_insert(a, n, i, c->split, child_leaf, c);
 		return;
 	}
 	if (ch->n < MIN_FILL && n->n > 1)
 		rebalance(a, n, i, child_leaf);
 	else
-		refresh(n, i);
+		refresh(n, i, child_leaf);
 	node_recalc(n, false);
 }
 
@@ -478,21 +562,22 @@ static void replace(struct kvf__segalloc *a, uint64_t key,
 
 	replace_in(a, a->root, a->height, &c);
 	if (c.split) {
-		struct bnode *r = spare_get(a, false);
+		struct node *r = spare_get(a, false);
+		bool child_leaf = a->height == 0;
 
 		kvf__assert(a->height + 1 < MAX_HEIGHT);
-		r->ext[0].child = a->root;
-		r->ext[1].child = c.split;
+		as_inner(r)->child[0] = a->root;
+		as_inner(r)->child[1] = c.split;
 		r->n = 2;
-		refresh(r, 0);
-		refresh(r, 1);
+		refresh(r, 0, child_leaf);
+		refresh(r, 1, child_leaf);
 		node_recalc(r, false);
 		a->root = r;
 		a->height++;
 	} else if (a->height > 0 && a->root->n == 1) {
-		struct bnode *old = a->root;
+		struct node *old = a->root;
 
-		a->root = old->ext[0].child;
+		a->root = as_inner(old)->child[0];
 		a->height--;
 		spare_put(a, old, false);
 	}
@@ -503,26 +588,27 @@ static void replace(struct kvf__segalloc *a, uint64_t key,
 
 /*
  * A root-to-leaf path: node[h] is the node at height h (node[0] the leaf),
- * idx[h] the entry taken in it.
+ * idx[h] the entry taken in it; off is the offset of leaf block idx[0].
  */
 struct path {
-	struct bnode *node[MAX_HEIGHT];
+	struct node *node[MAX_HEIGHT];
 	uint32_t idx[MAX_HEIGHT];
+	uint64_t off;
 };
 
 /* The leaf and position of the block containing @off (< capacity). */
-static struct bnode *lookup(const struct kvf__segalloc *a, uint64_t off,
-			    struct path *p)
+static struct node *lookup(const struct kvf__segalloc *a, uint64_t off,
+			   struct path *p)
 {
-	struct bnode *n = a->root;
+	struct node *n = a->root;
 
 	for (unsigned h = a->height; h > 0; h--) {
 		p->node[h] = n;
 		p->idx[h] = find_pos(n, off);
-		n = n->ext[p->idx[h]].child;
+		n = as_inner(n)->child[p->idx[h]];
 	}
 	p->node[0] = n;
-	p->idx[0] = find_pos(n, off);
+	p->idx[0] = leaf_find(n, off, &p->off);
 	return n;
 }
 
@@ -537,7 +623,7 @@ static void fix_path(struct kvf__segalloc *a, const struct path *p,
 		     uint64_t old, uint64_t new)
 {
 	for (unsigned h = 0;; h++) {
-		struct bnode *n = p->node[h];
+		struct node *n = p->node[h];
 		uint64_t was = n->max;
 
 		if (!entry_shrunk(n, h == 0, old, new))
@@ -557,7 +643,7 @@ static void fix_path(struct kvf__segalloc *a, const struct path *p,
  * @n->max changed. O(1), and it keeps an exact sub exact: a new largest
  * leaves the former one (or, if it grew itself, the old sub) second.
  */
-static bool entry_grown(struct bnode *n, uint64_t old, uint64_t new)
+static bool entry_grown(struct node *n, uint64_t old, uint64_t new)
 {
 	uint64_t m = n->max;
 
@@ -582,7 +668,7 @@ static void fix_path_freed(struct kvf__segalloc *a, const struct path *p)
 {
 	node_recalc(p->node[0], true);
 	for (unsigned h = 1; h <= a->height; h++) {
-		struct bnode *n = p->node[h];
+		struct node *n = p->node[h];
 		uint64_t old = n->val[p->idx[h]], new = p->node[h - 1]->max;
 
 		if (old == new)
@@ -597,16 +683,42 @@ static void fix_path_freed(struct kvf__segalloc *a, const struct path *p)
 static struct blk block_at(const struct kvf__segalloc *a, uint64_t off)
 {
 	struct path p;
-	const struct bnode *l = lookup(a, off, &p);
+	const struct node *l = lookup(a, off, &p);
 
-	return leaf_blk(l, p.idx[0]);
+	return leaf_blk(l, p.idx[0], p.off);
 }
 
-/* Address-ordered first fit; the caller checked a->largest >= @need. */
-static struct bnode *first_fit(const struct kvf__segalloc *a, uint64_t need,
-			       struct path *p)
+/*
+ * Remove the block at @key (not the first of the segment), giving its
+ * range to the block before it so the blocks keep tiling. When that block
+ * is the last of the previous leaf, grow it first (its summaries raised
+ * like a free's); the removal then only moves this leaf's base.
+ */
+static void absorb(struct kvf__segalloc *a, uint64_t key)
 {
-	struct bnode *n = a->root;
+	struct path p;
+	struct node *l = lookup(a, key, &p);
+
+	kvf__assert(key > 0 && p.off == key);
+	if (p.idx[0] == 0) {
+		uint64_t sz = blk_size(l->val[0]);
+
+		l = lookup(a, key - 1, &p);
+		l->val[p.idx[0]] += sz;
+		fix_path_freed(a, &p);
+	}
+	replace(a, key, NULL, 0);
+}
+
+/*
+ * Address-ordered first fit; the caller checked a->largest >= @need. The
+ * block's offset goes to @p->off.
+ */
+static struct node *first_fit(const struct kvf__segalloc *a, uint64_t need,
+			      struct path *p)
+{
+	struct node *n = a->root;
+	uint64_t off, v;
 	uint32_t i;
 
 	for (unsigned h = a->height; h > 0; h--) {
@@ -614,30 +726,45 @@ static struct bnode *first_fit(const struct kvf__segalloc *a, uint64_t need,
 			;
 		p->node[h] = n;
 		p->idx[h] = i;
-		n = n->ext[i].child;
+		n = as_inner(n)->child[i];
 		/* The scan below reads val[] in order: fetch it all at once. */
 		for (uint32_t j = 0; j < FAN; j += 64 / sizeof(n->val[0]))
 			__builtin_prefetch(&n->val[j]);
 	}
-	/* One branch per block, taken until the fit: used blocks count 0. */
-	for (i = 0; free_size(n->val[i]) < need; i++)
-		;
+	/*
+	 * One branch per block, taken until the fit: used blocks count 0.
+	 * The offset is the running sum of the sizes passed.
+	 */
+	off = n->base;
+	for (i = 0; free_size(v = n->val[i]) < need; i++)
+		off += blk_size(v);
 	p->node[0] = n;
 	p->idx[0] = i;
+	p->off = off;
 	return n;
 }
 
 /* ---- publishing ---- */
 
 #ifdef KVF_SEGALLOC_CHECK
-static uint64_t check_node(const struct bnode *n, unsigned level)
+/*
+ * Verify @n's summaries and its parent entries, and that the leaves tile
+ * the segment: *@at is where the next leaf must start.
+ */
+static uint64_t check_node(const struct node *n, unsigned level, uint64_t *at)
 {
 	uint64_t m = 0, s = 0;
 
+	if (!level && n->base != *at)
+		kvf__die("leaf base %llx, expected %llx",
+			 (unsigned long long)n->base, (unsigned long long)*at);
 	for (uint32_t i = 0; i < n->n; i++) {
 		uint64_t v = level ? n->val[i] : free_size(n->val[i]);
 
-		if (level && check_node(n->ext[i].child, level - 1) != v)
+		if (!level)
+			*at += blk_size(n->val[i]);
+		else if (as_inner(n)->key[i] != *at ||
+			 check_node(as_inner(n)->child[i], level - 1, at) != v)
 			kvf__die("entry %u at level %u stale", i, level);
 		if (v > m) {
 			s = m;
@@ -657,8 +784,11 @@ static uint64_t check_node(const struct bnode *n, unsigned level)
 static void publish(struct kvf__segalloc *a)
 {
 #ifdef KVF_SEGALLOC_CHECK
-	if (check_node(a->root, a->height) != a->largest)
-		kvf__die("largest stale");
+	uint64_t at = 0;
+
+	if (check_node(a->root, a->height, &at) != a->largest ||
+	    at != a->pub.capacity)
+		kvf__die("largest stale or blocks do not tile");
 #endif
 	atomic_store_explicit(&a->pub.free_bytes, a->free_bytes,
 			      memory_order_release);
@@ -685,12 +815,13 @@ int kvf__segalloc_create(uint64_t size, uint64_t alignment,
 	a->pub.align_mask = alignment - 1;
 	a->pub.capacity = cap;
 	a->size = size;
-	a->root = node_alloc();
+	a->root = node_alloc(true);
 	if (!a->root)
 		goto err_free;
 	a->root->n = 1;
-	a->root->key[0] = 0;
+	a->root->base = 0;
 	a->root->val[0] = cap;
+	as_leaf(a->root)->tag[0] = 0;
 	a->root->max = cap;
 	a->root->sub = 0;
 	a->free_bytes = cap;
@@ -708,29 +839,23 @@ err_free:
 	return KVF_ERR_NO_MEMORY;
 }
 
-static void free_tree(struct bnode *n, unsigned level)
+static void free_tree(struct node *n, unsigned level)
 {
 	if (level > 0)
 		for (uint32_t i = 0; i < n->n; i++)
-			free_tree(n->ext[i].child, level - 1);
+			free_tree(as_inner(n)->child[i], level - 1);
 	free(n);
 }
 
 void kvf__segalloc_destroy(struct kvf__segalloc *a)
 {
-	struct bnode *n;
-
 	if (!a)
 		return;
 	free_tree(a->root, a->height);
-	while ((n = a->spare_inner)) {
-		a->spare_inner = n->ext[0].child;
-		free(n);
-	}
-	while ((n = a->spare_leaf)) {
-		memcpy(&a->spare_leaf, &n->key[0], sizeof(n));
-		free(n);
-	}
+	while (a->nr_spare_inner)
+		free(spare_get(a, false));
+	while (a->nr_spare_leaf)
+		free(spare_get(a, true));
 	pthread_mutex_destroy(&a->lock);
 	free(a);
 }
@@ -753,7 +878,7 @@ int kvf__segalloc_alloc_tagged(struct kvf__segalloc *a, uint64_t size,
 			       uint64_t tag, uint64_t *offset)
 {
 	struct blk b, rep[2];
-	struct bnode *l;
+	struct node *l;
 	struct path p;
 	uint64_t need;
 	uint32_t i;
@@ -774,17 +899,17 @@ int kvf__segalloc_alloc_tagged(struct kvf__segalloc *a, uint64_t size,
 		goto out;
 	l = first_fit(a, need, &p);
 	i = p.idx[0];
-	b = leaf_blk(l, i);
+	b = leaf_blk(l, i, p.off);
 	if (b.val == need || l->n < FAN) {
 		/* In place: the leaf keeps room (the common case). */
 		if (b.val != need) {
-			move_entries(l, i + 2, l, i + 1, l->n - i - 1);
+			move_entries(l, i + 2, l, i + 1, l->n - i - 1, true);
 			leaf_set(l, i + 1,
 				 (struct blk){ b.off + need, b.val - need, 0 });
 			l->n++;
 		}
 		l->val[i] = need | USED;
-		l->ext[i].tag = tag;
+		as_leaf(l)->tag[i] = tag;
 		/*
 		 * The leaf's first key stays, and a free entry shrinking can
 		 * only move its node's maximum if it was the largest: sub
@@ -813,12 +938,12 @@ out:
 static bool free_in_leaf(struct kvf__segalloc *a, struct path *p,
 			 bool merge_prev, bool merge_next, struct blk m)
 {
-	struct bnode *l = p->node[0];
+	struct node *l = p->node[0];
 	uint32_t s = p->idx[0] - merge_prev, d = merge_prev + merge_next;
 
 	if (d && l->n - d < MIN_FILL && a->height > 0)
 		return false;
-	move_entries(l, s + 1, l, s + 1 + d, l->n - s - 1 - d);
+	move_entries(l, s + 1, l, s + 1 + d, l->n - s - 1 - d, true);
 	l->n -= d;
 	leaf_set(l, s, m);
 	/*
@@ -839,7 +964,7 @@ void kvf__segalloc_free(struct kvf__segalloc *a, uint64_t offset,
 	uint64_t need = size ? rounded(a, size) : 0, end, start;
 	struct blk b = { 0, 0, 0 }, prev = { 0, USED, 0 }, next = { 0, USED, 0 }, m;
 	bool prev_here = false, next_here = false;
-	const struct bnode *l;
+	const struct node *l;
 	struct path p;
 	uint32_t i;
 
@@ -847,17 +972,18 @@ void kvf__segalloc_free(struct kvf__segalloc *a, uint64_t offset,
 	if (offset < a->pub.capacity) {
 		l = lookup(a, offset, &p);
 		i = p.idx[0];
-		b = leaf_blk(l, i);
+		b = leaf_blk(l, i, p.off);
 		/* Neighbours: usually in the same leaf. */
 		prev_here = i > 0;
 		if (prev_here)
-			prev = leaf_blk(l, i - 1);
+			prev = leaf_blk(l, i - 1,
+					b.off - blk_size(l->val[i - 1]));
 		else if (offset > 0)
 			prev = block_at(a, offset - 1);
 		end = b.off + blk_size(b.val);
 		next_here = i + 1 < l->n;
 		if (next_here)
-			next = leaf_blk(l, i + 1);
+			next = leaf_blk(l, i + 1, end);
 		else if (end < a->pub.capacity)
 			next = block_at(a, end);
 	}
@@ -877,11 +1003,16 @@ void kvf__segalloc_free(struct kvf__segalloc *a, uint64_t offset,
 	    (next_here || (next.val & USED)) &&
 	    free_in_leaf(a, &p, !(prev.val & USED), !(next.val & USED), m))
 		goto done;
-	/* A neighbour in another leaf, or the leaf would underflow. */
+	/*
+	 * A neighbour in another leaf, or the leaf would underflow. Tiling
+	 * holds at every step: the next block goes to this one, this one
+	 * to the previous, then the block at @start (now covering all of
+	 * them) becomes the free merged block.
+	 */
 	if (!(next.val & USED))
-		replace(a, next.off, NULL, 0);
+		absorb(a, next.off);
 	if (start != offset)
-		replace(a, offset, NULL, 0);
+		absorb(a, offset);
 	replace(a, start, &m, 1);
 done:
 	a->free_bytes += need;
@@ -935,17 +1066,20 @@ out:
 }
 
 /* Append the used blocks under @n to @out[*k]. */
-static void collect_used(const struct bnode *n, unsigned level,
+static void collect_used(const struct node *n, unsigned level,
 			 struct kvf__segalloc_block *out, size_t *k)
 {
+	uint64_t off = n->base;
+
 	for (uint32_t i = 0; i < n->n; i++) {
 		if (level > 0) {
-			collect_used(n->ext[i].child, level - 1, out, k);
+			collect_used(as_inner(n)->child[i], level - 1, out, k);
 			continue;
 		}
 		if (n->val[i] & USED)
 			out[(*k)++] = (struct kvf__segalloc_block){
-				n->key[i], blk_size(n->val[i]), n->ext[i].tag };
+				off, blk_size(n->val[i]), as_leaf(n)->tag[i] };
+		off += blk_size(n->val[i]);
 	}
 }
 
@@ -1006,7 +1140,7 @@ uint64_t kvf__segalloc_nr_allocs(const struct kvf__segalloc *a)
  * right sibling, then descend along leftmost children. Amortised O(1)
  * per leaf, and it needs no sibling links in the nodes.
  */
-static struct bnode *next_leaf(const struct kvf__segalloc *a, struct path *p)
+static struct node *next_leaf(const struct kvf__segalloc *a, struct path *p)
 {
 	unsigned h = 1;
 
@@ -1016,7 +1150,7 @@ static struct bnode *next_leaf(const struct kvf__segalloc *a, struct path *p)
 		return NULL;
 	p->idx[h]++;
 	for (; h > 0; h--) {
-		p->node[h - 1] = p->node[h]->ext[p->idx[h]].child;
+		p->node[h - 1] = as_inner(p->node[h])->child[p->idx[h]];
 		p->idx[h - 1] = 0;
 	}
 	return p->node[0];
@@ -1026,12 +1160,12 @@ static struct bnode *next_leaf(const struct kvf__segalloc *a, struct path *p)
 static void prefetch_next_leaf(const struct kvf__segalloc *a,
 			       const struct path *p)
 {
-	const struct bnode *n;
+	const struct node *n;
 
 	if (!a->height || p->idx[1] + 1 >= p->node[1]->n)
 		return;
-	n = p->node[1]->ext[p->idx[1] + 1].child;
-	for (size_t b = 0; b < sizeof(*n); b += 64)
+	n = as_inner(p->node[1])->child[p->idx[1] + 1];
+	for (size_t b = 0; b < sizeof(struct leaf); b += 64)
 		__builtin_prefetch((const char *)n + b);
 }
 
@@ -1039,8 +1173,9 @@ size_t kvf__segalloc_scan(struct kvf__segalloc *a, uint64_t from,
 			  struct kvf__segalloc_block *out, size_t max,
 			  uint64_t *next)
 {
-	const struct bnode *l;
+	const struct node *l;
 	struct path p;
+	uint64_t off;
 	size_t k = 0;
 	uint32_t i;
 
@@ -1050,19 +1185,25 @@ size_t kvf__segalloc_scan(struct kvf__segalloc *a, uint64_t from,
 		goto out;
 	l = lookup(a, from, &p);
 	i = p.idx[0];
+	off = p.off;
 	while (l) {
 		prefetch_next_leaf(a, &p);
 		for (; i < l->n; i++) {
-			if (!(l->val[i] & USED) || l->key[i] < from)
+			uint64_t sz = blk_size(l->val[i]);
+
+			off += sz;
+			if (!(l->val[i] & USED) || off - sz < from)
 				continue;
 			out[k++] = (struct kvf__segalloc_block){
-				l->key[i], blk_size(l->val[i]), l->ext[i].tag };
+				off - sz, sz, as_leaf(l)->tag[i] };
 			if (k == max) {
-				*next = l->key[i] + blk_size(l->val[i]);
+				*next = off;
 				goto out;
 			}
 		}
 		l = next_leaf(a, &p);
+		if (l)
+			off = l->base;
 		i = 0;
 	}
 out:
