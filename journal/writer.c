@@ -38,7 +38,11 @@
  * into a fresh page of the map would fault on the caller's thread (page
  * cache fill, zeroing, block reservation), so a committing leader asks
  * the writer thread to keep the next PF_WINDOW bytes beyond LMDB's last
- * page prefaulted (MADV_POPULATE_WRITE; see prefault()).
+ * page prefaulted (MADV_POPULATE_WRITE; see prefault()). Populating
+ * dirties those pages, so each periodic sync writes back and
+ * write-protects the part of the window LMDB has not reached yet; the
+ * syncer then asks for that part again (want_reprefault()), or the caller
+ * would take a write-protect fault on each of those pages.
  *
  * Checkpoints: when the log holds checkpoint_records records (or
  * kvf__journal_checkpoint() asks), the writer folds the oldest frames into
@@ -96,39 +100,48 @@ static void frame_close(uint8_t *frame, size_t len, uint32_t nr)
 	frame[5] = (uint8_t)(nr >> 8);
 }
 
+/* Make room for @need bytes at @req->buf; it grows at least twofold. */
+static int buf_reserve(struct kvf__jreq *req, size_t need)
+{
+	size_t cap = req->cap * 2 > need ? req->cap * 2 : need;
+	uint8_t *buf;
+
+	if (need <= req->cap)
+		return KVF_OK;
+	buf = realloc(req->buf, cap);
+	if (!buf)
+		return KVF_ERR_NO_MEMORY;
+	req->buf = buf;
+	req->cap = cap;
+	return KVF_OK;
+}
+
 /*
  * Encode @recs into @req->buf as frames: each is a u32 (host order) value
  * length, then the value (u16 LE count, records). A frame is closed when
- * the next record would push it past KVF__FRAME_TARGET.
+ * the next record would push it past KVF__FRAME_TARGET. One pass: each
+ * record is validated and bounded once (the buffer, kept between appends,
+ * rarely has to grow).
  */
 static int encode_batch(const struct kvf__jrec *recs, size_t n,
 			struct kvf__jreq *req)
 {
-	size_t cap = 0, off = 0, frame = 0;
+	size_t off = 0, frame = 0;
 	uint32_t in_frame = 0;
 
 	for (size_t i = 0; i < n; i++) {
+		size_t max;
+
 		if (kvf__jrec_validate(&recs[i]))
 			return KVF_ERR_INVALID_ARGUMENT;
-		/* worst case: every record in a frame of its own */
-		cap += kvf__jrec_encoded_max(&recs[i]) + 4 + KVF__FRAME_HDR;
-	}
-	if (req->cap < cap) {
-		uint8_t *buf = realloc(req->buf, cap);
-
-		if (!buf)
-			return KVF_ERR_NO_MEMORY;
-		req->buf = buf;
-		req->cap = cap;
-	}
-	for (size_t i = 0; i < n; i++) {
-		size_t max = kvf__jrec_encoded_max(&recs[i]);
-
+		max = kvf__jrec_encoded_max(&recs[i]);
 		if (in_frame && (off - frame - 4 + max > KVF__FRAME_TARGET ||
 				 in_frame == KVF__FRAME_MAX_RECS)) {
 			frame_close(req->buf + frame, off - frame, in_frame);
 			in_frame = 0;
 		}
+		if (buf_reserve(req, off + 4 + KVF__FRAME_HDR + max))
+			return KVF_ERR_NO_MEMORY;
 		if (!in_frame) {
 			frame = off;
 			off += 4 + KVF__FRAME_HDR;
@@ -313,7 +326,10 @@ static uint8_t *find_map(struct kvf__journal *j, uint64_t size)
  */
 static void want_prefault(struct kvf__journal *j, uint64_t end)
 {
-	if (!j->writemap || j->pf_off || end + PF_WINDOW / 2 <= j->pf_to)
+	if (!j->writemap || j->pf_off)
+		return;
+	j->pf_end = end;
+	if (end + PF_WINDOW / 2 <= j->pf_to)
 		return;
 	j->pf_from = end > j->pf_to ? end : j->pf_to;
 	j->pf_to = end + PF_WINDOW;
@@ -321,6 +337,22 @@ static void want_prefault(struct kvf__journal *j, uint64_t end)
 		j->pf_to = j->map_size;
 	if (j->pf_from >= j->pf_to)
 		return;
+	j->pf_pending = 1;
+	pthread_cond_signal(&j->work_cv);
+}
+
+/*
+ * Syncer, with @mu held, after a sync: the sync wrote back and
+ * write-protected the prefaulted pages LMDB had not used yet (populating
+ * dirties them), so the caller would fault on each again. Populate what
+ * is left of the window once more.
+ */
+static void want_reprefault(struct kvf__journal *j)
+{
+	if (!j->writemap || j->pf_off || j->pf_end >= j->pf_to)
+		return;
+	if (!j->pf_pending || j->pf_end < j->pf_from)
+		j->pf_from = j->pf_end;
 	j->pf_pending = 1;
 	pthread_cond_signal(&j->work_cv);
 }
@@ -840,6 +872,8 @@ static void *syncer_main(void *arg)
 		pthread_mutex_unlock(&j->mu);
 		rc = kvf__jsync(j);
 		pthread_mutex_lock(&j->mu);
+		if (!rc)
+			want_reprefault(j);
 		if (rc) {
 			j->sync_errors++;
 			if (!j->dirty_since)
