@@ -184,7 +184,7 @@ static void usage(FILE *f)
 		"  --data-dir DIR      journal directory (default ./kvforge-data)\n"
 		"  --keep-data         do not wipe the journal first\n"
 		"  --sync-ms N         bounded mode's sync interval, ms\n"
-		"                      (default: the engine's, 10)\n"
+		"                      (default: the engine's, 50)\n"
 		"  --index KIND        bucket | lfht (default bucket)\n"
 		"  --placement NAME    fragmentation_aware | random |\n"
 		"                      free_ratio_first\n"
