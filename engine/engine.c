@@ -38,7 +38,7 @@ void kvf_config_init(struct kvf_config *cfg)
 {
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->durability = KVF_DURABILITY_BOUNDED;
-	cfg->sync_interval_ms = 10;
+	cfg->sync_interval_ms = 50;
 	cfg->lease_ttl_ms = 10000;
 	cfg->client_ttl_ms = 10000;
 	cfg->put_discard_timeout_ms = 30000;

@@ -88,6 +88,8 @@ struct kvf__journal {
 	uint8_t *map_addr;     /* under @map_mu; NULL: look it up again */
 	uint64_t pf_from;      /* under @mu: prefault [pf_from, pf_to) */
 	uint64_t pf_to;        /* under @mu: 0 after a remap */
+	uint64_t pf_end;       /* under @mu: LMDB's end at the last commit */
+	uint64_t zap_to;       /* under @map_mu: unmapped up to here */
 	int pf_pending;        /* under @mu: the writer has a range to do */
 	int pf_off;            /* under @mu: prefaulting unsupported */
 	struct kvf__journal_config cfg;

@@ -49,7 +49,7 @@
 #include "journal/jint.h"
 
 #define DEFAULT_MAP_SIZE (64ull << 20)
-#define DEFAULT_SYNC_MS 10u
+#define DEFAULT_SYNC_MS 50u
 #define DEFAULT_CKPT_RECORDS 1000000ull
 #define DEFAULT_FOLD_CHUNK 32768u
 /* Compact at open when the file is at least this big and 3/4 free. */

@@ -113,7 +113,7 @@ struct kvf__journal;
  * @dir: data directory; created (with parents) if missing.
  * @durability: %KVF_DURABILITY_STRICT or %KVF_DURABILITY_BOUNDED
  *              (%KVF_DURABILITY_NONE is refused: no journal is needed).
- * @sync_interval_ms: BOUNDED: the writer syncs the file this often; 0 = 10.
+ * @sync_interval_ms: BOUNDED: the writer syncs the file this often; 0 = 50.
  * @map_size: initial LMDB map size in bytes; 0 = 64 MiB. Grows by doubling
  *            (BOUNDED: by a quarter; the map is allocated on disk).
  * @checkpoint_records: fold the log into the image once it holds this many

@@ -38,7 +38,14 @@
  * into a fresh page of the map would fault on the caller's thread (page
  * cache fill, zeroing, block reservation), so a committing leader asks
  * the writer thread to keep the next PF_WINDOW bytes beyond LMDB's last
- * page prefaulted (MADV_POPULATE_WRITE; see prefault()).
+ * page prefaulted (MADV_POPULATE_WRITE; see prefault()). Populating
+ * dirties those pages, so each periodic sync writes back and
+ * write-protects the part of the window LMDB has not reached yet; the
+ * syncer then asks for that part again (want_reprefault()), or the caller
+ * would take a write-protect fault on each of those pages. Before each
+ * sync the syncer also unmaps the log written more than ZAP_MARGIN behind
+ * the end (unmap_behind()): writing back a mapped page write-protects it
+ * with a TLB flush, an IPI to the caller's CPU, per page.
  *
  * Checkpoints: when the log holds checkpoint_records records (or
  * kvf__journal_checkpoint() asks), the writer folds the oldest frames into
@@ -74,6 +81,8 @@
 #define SLOT_FOLD 2
 /* With MDB_WRITEMAP, keep this much of the map prefaulted ahead. */
 #define PF_WINDOW (2ull << 20)
+/* Before a sync, unmap the log written more than this behind the end. */
+#define ZAP_MARGIN (1ull << 20)
 /* Below this much free space, a failed write means "disk full". */
 #define KVF__NEARLY_FULL (4ull << 20)
 
@@ -96,39 +105,48 @@ static void frame_close(uint8_t *frame, size_t len, uint32_t nr)
 	frame[5] = (uint8_t)(nr >> 8);
 }
 
+/* Make room for @need bytes at @req->buf; it grows at least twofold. */
+static int buf_reserve(struct kvf__jreq *req, size_t need)
+{
+	size_t cap = req->cap * 2 > need ? req->cap * 2 : need;
+	uint8_t *buf;
+
+	if (need <= req->cap)
+		return KVF_OK;
+	buf = realloc(req->buf, cap);
+	if (!buf)
+		return KVF_ERR_NO_MEMORY;
+	req->buf = buf;
+	req->cap = cap;
+	return KVF_OK;
+}
+
 /*
  * Encode @recs into @req->buf as frames: each is a u32 (host order) value
  * length, then the value (u16 LE count, records). A frame is closed when
- * the next record would push it past KVF__FRAME_TARGET.
+ * the next record would push it past KVF__FRAME_TARGET. One pass: each
+ * record is validated and bounded once (the buffer, kept between appends,
+ * rarely has to grow).
  */
 static int encode_batch(const struct kvf__jrec *recs, size_t n,
 			struct kvf__jreq *req)
 {
-	size_t cap = 0, off = 0, frame = 0;
+	size_t off = 0, frame = 0;
 	uint32_t in_frame = 0;
 
 	for (size_t i = 0; i < n; i++) {
+		size_t max;
+
 		if (kvf__jrec_validate(&recs[i]))
 			return KVF_ERR_INVALID_ARGUMENT;
-		/* worst case: every record in a frame of its own */
-		cap += kvf__jrec_encoded_max(&recs[i]) + 4 + KVF__FRAME_HDR;
-	}
-	if (req->cap < cap) {
-		uint8_t *buf = realloc(req->buf, cap);
-
-		if (!buf)
-			return KVF_ERR_NO_MEMORY;
-		req->buf = buf;
-		req->cap = cap;
-	}
-	for (size_t i = 0; i < n; i++) {
-		size_t max = kvf__jrec_encoded_max(&recs[i]);
-
+		max = kvf__jrec_encoded_max(&recs[i]);
 		if (in_frame && (off - frame - 4 + max > KVF__FRAME_TARGET ||
 				 in_frame == KVF__FRAME_MAX_RECS)) {
 			frame_close(req->buf + frame, off - frame, in_frame);
 			in_frame = 0;
 		}
+		if (buf_reserve(req, off + 4 + KVF__FRAME_HDR + max))
+			return KVF_ERR_NO_MEMORY;
 		if (!in_frame) {
 			frame = off;
 			off += 4 + KVF__FRAME_HDR;
@@ -313,7 +331,10 @@ static uint8_t *find_map(struct kvf__journal *j, uint64_t size)
  */
 static void want_prefault(struct kvf__journal *j, uint64_t end)
 {
-	if (!j->writemap || j->pf_off || end + PF_WINDOW / 2 <= j->pf_to)
+	if (!j->writemap || j->pf_off)
+		return;
+	j->pf_end = end;
+	if (end + PF_WINDOW / 2 <= j->pf_to)
 		return;
 	j->pf_from = end > j->pf_to ? end : j->pf_to;
 	j->pf_to = end + PF_WINDOW;
@@ -323,6 +344,49 @@ static void want_prefault(struct kvf__journal *j, uint64_t end)
 		return;
 	j->pf_pending = 1;
 	pthread_cond_signal(&j->work_cv);
+}
+
+/*
+ * Syncer, with @mu held, after a sync: the sync wrote back and
+ * write-protected the prefaulted pages LMDB had not used yet (populating
+ * dirties them), so the caller would fault on each again. Populate what
+ * is left of the window once more.
+ */
+static void want_reprefault(struct kvf__journal *j)
+{
+	if (!j->writemap || j->pf_off || j->pf_end >= j->pf_to)
+		return;
+	if (!j->pf_pending || j->pf_end < j->pf_from)
+		j->pf_from = j->pf_end;
+	j->pf_pending = 1;
+	pthread_cond_signal(&j->work_cv);
+}
+
+/*
+ * Syncer, before a sync, without @mu: drop our page-table entries for the
+ * map below @end - ZAP_MARGIN (MADV_DONTNEED; only what was not dropped
+ * before). A sync write-protects every dirty page it writes back that is
+ * mapped, one TLB flush, hence one IPI to the CPU running the appending
+ * caller, per page: with MDB_WRITEMAP that was most of a sync's cost and
+ * slowed ~15% of the caller's batches 2-3x while it ran. Pages of a
+ * shared file mapping keep their contents and dirty state in the page
+ * cache when unmapped, so the sync still writes them, without touching
+ * page tables; the log below the end is rarely touched again (checkpoints
+ * and LMDB's reuse of freed pages fault them back in, from the page
+ * cache). @map_mu keeps a remap out meanwhile.
+ */
+static void unmap_behind(struct kvf__journal *j, uint64_t end)
+{
+	uint64_t to;
+
+	if (!j->writemap || end < ZAP_MARGIN)
+		return;
+	to = (end - ZAP_MARGIN) & ~((uint64_t)j->psize - 1);
+	pthread_mutex_lock(&j->map_mu);
+	if (j->map_addr && to > j->zap_to &&
+	    !madvise(j->map_addr + j->zap_to, to - j->zap_to, MADV_DONTNEED))
+		j->zap_to = to;
+	pthread_mutex_unlock(&j->map_mu);
 }
 
 /*
@@ -817,7 +881,7 @@ static void *writer_main(void *arg)
 static void *syncer_main(void *arg)
 {
 	struct kvf__journal *j = arg;
-	uint64_t interval = j->cfg.sync_interval_ms * NSEC_PER_MSEC;
+	uint64_t interval = j->cfg.sync_interval_ms * NSEC_PER_MSEC, end;
 	struct timespec ts;
 	int rc;
 
@@ -837,9 +901,13 @@ static void *syncer_main(void *arg)
 			continue;
 		}
 		j->dirty_since = 0;
+		end = j->pf_end;
 		pthread_mutex_unlock(&j->mu);
+		unmap_behind(j, end);
 		rc = kvf__jsync(j);
 		pthread_mutex_lock(&j->mu);
+		if (!rc)
+			want_reprefault(j);
 		if (rc) {
 			j->sync_errors++;
 			if (!j->dirty_since)

@@ -31,6 +31,7 @@ struct bench_opts {
 	enum kvf_index_kind index;      /* --index lfht|bucket */
 	enum kvf_placement_strategy placement; /* --placement ... */
 	const char *data_dir;    /* --data-dir; default ./kvforge-data */
+	uint32_t sync_ms;        /* --sync-ms; 0 = the engine's default */
 	bool json;               /* --json */
 	bool profile;            /* --profile */
 	bool keep_data;          /* --keep-data: do not wipe data_dir first */

@@ -150,6 +150,8 @@ void bench_engine_config(const struct bench_opts *o, struct kvf_config *cfg)
 	cfg->placement = o->placement;
 	cfg->expected_objects = o->objects;
 	cfg->seed = o->seed;
+	if (o->sync_ms)
+		cfg->sync_interval_ms = o->sync_ms;
 	/* Benchmarks call from one client that never heartbeats. */
 	cfg->client_ttl_ms = 24ULL * 3600 * 1000;
 }
@@ -181,6 +183,8 @@ static void usage(FILE *f)
 		"                      with --data-dir, else none)\n"
 		"  --data-dir DIR      journal directory (default ./kvforge-data)\n"
 		"  --keep-data         do not wipe the journal first\n"
+		"  --sync-ms N         bounded mode's sync interval, ms\n"
+		"                      (default: the engine's, 50)\n"
 		"  --index KIND        bucket | lfht (default bucket)\n"
 		"  --placement NAME    fragmentation_aware | random |\n"
 		"                      free_ratio_first\n"
@@ -233,6 +237,7 @@ static void parse_options(int argc, char **argv, struct bench_opts *o)
 		{ "durability", required_argument, NULL, 'd' },
 		{ "data-dir", required_argument, NULL, 'D' },
 		{ "keep-data", no_argument, NULL, 'K' },
+		{ "sync-ms", required_argument, NULL, 'S' },
 		{ "index", required_argument, NULL, 'i' },
 		{ "placement", required_argument, NULL, 'p' },
 		{ "profile", no_argument, NULL, 'P' },
@@ -258,6 +263,7 @@ static void parse_options(int argc, char **argv, struct bench_opts *o)
 			break;
 		case 'D': o->data_dir = optarg; break;
 		case 'K': o->keep_data = true; break;
+		case 'S': o->sync_ms = (uint32_t)parse_u64(optarg); break;
 		case 'i': o->index = parse_enum(optarg, index_names, 2); break;
 		case 'p':
 			o->placement = parse_enum(optarg, placement_names, 3);
@@ -299,6 +305,10 @@ static void record_config(const struct bench_opts *o, struct bench_results *r)
 	bench_config(r, "placement", placement_names[o->placement]);
 	if (o->durability != KVF_DURABILITY_NONE)
 		bench_config(r, "data_dir", o->data_dir);
+	if (o->sync_ms) {
+		snprintf(buf, sizeof(buf), "%u", o->sync_ms);
+		bench_config(r, "sync_ms", buf);
+	}
 }
 
 int main(int argc, char **argv)
