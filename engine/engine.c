@@ -200,6 +200,7 @@ static int open_journal(struct kvf_engine *e, uint64_t *expected)
 		.dir = e->data_dir,
 		.durability = e->cfg.durability,
 		.sync_interval_ms = e->cfg.sync_interval_ms,
+		.writemap = e->cfg.journal_writemap,
 	};
 	uint64_t estimate;
 	int ret;

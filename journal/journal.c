@@ -20,8 +20,10 @@
  * initialised, or it must carry our magic and version. Damage is reported
  * (KVF_ERR_JOURNAL_CORRUPT), never repaired.
  *
- * BOUNDED opens the environment with MDB_WRITEMAP: commits store into the
- * shared mapping instead of copying dirty pages with pwritev. LMDB then
+ * BOUNDED with cfg->writemap (opt-in: kvf_config.journal_writemap) opens
+ * the environment with MDB_WRITEMAP: commits store into the shared mapping
+ * instead of copying dirty pages with pwritev (docs/journal.md says why
+ * it is not the default: checkpoint folds). LMDB then
  * extends the file sparsely to the map size, and a store into a page the
  * file system cannot back (disk full) would raise SIGBUS. So the map is
  * never larger than what posix_fallocate() has allocated (kvf__jback(),
@@ -389,7 +391,9 @@ static uint64_t data_end(struct kvf__journal *j)
 
 static unsigned env_flags(const struct kvf__journal *j)
 {
-	return j->writemap ? MDB_NOSYNC | MDB_WRITEMAP : 0;
+	if (j->cfg.durability != KVF_DURABILITY_BOUNDED)
+		return 0;
+	return MDB_NOSYNC | (j->writemap ? MDB_WRITEMAP : 0);
 }
 
 int kvf__jback(struct kvf__journal *j, uint64_t size)
@@ -653,7 +657,7 @@ int kvf__journal_open(const struct kvf__journal_config *cfg,
 	j->dir = strdup(cfg->dir);
 	j->cfg.dir = j->dir;
 	j->tail = &j->head;
-	j->writemap = cfg->durability == KVF_DURABILITY_BOUNDED;
+	j->writemap = cfg->durability == KVF_DURABILITY_BOUNDED && cfg->writemap;
 	if (!j->dir || init_sync(j)) {
 		free(j->dir);
 		free(j);

@@ -125,6 +125,7 @@ struct kvf__journal_config {
 	const char *dir;
 	enum kvf_durability durability;
 	uint32_t sync_interval_ms;
+	bool writemap; /* BOUNDED only: MDB_WRITEMAP (kvf_config.journal_writemap) */
 	uint64_t map_size;
 	uint64_t checkpoint_records;
 	uint32_t fold_chunk;

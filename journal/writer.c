@@ -29,9 +29,9 @@
  *
  * Durability: STRICT opens the environment without MDB_NOSYNC, so each
  * commit (appends and fold chunks alike) is synced before it returns.
- * BOUNDED uses MDB_NOSYNC | MDB_WRITEMAP and a syncer thread fdatasync()s
- * the file once sync_interval_ms has passed since the first unsynced
- * commit. With MDB_WRITEMAP a commit stores into the shared mapping and
+ * BOUNDED uses MDB_NOSYNC (plus MDB_WRITEMAP when configured) and a
+ * syncer thread syncs the file once sync_interval_ms has passed since the
+ * first unsynced commit. With MDB_WRITEMAP a commit stores into the shared mapping and
  * makes no system call (no pwritev copy of the dirty pages); the map is
  * always fully allocated on disk (journal.c: kvf__jback()), so a full disk
  * shows up as ENOSPC when the map grows, never as SIGBUS. The first store

@@ -86,6 +86,14 @@ struct kvf_config {
 	 *  journal pages again and the next append faults on them (at 10
 	 *  ms, bounded puts ran ~20% slower than at 50; docs/journal.md). */
 	uint32_t sync_interval_ms;
+	/** %KVF_DURABILITY_BOUNDED writes the journal through a shared
+	 *  mapping (LMDB's MDB_WRITEMAP; the map is kept fallocated, so a
+	 *  full disk is an error, never SIGBUS). Default false. Puts get
+	 *  cheaper (no write() copy per commit), but while a checkpoint
+	 *  folds, every sync write-protects the fold's pages one TLB flush
+	 *  at a time: batch remove and re-put ran ~3x slower then in our
+	 *  measurements (docs/journal.md). */
+	bool journal_writemap;
 	/** Read lease granted by get/exist, ms. Default 10000. */
 	uint64_t lease_ttl_ms;
 	/** A client silent this long is dead, ms. Default 10000. */

@@ -71,6 +71,7 @@ static struct kvf__journal *jopen_cfg(const char *dir, enum kvf_durability d,
 		.dir = dir,
 		.durability = d,
 		.sync_interval_ms = 5,
+		.writemap = true, /* the engine's default path is in test_durability */
 		.map_size = map,
 		.checkpoint_records = ckpt,
 		.fold_chunk = 97,

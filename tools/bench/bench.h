@@ -32,6 +32,7 @@ struct bench_opts {
 	enum kvf_placement_strategy placement; /* --placement ... */
 	const char *data_dir;    /* --data-dir; default ./kvforge-data */
 	uint32_t sync_ms;        /* --sync-ms; 0 = the engine's default */
+	bool writemap;           /* --writemap */
 	bool json;               /* --json */
 	bool profile;            /* --profile */
 	bool keep_data;          /* --keep-data: do not wipe data_dir first */

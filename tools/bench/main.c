@@ -152,6 +152,7 @@ void bench_engine_config(const struct bench_opts *o, struct kvf_config *cfg)
 	cfg->seed = o->seed;
 	if (o->sync_ms)
 		cfg->sync_interval_ms = o->sync_ms;
+	cfg->journal_writemap = o->writemap;
 	/* Benchmarks call from one client that never heartbeats. */
 	cfg->client_ttl_ms = 24ULL * 3600 * 1000;
 }
@@ -185,6 +186,8 @@ static void usage(FILE *f)
 		"  --keep-data         do not wipe the journal first\n"
 		"  --sync-ms N         bounded mode's sync interval, ms\n"
 		"                      (default: the engine's, 50)\n"
+		"  --writemap          bounded journal through MDB_WRITEMAP\n"
+		"                      (kvf_config.journal_writemap)\n"
 		"  --index KIND        bucket | lfht (default bucket)\n"
 		"  --placement NAME    fragmentation_aware | random |\n"
 		"                      free_ratio_first\n"
@@ -238,6 +241,7 @@ static void parse_options(int argc, char **argv, struct bench_opts *o)
 		{ "data-dir", required_argument, NULL, 'D' },
 		{ "keep-data", no_argument, NULL, 'K' },
 		{ "sync-ms", required_argument, NULL, 'S' },
+		{ "writemap", no_argument, NULL, 'W' },
 		{ "index", required_argument, NULL, 'i' },
 		{ "placement", required_argument, NULL, 'p' },
 		{ "profile", no_argument, NULL, 'P' },
@@ -264,6 +268,7 @@ static void parse_options(int argc, char **argv, struct bench_opts *o)
 		case 'D': o->data_dir = optarg; break;
 		case 'K': o->keep_data = true; break;
 		case 'S': o->sync_ms = (uint32_t)parse_u64(optarg); break;
+		case 'W': o->writemap = true; break;
 		case 'i': o->index = parse_enum(optarg, index_names, 2); break;
 		case 'p':
 			o->placement = parse_enum(optarg, placement_names, 3);
@@ -309,6 +314,8 @@ static void record_config(const struct bench_opts *o, struct bench_results *r)
 		snprintf(buf, sizeof(buf), "%u", o->sync_ms);
 		bench_config(r, "sync_ms", buf);
 	}
+	if (o->writemap)
+		bench_config(r, "writemap", "yes");
 }
 
 int main(int argc, char **argv)
