@@ -349,6 +349,7 @@ int kvf_engine_get_stats(struct kvf_engine *e, struct kvf_engine_stats *st)
 	st->expired_clients = __atomic_load_n(&e->nr_expired, __ATOMIC_RELAXED);
 	st->recovered_objects = e->recovered_objects;
 	st->recovery_ns = e->recovery_ns;
+	st->record_bytes = kvf__arena_mapped_bytes(e->arena);
 	pthread_mutex_lock(&e->deferred_lock);
 	st->deferred_frees = e->nr_deferred;
 	pthread_mutex_unlock(&e->deferred_lock);

@@ -146,6 +146,9 @@ struct kvf_engine_stats {
 	uint64_t expired_clients;  /**< since open */
 	uint64_t recovered_objects; /**< restored from the journal at open */
 	uint64_t recovery_ns;      /**< time spent recovering at open */
+	/** Memory the engine mapped for object records (2 MiB chunks):
+	 *  live records plus freed blocks kept for reuse until close. */
+	uint64_t record_bytes;
 };
 
 /**
