@@ -69,6 +69,8 @@ uint64_t bench_now_ns(void);
 uint64_t bench_rss_bytes(void);
 /* xorshift64*; state must be non-zero. */
 uint64_t bench_rand(uint64_t *state);
+/* A multiplier coprime to @n (> 0): x -> x * a % n permutes [0, n). */
+uint64_t bench_coprime_step(uint64_t n);
 /* Sorts @v in place and returns the q-quantile (0..1) of n values. */
 double bench_quantile(double *v, size_t n, double q);
 /* Fill buf with a HiCache-shaped key: 64 hex chars + "_<rank>_k|v". */

@@ -63,17 +63,6 @@ struct hicache {
 	struct worker *w;
 };
 
-static uint64_t gcd(uint64_t a, uint64_t b)
-{
-	while (b) {
-		uint64_t t = a % b;
-
-		a = b;
-		b = t;
-	}
-	return a;
-}
-
 /* The x-th id of a fixed pseudo-random permutation of [0, n). */
 static uint64_t perm(const struct hicache *h, uint64_t x)
 {
@@ -284,9 +273,7 @@ int bench_hicache(const struct bench_opts *o, struct bench_results *r)
 	uint64_t rss_open, rss0, rss1, ns[PH_COUNT];
 	int ret;
 
-	h.perm_a = 0x9e3779b97f4a7c15ULL % o->objects;
-	while (gcd(h.perm_a, o->objects) != 1 || h.perm_a < 2)
-		h.perm_a++;
+	h.perm_a = bench_coprime_step(o->objects);
 	bench_wipe_dir(o, o->data_dir);
 	bench_engine_config(o, &cfg);
 	/* The engine's own memory counts too (e.g. a presized index). */

@@ -55,27 +55,6 @@ static uint64_t object_size(uint64_t *rng)
 	return (1u << 20) + (bench_rand(rng) % 768) * 4096;
 }
 
-static uint64_t gcd(uint64_t a, uint64_t b)
-{
-	while (b) {
-		uint64_t t = a % b;
-
-		a = b;
-		b = t;
-	}
-	return a;
-}
-
-/* A multiplier coprime to @n: x -> x * a % n permutes [0, n). */
-static uint64_t coprime_step(uint64_t n)
-{
-	uint64_t a = 0x9e3779b97f4a7c15ULL % n;
-
-	while (a < 2 || gcd(a, n) != 1)
-		a++;
-	return n < 3 ? 1 : a;
-}
-
 static double median(double *v, size_t n)
 {
 	return bench_quantile(v, n, 0.5);
@@ -392,7 +371,7 @@ static int cleanup_round(struct cleanup *c, unsigned round, double *m)
 	rd.pool = c->pool;
 	rd.pool_len = c->pool_len;
 	rd.pool_n = c->pool_n;
-	rd.step = coprime_step(c->pool_n);
+	rd.step = bench_coprime_step(c->pool_n);
 	rd.x = (c->o->seed + round) * 104729;
 	atomic_store(&rd.phase, RP_WARMUP);
 	if (pthread_create(&rd.thread, NULL, reader_main, &rd)) {

@@ -69,6 +69,26 @@ uint64_t bench_rand(uint64_t *s)
 	return x * 0x2545F4914F6CDD1DULL;
 }
 
+static uint64_t gcd(uint64_t a, uint64_t b)
+{
+	while (b) {
+		uint64_t t = a % b;
+
+		a = b;
+		b = t;
+	}
+	return a;
+}
+
+uint64_t bench_coprime_step(uint64_t n)
+{
+	uint64_t a = 0x9e3779b97f4a7c15ULL % n;
+
+	while (a < 2 || gcd(a, n) != 1)
+		a++;
+	return n < 3 ? 1 : a;
+}
+
 static int cmp_double(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;

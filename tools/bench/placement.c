@@ -260,13 +260,6 @@ out:
 	return rc;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return (x > y) - (x < y);
-}
-
 /*
  * Workload arguments naming mixes or strategies restrict the run to them
  * (e.g. "wide fragmentation_aware"); the default runs everything.
@@ -336,11 +329,11 @@ int bench_placement(const struct bench_opts *o, struct bench_results *r)
 			for (int k = 0; k < NR_METRICS; k++) {
 				double *p = &V(s, m, k, 0);
 
-				qsort(p, rounds, sizeof(*p), cmp_double);
 				snprintf(key, sizeof(key), "%s/%s/%s",
 					 strats[s].name, mix_names[m],
 					 metric_names[k]);
-				bench_result(r, NULL, key, p[rounds / 2]);
+				bench_result(r, NULL, key,
+					     bench_quantile(p, rounds, 0.5));
 			}
 		}
 	}
