@@ -11,26 +11,33 @@
 #define C2 42
 #define OBJ (1 * MIB)
 
-static void fill(struct kvf_engine *e, const char *prefix, int n,
-		 bool hard, bool soft)
+/* Put and end "<prefix>-0" .. "<prefix>-<n-1>" as client C1 under @cfg. */
+static void fill_with(struct kvf_engine *e, const char *prefix, int n,
+		      const struct kvf_put_config *cfg, uint64_t size)
 {
-	struct kvf_put_config cfg = { .replica_num = 1, .hard_pin = hard,
-				      .soft_pin = soft };
 	char key[64];
 
 	for (int i = 0; i < n; i++) {
 		struct kvf_key k;
-		uint64_t size = OBJ;
 		struct kvf_replicas out;
 		enum kvf_status st;
 
 		snprintf(key, sizeof(key), "%s-%d", prefix, i);
 		k = key_of(key);
-		assert_int_equal(kvf_batch_put_start(e, C1, &k, &size, 1, &cfg,
+		assert_int_equal(kvf_batch_put_start(e, C1, &k, &size, 1, cfg,
 						     &out, &st),
 				 KVF_OK);
 		assert_int_equal(end1(e, C1, key), KVF_OK);
 	}
+}
+
+static void fill(struct kvf_engine *e, const char *prefix, int n,
+		 bool hard, bool soft)
+{
+	struct kvf_put_config cfg = { .replica_num = 1, .hard_pin = hard,
+				      .soft_pin = soft };
+
+	fill_with(e, prefix, n, &cfg, OBJ);
 }
 
 static int count_present(struct kvf_engine *e, const char *prefix, int n)
@@ -182,34 +189,18 @@ static void test_dead_client_cleanup(void **state)
 				      .preferred_segments = pref,
 				      .nr_preferred = 2 };
 	struct kvf_replicas out;
-	enum kvf_status st;
 	char key[32];
 
 	assert_int_equal(mount(f->e, C1, 1, 256 * MIB), KVF_OK);
 	assert_int_equal(mount(f->e, C2, 2, 256 * MIB), KVF_OK);
 	assert_int_equal(mount(f->e, C2, 3, 256 * MIB), KVF_OK);
-	for (int i = 0; i < 30; i++) {
-		struct kvf_key k;
-
-		snprintf(key, sizeof(key), "both-%d", i);
-		k = key_of(key);
-		assert_int_equal(kvf_batch_put_start(f->e, C1, &k, &size, 1,
-						     &cfg, &out, &st),
-				 KVF_OK);
-		assert_int_equal(end1(f->e, C1, key), KVF_OK);
-	}
+	fill_with(f->e, "both", 30, &cfg, size);
 	cfg.replica_num = 1;
 	cfg.nr_preferred = 1;
 	fill(f->e, "only", 10, false, false); /* placement's choice */
+	fill_with(f->e, "dead", 10, &cfg, size);
 	for (int i = 0; i < 10; i++) {
-		struct kvf_key k;
-
 		snprintf(key, sizeof(key), "dead-%d", i);
-		k = key_of(key);
-		assert_int_equal(kvf_batch_put_start(f->e, C1, &k, &size, 1,
-						     &cfg, &out, &st),
-				 KVF_OK);
-		assert_int_equal(end1(f->e, C1, key), KVF_OK);
 		assert_int_equal(get1(f->e, key, NULL), KVF_OK); /* leased */
 	}
 	/* C1 (segment 1) goes silent. */
