@@ -94,6 +94,13 @@ struct kvf_config {
 	 *  at a time: batch remove and re-put ran ~3x slower then in our
 	 *  measurements (docs/journal.md). */
 	bool journal_writemap;
+	/** %KVF_DURABILITY_BOUNDED acknowledges a batch once it is copied
+	 *  into a mapped side log (two files, wal-0.log and wal-1.log, of
+	 *  this many bytes each, allocated on disk at open); the journal
+	 *  moves it into LMDB in the background. A multiple of 4096, at
+	 *  least 64 KiB; 0 (the default) means 32 MiB. Appends wait only
+	 *  when both files hold batches not yet synced in LMDB. */
+	uint64_t journal_wal_bytes;
 	/** Read lease granted by get/exist, ms. Default 10000. */
 	uint64_t lease_ttl_ms;
 	/** A client silent this long is dead, ms. Default 10000. */
