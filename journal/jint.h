@@ -246,6 +246,16 @@ int kvf__wal_walk(const uint8_t *map, uint64_t size, uint64_t from,
  */
 uint64_t kvf__wal_prefix(const uint8_t *map, uint64_t size, uint64_t *first,
 			 uint64_t *last);
+/*
+ * kvf__wal_scan() - read-only: call @fn for each record of DIR's side log
+ * that follows @last_seq (LMDB's last sequence), as the next open would
+ * move them, with its sequence; *@records counts them. No side log files:
+ * nothing. Returns 0, @fn's non-zero result or KVF_ERR_JOURNAL_CORRUPT.
+ */
+int kvf__wal_scan(const char *dir, uint64_t last_seq,
+		  int (*fn)(void *arg, const struct kvf__jrec *rec,
+			    uint64_t seq),
+		  void *arg, uint64_t *records);
 void kvf__wal_prefault(struct kvf__journal *j, int file, uint64_t from,
 		       uint64_t to);
 void kvf__wal_zap(struct kvf__journal *j, int file, uint64_t from,

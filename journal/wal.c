@@ -183,24 +183,44 @@ uint64_t kvf__wal_prefix(const uint8_t *map, uint64_t size, uint64_t *first,
 
 /* --- Opening and recovery. --- */
 
-static int open_file(struct kvf__journal *j, int i)
+static void wal_path(char *buf, size_t len, const char *dir, int i)
 {
-	struct kvf__jwal_file *f = &j->wal.f[i];
-	char path[4096];
-	struct stat sb;
-	int rc;
+	snprintf(buf, len, "%s/wal-%d.log", dir, i);
+}
 
-	snprintf(path, sizeof(path), "%s/wal-%d.log", j->dir, i);
-	f->fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-	if (f->fd < 0)
-		return errno;
-	if (fstat(f->fd, &sb))
-		return errno;
-	if ((uint64_t)sb.st_size < j->wal.size) {
-		rc = posix_fallocate(f->fd, 0, (off_t)j->wal.size);
+/*
+ * Open (creating) both files; the file size is the configured one, or
+ * that of a larger existing file (a smaller wal_bytes than last time must
+ * not hide frames). Returns 0 or an errno value.
+ */
+static int open_files(struct kvf__journal *j)
+{
+	struct stat sb;
+	char path[4096];
+
+	for (int i = 0; i < 2; i++) {
+		struct kvf__jwal_file *f = &j->wal.f[i];
+
+		wal_path(path, sizeof(path), j->dir, i);
+		f->fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+		if (f->fd < 0 || fstat(f->fd, &sb))
+			return errno;
+		if ((uint64_t)sb.st_size > j->wal.size)
+			j->wal.size = (uint64_t)sb.st_size & ~(uint64_t)4095;
+	}
+	for (int i = 0; i < 2; i++) {
+		int rc = posix_fallocate(j->wal.f[i].fd, 0, (off_t)j->wal.size);
+
 		if (rc)
 			return rc;
 	}
+	return 0;
+}
+
+static int map_file(struct kvf__journal *j, int i)
+{
+	struct kvf__jwal_file *f = &j->wal.f[i];
+
 	f->map = mmap(NULL, j->wal.size, PROT_READ | PROT_WRITE, MAP_SHARED,
 		      f->fd, 0);
 	if (f->map == MAP_FAILED) {
@@ -348,6 +368,46 @@ static int reset_files(struct kvf__journal *j)
 	return 0;
 }
 
+static void part_init(struct chain_part *p, const uint8_t *map,
+		      uint64_t size)
+{
+	p->map = map;
+	p->from = 0;
+	p->to = map ? kvf__wal_prefix(map, size, &p->first, &p->last) : 0;
+}
+
+/*
+ * Call @fn on the parts of @p that chain after @seq, in sequence order:
+ * the part that continues @seq, then the other if it follows on. A gap
+ * ends the chain. Returns @fn's first non-zero result, or
+ * KVF_ERR_JOURNAL_CORRUPT if a frame straddles @seq.
+ */
+static int chain(struct chain_part p[2], uint64_t seq,
+		 int (*fn)(void *arg, struct chain_part *part), void *arg)
+{
+	for (int pass = 0; pass < 2; pass++) {
+		for (int i = 0; i < 2; i++) {
+			int rc;
+
+			if (p[i].from == p[i].to || p[i].last <= seq ||
+			    p[i].first > seq + 1)
+				continue;
+			if (!skip_to(&p[i], seq))
+				return KVF_ERR_JOURNAL_CORRUPT;
+			rc = fn(arg, &p[i]);
+			if (rc)
+				return rc;
+			seq = p[i].last;
+		}
+	}
+	return 0;
+}
+
+static int recover_fn(void *arg, struct chain_part *part)
+{
+	return recover_part(arg, part);
+}
+
 /*
  * Chain the prefixes of both files after LMDB's last sequence and move
  * them into LMDB. Returns an LMDB/errno code or a kvf_status.
@@ -357,29 +417,110 @@ static int recover(struct kvf__journal *j)
 	struct chain_part p[2];
 	int rc;
 
-	for (int i = 0; i < 2; i++) {
-		p[i].map = j->wal.f[i].map;
-		p[i].from = 0;
-		p[i].to = kvf__wal_prefix(p[i].map, j->wal.size, &p[i].first,
-					  &p[i].last);
-	}
-	/* The part that continues LMDB first, then the other if it follows. */
-	for (int pass = 0; pass < 2; pass++) {
-		for (int i = 0; i < 2; i++) {
-			uint64_t seq = j->st.last_seq;
-
-			if (p[i].from == p[i].to || p[i].last <= seq ||
-			    p[i].first > seq + 1)
-				continue;
-			if (!skip_to(&p[i], seq))
-				return KVF_ERR_JOURNAL_CORRUPT;
-			rc = recover_part(j, &p[i]);
-			if (rc)
-				return rc;
-		}
-	}
-	rc = mdb_env_sync(j->env, 1);
+	for (int i = 0; i < 2; i++)
+		part_init(&p[i], j->wal.f[i].map, j->wal.size);
+	rc = chain(p, j->st.last_seq, recover_fn, j);
+	if (!rc)
+		rc = mdb_env_sync(j->env, 1);
 	return rc ? rc : reset_files(j);
+}
+
+/* --- Reading without opening (kvforge-inspect). --- */
+
+struct scan {
+	uint64_t size;
+	int (*fn)(void *arg, const struct kvf__jrec *rec, uint64_t seq);
+	void *arg;
+	uint64_t seq, records;
+};
+
+static int scan_rec(void *arg, const struct kvf__jrec *rec, uint32_t idx)
+{
+	struct scan *sc = arg;
+
+	(void)idx;
+	sc->records++;
+	return sc->fn(sc->arg, rec, ++sc->seq);
+}
+
+static int scan_frame(void *arg, const uint8_t *payload, uint32_t len,
+		      uint64_t first_seq, uint32_t nr_recs, uint32_t nr_frames)
+{
+	struct scan *sc = arg;
+	uint64_t off = 0, end = sc->records + nr_recs;
+
+	if (first_seq != sc->seq + 1)
+		return KVF_ERR_JOURNAL_CORRUPT;
+	for (uint32_t k = 0; k < nr_frames; k++) {
+		uint32_t vlen, count;
+		MDB_val v;
+		int rc;
+
+		if (len - off < 4)
+			return KVF_ERR_JOURNAL_CORRUPT;
+		memcpy(&vlen, payload + off, 4);
+		if (vlen > len - off - 4)
+			return KVF_ERR_JOURNAL_CORRUPT;
+		v.mv_size = vlen;
+		v.mv_data = (void *)(payload + off + 4);
+		rc = kvf__frame_decode(&v, &count, scan_rec, sc);
+		if (rc)
+			return rc;
+		off += 4 + vlen;
+	}
+	return off == len && sc->records == end ? 0 : KVF_ERR_JOURNAL_CORRUPT;
+}
+
+static int scan_part(void *arg, struct chain_part *part)
+{
+	struct scan *sc = arg;
+
+	return kvf__wal_walk(part->map, sc->size, part->from, part->to,
+			     scan_frame, sc);
+}
+
+int kvf__wal_scan(const char *dir, uint64_t last_seq,
+		  int (*fn)(void *arg, const struct kvf__jrec *rec,
+			    uint64_t seq),
+		  void *arg, uint64_t *records)
+{
+	struct scan sc = { .fn = fn, .arg = arg, .seq = last_seq };
+	struct chain_part p[2];
+	uint8_t *map[2] = { NULL, NULL };
+	uint64_t size[2] = { 0, 0 };
+	char path[4096];
+	int rc = 0;
+
+	for (int i = 0; i < 2; i++) {
+		struct stat sb;
+		int fd;
+
+		wal_path(path, sizeof(path), dir, i);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue; /* no side log: nothing pending */
+		if (!fstat(fd, &sb) && sb.st_size > 0) {
+			size[i] = (uint64_t)sb.st_size;
+			map[i] = mmap(NULL, size[i], PROT_READ, MAP_SHARED, fd,
+				      0);
+			if (map[i] == MAP_FAILED)
+				map[i] = NULL;
+		}
+		close(fd);
+	}
+	/* Both files always have the same size (kvf__wal_open). */
+	sc.size = size[0] > size[1] ? size[0] : size[1];
+	for (int i = 0; i < 2; i++)
+		part_init(&p[i], map[i], size[i]);
+	if (size[0] == size[1] || !map[0] || !map[1])
+		rc = chain(p, last_seq, scan_part, &sc);
+	else
+		rc = KVF_ERR_JOURNAL_CORRUPT;
+	for (int i = 0; i < 2; i++)
+		if (map[i])
+			munmap(map[i], size[i]);
+	*records = sc.records;
+	return rc;
 }
 
 int kvf__wal_open(struct kvf__journal *j)
@@ -391,12 +532,11 @@ int kvf__wal_open(struct kvf__journal *j)
 	if (pthread_cond_init(&w->cv, NULL))
 		return ENOMEM;
 	w->cv_ok = 1;
-	for (int i = 0; i < 2; i++) {
-		rc = open_file(j, i);
-		if (rc)
-			return rc;
-	}
-	rc = recover(j);
+	rc = open_files(j);
+	for (int i = 0; i < 2 && !rc; i++)
+		rc = map_file(j, i);
+	if (!rc)
+		rc = recover(j);
 	if (rc)
 		return rc;
 	w->cur = 0;
