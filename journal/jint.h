@@ -266,6 +266,9 @@ int kvf__wal_sync_file(struct kvf__journal *j, int file);
 int kvf__wal_append(struct kvf__journal *j, struct kvf__jreq *req,
 		    uint64_t hash);
 int kvf__wal_drain(struct kvf__journal *j);
+/* With @mu held: around a batch too large for the side log (wal.c). */
+int kvf__wal_direct_begin(struct kvf__journal *j);
+void kvf__wal_direct_end(struct kvf__journal *j, int rc);
 bool kvf__wal_move_due(struct kvf__journal *j, uint64_t now,
 		       uint64_t *deadline);
 int kvf__wal_move(struct kvf__journal *j);

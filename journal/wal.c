@@ -71,6 +71,8 @@
 #include "metadata/hash.h"
 
 #define WAL_MAGIC 0x5746564bu /* "KVFW" */
+/* A skip frame beyond LMDB's end: the chain stops there (not an error). */
+#define WAL_GAP 1
 /* Recovery commits moved frames every this many payload bytes. */
 #define WAL_RECOVER_TXN (16u << 20)
 
@@ -124,6 +126,20 @@ void kvf__wal_put(struct kvf__journal *j, const struct kvf__jreq *req,
 }
 
 /*
+ * With @mu held: a skip frame (header only, no LMDB frames) saying that
+ * sequences @first_seq.. (@n records) went to LMDB directly, so the frames
+ * after it still continue the sequence (see "Direct appends" above).
+ */
+static void put_skip(struct kvf__journal *j, uint64_t first_seq, uint64_t n)
+{
+	struct kvf__jreq empty = { .nr_recs = n };
+	static const uint8_t none;
+
+	empty.buf = (uint8_t *)&none;
+	kvf__wal_put(j, &empty, XXH3_64bits(&none, 0), first_seq);
+}
+
+/*
  * The frame at @off of a file of @size bytes, if it is complete and its
  * check holds; its header goes to @h. Returns false otherwise.
  */
@@ -133,8 +149,8 @@ static bool frame_at(const uint8_t *map, uint64_t size, uint64_t off,
 	if (size - off < KVF__WAL_HDR)
 		return false;
 	memcpy(h, map + off, sizeof(*h));
-	if (h->magic != WAL_MAGIC || !h->nr_recs || !h->nr_frames ||
-	    h->len > size - off - KVF__WAL_HDR)
+	if (h->magic != WAL_MAGIC || !h->nr_recs ||
+	    !h->nr_frames != !h->len || h->len > size - off - KVF__WAL_HDR)
 		return false;
 	return hdr_check(h, XXH3_64bits(map + off + KVF__WAL_HDR, h->len)) ==
 	       h->check;
@@ -279,6 +295,8 @@ static int recover_frame(void *arg, const uint8_t *payload, uint32_t len,
 
 	if (first_seq != r->seq + 1)
 		return KVF_ERR_JOURNAL_CORRUPT;
+	if (!nr_frames)
+		return WAL_GAP; /* a direct batch LMDB does not have */
 	for (uint32_t k = 0; k < nr_frames; k++) {
 		MDB_val v;
 		uint32_t vlen, count;
@@ -311,7 +329,7 @@ static int recover_frame(void *arg, const uint8_t *payload, uint32_t len,
 static int recover_part(struct kvf__journal *j, struct chain_part *p)
 {
 	struct recover r = { .j = j, .seq = j->st.last_seq };
-	int rc = 0;
+	int rc = 0, gap = 0;
 
 	while (!rc && p->from < p->to) {
 		uint64_t to = p->from, bytes = 0;
@@ -333,6 +351,11 @@ static int recover_part(struct kvf__journal *j, struct chain_part *p)
 				   recover_frame, &r);
 		if (rc == KVF_ERR_JOURNAL)
 			rc = r.rc;
+		if (rc == WAL_GAP) {
+			to = p->to; /* commit what precedes it, then stop */
+			gap = 1;
+			rc = 0;
+		}
 		if (rc) {
 			mdb_txn_abort(r.txn);
 			if (rc == MDB_MAP_FULL) {
@@ -348,7 +371,7 @@ static int recover_part(struct kvf__journal *j, struct chain_part *p)
 		j->st.log_frames += r.frames;
 		p->from = to;
 	}
-	return rc;
+	return rc ? rc : gap ? WAL_GAP : 0;
 }
 
 /* Zero the first header of both files and sync them. */
@@ -420,6 +443,8 @@ static int recover(struct kvf__journal *j)
 	for (int i = 0; i < 2; i++)
 		part_init(&p[i], j->wal.f[i].map, j->wal.size);
 	rc = chain(p, j->st.last_seq, recover_fn, j);
+	if (rc == WAL_GAP)
+		rc = 0;
 	if (!rc)
 		rc = mdb_env_sync(j->env, 1);
 	return rc ? rc : reset_files(j);
@@ -451,6 +476,8 @@ static int scan_frame(void *arg, const uint8_t *payload, uint32_t len,
 
 	if (first_seq != sc->seq + 1)
 		return KVF_ERR_JOURNAL_CORRUPT;
+	if (!nr_frames)
+		return WAL_GAP;
 	for (uint32_t k = 0; k < nr_frames; k++) {
 		uint32_t vlen, count;
 		MDB_val v;
@@ -516,6 +543,8 @@ int kvf__wal_scan(const char *dir, uint64_t last_seq,
 		rc = chain(p, last_seq, scan_part, &sc);
 	else
 		rc = KVF_ERR_JOURNAL_CORRUPT;
+	if (rc == WAL_GAP)
+		rc = 0;
 	for (int i = 0; i < 2; i++)
 		if (map[i])
 			munmap(map[i], size[i]);
@@ -730,6 +759,48 @@ int kvf__wal_drain(struct kvf__journal *j)
 	return rc;
 }
 
+/*
+ * Direct appends. A batch larger than half a file goes to LMDB directly
+ * (writer.c), in sequence order: further side log appends are held, and
+ * every acknowledged batch is moved first. Its sequences are then
+ * missing from the side log, so a skip frame records them, or recovery
+ * would see a gap and stop before the frames that follow. Its room is
+ * taken before the commit, so writing it cannot fail afterwards.
+ */
+int kvf__wal_direct_begin(struct kvf__journal *j)
+{
+	struct kvf__jwal *w = &j->wal;
+	int rc;
+
+	while (w->direct)
+		pthread_cond_wait(&w->cv, &j->mu);
+	w->direct = 1;
+	rc = kvf__wal_drain(j);
+	if (!rc)
+		rc = wait_room(j, KVF__WAL_HDR);
+	if (rc) {
+		w->direct = 0;
+		pthread_cond_broadcast(&w->cv);
+	}
+	return rc;
+}
+
+void kvf__wal_direct_end(struct kvf__journal *j, int rc)
+{
+	struct kvf__jwal *w = &j->wal;
+
+	if (!rc) {
+		put_skip(j, w->acked_seq + 1, j->st.last_seq - w->acked_seq);
+		w->acked_seq = j->st.last_seq;
+		w->pending_bytes += KVF__WAL_HDR;
+		if (!w->pending_since)
+			w->pending_since = kvf__now_ns();
+		kvf__mark_dirty(j);
+	}
+	w->direct = 0;
+	pthread_cond_broadcast(&w->cv);
+}
+
 /* --- Moving frames into LMDB (the writer thread). --- */
 
 struct move_range {
@@ -750,6 +821,8 @@ static int move_frame(void *arg, const uint8_t *payload, uint32_t len,
 	struct move_put *m = arg;
 
 	(void)len;
+	if (!nr_frames && first_seq + nr_recs - 1 <= *m->seq)
+		return 0; /* a skip frame: LMDB has these (direct append) */
 	if (first_seq != *m->seq + 1) {
 		m->rc = MDB_CORRUPTED; /* a broken invariant of this file */
 		return 1;

@@ -1049,35 +1049,6 @@ static int append_wal(struct kvf__journal *j, struct kvf__jreq *req)
 	return rc;
 }
 
-/*
- * BOUNDED, with @mu held, before a batch too large for the side log goes
- * to LMDB directly: hold further side log appends and wait until every
- * acknowledged batch is in LMDB, so sequences stay in order.
- */
-static int direct_begin(struct kvf__journal *j)
-{
-	int rc;
-
-	while (j->wal.direct)
-		pthread_cond_wait(&j->wal.cv, &j->mu);
-	j->wal.direct = 1;
-	rc = kvf__wal_drain(j);
-	if (rc) {
-		j->wal.direct = 0;
-		pthread_cond_broadcast(&j->wal.cv);
-	}
-	return rc;
-}
-
-/* With @mu held: the direct batch is committed (or failed). */
-static void direct_end(struct kvf__journal *j, int rc)
-{
-	if (!rc)
-		j->wal.acked_seq = j->st.last_seq;
-	j->wal.direct = 0;
-	pthread_cond_broadcast(&j->wal.cv);
-}
-
 int kvf__journal_append(struct kvf__journal *j, const struct kvf__jrec *recs,
 			size_t n)
 {
@@ -1101,7 +1072,7 @@ int kvf__journal_append(struct kvf__journal *j, const struct kvf__jrec *recs,
 	pthread_mutex_lock(&j->mu);
 	rc = j->stop ? KVF_ERR_CLOSED : kvf__writer_start(j);
 	if (!rc && j->wal.on)
-		rc = direct_begin(j);
+		rc = kvf__wal_direct_begin(j);
 	if (!rc) {
 		*j->tail = &req;
 		j->tail = &req.next;
@@ -1119,7 +1090,7 @@ int kvf__journal_append(struct kvf__journal *j, const struct kvf__jrec *recs,
 		}
 		rc = req.status;
 		if (j->wal.on)
-			direct_end(j, rc);
+			kvf__wal_direct_end(j, rc);
 	}
 	buf_put(j, &req);
 	pthread_mutex_unlock(&j->mu);
