@@ -627,8 +627,6 @@ int kvf__wal_sync_file(struct kvf__journal *j, int file)
 #define MOVE_BYTES (1u << 20)
 /* ... or the oldest pending frame is this old. */
 #define MOVE_NS (5ull * 1000000)
-/* At most this many frame bytes per move transaction. */
-#define MOVE_MAX (4u << 20)
 /* After a failed move, retry no sooner than this. */
 #define MOVE_RETRY_NS (10ull * 1000000)
 /* Keep this much of the current file populated ahead of the appends. */
@@ -844,11 +842,15 @@ static int put_range(struct kvf__journal *j, MDB_txn *txn, void *arg,
 	return m.rc;
 }
 
-/* With @mu held: the frames of the next move, at most MOVE_MAX bytes. */
+/*
+ * With @mu held: the frames of the next move, every pending one up to the
+ * end of the file they are in. No cap: moves alternate with checkpoint
+ * chunks (~65 ms each), and a move capped at a few MB would fall behind
+ * the appends (the side log fills up and appends wait).
+ */
 static void next_range(struct kvf__jwal *w, struct move_range *r)
 {
 	struct kvf__jwal_file *f;
-	struct wal_hdr h;
 
 	if (w->ing != w->cur && w->ing_off == w->f[w->ing].end) {
 		w->ing = w->cur;
@@ -858,10 +860,7 @@ static void next_range(struct kvf__jwal *w, struct move_range *r)
 	r->map = f->map;
 	r->size = w->size;
 	r->from = r->to = w->ing_off;
-	while (r->to < f->end && r->to - r->from < MOVE_MAX) {
-		memcpy(&h, f->map + r->to, sizeof(h));
-		r->to += kvf__wal_frame_bytes(h.len);
-	}
+	r->to = f->end;
 }
 
 bool kvf__wal_move_due(struct kvf__journal *j, uint64_t now,

@@ -787,15 +787,18 @@ static void gather(struct kvf__journal *j)
 
 /*
  * With @mu held: end a write transaction and pass the baton. A wanted
- * checkpoint chunk gets the slot after every group (reserved for the
- * writer thread: SLOT_FOLD), so a steady appender cannot starve it, and
- * the owner of the oldest queued batch gets it after every chunk; so
- * groups and chunks alternate under load.
+ * checkpoint chunk gets the slot after every group or side log move
+ * (reserved for the writer thread: SLOT_FOLD), so a steady appender cannot
+ * starve it, and the owner of the oldest queued batch, or the next move,
+ * gets it after every chunk; so they alternate with chunks under load.
  */
 static void release(struct kvf__journal *j, int was_fold)
 {
+	bool others = j->head ||
+		      (j->wal.on && j->wal.acked_seq != j->st.last_seq);
+
 	j->busy = 0;
-	if (!j->stop && fold_wanted(j) && (!was_fold || !j->head)) {
+	if (!j->stop && fold_wanted(j) && (!was_fold || !others)) {
 		j->busy = SLOT_FOLD;
 		pthread_cond_signal(&j->work_cv);
 		return;
