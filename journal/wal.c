@@ -278,6 +278,40 @@ static int count_rec(void *arg, const struct kvf__jrec *rec, uint32_t idx)
 	return 0;
 }
 
+/*
+ * Decode the @nr_frames LMDB frames of a side log payload, calling @fn for
+ * each record; KVF_ERR_JOURNAL_CORRUPT unless they fill the payload
+ * exactly and hold @nr_recs records, else @fn's first non-zero result.
+ */
+static int decode_payload(const uint8_t *payload, uint32_t len,
+			  uint32_t nr_recs, uint32_t nr_frames,
+			  int (*fn)(void *arg, const struct kvf__jrec *rec,
+				    uint32_t idx),
+			  void *arg)
+{
+	uint64_t recs = 0, off = 0;
+
+	for (uint32_t k = 0; k < nr_frames; k++) {
+		uint32_t vlen, count;
+		MDB_val v;
+		int rc;
+
+		if (len - off < 4)
+			return KVF_ERR_JOURNAL_CORRUPT;
+		memcpy(&vlen, payload + off, 4);
+		if (vlen > len - off - 4)
+			return KVF_ERR_JOURNAL_CORRUPT;
+		v.mv_size = vlen;
+		v.mv_data = (void *)(payload + off + 4);
+		rc = kvf__frame_decode(&v, &count, fn, arg);
+		if (rc)
+			return rc;
+		recs += count;
+		off += 4 + vlen;
+	}
+	return off == len && recs == nr_recs ? 0 : KVF_ERR_JOURNAL_CORRUPT;
+}
+
 struct recover {
 	struct kvf__journal *j;
 	MDB_txn *txn;
@@ -291,30 +325,15 @@ static int recover_frame(void *arg, const uint8_t *payload, uint32_t len,
 			 uint32_t nr_frames)
 {
 	struct recover *r = arg;
-	uint64_t recs = 0, off = 0;
+	int rc;
 
 	if (first_seq != r->seq + 1)
 		return KVF_ERR_JOURNAL_CORRUPT;
 	if (!nr_frames)
 		return WAL_GAP; /* a direct batch LMDB does not have */
-	for (uint32_t k = 0; k < nr_frames; k++) {
-		MDB_val v;
-		uint32_t vlen, count;
-
-		if (len - off < 4)
-			return KVF_ERR_JOURNAL_CORRUPT;
-		memcpy(&vlen, payload + off, 4);
-		if (vlen > len - off - 4)
-			return KVF_ERR_JOURNAL_CORRUPT;
-		v.mv_size = vlen;
-		v.mv_data = (void *)(payload + off + 4);
-		if (kvf__frame_decode(&v, &count, count_rec, NULL))
-			return KVF_ERR_JOURNAL_CORRUPT;
-		recs += count;
-		off += 4 + vlen;
-	}
-	if (off != len || recs != nr_recs)
-		return KVF_ERR_JOURNAL_CORRUPT;
+	rc = decode_payload(payload, len, nr_recs, nr_frames, count_rec, NULL);
+	if (rc)
+		return rc;
 	r->rc = kvf__put_frames(r->txn, r->j->dbs.log, payload, nr_frames,
 				&r->seq, &r->frames);
 	r->bytes += len;
@@ -472,30 +491,12 @@ static int scan_frame(void *arg, const uint8_t *payload, uint32_t len,
 		      uint64_t first_seq, uint32_t nr_recs, uint32_t nr_frames)
 {
 	struct scan *sc = arg;
-	uint64_t off = 0, end = sc->records + nr_recs;
 
 	if (first_seq != sc->seq + 1)
 		return KVF_ERR_JOURNAL_CORRUPT;
 	if (!nr_frames)
 		return WAL_GAP;
-	for (uint32_t k = 0; k < nr_frames; k++) {
-		uint32_t vlen, count;
-		MDB_val v;
-		int rc;
-
-		if (len - off < 4)
-			return KVF_ERR_JOURNAL_CORRUPT;
-		memcpy(&vlen, payload + off, 4);
-		if (vlen > len - off - 4)
-			return KVF_ERR_JOURNAL_CORRUPT;
-		v.mv_size = vlen;
-		v.mv_data = (void *)(payload + off + 4);
-		rc = kvf__frame_decode(&v, &count, scan_rec, sc);
-		if (rc)
-			return rc;
-		off += 4 + vlen;
-	}
-	return off == len && sc->records == end ? 0 : KVF_ERR_JOURNAL_CORRUPT;
+	return decode_payload(payload, len, nr_recs, nr_frames, scan_rec, sc);
 }
 
 static int scan_part(void *arg, struct chain_part *part)

@@ -17,9 +17,15 @@
  * waits briefly for batches of other recently active callers (gather()),
  * so that one fsync carries every thread's batch.
  *
- * The writer thread only folds checkpoint chunks (taking the same slot, so
- * folds and appends never overlap), prefaults the map (no slot needed) and
- * commits a queue it finds leaderless (at close).
+ * BOUNDED appends do not take part in this: they are acknowledged once
+ * copied into the mapped side log (wal.c), and the writer thread moves
+ * them into the LMDB log in large groups. Only a batch too large for the
+ * side log still goes through the queue (a "direct" append, in order).
+ *
+ * The writer thread folds checkpoint chunks and moves side log frames
+ * (taking the same slot, so folds, moves and appends never overlap),
+ * prefaults the map and the side log (no slot needed) and commits a queue
+ * it finds leaderless (at close).
  *
  * Failure is all-or-nothing per group: if the commit fails, the
  * transaction is aborted, the sequence counter is not advanced, and every
