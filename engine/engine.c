@@ -201,6 +201,7 @@ static int open_journal(struct kvf_engine *e, uint64_t *expected)
 		.durability = e->cfg.durability,
 		.sync_interval_ms = e->cfg.sync_interval_ms,
 		.writemap = e->cfg.journal_writemap,
+		.wal_bytes = e->cfg.journal_wal_bytes,
 	};
 	uint64_t estimate;
 	int ret;

@@ -8,6 +8,7 @@
 
 #include <lmdb.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "journal/journal.h"
@@ -63,6 +64,48 @@ struct kvf__jreq {
 	int status;
 	int done;
 	pthread_cond_t cv;
+};
+
+/* One of the two side log files (wal.c). Under the journal's @mu. */
+struct kvf__jwal_file {
+	int fd;
+	uint8_t *map;     /* the whole file, MAP_SHARED; fixed while open */
+	uint64_t end;     /* end of the last frame written since (re)use */
+	uint64_t hi_seq;  /* last sequence written since (re)use, 0: none */
+	uint64_t zap_to;  /* unmapped below this (syncer, see wal.c) */
+	int dirty;        /* written since the syncer last synced it */
+};
+
+#define KVF__WAL_HDR 32u
+
+/*
+ * The BOUNDED side log (wal.c; moving and syncing in writer.c). Under the
+ * journal's @mu. Sequences: @acked_seq (acknowledged, in the side log or
+ * LMDB) >= @st.last_seq (in the LMDB log) >= @durable_seq (LMDB synced).
+ */
+struct kvf__jwal {
+	int on;                 /* BOUNDED: appends go through the side log */
+	int cv_ok;
+	uint64_t size;          /* bytes per file */
+	struct kvf__jwal_file f[2];
+	int cur;                /* appends go to f[cur] at f[cur].end */
+	int ing;                /* the next frame to move is f[ing] at ... */
+	uint64_t ing_off;       /* ... this offset */
+	uint64_t acked_seq;
+	uint64_t durable_seq;
+	uint64_t pending_bytes; /* payload bytes not moved into LMDB yet */
+	uint64_t pending_since; /* ns of the oldest of them, 0: none */
+	uint64_t pf_to;         /* f[cur] is populated up to here */
+	int pf_want;            /* the writer should populate ahead */
+	int sync_now;           /* an appender waits for a file to be freed */
+	int drain;              /* someone waits for everything to move */
+	int direct;             /* an oversize append owns the order */
+	int move_err;           /* kvf_status of the last move attempt */
+	uint64_t move_gen;      /* bumped after each move attempt */
+	uint64_t retry_ns;      /* after a failed move: not before this */
+	int sync_err;           /* kvf_status of the last periodic sync */
+	uint64_t sync_gen;      /* bumped after each periodic sync */
+	pthread_cond_t cv;      /* appenders wait: room, drain, direct */
 };
 
 /* A thread that appended recently (STRICT group commit, writer.c). */
@@ -133,6 +176,8 @@ struct kvf__journal {
 	uint64_t map_grows;
 	uint64_t sync_errors;
 	uint64_t dirty_since; /* BOUNDED: first unsynced commit (ns), 0 clean */
+
+	struct kvf__jwal wal;
 };
 
 /* journal.c */
@@ -177,7 +222,84 @@ uint64_t kvf__jmap_step(uint64_t size);
 /* Sync everything committed so far to disk; an LMDB/errno code. */
 int kvf__jsync(struct kvf__journal *j);
 
+/* wal.c: the side log's files and frames (see wal.c). */
+int kvf__wal_open(struct kvf__journal *j);
+void kvf__wal_close(struct kvf__journal *j);
+uint64_t kvf__wal_frame_bytes(size_t payload);
+uint64_t kvf__wal_payload_hash(const struct kvf__jreq *req);
+/* With @mu held: write @req as the frame at f[cur].end (room checked). */
+void kvf__wal_put(struct kvf__journal *j, const struct kvf__jreq *req,
+		  uint64_t hash, uint64_t first_seq);
+/*
+ * Call @fn for each frame in [@from, @to) of a mapped file (frames known
+ * valid); a non-zero return stops the walk and is returned.
+ */
+int kvf__wal_walk(const uint8_t *map, uint64_t size, uint64_t from,
+		  uint64_t to,
+		  int (*fn)(void *arg, const uint8_t *payload, uint32_t len,
+			    uint64_t first_seq, uint32_t nr_recs,
+			    uint32_t nr_frames),
+		  void *arg);
+/*
+ * The valid prefix of a side log file's bytes (see wal.c): returns its
+ * end; *@first and *@last are its sequences (both 0 if it is empty).
+ */
+uint64_t kvf__wal_prefix(const uint8_t *map, uint64_t size, uint64_t *first,
+			 uint64_t *last);
+/*
+ * kvf__wal_scan() - read-only: call @fn for each record of DIR's side log
+ * that follows @last_seq (LMDB's last sequence), as the next open would
+ * move them, with its sequence; *@records counts them. No side log files:
+ * nothing. Returns 0, @fn's non-zero result or KVF_ERR_JOURNAL_CORRUPT.
+ */
+int kvf__wal_scan(const char *dir, uint64_t last_seq,
+		  int (*fn)(void *arg, const struct kvf__jrec *rec,
+			    uint64_t seq),
+		  void *arg, uint64_t *records);
+void kvf__wal_prefault(struct kvf__journal *j, int file, uint64_t from,
+		       uint64_t to);
+void kvf__wal_zap(struct kvf__journal *j, int file, uint64_t from,
+		  uint64_t to);
+int kvf__wal_sync_file(struct kvf__journal *j, int file);
+/* The flow (wal.c): see the functions for their locking. */
+/* With @mu held, the writer started: copy @req into the side log. */
+int kvf__wal_append(struct kvf__journal *j, struct kvf__jreq *req,
+		    uint64_t hash);
+int kvf__wal_drain(struct kvf__journal *j);
+/* With @mu held: around a batch too large for the side log (wal.c). */
+int kvf__wal_direct_begin(struct kvf__journal *j);
+void kvf__wal_direct_end(struct kvf__journal *j, int rc);
+bool kvf__wal_move_due(struct kvf__journal *j, uint64_t now,
+		       uint64_t *deadline);
+int kvf__wal_move(struct kvf__journal *j);
+void kvf__wal_serve_prefault(struct kvf__journal *j);
+int kvf__wal_sync(struct kvf__journal *j);
+void kvf__wal_synced(struct kvf__journal *j, uint64_t seq, int rc);
+
 /* writer.c */
+/*
+ * Put @nr_frames encoded log frames at @buf into @log (MDB_APPEND), keyed
+ * from *@seq + 1; advances *@seq by their records and *@frames by
+ * @nr_frames. An LMDB code.
+ */
+int kvf__put_frames(MDB_txn *txn, MDB_dbi log, const uint8_t *buf,
+		    uint32_t nr_frames, uint64_t *seq, uint64_t *frames);
+/* Grow the LMDB map (no transaction may be open). An LMDB/errno code. */
+int kvf__jgrow(struct kvf__journal *j);
+typedef int (*kvf__frames_fn)(struct kvf__journal *j, MDB_txn *txn,
+			      void *arg, uint64_t *seq, uint64_t *frames);
+/*
+ * One write transaction of what @fn puts into the log, growing the map as
+ * needed; publishes the log's new end. The caller holds the transaction
+ * slot, not @mu; returns with @mu held, so the caller's own bookkeeping
+ * is published together with the log's end. A kvf_status.
+ */
+int kvf__commit_frames(struct kvf__journal *j, kvf__frames_fn fn, void *arg);
+uint64_t kvf__now_ns(void);
+/* With @mu held: the syncer has something to sync. */
+void kvf__mark_dirty(struct kvf__journal *j);
+/* With @mu held: a pending injected errno fault as a kvf_status, or 0. */
+int kvf__take_errno_fault(struct kvf__journal *j);
 int kvf__writer_start(struct kvf__journal *j);
 void kvf__writer_stop(struct kvf__journal *j);
 

@@ -54,6 +54,8 @@
 #define DEFAULT_SYNC_MS 50u
 #define DEFAULT_CKPT_RECORDS 1000000ull
 #define DEFAULT_FOLD_CHUNK 32768u
+#define DEFAULT_WAL_BYTES (32ull << 20)
+#define MIN_WAL_BYTES (64ull << 10)
 /* Compact at open when the file is at least this big and 3/4 free. */
 #define COMPACT_MIN_FILE (64ull << 20)
 /* Map growth steps (kvf__jmap_step()). */
@@ -557,6 +559,9 @@ static int check_config(const struct kvf__journal_config *cfg)
 	if (cfg->durability != KVF_DURABILITY_STRICT &&
 	    cfg->durability != KVF_DURABILITY_BOUNDED)
 		return KVF_ERR_INVALID_ARGUMENT;
+	if (cfg->wal_bytes &&
+	    (cfg->wal_bytes < MIN_WAL_BYTES || cfg->wal_bytes % 4096))
+		return KVF_ERR_INVALID_ARGUMENT;
 	return KVF_OK;
 }
 
@@ -570,6 +575,8 @@ static void apply_defaults(struct kvf__journal_config *c)
 		c->checkpoint_records = DEFAULT_CKPT_RECORDS;
 	if (!c->fold_chunk)
 		c->fold_chunk = DEFAULT_FOLD_CHUNK;
+	if (!c->wal_bytes)
+		c->wal_bytes = DEFAULT_WAL_BYTES;
 }
 
 static int take_lock(struct kvf__journal *j)
@@ -611,6 +618,7 @@ static void journal_free(struct kvf__journal *j)
 {
 	while (j->nr_bufs)
 		free(j->bufs[--j->nr_bufs]);
+	kvf__wal_close(j);
 	if (j->env)
 		mdb_env_close(j->env);
 	if (j->lock_fd >= 0)
@@ -634,6 +642,10 @@ static int open_env(struct kvf__journal *j)
 		return rc;
 	mdb_reader_check(j->env, &dead); /* slots of crashed processes */
 	rc = load(j);
+	if (!rc && j->cfg.durability == KVF_DURABILITY_BOUNDED) {
+		j->wal.size = j->cfg.wal_bytes;
+		rc = kvf__wal_open(j); /* moves acknowledged frames into LMDB */
+	}
 	if (!rc)
 		rc = maybe_compact(j);
 	return rc;
@@ -652,6 +664,7 @@ int kvf__journal_open(const struct kvf__journal_config *cfg,
 	if (!j)
 		return KVF_ERR_NO_MEMORY;
 	j->lock_fd = -1;
+	j->wal.f[0].fd = j->wal.f[1].fd = -1;
 	j->cfg = *cfg;
 	apply_defaults(&j->cfg);
 	j->dir = strdup(cfg->dir);
@@ -673,7 +686,8 @@ int kvf__journal_open(const struct kvf__journal_config *cfg,
 		goto err;
 	rc = open_env(j);
 	if (rc) {
-		if (rc != KVF_ERR_JOURNAL_VERSION)
+		if (rc != KVF_ERR_JOURNAL_VERSION &&
+		    rc != KVF_ERR_JOURNAL_CORRUPT)
 			rc = kvf__journal_status(rc);
 		goto err;
 	}
@@ -854,7 +868,9 @@ void kvf__journal_get_stats(struct kvf__journal *j,
 	st->clients = j->st.clients;
 	st->checkpoints = j->st.ckpt_count;
 	st->checkpoint_seq = j->st.ckpt_seq;
-	st->last_seq = j->st.last_seq;
+	st->last_seq = j->wal.on ? j->wal.acked_seq : j->st.last_seq;
+	st->log_records = st->last_seq - j->st.ckpt_seq;
+	st->wal_pending = st->last_seq - j->st.last_seq;
 	st->map_size = j->map_size;
 	st->commits = j->commits;
 	st->map_grows = j->map_grows;
@@ -875,7 +891,13 @@ void kvf__journal_inject_fault(struct kvf__journal *j, int code,
 
 int kvf__journal_sync(struct kvf__journal *j)
 {
-	return kvf__journal_status(kvf__jsync(j));
+	int rc = 0;
+
+	for (int i = 0; j->wal.on && i < 2 && !rc; i++)
+		rc = kvf__wal_sync_file(j, i);
+	if (!rc)
+		rc = kvf__jsync(j);
+	return kvf__journal_status(rc);
 }
 
 void kvf__journal_close(struct kvf__journal *j)

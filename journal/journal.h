@@ -39,7 +39,11 @@
 #include <kvforge/engine.h>
 
 /* On-disk format version written to and required from the meta database. */
-#define KVF__JOURNAL_FORMAT_VERSION 1u
+/*
+ * 2: BOUNDED acknowledges through the side log files wal-0.log and
+ * wal-1.log (journal/wal.c); a version 1 reader would ignore them.
+ */
+#define KVF__JOURNAL_FORMAT_VERSION 2u
 
 /* Longest key a record may carry. */
 #define KVF__JREC_KEY_MAX 65535u
@@ -120,6 +124,8 @@ struct kvf__journal;
  *                      records; 0 = 1M; UINT64_MAX = only on request.
  * @fold_chunk: most log records folded per transaction; 0 = 32768.
  * @compact_at_open: compact the file at open when most of it is free.
+ * @wal_bytes: BOUNDED: size of each of the two side log files (a multiple
+ *             of 4 KiB, >= 64 KiB); 0 = 32 MiB. Allocated on disk at open.
  */
 struct kvf__journal_config {
 	const char *dir;
@@ -130,6 +136,7 @@ struct kvf__journal_config {
 	uint64_t checkpoint_records;
 	uint32_t fold_chunk;
 	int compact_at_open;
+	uint64_t wal_bytes;
 };
 
 /* struct kvf__journal_stats - see kvf__journal_get_stats(). */
@@ -147,6 +154,8 @@ struct kvf__journal_stats {
 	uint64_t commits;       /* write transactions committed since open */
 	uint64_t map_grows;     /* map growths since open */
 	uint64_t sync_errors;   /* failed periodic syncs (BOUNDED) */
+	uint64_t wal_pending;   /* acknowledged records still only in the
+				 * side log (BOUNDED) */
 	uint32_t format_version;
 };
 
@@ -230,11 +239,17 @@ int kvf__journal_replay(struct kvf__journal *j,
  * contiguously in commit order.
  *
  * Context: blocks until the batch is committed: STRICT, until it is synced
- * to disk (concurrent callers share one fsync); BOUNDED, until a commit
- * without sync (the writer syncs every sync_interval_ms).
+ * to disk (concurrent callers share one fsync); BOUNDED, until it is
+ * copied into the mapped side log (journal/wal.c; it survives a crash of
+ * the process from then on, and the syncer syncs every sync_interval_ms);
+ * the writer thread moves it into the LMDB log later. BOUNDED appends
+ * wait only when the side log is full (both files hold batches that are
+ * not yet synced in LMDB), and a batch larger than half a side log file
+ * is committed to LMDB directly, after every earlier one.
  * Return: %KVF_OK; %KVF_ERR_INVALID_ARGUMENT (bad record: unknown type, key
  * empty or too long, replica count out of range, string too long);
- * %KVF_ERR_JOURNAL_NO_SPACE (disk full; later appends may succeed);
+ * %KVF_ERR_JOURNAL_NO_SPACE (disk full; BOUNDED: the side log is full and
+ * cannot be moved into LMDB; later appends may succeed);
  * %KVF_ERR_IO; %KVF_ERR_JOURNAL (other LMDB failure); %KVF_ERR_NO_MEMORY;
  * %KVF_ERR_CLOSED (the journal is closing).
  */
@@ -253,9 +268,23 @@ int kvf__journal_append(struct kvf__journal *j, const struct kvf__jrec *recs,
 int kvf__journal_checkpoint(struct kvf__journal *j);
 
 /**
+ * kvf__journal_flush() - move every acknowledged batch into the LMDB log.
+ * @j: the journal.
+ *
+ * BOUNDED acknowledges through the side log; this waits until the writer
+ * thread has moved everything acknowledged before the call into LMDB
+ * (not synced). A no-op in STRICT mode.
+ * Context: blocks. Thread-safe.
+ * Return: %KVF_OK or the error of a move that failed meanwhile.
+ */
+int kvf__journal_flush(struct kvf__journal *j);
+
+/**
  * kvf__journal_sync() - sync everything committed so far to disk now.
  * @j: the journal.
  *
+ * BOUNDED: the side log files and LMDB, so everything acknowledged before
+ * the call survives an OS crash.
  * Context: blocks (fsync). Thread-safe.
  * Return: %KVF_OK, %KVF_ERR_IO or %KVF_ERR_JOURNAL_NO_SPACE.
  */

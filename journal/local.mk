@@ -5,7 +5,8 @@ libkvforge_core_la_SOURCES += \
 	journal/record.c \
 	journal/image.c \
 	journal/journal.c \
-	journal/writer.c
+	journal/writer.c \
+	journal/wal.c
 
 bin_PROGRAMS += tools/kvforge-inspect
 tools_kvforge_inspect_SOURCES = tools/kvforge-inspect.c

@@ -17,9 +17,15 @@
  * waits briefly for batches of other recently active callers (gather()),
  * so that one fsync carries every thread's batch.
  *
- * The writer thread only folds checkpoint chunks (taking the same slot, so
- * folds and appends never overlap), prefaults the map (no slot needed) and
- * commits a queue it finds leaderless (at close).
+ * BOUNDED appends do not take part in this: they are acknowledged once
+ * copied into the mapped side log (wal.c), and the writer thread moves
+ * them into the LMDB log in large groups. Only a batch too large for the
+ * side log still goes through the queue (a "direct" append, in order).
+ *
+ * The writer thread folds checkpoint chunks and moves side log frames
+ * (taking the same slot, so folds, moves and appends never overlap),
+ * prefaults the map and the side log (no slot needed) and commits a queue
+ * it finds leaderless (at close).
  *
  * Failure is all-or-nothing per group: if the commit fails, the
  * transaction is aborted, the sequence counter is not advanced, and every
@@ -86,7 +92,7 @@
 /* Below this much free space, a failed write means "disk full". */
 #define KVF__NEARLY_FULL (4ull << 20)
 
-static uint64_t now_ns(void)
+uint64_t kvf__now_ns(void)
 {
 	struct timespec ts;
 
@@ -177,6 +183,17 @@ static int take_fault(struct kvf__journal *j)
 	return code;
 }
 
+int kvf__take_errno_fault(struct kvf__journal *j)
+{
+	int code = 0;
+
+	if (j->fault_count && j->fault_code > 0) {
+		j->fault_count--;
+		code = j->fault_code;
+	}
+	return code ? kvf__journal_status(code) : KVF_OK;
+}
+
 /*
  * Grow the map: double it, or with MDB_WRITEMAP by a quarter
  * (kvf__jmap_step(): every byte of that map is allocated on disk). With
@@ -187,7 +204,7 @@ static int take_fault(struct kvf__journal *j)
  * needed the room (ENOSPC) and leaves the map as it was; a later grow
  * retries.
  */
-static int grow_map(struct kvf__journal *j)
+int kvf__jgrow(struct kvf__journal *j)
 {
 	uint64_t size = j->map_size + (j->writemap ? kvf__jmap_step(j->map_size) :
 						   j->map_size);
@@ -259,36 +276,47 @@ static int finish(struct kvf__journal *j, MDB_txn *txn, int rc)
 	return rc == EIO ? classify_eio(j) : rc;
 }
 
-static int put_frames(struct kvf__journal *j, MDB_txn *txn,
-		      struct kvf__jreq *req, uint64_t *seq, uint64_t *frames)
+int kvf__put_frames(MDB_txn *txn, MDB_dbi log, const uint8_t *buf,
+		    uint32_t nr_frames, uint64_t *seq, uint64_t *frames)
 {
 	uint8_t k[8];
 	MDB_val key = { 8, k }, val;
 	size_t off = 0;
 	int rc = 0;
 
-	for (uint32_t f = 0; f < req->nr_frames && !rc; f++) {
+	for (uint32_t f = 0; f < nr_frames && !rc; f++) {
 		uint32_t vlen;
 
-		memcpy(&vlen, req->buf + off, 4);
+		memcpy(&vlen, buf + off, 4);
 		val.mv_size = vlen;
-		val.mv_data = req->buf + off + 4;
+		val.mv_data = (void *)(buf + off + 4);
 		kvf__put_be64(k, *seq + 1);
-		rc = mdb_put(txn, j->dbs.log, &key, &val, MDB_APPEND);
-		*seq += (uint32_t)req->buf[off + 4] |
-			(uint32_t)req->buf[off + 5] << 8;
+		rc = mdb_put(txn, log, &key, &val, MDB_APPEND);
+		*seq += (uint32_t)buf[off + 4] | (uint32_t)buf[off + 5] << 8;
 		off += 4 + vlen;
 		(*frames)++;
 	}
 	return rc;
 }
 
+/* Every batch of a group of queued requests. */
+static int put_group(struct kvf__journal *j, MDB_txn *txn, void *arg,
+		     uint64_t *seq, uint64_t *frames)
+{
+	int rc = 0;
+
+	for (struct kvf__jreq *r = arg; r && !rc; r = r->next)
+		rc = kvf__put_frames(txn, j->dbs.log, r->buf, r->nr_frames,
+				     seq, frames);
+	return rc;
+}
+
 /* With @mu held, after a NOSYNC commit: the syncer has work. */
-static void mark_dirty(struct kvf__journal *j)
+void kvf__mark_dirty(struct kvf__journal *j)
 {
 	if (j->cfg.durability != KVF_DURABILITY_BOUNDED || j->dirty_since)
 		return;
-	j->dirty_since = now_ns();
+	j->dirty_since = kvf__now_ns();
 	pthread_cond_signal(&j->sync_cv);
 }
 
@@ -419,8 +447,11 @@ static void prefault(struct kvf__journal *j)
 	j->pf_off |= off;
 }
 
-/* Write every batch of @group in one transaction. Returns a kvf_status. */
-static int commit_group(struct kvf__journal *j, struct kvf__jreq *group)
+/*
+ * Write what @fn puts in one transaction, growing the map as needed; then
+ * publish the new end of the log. Returns a kvf_status.
+ */
+int kvf__commit_frames(struct kvf__journal *j, kvf__frames_fn fn, void *arg)
 {
 	uint64_t seq, frames, end = 0;
 	MDB_envinfo info;
@@ -433,27 +464,24 @@ static int commit_group(struct kvf__journal *j, struct kvf__jreq *group)
 		rc = begin(j, &txn);
 		if (rc)
 			break;
-		for (struct kvf__jreq *r = group; r && !rc; r = r->next)
-			rc = put_frames(j, txn, r, &seq, &frames);
-		rc = finish(j, txn, rc);
+		rc = finish(j, txn, fn(j, txn, arg, &seq, &frames));
 		if (rc != MDB_MAP_FULL)
 			break;
-		rc = grow_map(j);
+		rc = kvf__jgrow(j);
 		if (rc)
 			break;
 	}
-	if (rc)
-		return kvf__journal_status(rc);
-	if (j->writemap && !mdb_env_info(j->env, &info))
+	if (!rc && j->writemap && !mdb_env_info(j->env, &info))
 		end = (info.me_last_pgno + 1) * j->psize;
 	pthread_mutex_lock(&j->mu);
+	if (rc)
+		return kvf__journal_status(rc);
 	j->st.last_seq = seq;
 	j->st.log_frames += frames;
 	j->commits++;
 	j->fold_blocked = 0;
-	mark_dirty(j);
+	kvf__mark_dirty(j);
 	want_prefault(j, end);
-	pthread_mutex_unlock(&j->mu);
 	return KVF_OK;
 }
 
@@ -667,7 +695,7 @@ static int fold_chunk(struct kvf__journal *j, uint64_t target)
 	int rc;
 
 	while ((rc = fold_txn(j, target, &st)) == MDB_MAP_FULL) {
-		rc = grow_map(j);
+		rc = kvf__jgrow(j);
 		if (rc)
 			break;
 	}
@@ -676,7 +704,7 @@ static int fold_chunk(struct kvf__journal *j, uint64_t target)
 	pthread_mutex_lock(&j->mu);
 	j->st = st; /* only this thread changes it */
 	j->commits++;
-	mark_dirty(j);
+	kvf__mark_dirty(j);
 	pthread_mutex_unlock(&j->mu);
 	return KVF_OK;
 }
@@ -744,7 +772,7 @@ static size_t active_appenders(const struct kvf__journal *j, uint64_t now,
  */
 static void gather(struct kvf__journal *j)
 {
-	uint64_t now = now_ns(), wait = j->commit_ns / 2, deadline;
+	uint64_t now = kvf__now_ns(), wait = j->commit_ns / 2, deadline;
 	uint64_t window = 2 * j->commit_ns + NSEC_PER_MSEC;
 	struct timespec ts;
 
@@ -758,22 +786,25 @@ static void gather(struct kvf__journal *j)
 	       j->nr_queued < active_appenders(j, now, window)) {
 		deadline_ts(deadline, &ts);
 		pthread_cond_timedwait(&j->lead_cv, &j->mu, &ts);
-		now = now_ns();
+		now = kvf__now_ns();
 	}
 	j->leader_waiting = 0;
 }
 
 /*
  * With @mu held: end a write transaction and pass the baton. A wanted
- * checkpoint chunk gets the slot after every group (reserved for the
- * writer thread: SLOT_FOLD), so a steady appender cannot starve it, and
- * the owner of the oldest queued batch gets it after every chunk; so
- * groups and chunks alternate under load.
+ * checkpoint chunk gets the slot after every group or side log move
+ * (reserved for the writer thread: SLOT_FOLD), so a steady appender cannot
+ * starve it, and the owner of the oldest queued batch, or the next move,
+ * gets it after every chunk; so they alternate with chunks under load.
  */
 static void release(struct kvf__journal *j, int was_fold)
 {
+	bool others = j->head ||
+		      (j->wal.on && j->wal.acked_seq != j->st.last_seq);
+
 	j->busy = 0;
-	if (!j->stop && fold_wanted(j) && (!was_fold || !j->head)) {
+	if (!j->stop && fold_wanted(j) && (!was_fold || !others)) {
 		j->busy = SLOT_FOLD;
 		pthread_cond_signal(&j->work_cv);
 		return;
@@ -801,10 +832,9 @@ static void lead(struct kvf__journal *j, int may_gather)
 	j->tail = &j->head;
 	j->nr_queued = 0;
 	pthread_mutex_unlock(&j->mu);
-	t0 = now_ns();
-	rc = commit_group(j, group);
-	took = now_ns() - t0;
-	pthread_mutex_lock(&j->mu);
+	t0 = kvf__now_ns();
+	rc = kvf__commit_frames(j, put_group, group);
+	took = kvf__now_ns() - t0;
 	if (!rc)
 		j->commit_ns = j->commit_ns ? (7 * j->commit_ns + took) / 8 :
 					      took;
@@ -847,22 +877,37 @@ static void *writer_main(void *arg)
 {
 	struct kvf__journal *j = arg;
 
+	struct timespec ts;
+
 	pthread_mutex_lock(&j->mu);
 	for (;;) {
+		uint64_t deadline = 0;
+
 		if (j->busy == SLOT_FOLD) {
 			serve_fold(j); /* release() reserved the slot for us */
 		} else if (j->pf_pending && !j->stop) {
 			prefault(j); /* needs no slot */
+		} else if (j->wal.pf_want && !j->stop) {
+			kvf__wal_serve_prefault(j); /* needs no slot */
 		} else if (j->busy) {
 			pthread_cond_wait(&j->work_cv, &j->mu);
 		} else if (j->head) {
 			j->busy = SLOT_APPEND;
 			lead(j, 0);
+		} else if (kvf__wal_move_due(j, kvf__now_ns(), &deadline)) {
+			j->busy = SLOT_APPEND;
+			kvf__wal_move(j);
+			release(j, 0);
 		} else if (j->stop) {
-			break; /* an unfinished checkpoint resumes later */
+			/* An unfinished checkpoint resumes later; frames a
+			 * failing move left in the side log, at the next open. */
+			break;
 		} else if (fold_wanted(j)) {
 			j->busy = SLOT_FOLD;
 			serve_fold(j);
+		} else if (deadline) {
+			deadline_ts(deadline, &ts);
+			pthread_cond_timedwait(&j->work_cv, &j->mu, &ts);
 		} else {
 			pthread_cond_wait(&j->work_cv, &j->mu);
 		}
@@ -881,9 +926,9 @@ static void *writer_main(void *arg)
 static void *syncer_main(void *arg)
 {
 	struct kvf__journal *j = arg;
-	uint64_t interval = j->cfg.sync_interval_ms * NSEC_PER_MSEC, end;
+	uint64_t interval = j->cfg.sync_interval_ms * NSEC_PER_MSEC, end, seq;
 	struct timespec ts;
-	int rc;
+	int rc, wrc;
 
 	pthread_mutex_lock(&j->mu);
 	for (;;) {
@@ -895,23 +940,29 @@ static void *syncer_main(void *arg)
 			pthread_cond_wait(&j->sync_cv, &j->mu);
 			continue;
 		}
-		if (!j->stop && now_ns() < due) {
+		if (!j->stop && !j->wal.sync_now && kvf__now_ns() < due) {
 			deadline_ts(due, &ts);
 			pthread_cond_timedwait(&j->sync_cv, &j->mu, &ts);
 			continue;
 		}
 		j->dirty_since = 0;
 		end = j->pf_end;
+		seq = j->st.last_seq;
+		wrc = j->wal.on ? kvf__wal_sync(j) : 0; /* drops @mu */
 		pthread_mutex_unlock(&j->mu);
 		unmap_behind(j, end);
 		rc = kvf__jsync(j);
 		pthread_mutex_lock(&j->mu);
 		if (!rc)
+			rc = wrc;
+		if (j->wal.on)
+			kvf__wal_synced(j, seq, rc);
+		if (!rc)
 			want_reprefault(j);
 		if (rc) {
 			j->sync_errors++;
 			if (!j->dirty_since)
-				j->dirty_since = now_ns(); /* retry later */
+				j->dirty_since = kvf__now_ns(); /* retry later */
 			if (j->stop)
 				break; /* close() syncs once more */
 		}
@@ -991,6 +1042,22 @@ static void buf_put(struct kvf__journal *j, struct kvf__jreq *req)
 	req->buf = NULL;
 }
 
+/* BOUNDED: acknowledge @req through the side log (wal.c). */
+static int append_wal(struct kvf__journal *j, struct kvf__jreq *req)
+{
+	uint64_t hash = kvf__wal_payload_hash(req);
+	int rc;
+
+	pthread_mutex_lock(&j->mu);
+	rc = j->stop ? KVF_ERR_CLOSED : kvf__writer_start(j);
+	if (!rc)
+		rc = kvf__wal_append(j, req, hash);
+	buf_put(j, req);
+	pthread_mutex_unlock(&j->mu);
+	free(req->buf);
+	return rc;
+}
+
 int kvf__journal_append(struct kvf__journal *j, const struct kvf__jrec *recs,
 			size_t n)
 {
@@ -1005,17 +1072,21 @@ int kvf__journal_append(struct kvf__journal *j, const struct kvf__jrec *recs,
 	rc = encode_batch(recs, n, &req);
 	if (rc)
 		goto out;
+	if (j->wal.on && kvf__wal_frame_bytes(req.len) <= j->wal.size / 2)
+		return append_wal(j, &req);
 	if (pthread_cond_init(&req.cv, NULL)) {
 		rc = KVF_ERR_NO_MEMORY;
 		goto out;
 	}
 	pthread_mutex_lock(&j->mu);
 	rc = j->stop ? KVF_ERR_CLOSED : kvf__writer_start(j);
+	if (!rc && j->wal.on)
+		rc = kvf__wal_direct_begin(j);
 	if (!rc) {
 		*j->tail = &req;
 		j->tail = &req.next;
 		j->nr_queued++;
-		note_appender(j, now_ns());
+		note_appender(j, kvf__now_ns());
 		if (j->leader_waiting)
 			pthread_cond_signal(&j->lead_cv);
 		while (!req.done) {
@@ -1027,6 +1098,8 @@ int kvf__journal_append(struct kvf__journal *j, const struct kvf__jrec *recs,
 			lead(j, 1);
 		}
 		rc = req.status;
+		if (j->wal.on)
+			kvf__wal_direct_end(j, rc);
 	}
 	buf_put(j, &req);
 	pthread_mutex_unlock(&j->mu);
@@ -1043,6 +1116,8 @@ int kvf__journal_checkpoint(struct kvf__journal *j)
 
 	pthread_mutex_lock(&j->mu);
 	rc = j->stop ? KVF_ERR_CLOSED : kvf__writer_start(j);
+	if (!rc)
+		rc = kvf__wal_drain(j);
 	target = j->st.last_seq;
 	j->fold_blocked = 0;
 	if (j->ckpt_target < target)
@@ -1054,6 +1129,18 @@ int kvf__journal_checkpoint(struct kvf__journal *j)
 			pthread_cond_wait(&j->ckpt_cv, &j->mu);
 		rc = j->fold_err;
 	}
+	pthread_mutex_unlock(&j->mu);
+	return rc;
+}
+
+int kvf__journal_flush(struct kvf__journal *j)
+{
+	int rc;
+
+	pthread_mutex_lock(&j->mu);
+	rc = j->stop ? KVF_ERR_CLOSED : kvf__writer_start(j);
+	if (!rc)
+		rc = kvf__wal_drain(j);
 	pthread_mutex_unlock(&j->mu);
 	return rc;
 }

@@ -82,18 +82,27 @@ struct kvf_config {
 	 *  The loss window: an OS crash or power loss loses at most the
 	 *  batches acknowledged in the last @sync_interval_ms plus one
 	 *  sync's duration (a process crash loses nothing acknowledged).
-	 *  Shorter costs put throughput: each sync write-protects the
-	 *  journal pages again and the next append faults on them (at 10
-	 *  ms, bounded puts ran ~20% slower than at 50; docs/journal.md). */
+	 *  Shorter costs put throughput: each sync writes back the side
+	 *  log and LMDB pages written since the last one (at 10 ms, bounded
+	 *  puts ran ~20% slower than at 50 before the side log;
+	 *  docs/journal.md). */
 	uint32_t sync_interval_ms;
-	/** %KVF_DURABILITY_BOUNDED writes the journal through a shared
-	 *  mapping (LMDB's MDB_WRITEMAP; the map is kept fallocated, so a
-	 *  full disk is an error, never SIGBUS). Default false. Puts get
-	 *  cheaper (no write() copy per commit), but while a checkpoint
-	 *  folds, every sync write-protects the fold's pages one TLB flush
-	 *  at a time: batch remove and re-put ran ~3x slower then in our
-	 *  measurements (docs/journal.md). */
+	/** %KVF_DURABILITY_BOUNDED writes LMDB through a shared mapping
+	 *  (MDB_WRITEMAP; the map is kept fallocated, so a full disk is an
+	 *  error, never SIGBUS). Default false. Puts are acknowledged
+	 *  through the side log (@journal_wal_bytes), so this only changes
+	 *  how the journal's own thread moves them into LMDB and folds
+	 *  checkpoints; while a checkpoint folds, every sync then
+	 *  write-protects the fold's pages one TLB flush at a time
+	 *  (docs/journal.md). */
 	bool journal_writemap;
+	/** %KVF_DURABILITY_BOUNDED acknowledges a batch once it is copied
+	 *  into a mapped side log (two files, wal-0.log and wal-1.log, of
+	 *  this many bytes each, allocated on disk at open); the journal
+	 *  moves it into LMDB in the background. A multiple of 4096, at
+	 *  least 64 KiB; 0 (the default) means 32 MiB. Appends wait only
+	 *  when both files hold batches not yet synced in LMDB. */
+	uint64_t journal_wal_bytes;
 	/** Read lease granted by get/exist, ms. Default 10000. */
 	uint64_t lease_ttl_ms;
 	/** A client silent this long is dead, ms. Default 10000. */

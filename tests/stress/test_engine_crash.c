@@ -110,6 +110,7 @@ static void engine_config(struct kvf_config *cfg, const char *data,
 				   KVF_DURABILITY_BOUNDED;
 	cfg->index = bucket ? KVF_INDEX_BUCKET : KVF_INDEX_LFHT;
 	cfg->sync_interval_ms = 5;
+	cfg->journal_wal_bytes = 256 << 10; /* crashes around rotations */
 	cfg->background = false;
 	cfg->client_ttl_ms = 3600 * 1000;
 }

@@ -46,6 +46,7 @@ static struct kvf__journal_config config(const char *dir, int strict)
 		.map_size = 1 << 20, /* small: crashes during growth too */
 		.checkpoint_records = 2000,
 		.fold_chunk = 500,
+		.wal_bytes = 64 << 10, /* crashes around side log rotations */
 	};
 	return cfg;
 }

@@ -105,7 +105,9 @@ static void run(enum kvf_durability d, uint64_t ckpt)
 	const char *base = getenv("KVF_TEST_TMPDIR");
 	struct kvf__journal_config cfg = { .durability = d,
 					   .checkpoint_records = ckpt,
-					   .fold_chunk = 300 };
+					   .fold_chunk = 300,
+					   /* rotations under concurrency */
+					   .wal_bytes = 64 << 10 };
 	struct kvf__journal_replay_ops ops = { .record = seen_cb };
 	struct worker w[THREADS + 1];
 	pthread_t th[THREADS + 1];

@@ -1,0 +1,992 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * journal/wal.c - the BOUNDED side log: acknowledge after a memcpy.
+ *
+ * Why: an LMDB commit writes ~7 pages through 5-8 system calls even with
+ * MDB_NOSYNC; for a 128-record batch that was ~14 µs of the caller's CPU,
+ * half again the in-memory put path. A process crash only needs the
+ * acknowledged bytes in the page cache, and stores into a MAP_SHARED
+ * mapping of a file are in the page cache the moment they are made. So in
+ * BOUNDED mode an append copies its encoded batch into a mapped,
+ * preallocated side log file and returns; the writer thread later moves
+ * the same frames into the LMDB log, many batches per transaction
+ * (writer.c: move_frames()), off the caller's path.
+ *
+ * Files: DIR/wal-0.log and DIR/wal-1.log, @size bytes each, allocated on
+ * disk at open (posix_fallocate: a store into the mapping can never hit a
+ * block the file system cannot provide, so no SIGBUS; a full disk is an
+ * error at open) and mapped whole. Appends fill one file from offset 0;
+ * when the next frame does not fit, they switch to the other file, which
+ * is allowed only once every frame in it is in LMDB and LMDB has been
+ * synced since (@hi_seq <= @durable_seq): a reused file may then be
+ * overwritten freely. A frame larger than half a file bypasses the side
+ * log (writer.c: direct appends).
+ *
+ * Frame (host byte order, 8-byte aligned): a 32-byte header, u32 magic
+ * "KVFW", u32 payload length, u64 first sequence, u32 records, u32 LMDB
+ * frames, u64 check = XXH3-64(header[0..24), seed XXH3-64(payload)); then
+ * the payload: the batch's LMDB log frames exactly as writer.c encodes
+ * them (u32 length, value), so moving a batch into LMDB copies nothing.
+ * Frames are written under the journal mutex, one after another, so every
+ * frame before an acknowledged one is complete.
+ *
+ * Recovery (kvf__wal_open, before the replay): each file's valid prefix is
+ * the frames from offset 0 whose check holds and whose sequences are
+ * contiguous. A torn frame was never acknowledged (a process crash cannot
+ * tear an acknowledged frame: its copy had finished; an OS crash may lose
+ * pages written after the last sync, which is the documented window). A
+ * valid frame that does not continue the sequence is left from the
+ * file's previous use: it is older than everything before it and was in
+ * synced LMDB before the file was reused. The frames after LMDB's last
+ * sequence are chained across the two prefixes, checked to decode, put
+ * into the LMDB log and synced; a gap ends the chain (only an OS crash
+ * leaves one). Then the first header of both files is zeroed and synced,
+ * so frames stranded beyond a gap can never be chained to new ones, and
+ * appends start again at wal-0.log offset 0. A crash anywhere in this is
+ * harmless: frames already in LMDB are skipped.
+ *
+ * Page tables (see docs/journal.md): writing back a dirty page that is
+ * mapped writable write-protects it, one TLB flush (an IPI to the
+ * appending CPU) per page, and the next store faults. So before each
+ * periodic sync the syncer unmaps what appends will not touch again
+ * (kvf__wal_zap(): pages stay in the page cache, dirty), and the writer
+ * thread keeps a window ahead of the append position populated writable
+ * (kvf__wal_prefault()).
+ *
+ * Locking: the state in struct kvf__jwal is under the journal's @mu; the
+ * mappings are fixed between open and close.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "journal/jint.h"
+#include "metadata/hash.h"
+
+#define WAL_MAGIC 0x5746564bu /* "KVFW" */
+/* A skip frame beyond LMDB's end: the chain stops there (not an error). */
+#define WAL_GAP 1
+/* Recovery commits moved frames every this many payload bytes. */
+#define WAL_RECOVER_TXN (16u << 20)
+
+struct wal_hdr {
+	uint32_t magic;
+	uint32_t len;
+	uint64_t first_seq;
+	uint32_t nr_recs;
+	uint32_t nr_frames;
+	uint64_t check;
+};
+
+_Static_assert(sizeof(struct wal_hdr) == KVF__WAL_HDR, "side log header");
+
+static uint64_t hdr_check(const struct wal_hdr *h, uint64_t payload_hash)
+{
+	return XXH3_64bits_withSeed(h, offsetof(struct wal_hdr, check),
+				    payload_hash);
+}
+
+uint64_t kvf__wal_frame_bytes(size_t payload)
+{
+	return KVF__WAL_HDR + ((payload + 7) & ~(size_t)7);
+}
+
+uint64_t kvf__wal_payload_hash(const struct kvf__jreq *req)
+{
+	return XXH3_64bits(req->buf, req->len);
+}
+
+void kvf__wal_put(struct kvf__journal *j, const struct kvf__jreq *req,
+		  uint64_t hash, uint64_t first_seq)
+{
+	struct kvf__jwal *w = &j->wal;
+	struct kvf__jwal_file *f = &w->f[w->cur];
+	struct wal_hdr h = {
+		.magic = WAL_MAGIC,
+		.len = (uint32_t)req->len,
+		.first_seq = first_seq,
+		.nr_recs = (uint32_t)req->nr_recs,
+		.nr_frames = req->nr_frames,
+	};
+	uint8_t *p = f->map + f->end;
+
+	h.check = hdr_check(&h, hash);
+	memcpy(p, &h, sizeof(h));
+	memcpy(p + KVF__WAL_HDR, req->buf, req->len);
+	f->end += kvf__wal_frame_bytes(req->len);
+	f->hi_seq = first_seq + req->nr_recs - 1;
+	f->dirty = 1;
+}
+
+/*
+ * With @mu held: a skip frame (header only, no LMDB frames) saying that
+ * sequences @first_seq.. (@n records) went to LMDB directly, so the frames
+ * after it still continue the sequence (see "Direct appends" above).
+ */
+static void put_skip(struct kvf__journal *j, uint64_t first_seq, uint64_t n)
+{
+	struct kvf__jreq empty = { .nr_recs = n };
+	static const uint8_t none;
+
+	empty.buf = (uint8_t *)&none;
+	kvf__wal_put(j, &empty, XXH3_64bits(&none, 0), first_seq);
+}
+
+/*
+ * The frame at @off of a file of @size bytes, if it is complete and its
+ * check holds; its header goes to @h. Returns false otherwise.
+ */
+static bool frame_at(const uint8_t *map, uint64_t size, uint64_t off,
+		     struct wal_hdr *h)
+{
+	if (size - off < KVF__WAL_HDR)
+		return false;
+	memcpy(h, map + off, sizeof(*h));
+	if (h->magic != WAL_MAGIC || !h->nr_recs ||
+	    !h->nr_frames != !h->len || h->len > size - off - KVF__WAL_HDR)
+		return false;
+	return hdr_check(h, XXH3_64bits(map + off + KVF__WAL_HDR, h->len)) ==
+	       h->check;
+}
+
+int kvf__wal_walk(const uint8_t *map, uint64_t size, uint64_t from,
+		  uint64_t to,
+		  int (*fn)(void *arg, const uint8_t *payload, uint32_t len,
+			    uint64_t first_seq, uint32_t nr_recs,
+			    uint32_t nr_frames),
+		  void *arg)
+{
+	uint64_t off = from;
+
+	while (off < to) {
+		struct wal_hdr h;
+		int rc;
+
+		memcpy(&h, map + off, sizeof(h));
+		rc = fn(arg, map + off + KVF__WAL_HDR, h.len, h.first_seq,
+			h.nr_recs, h.nr_frames);
+		if (rc)
+			return rc;
+		off += kvf__wal_frame_bytes(h.len);
+	}
+	return 0;
+}
+
+uint64_t kvf__wal_prefix(const uint8_t *map, uint64_t size, uint64_t *first,
+			 uint64_t *last)
+{
+	uint64_t off = 0, next = 0;
+	struct wal_hdr h;
+
+	*first = *last = 0;
+	while (frame_at(map, size, off, &h) &&
+	       (!next || h.first_seq == next)) {
+		if (!next)
+			*first = h.first_seq;
+		next = h.first_seq + h.nr_recs;
+		*last = next - 1;
+		off += kvf__wal_frame_bytes(h.len);
+	}
+	return off;
+}
+
+/* --- Opening and recovery. --- */
+
+static void wal_path(char *buf, size_t len, const char *dir, int i)
+{
+	snprintf(buf, len, "%s/wal-%d.log", dir, i);
+}
+
+/*
+ * Open (creating) both files; the file size is the configured one, or
+ * that of a larger existing file (a smaller wal_bytes than last time must
+ * not hide frames). Returns 0 or an errno value.
+ */
+static int open_files(struct kvf__journal *j)
+{
+	struct stat sb;
+	char path[4096];
+
+	for (int i = 0; i < 2; i++) {
+		struct kvf__jwal_file *f = &j->wal.f[i];
+
+		wal_path(path, sizeof(path), j->dir, i);
+		f->fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+		if (f->fd < 0 || fstat(f->fd, &sb))
+			return errno;
+		if ((uint64_t)sb.st_size > j->wal.size)
+			j->wal.size = (uint64_t)sb.st_size & ~(uint64_t)4095;
+	}
+	for (int i = 0; i < 2; i++) {
+		int rc = posix_fallocate(j->wal.f[i].fd, 0, (off_t)j->wal.size);
+
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+static int map_file(struct kvf__journal *j, int i)
+{
+	struct kvf__jwal_file *f = &j->wal.f[i];
+
+	f->map = mmap(NULL, j->wal.size, PROT_READ | PROT_WRITE, MAP_SHARED,
+		      f->fd, 0);
+	if (f->map == MAP_FAILED) {
+		f->map = NULL;
+		return errno;
+	}
+	return 0;
+}
+
+/* One file's chainable frames: [@from, @to) holds sequences @first.. */
+struct chain_part {
+	const uint8_t *map;
+	uint64_t from, to;
+	uint64_t first, last;
+};
+
+/* Skip the frames of @p at or below @seq; false if one straddles it. */
+static bool skip_to(struct chain_part *p, uint64_t seq)
+{
+	struct wal_hdr h;
+
+	while (p->from < p->to) {
+		memcpy(&h, p->map + p->from, sizeof(h));
+		if (h.first_seq > seq)
+			return h.first_seq == seq + 1;
+		if (h.first_seq + h.nr_recs - 1 > seq)
+			return false;
+		p->from += kvf__wal_frame_bytes(h.len);
+		p->first = h.first_seq + h.nr_recs;
+	}
+	return true;
+}
+
+static int count_rec(void *arg, const struct kvf__jrec *rec, uint32_t idx)
+{
+	(void)arg;
+	(void)rec;
+	(void)idx;
+	return 0;
+}
+
+/*
+ * Decode the @nr_frames LMDB frames of a side log payload, calling @fn for
+ * each record; KVF_ERR_JOURNAL_CORRUPT unless they fill the payload
+ * exactly and hold @nr_recs records, else @fn's first non-zero result.
+ */
+static int decode_payload(const uint8_t *payload, uint32_t len,
+			  uint32_t nr_recs, uint32_t nr_frames,
+			  int (*fn)(void *arg, const struct kvf__jrec *rec,
+				    uint32_t idx),
+			  void *arg)
+{
+	uint64_t recs = 0, off = 0;
+
+	for (uint32_t k = 0; k < nr_frames; k++) {
+		uint32_t vlen, count;
+		MDB_val v;
+		int rc;
+
+		if (len - off < 4)
+			return KVF_ERR_JOURNAL_CORRUPT;
+		memcpy(&vlen, payload + off, 4);
+		if (vlen > len - off - 4)
+			return KVF_ERR_JOURNAL_CORRUPT;
+		v.mv_size = vlen;
+		v.mv_data = (void *)(payload + off + 4);
+		rc = kvf__frame_decode(&v, &count, fn, arg);
+		if (rc)
+			return rc;
+		recs += count;
+		off += 4 + vlen;
+	}
+	return off == len && recs == nr_recs ? 0 : KVF_ERR_JOURNAL_CORRUPT;
+}
+
+struct recover {
+	struct kvf__journal *j;
+	MDB_txn *txn;
+	uint64_t seq, frames, bytes;
+	int rc;
+};
+
+/* Check that one side log frame decodes, then put it into the LMDB log. */
+static int recover_frame(void *arg, const uint8_t *payload, uint32_t len,
+			 uint64_t first_seq, uint32_t nr_recs,
+			 uint32_t nr_frames)
+{
+	struct recover *r = arg;
+	int rc;
+
+	if (first_seq != r->seq + 1)
+		return KVF_ERR_JOURNAL_CORRUPT;
+	if (!nr_frames)
+		return WAL_GAP; /* a direct batch LMDB does not have */
+	rc = decode_payload(payload, len, nr_recs, nr_frames, count_rec, NULL);
+	if (rc)
+		return rc;
+	r->rc = kvf__put_frames(r->txn, r->j->dbs.log, payload, nr_frames,
+				&r->seq, &r->frames);
+	r->bytes += len;
+	return r->rc ? KVF_ERR_JOURNAL : 0;
+}
+
+/*
+ * Put @p's frames into the LMDB log, committing every WAL_RECOVER_TXN
+ * bytes; grows the map when it is full. An LMDB/errno code or a
+ * kvf_status (corrupt frame).
+ */
+static int recover_part(struct kvf__journal *j, struct chain_part *p)
+{
+	struct recover r = { .j = j, .seq = j->st.last_seq };
+	int rc = 0, gap = 0;
+
+	while (!rc && p->from < p->to) {
+		uint64_t to = p->from, bytes = 0;
+		struct wal_hdr h;
+
+		/* One transaction's worth of frames. */
+		while (to < p->to && bytes < WAL_RECOVER_TXN) {
+			memcpy(&h, p->map + to, sizeof(h));
+			bytes += h.len;
+			to += kvf__wal_frame_bytes(h.len);
+		}
+		r.seq = j->st.last_seq;
+		r.frames = 0;
+		r.rc = 0;
+		rc = mdb_txn_begin(j->env, NULL, 0, &r.txn);
+		if (rc)
+			break;
+		rc = kvf__wal_walk(p->map, j->wal.size, p->from, to,
+				   recover_frame, &r);
+		if (rc == KVF_ERR_JOURNAL)
+			rc = r.rc;
+		if (rc == WAL_GAP) {
+			to = p->to; /* commit what precedes it, then stop */
+			gap = 1;
+			rc = 0;
+		}
+		if (rc) {
+			mdb_txn_abort(r.txn);
+			if (rc == MDB_MAP_FULL) {
+				rc = kvf__jgrow(j);
+				continue;
+			}
+			break;
+		}
+		rc = mdb_txn_commit(r.txn);
+		if (rc)
+			break;
+		j->st.last_seq = r.seq;
+		j->st.log_frames += r.frames;
+		p->from = to;
+	}
+	return rc ? rc : gap ? WAL_GAP : 0;
+}
+
+/* Zero the first header of both files and sync them. */
+static int reset_files(struct kvf__journal *j)
+{
+	for (int i = 0; i < 2; i++) {
+		struct kvf__jwal_file *f = &j->wal.f[i];
+
+		memset(f->map, 0, KVF__WAL_HDR);
+		if (msync(f->map, KVF__WAL_HDR, MS_SYNC))
+			return errno;
+		f->end = 0;
+		f->hi_seq = 0;
+		f->dirty = 0;
+		f->zap_to = 0;
+	}
+	return 0;
+}
+
+static void part_init(struct chain_part *p, const uint8_t *map,
+		      uint64_t size)
+{
+	p->map = map;
+	p->from = 0;
+	p->to = map ? kvf__wal_prefix(map, size, &p->first, &p->last) : 0;
+}
+
+/*
+ * Call @fn on the parts of @p that chain after @seq, in sequence order:
+ * the part that continues @seq, then the other if it follows on. A gap
+ * ends the chain. Returns @fn's first non-zero result, or
+ * KVF_ERR_JOURNAL_CORRUPT if a frame straddles @seq.
+ */
+static int chain(struct chain_part p[2], uint64_t seq,
+		 int (*fn)(void *arg, struct chain_part *part), void *arg)
+{
+	for (int pass = 0; pass < 2; pass++) {
+		for (int i = 0; i < 2; i++) {
+			int rc;
+
+			if (p[i].from == p[i].to || p[i].last <= seq ||
+			    p[i].first > seq + 1)
+				continue;
+			if (!skip_to(&p[i], seq))
+				return KVF_ERR_JOURNAL_CORRUPT;
+			rc = fn(arg, &p[i]);
+			if (rc)
+				return rc;
+			seq = p[i].last;
+		}
+	}
+	return 0;
+}
+
+static int recover_fn(void *arg, struct chain_part *part)
+{
+	return recover_part(arg, part);
+}
+
+/*
+ * Chain the prefixes of both files after LMDB's last sequence and move
+ * them into LMDB. Returns an LMDB/errno code or a kvf_status.
+ */
+static int recover(struct kvf__journal *j)
+{
+	struct chain_part p[2];
+	int rc;
+
+	for (int i = 0; i < 2; i++)
+		part_init(&p[i], j->wal.f[i].map, j->wal.size);
+	rc = chain(p, j->st.last_seq, recover_fn, j);
+	if (rc == WAL_GAP)
+		rc = 0;
+	if (!rc)
+		rc = mdb_env_sync(j->env, 1);
+	return rc ? rc : reset_files(j);
+}
+
+/* --- Reading without opening (kvforge-inspect). --- */
+
+struct scan {
+	uint64_t size;
+	int (*fn)(void *arg, const struct kvf__jrec *rec, uint64_t seq);
+	void *arg;
+	uint64_t seq, records;
+};
+
+static int scan_rec(void *arg, const struct kvf__jrec *rec, uint32_t idx)
+{
+	struct scan *sc = arg;
+
+	(void)idx;
+	sc->records++;
+	return sc->fn(sc->arg, rec, ++sc->seq);
+}
+
+static int scan_frame(void *arg, const uint8_t *payload, uint32_t len,
+		      uint64_t first_seq, uint32_t nr_recs, uint32_t nr_frames)
+{
+	struct scan *sc = arg;
+
+	if (first_seq != sc->seq + 1)
+		return KVF_ERR_JOURNAL_CORRUPT;
+	if (!nr_frames)
+		return WAL_GAP;
+	return decode_payload(payload, len, nr_recs, nr_frames, scan_rec, sc);
+}
+
+static int scan_part(void *arg, struct chain_part *part)
+{
+	struct scan *sc = arg;
+
+	return kvf__wal_walk(part->map, sc->size, part->from, part->to,
+			     scan_frame, sc);
+}
+
+int kvf__wal_scan(const char *dir, uint64_t last_seq,
+		  int (*fn)(void *arg, const struct kvf__jrec *rec,
+			    uint64_t seq),
+		  void *arg, uint64_t *records)
+{
+	struct scan sc = { .fn = fn, .arg = arg, .seq = last_seq };
+	struct chain_part p[2];
+	uint8_t *map[2] = { NULL, NULL };
+	uint64_t size[2] = { 0, 0 };
+	char path[4096];
+	int rc = 0;
+
+	for (int i = 0; i < 2; i++) {
+		struct stat sb;
+		int fd;
+
+		wal_path(path, sizeof(path), dir, i);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue; /* no side log: nothing pending */
+		if (!fstat(fd, &sb) && sb.st_size > 0) {
+			size[i] = (uint64_t)sb.st_size;
+			map[i] = mmap(NULL, size[i], PROT_READ, MAP_SHARED, fd,
+				      0);
+			if (map[i] == MAP_FAILED)
+				map[i] = NULL;
+		}
+		close(fd);
+	}
+	/* Both files always have the same size (kvf__wal_open). */
+	sc.size = size[0] > size[1] ? size[0] : size[1];
+	for (int i = 0; i < 2; i++)
+		part_init(&p[i], map[i], size[i]);
+	if (size[0] == size[1] || !map[0] || !map[1])
+		rc = chain(p, last_seq, scan_part, &sc);
+	else
+		rc = KVF_ERR_JOURNAL_CORRUPT;
+	if (rc == WAL_GAP)
+		rc = 0;
+	for (int i = 0; i < 2; i++)
+		if (map[i])
+			munmap(map[i], size[i]);
+	*records = sc.records;
+	return rc;
+}
+
+int kvf__wal_open(struct kvf__journal *j)
+{
+	struct kvf__jwal *w = &j->wal;
+	int rc;
+
+	w->f[0].fd = w->f[1].fd = -1;
+	if (pthread_cond_init(&w->cv, NULL))
+		return ENOMEM;
+	w->cv_ok = 1;
+	rc = open_files(j);
+	for (int i = 0; i < 2 && !rc; i++)
+		rc = map_file(j, i);
+	if (!rc)
+		rc = recover(j);
+	if (rc)
+		return rc;
+	w->cur = 0;
+	w->ing = 0;
+	w->ing_off = 0;
+	w->acked_seq = j->st.last_seq;
+	w->durable_seq = j->st.last_seq;
+	w->on = 1;
+	return 0;
+}
+
+void kvf__wal_close(struct kvf__journal *j)
+{
+	struct kvf__jwal *w = &j->wal;
+
+	for (int i = 0; i < 2; i++) {
+		if (w->f[i].map)
+			munmap(w->f[i].map, w->size);
+		if (w->f[i].fd >= 0)
+			close(w->f[i].fd);
+		w->f[i].map = NULL;
+		w->f[i].fd = -1;
+	}
+	if (w->cv_ok)
+		pthread_cond_destroy(&w->cv);
+	w->cv_ok = 0;
+}
+
+/* --- Page tables: populate ahead, unmap behind. --- */
+
+void kvf__wal_prefault(struct kvf__journal *j, int file, uint64_t from,
+		       uint64_t to)
+{
+	if (to > j->wal.size)
+		to = j->wal.size;
+	from &= ~(uint64_t)4095;
+	if (from < to)
+		madvise(j->wal.f[file].map + from, to - from,
+			MADV_POPULATE_WRITE);
+}
+
+void kvf__wal_zap(struct kvf__journal *j, int file, uint64_t from,
+		  uint64_t to)
+{
+	from &= ~(uint64_t)4095;
+	to &= ~(uint64_t)4095;
+	if (from < to)
+		madvise(j->wal.f[file].map + from, to - from, MADV_DONTNEED);
+}
+
+int kvf__wal_sync_file(struct kvf__journal *j, int file)
+{
+	return fdatasync(j->wal.f[file].fd) ? errno : 0;
+}
+
+/* --- Appending (caller threads). --- */
+
+/* Move into LMDB once this many frame bytes are pending ... */
+#define MOVE_BYTES (1u << 20)
+/* ... or the oldest pending frame is this old. */
+#define MOVE_NS (5ull * 1000000)
+/* After a failed move, retry no sooner than this. */
+#define MOVE_RETRY_NS (10ull * 1000000)
+/* Keep this much of the current file populated ahead of the appends. */
+#define WAL_PF_WINDOW (1ull << 20)
+/* Before a sync, unmap what lies more than this behind the appends. */
+#define WAL_ZAP_MARGIN (256ull << 10)
+
+/*
+ * With @mu held: is there room for @bytes at the append position? Switches
+ * to the other file when the current one is full and the other is free
+ * (everything in it moved into LMDB and synced there).
+ */
+static bool room(struct kvf__journal *j, uint64_t bytes)
+{
+	struct kvf__jwal *w = &j->wal;
+	struct kvf__jwal_file *o = &w->f[!w->cur];
+
+	if (w->f[w->cur].end + bytes <= w->size)
+		return true;
+	if (o->hi_seq > w->durable_seq)
+		return false;
+	/* Everything in @o is moved: the next frame to move is at the
+	 * start of the file just filled, if the mover is still in @o. */
+	if (w->ing == !w->cur) {
+		w->ing = w->cur;
+		w->ing_off = 0;
+	}
+	w->cur = !w->cur;
+	o->end = 0;
+	o->hi_seq = 0;
+	o->zap_to = 0;
+	w->pf_to = 0;
+	return true;
+}
+
+/* With @mu held: ask the writer to populate ahead when it is time. */
+static void want_wal_prefault(struct kvf__journal *j)
+{
+	struct kvf__jwal *w = &j->wal;
+
+	if (w->pf_to >= w->size || w->pf_want ||
+	    w->f[w->cur].end + WAL_PF_WINDOW / 2 <= w->pf_to)
+		return;
+	w->pf_want = 1;
+	pthread_cond_signal(&j->work_cv);
+}
+
+/*
+ * With @mu held: wait until @bytes fit, or return the error of a move or
+ * sync that failed meanwhile (the side log is full and cannot be freed).
+ */
+static int wait_room(struct kvf__journal *j, uint64_t bytes)
+{
+	struct kvf__jwal *w = &j->wal;
+	uint64_t mgen = w->move_gen, sgen = w->sync_gen;
+
+	while (!room(j, bytes)) {
+		if (j->stop)
+			return KVF_ERR_CLOSED;
+		if (w->move_gen != mgen && w->move_err)
+			return w->move_err;
+		if (w->sync_gen != sgen && w->sync_err)
+			return w->sync_err;
+		w->sync_now++;
+		pthread_cond_signal(&j->work_cv);
+		pthread_cond_signal(&j->sync_cv);
+		pthread_cond_wait(&w->cv, &j->mu);
+		w->sync_now--;
+	}
+	return KVF_OK;
+}
+
+int kvf__wal_append(struct kvf__journal *j, struct kvf__jreq *req,
+		    uint64_t hash)
+{
+	struct kvf__jwal *w = &j->wal;
+	uint64_t bytes = kvf__wal_frame_bytes(req->len);
+	int rc = KVF_OK;
+
+	while (w->direct)
+		pthread_cond_wait(&w->cv, &j->mu);
+	rc = kvf__take_errno_fault(j);
+	if (!rc)
+		rc = wait_room(j, bytes);
+	if (!rc) {
+		kvf__wal_put(j, req, hash, w->acked_seq + 1);
+		w->acked_seq += req->nr_recs;
+		w->pending_bytes += bytes;
+		if (!w->pending_since) {
+			w->pending_since = kvf__now_ns();
+			pthread_cond_signal(&j->work_cv);
+		} else if (w->pending_bytes >= MOVE_BYTES &&
+			   w->pending_bytes - bytes < MOVE_BYTES) {
+			pthread_cond_signal(&j->work_cv);
+		}
+		want_wal_prefault(j);
+		kvf__mark_dirty(j);
+	}
+	return rc;
+}
+
+/*
+ * With @mu held: wait until everything acknowledged is in the LMDB log,
+ * or a move fails meanwhile (its status is returned).
+ */
+int kvf__wal_drain(struct kvf__journal *j)
+{
+	struct kvf__jwal *w = &j->wal;
+	uint64_t gen = w->move_gen;
+	int rc = KVF_OK;
+
+	if (!w->on)
+		return KVF_OK;
+	w->drain++;
+	pthread_cond_signal(&j->work_cv);
+	while (j->st.last_seq != w->acked_seq) {
+		if (w->move_gen != gen && w->move_err) {
+			rc = w->move_err;
+			break;
+		}
+		if (j->stop && !j->started) {
+			rc = KVF_ERR_CLOSED;
+			break;
+		}
+		pthread_cond_wait(&w->cv, &j->mu);
+	}
+	w->drain--;
+	return rc;
+}
+
+/*
+ * Direct appends. A batch larger than half a file goes to LMDB directly
+ * (writer.c), in sequence order: further side log appends are held, and
+ * every acknowledged batch is moved first. Its sequences are then
+ * missing from the side log, so a skip frame records them, or recovery
+ * would see a gap and stop before the frames that follow. Its room is
+ * taken before the commit, so writing it cannot fail afterwards.
+ */
+int kvf__wal_direct_begin(struct kvf__journal *j)
+{
+	struct kvf__jwal *w = &j->wal;
+	int rc;
+
+	while (w->direct)
+		pthread_cond_wait(&w->cv, &j->mu);
+	w->direct = 1;
+	rc = kvf__wal_drain(j);
+	if (!rc)
+		rc = wait_room(j, KVF__WAL_HDR);
+	if (rc) {
+		w->direct = 0;
+		pthread_cond_broadcast(&w->cv);
+	}
+	return rc;
+}
+
+void kvf__wal_direct_end(struct kvf__journal *j, int rc)
+{
+	struct kvf__jwal *w = &j->wal;
+
+	if (!rc) {
+		put_skip(j, w->acked_seq + 1, j->st.last_seq - w->acked_seq);
+		w->acked_seq = j->st.last_seq;
+		w->pending_bytes += KVF__WAL_HDR;
+		if (!w->pending_since)
+			w->pending_since = kvf__now_ns();
+		kvf__mark_dirty(j);
+	}
+	w->direct = 0;
+	pthread_cond_broadcast(&w->cv);
+}
+
+/* --- Moving frames into LMDB (the writer thread). --- */
+
+struct move_range {
+	const uint8_t *map;
+	uint64_t size, from, to;
+};
+
+struct move_put {
+	MDB_txn *txn;
+	MDB_dbi log;
+	uint64_t *seq, *frames;
+	int rc;
+};
+
+static int move_frame(void *arg, const uint8_t *payload, uint32_t len,
+		      uint64_t first_seq, uint32_t nr_recs, uint32_t nr_frames)
+{
+	struct move_put *m = arg;
+
+	(void)len;
+	if (!nr_frames && first_seq + nr_recs - 1 <= *m->seq)
+		return 0; /* a skip frame: LMDB has these (direct append) */
+	if (first_seq != *m->seq + 1) {
+		m->rc = MDB_CORRUPTED; /* a broken invariant of this file */
+		return 1;
+	}
+	m->rc = kvf__put_frames(m->txn, m->log, payload, nr_frames, m->seq,
+				m->frames);
+	if (!m->rc && *m->seq != first_seq + nr_recs - 1)
+		m->rc = MDB_CORRUPTED;
+	return m->rc != 0;
+}
+
+static int put_range(struct kvf__journal *j, MDB_txn *txn, void *arg,
+		     uint64_t *seq, uint64_t *frames)
+{
+	struct move_range *r = arg;
+	struct move_put m = { txn, j->dbs.log, seq, frames, 0 };
+
+	kvf__wal_walk(r->map, r->size, r->from, r->to, move_frame, &m);
+	return m.rc;
+}
+
+/*
+ * With @mu held: the frames of the next move, every pending one up to the
+ * end of the file they are in. No cap: moves alternate with checkpoint
+ * chunks (~65 ms each), and a move capped at a few MB would fall behind
+ * the appends (the side log fills up and appends wait).
+ */
+static void next_range(struct kvf__jwal *w, struct move_range *r)
+{
+	struct kvf__jwal_file *f;
+
+	if (w->ing != w->cur && w->ing_off == w->f[w->ing].end) {
+		w->ing = w->cur;
+		w->ing_off = 0;
+	}
+	f = &w->f[w->ing];
+	r->map = f->map;
+	r->size = w->size;
+	r->from = r->to = w->ing_off;
+	r->to = f->end;
+}
+
+bool kvf__wal_move_due(struct kvf__journal *j, uint64_t now,
+		       uint64_t *deadline)
+{
+	struct kvf__jwal *w = &j->wal;
+	uint64_t due;
+
+	if (!w->on || w->acked_seq == j->st.last_seq)
+		return false;
+	if (now < w->retry_ns) {
+		*deadline = w->retry_ns;
+		return false;
+	}
+	if (w->drain || w->sync_now || j->stop ||
+	    w->pending_bytes >= MOVE_BYTES)
+		return true;
+	due = w->pending_since + MOVE_NS;
+	if (now >= due)
+		return true;
+	*deadline = due;
+	return false;
+}
+
+int kvf__wal_move(struct kvf__journal *j)
+{
+	struct kvf__jwal *w = &j->wal;
+	struct move_range r;
+	int rc;
+
+	next_range(w, &r);
+	pthread_mutex_unlock(&j->mu);
+	rc = kvf__commit_frames(j, put_range, &r); /* returns with @mu */
+	if (!rc) {
+		w->ing_off = r.to;
+		w->pending_bytes -= r.to - r.from;
+		w->pending_since = w->acked_seq == j->st.last_seq ?
+					   0 : kvf__now_ns();
+		w->retry_ns = 0;
+	} else {
+		w->retry_ns = kvf__now_ns() + MOVE_RETRY_NS;
+	}
+	w->move_err = rc;
+	w->move_gen++;
+	pthread_cond_broadcast(&w->cv);
+	if (w->sync_now)
+		pthread_cond_signal(&j->sync_cv);
+	return rc;
+}
+
+/* With @mu held: populate ahead of the appends (the writer thread). */
+void kvf__wal_serve_prefault(struct kvf__journal *j)
+{
+	struct kvf__jwal *w = &j->wal;
+	int file = w->cur;
+	uint64_t from = w->f[file].end, to = from + WAL_PF_WINDOW;
+
+	if (to > w->size)
+		to = w->size;
+	w->pf_want = 0;
+	if (w->pf_to > from)
+		from = w->pf_to;
+	w->pf_to = to;
+	pthread_mutex_unlock(&j->mu);
+	kvf__wal_prefault(j, file, from, to);
+	pthread_mutex_lock(&j->mu);
+}
+
+/* --- Syncing (the syncer thread). --- */
+
+/*
+ * With @mu held, for the periodic sync: the side log's part. Unmaps what
+ * appends are done with and fdatasync()s the files written since the last
+ * sync. Returns 0 or an errno value. Drops @mu meanwhile.
+ */
+int kvf__wal_sync(struct kvf__journal *j)
+{
+	struct kvf__jwal *w = &j->wal;
+	uint64_t zfrom[2], zto[2];
+	int dirty[2], rc = 0;
+
+	for (int i = 0; i < 2; i++) {
+		struct kvf__jwal_file *f = &w->f[i];
+		uint64_t to = f->end;
+
+		if (i == w->cur)
+			to = to > WAL_ZAP_MARGIN ? to - WAL_ZAP_MARGIN : 0;
+		zfrom[i] = f->zap_to;
+		zto[i] = to;
+		if (to > f->zap_to)
+			f->zap_to = to & ~(uint64_t)4095;
+		dirty[i] = f->dirty;
+		f->dirty = 0;
+	}
+	pthread_mutex_unlock(&j->mu);
+	for (int i = 0; i < 2; i++) {
+		kvf__wal_zap(j, i, zfrom[i], zto[i]);
+		if (dirty[i] && !rc)
+			rc = kvf__wal_sync_file(j, i);
+	}
+	pthread_mutex_lock(&j->mu);
+	if (rc)
+		for (int i = 0; i < 2; i++)
+			w->f[i].dirty |= dirty[i];
+	return rc;
+}
+
+/*
+ * With @mu held, after a periodic sync that started when LMDB's log ended
+ * at @seq: record the outcome, wake appenders waiting for a free file, and
+ * have the window ahead populated again (the sync wrote it back and
+ * write-protected it).
+ */
+void kvf__wal_synced(struct kvf__journal *j, uint64_t seq, int rc)
+{
+	struct kvf__jwal *w = &j->wal;
+
+	if (!rc && seq > w->durable_seq)
+		w->durable_seq = seq;
+	w->sync_err = rc ? kvf__journal_status(rc) : 0;
+	w->sync_gen++;
+	pthread_cond_broadcast(&w->cv);
+	if (!rc && w->pf_to) {
+		w->pf_to = 0;
+		w->pf_want = 1;
+		pthread_cond_signal(&j->work_cv);
+	}
+}
