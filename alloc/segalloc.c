@@ -36,6 +36,11 @@
  *    nodes they touch. Without sub, every alloc that took a node's largest
  *    block (the engine's fill always does, best fit across segments
  *    mostly) rescanned every node on its path, ~500 instructions.
+ *    Inner nodes also keep maxi, an entry holding max (set by rescans,
+ *    kept by raises): a request larger than a node's sub fits only under
+ *    that entry, so first fit descends there without reading val[]
+ *    (best fit across segments and the engine's fill mostly do; the
+ *    fragmentation_aware uniform median fell ~80 -> ~60 ns with it).
  *
  * Why this shape: the cost of an allocator whose metadata spans tens of MB
  * is cache misses, not instructions. A binary tree costs one miss per level
@@ -118,6 +123,7 @@
  */
 struct node {
 	uint32_t n;
+	uint32_t maxi; /* inner nodes: an entry holding max */
 	uint64_t base; /* leaves: offset of block 0; unused in inner nodes */
 	/*
 	 * max: the largest free block under this node, exactly (the parent's
@@ -296,19 +302,34 @@ static inline uint64_t free_size(uint64_t v)
 /* Recompute @n->max and @n->sub from the entries (a leaf iff @leaf). */
 static void node_recalc(struct node *n, bool leaf)
 {
-	/* A used leaf block has its low bit set: mask it to 0, no branch. */
-	uint64_t m = 0, s = 0, keep = leaf ? USED : 0;
+	uint64_t m = 0, s = 0;
+	uint32_t mi = 0;
 
+	if (leaf) {
+		/* A used block has its low bit set: mask it to 0, no branch. */
+		for (uint32_t i = 0; i < n->n; i++) {
+			uint64_t v = free_size(n->val[i]), lo;
+
+			lo = v < m ? v : m;
+			s = lo > s ? lo : s;
+			m = v > m ? v : m;
+		}
+		n->max = m;
+		n->sub = s;
+		return;
+	}
+	/* Inner nodes also note which entry holds max (first_fit). */
 	for (uint32_t i = 0; i < n->n; i++) {
 		uint64_t v = n->val[i], lo;
 
-		v &= (v & keep) - 1;
 		lo = v < m ? v : m;
 		s = lo > s ? lo : s;
+		mi = v > m ? i : mi;
 		m = v > m ? v : m;
 	}
 	n->max = m;
 	n->sub = s;
+	n->maxi = mi;
 }
 
 /*
@@ -643,7 +664,8 @@ static void fix_path(struct kvf__segalloc *a, const struct path *p,
  * @n->max changed. O(1), and it keeps an exact sub exact: a new largest
  * leaves the former one (or, if it grew itself, the old sub) second.
  */
-static bool entry_grown(struct node *n, uint64_t old, uint64_t new)
+static bool entry_grown(struct node *n, uint32_t i, uint64_t old,
+			uint64_t new)
 {
 	uint64_t m = n->max;
 
@@ -651,6 +673,7 @@ static bool entry_grown(struct node *n, uint64_t old, uint64_t new)
 		if (old != m)
 			n->sub = m;
 		n->max = new;
+		n->maxi = i;
 		return new != m;
 	}
 	if (new > n->sub)
@@ -669,12 +692,13 @@ static void fix_path_freed(struct kvf__segalloc *a, const struct path *p)
 	node_recalc(p->node[0], true);
 	for (unsigned h = 1; h <= a->height; h++) {
 		struct node *n = p->node[h];
-		uint64_t old = n->val[p->idx[h]], new = p->node[h - 1]->max;
+		uint32_t i = p->idx[h];
+		uint64_t old = n->val[i], new = p->node[h - 1]->max;
 
 		if (old == new)
 			return;
-		n->val[p->idx[h]] = new;
-		if (!entry_grown(n, old, new))
+		n->val[i] = new;
+		if (!entry_grown(n, i, old, new))
 			return;
 	}
 	a->largest = a->root->max;
@@ -722,8 +746,16 @@ static struct node *first_fit(const struct kvf__segalloc *a, uint64_t need,
 	uint32_t i;
 
 	for (unsigned h = a->height; h > 0; h--) {
-		for (i = 0; n->val[i] < need; i++)
-			;
+		/*
+		 * Above sub only the largest entry fits (best fit across
+		 * segments sends most requests here): take it without
+		 * reading val[], one line of this node fewer.
+		 */
+		if (need > n->sub)
+			i = n->maxi;
+		else
+			for (i = 0; n->val[i] < need; i++)
+				;
 		p->node[h] = n;
 		p->idx[h] = i;
 		n = as_inner(n)->child[i];
@@ -773,6 +805,8 @@ static uint64_t check_node(const struct node *n, unsigned level, uint64_t *at)
 			s = v;
 		}
 	}
+	if (level && n->n && n->val[n->maxi] != n->max)
+		kvf__die("level %u: maxi %u stale", level, n->maxi);
 	if (n->max != m || n->sub < s)
 		kvf__die("level %u: max %llx (%llx) sub %llx (%llx)", level,
 			 (unsigned long long)n->max, (unsigned long long)m,
