@@ -36,11 +36,13 @@
  *    nodes they touch. Without sub, every alloc that took a node's largest
  *    block (the engine's fill always does, best fit across segments
  *    mostly) rescanned every node on its path, ~500 instructions.
- *    Inner nodes also keep maxi, an entry holding max (set by rescans,
- *    kept by raises): a request larger than a node's sub fits only under
- *    that entry, so first fit descends there without reading val[]
- *    (best fit across segments and the engine's fill mostly do; the
- *    fragmentation_aware uniform median fell ~80 -> ~60 ns with it).
+ *    Inner nodes also keep maxi, an entry holding max, and maxchild,
+ *    its child (set by rescans, kept by raises; maxchild shares the head
+ *    word leaves use for base): a request larger than a node's sub fits
+ *    only under that entry, so first fit descends there reading one line
+ *    of the node, its head, instead of val[] up to the entry and then
+ *    child[] (best fit across segments and the engine's fill mostly do;
+ *    the fragmentation_aware uniform median fell ~80 -> ~60 ns with it).
  *
  * Why this shape: the cost of an allocator whose metadata spans tens of MB
  * is cache misses, not instructions. A binary tree costs one miss per level
@@ -124,7 +126,10 @@
 struct node {
 	uint32_t n;
 	uint32_t maxi; /* inner nodes: an entry holding max */
-	uint64_t base; /* leaves: offset of block 0; unused in inner nodes */
+	union {
+		uint64_t base;         /* leaves: offset of block 0 */
+		struct node *maxchild; /* inner nodes: child[maxi] */
+	};
 	/*
 	 * max: the largest free block under this node, exactly (the parent's
 	 * val[] entry for it holds the same). sub: an upper bound on every
@@ -330,6 +335,7 @@ static void node_recalc(struct node *n, bool leaf)
 	n->max = m;
 	n->sub = s;
 	n->maxi = mi;
+	n->maxchild = as_inner(n)->child[mi];
 }
 
 /*
@@ -674,6 +680,7 @@ static bool entry_grown(struct node *n, uint32_t i, uint64_t old,
 			n->sub = m;
 		n->max = new;
 		n->maxi = i;
+		n->maxchild = as_inner(n)->child[i];
 		return new != m;
 	}
 	if (new > n->sub)
@@ -751,14 +758,16 @@ static struct node *first_fit(const struct kvf__segalloc *a, uint64_t need,
 		 * segments sends most requests here): take it without
 		 * reading val[], one line of this node fewer.
 		 */
-		if (need > n->sub)
-			i = n->maxi;
-		else
+		p->node[h] = n;
+		if (need > n->sub) {
+			p->idx[h] = n->maxi;
+			n = n->maxchild;
+		} else {
 			for (i = 0; n->val[i] < need; i++)
 				;
-		p->node[h] = n;
-		p->idx[h] = i;
-		n = as_inner(n)->child[i];
+			p->idx[h] = i;
+			n = as_inner(n)->child[i];
+		}
 		/* The scan below reads val[] in order: fetch it all at once. */
 		for (uint32_t j = 0; j < FAN; j += 64 / sizeof(n->val[0]))
 			__builtin_prefetch(&n->val[j]);
@@ -805,7 +814,9 @@ static uint64_t check_node(const struct node *n, unsigned level, uint64_t *at)
 			s = v;
 		}
 	}
-	if (level && n->n && n->val[n->maxi] != n->max)
+	if (level && n->n &&
+	    (n->val[n->maxi] != n->max ||
+	     n->maxchild != as_inner(n)->child[n->maxi]))
 		kvf__die("level %u: maxi %u stale", level, n->maxi);
 	if (n->max != m || n->sub < s)
 		kvf__die("level %u: max %llx (%llx) sub %llx (%llx)", level,
