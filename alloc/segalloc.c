@@ -140,6 +140,14 @@ struct node {
 	 */
 	uint64_t max;
 	uint64_t sub;
+	/*
+	 * Inner nodes: when sub_exact, sub is exactly the largest entry but
+	 * the one at maxi, and subi holds it (subi != maxi). Then the largest
+	 * entry shrinking below sub hands max to subi without a rescan (sub
+	 * stays, as a bound). Leaves do not use them.
+	 */
+	uint32_t subi;
+	uint32_t sub_exact;
 	uint64_t val[FAN];
 };
 
@@ -323,19 +331,27 @@ static void node_recalc(struct node *n, bool leaf)
 		n->sub = s;
 		return;
 	}
-	/* Inner nodes also note which entry holds max (first_fit). */
+	/* Inner nodes also note which entries hold max and sub. */
+	uint32_t si = 0;
+
 	for (uint32_t i = 0; i < n->n; i++) {
 		uint64_t v = n->val[i], lo;
+		bool gt = v > m, take;
+		uint32_t loi = gt ? mi : i;
 
-		lo = v < m ? v : m;
-		s = lo > s ? lo : s;
-		mi = v > m ? i : mi;
-		m = v > m ? v : m;
+		lo = gt ? m : v;
+		take = lo > s;
+		s = take ? lo : s;
+		si = take ? loi : si;
+		mi = gt ? i : mi;
+		m = gt ? v : m;
 	}
 	n->max = m;
 	n->sub = s;
 	n->maxi = mi;
 	n->maxchild = as_inner(n)->child[mi];
+	n->subi = si;
+	n->sub_exact = n->n > 1 && si != mi;
 }
 
 /*
@@ -345,16 +361,31 @@ static void node_recalc(struct node *n, bool leaf)
  * sub (which bounds every other entry) it is the new max: no rescan, and
  * sub stays a bound. Entries only grow through free, which rescans.
  */
-static bool entry_shrunk(struct node *n, bool leaf, uint64_t old,
+static bool entry_shrunk(struct node *n, bool leaf, uint32_t i, uint64_t old,
 			 uint64_t new)
 {
 	uint64_t m = n->max;
 
-	if (old != m)
+	if (old != m) {
+		/* The exact second shrank: sub stays, but only as a bound. */
+		if (!leaf && i == n->subi)
+			n->sub_exact = 0;
 		return false;
+	}
 	if (new >= n->sub) {
 		n->max = new;
 		return new != m;
+	}
+	if (!leaf && n->sub_exact && i == n->maxi) {
+		/*
+		 * The exact second becomes the largest; every other entry is
+		 * at most sub (the shrunk one too), so sub stays a bound.
+		 */
+		n->max = n->sub;
+		n->maxi = n->subi;
+		n->maxchild = as_inner(n)->child[n->subi];
+		n->sub_exact = 0;
+		return n->max != m;
 	}
 	node_recalc(n, leaf);
 	return n->max != m;
@@ -653,7 +684,7 @@ static void fix_path(struct kvf__segalloc *a, const struct path *p,
 		struct node *n = p->node[h];
 		uint64_t was = n->max;
 
-		if (!entry_shrunk(n, h == 0, old, new))
+		if (!entry_shrunk(n, h == 0, p->idx[h], old, new))
 			return;
 		if (h == a->height) {
 			a->largest = n->max;
@@ -676,15 +707,23 @@ static bool entry_grown(struct node *n, uint32_t i, uint64_t old,
 	uint64_t m = n->max;
 
 	if (new >= m) {
-		if (old != m)
+		if (i != n->maxi) {
+			/* The former largest is now exactly second. */
 			n->sub = m;
+			n->subi = n->maxi;
+			n->sub_exact = 1;
+		}
 		n->max = new;
 		n->maxi = i;
 		n->maxchild = as_inner(n)->child[i];
 		return new != m;
 	}
-	if (new > n->sub)
+	if (new > n->sub) {
+		/* Above every entry but the largest: exactly second. */
 		n->sub = new;
+		n->subi = i;
+		n->sub_exact = 1;
+	}
 	return false;
 }
 
@@ -816,7 +855,9 @@ static uint64_t check_node(const struct node *n, unsigned level, uint64_t *at)
 	}
 	if (level && n->n &&
 	    (n->val[n->maxi] != n->max ||
-	     n->maxchild != as_inner(n)->child[n->maxi]))
+	     n->maxchild != as_inner(n)->child[n->maxi] ||
+	     (n->sub_exact && (n->subi == n->maxi || n->subi >= n->n ||
+			       n->val[n->subi] != n->sub || n->sub != s))))
 		kvf__die("level %u: maxi %u stale", level, n->maxi);
 	if (n->max != m || n->sub < s)
 		kvf__die("level %u: max %llx (%llx) sub %llx (%llx)", level,
