@@ -329,6 +329,8 @@ static void node_recalc(struct node *n, bool leaf)
 		}
 		n->max = m;
 		n->sub = s;
+		/* Used blocks count 0, so s is exactly the second. */
+		n->sub_exact = 1;
 		return;
 	}
 	/* Inner nodes also note which entries hold max and sub. */
@@ -376,15 +378,17 @@ static bool entry_shrunk(struct node *n, bool leaf, uint32_t i, uint64_t old,
 		n->max = new;
 		return new != m;
 	}
-	if (!leaf && n->sub_exact && i == n->maxi) {
+	if (n->sub_exact && (leaf || i == n->maxi)) {
 		/*
 		 * The exact second becomes the largest; every other entry is
 		 * at most sub (the shrunk one too), so sub stays a bound.
 		 */
 		n->max = n->sub;
-		n->maxi = n->subi;
-		n->maxchild = as_inner(n)->child[n->subi];
 		n->sub_exact = 0;
+		if (!leaf) {
+			n->maxi = n->subi;
+			n->maxchild = as_inner(n)->child[n->subi];
+		}
 		return n->max != m;
 	}
 	node_recalc(n, leaf);
@@ -853,6 +857,9 @@ static uint64_t check_node(const struct node *n, unsigned level, uint64_t *at)
 			s = v;
 		}
 	}
+	if (!level && n->sub_exact && n->sub != s)
+		kvf__die("leaf sub %llx not exact (%llx)",
+			 (unsigned long long)n->sub, (unsigned long long)s);
 	if (level && n->n &&
 	    (n->val[n->maxi] != n->max ||
 	     n->maxchild != as_inner(n)->child[n->maxi] ||
@@ -910,6 +917,7 @@ int kvf__segalloc_create(uint64_t size, uint64_t alignment,
 	as_leaf(a->root)->tag[0] = 0;
 	a->root->max = cap;
 	a->root->sub = 0;
+	a->root->sub_exact = 1;
 	a->free_bytes = cap;
 	a->largest = cap;
 	if (pthread_mutex_init(&a->lock, NULL))
@@ -1003,6 +1011,8 @@ int kvf__segalloc_alloc_tagged(struct kvf__segalloc *a, uint64_t size,
 		 */
 		if (b.val == l->max)
 			fix_path(a, &p, b.val, b.val - need);
+		else if (b.val == l->sub)
+			l->sub_exact = 0; /* it may have been the second */
 	} else {
 		rep[0] = (struct blk){ b.off, need | USED, tag };
 		rep[1] = (struct blk){ b.off + need, b.val - need, 0 };
