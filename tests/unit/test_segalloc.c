@@ -3,7 +3,10 @@
  * tests/unit/test_segalloc.c - the per-segment allocator against reference
  * models: a granule bitmap (small segments, exact free bytes and largest
  * region after every operation) and a sorted list of live ranges (larger
- * segments, no overlap ever).
+ * segments, no overlap ever). Some tests steer the allocations to the
+ * largest free block, as best fit across segments does, so the summaries
+ * (max, sub, maxi, the exact-sub hand-over) change in every order, also in
+ * a tree several levels deep.
  */
 #include "config.h"
 
