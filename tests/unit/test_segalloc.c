@@ -3,7 +3,10 @@
  * tests/unit/test_segalloc.c - the per-segment allocator against reference
  * models: a granule bitmap (small segments, exact free bytes and largest
  * region after every operation) and a sorted list of live ranges (larger
- * segments, no overlap ever).
+ * segments, no overlap ever). Some tests steer the allocations to the
+ * largest free block, as best fit across segments does, so the summaries
+ * (max, sub, maxi, the exact-sub hand-over) change in every order, also in
+ * a tree several levels deep.
  */
 #include "config.h"
 
@@ -306,6 +309,69 @@ static void test_largest_taken(void **state)
 		}
 		bm_check(&m, a);
 	}
+	while (n) {
+		n--;
+		kvf__segalloc_free(a, lv[n].off, lv[n].asked);
+	}
+	assert_int_equal(kvf__segalloc_largest_free(a), seg);
+	kvf__segalloc_destroy(a);
+	free(lv);
+	free(m.used);
+}
+
+/*
+ * The same in a tree several levels deep (8-byte granules, ~10,000 small
+ * blocks laid down first): allocations that take the largest block make
+ * inner nodes hand their maximum to their exact second (no rescan) and
+ * rescan once that second is only a bound, frees raise entries back to
+ * exact seconds and to maxima, so the descent by maxi/maxchild and the
+ * sub_exact bookkeeping (segalloc.c) are exercised at every level. The
+ * model is checked every few operations and every such allocation must
+ * land at the first fit.
+ */
+static void test_largest_taken_deep(void **state)
+{
+	const uint64_t seg = 1 * MiB, al = 8;
+	struct bitmap_model m = { calloc(seg / al, 1), seg / al, al };
+	struct live *lv = calloc(seg / al, sizeof(*lv));
+	struct kvf__segalloc *a;
+	uint64_t n = 0, rng = 0xdeadbeef5eed;
+
+	(void)state;
+	assert_int_equal(kvf__segalloc_create(seg, al, &a), KVF_OK);
+	for (int op = 0; op < 24000; op++) {
+		uint64_t largest = kvf__segalloc_largest_free(a), off, sz;
+		uint64_t dice = rng_next(&rng) % 100;
+		bool big = false;
+
+		if (n && op >= 10000 && (dice < 40 || largest < al)) {
+			uint64_t k = rng_next(&rng) % n;
+
+			kvf__segalloc_free(a, lv[k].off, lv[k].asked);
+			bm_mark(&m, lv[k].off, lv[k].size, 0);
+			lv[k] = lv[--n];
+		} else {
+			if (op < 10000 || dice < 70) {
+				sz = al * rng_range(&rng, 1, 24);
+			} else {
+				big = true;
+				sz = dice < 85 ? largest
+					       : largest - al * (rng_next(&rng) %
+								  (largest / al));
+			}
+			if (sz > largest)
+				continue;
+			assert_int_equal(kvf__segalloc_alloc(a, sz, &off),
+					 KVF_OK);
+			if (big)
+				assert_int_equal(off, bm_first_fit(&m, sz / al));
+			lv[n++] = (struct live){ off, sz, sz, 0 };
+			bm_mark(&m, off, sz, 1);
+		}
+		if (big || op % 64 == 0)
+			bm_check(&m, a);
+	}
+	bm_check(&m, a);
 	while (n) {
 		n--;
 		kvf__segalloc_free(a, lv[n].off, lv[n].asked);
@@ -657,6 +723,7 @@ int main(void)
 		cmocka_unit_test(test_exact_random),
 		cmocka_unit_test(test_exact_random_deep),
 		cmocka_unit_test(test_largest_taken),
+		cmocka_unit_test(test_largest_taken_deep),
 		cmocka_unit_test(test_no_overlap_large),
 		cmocka_unit_test(test_tib),
 		cmocka_unit_test(test_bad_free_dies),
