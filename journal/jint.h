@@ -30,6 +30,7 @@
 #define KVF__META_VERSION "version"
 #define KVF__META_CKPT_SEQ "checkpoint_seq"
 #define KVF__META_CKPT_COUNT "checkpoints"
+#define KVF__META_JOURNAL_ID "journal_id"
 #define KVF__MAGIC_VALUE "KVForge-journal"
 
 /* The LMDB handles of one environment. */
@@ -44,6 +45,7 @@ struct kvf__jdbs {
 /* What the meta database and the log ends say (read at open). */
 struct kvf__jstate {
 	uint32_t version;
+	uint64_t id;          /* random, from creation (side log frames) */
 	uint64_t ckpt_seq;
 	uint64_t ckpt_count;
 	uint64_t last_seq;
@@ -83,8 +85,11 @@ struct kvf__jwal_file {
  * journal's @mu. Sequences: @acked_seq (acknowledged, in the side log or
  * LMDB) >= @st.last_seq (in the LMDB log) >= @durable_seq (LMDB synced).
  */
+#define KVF__WAL_SYNCS 64
+
 struct kvf__jwal {
-	int on;                 /* BOUNDED: appends go through the side log */
+	int on;                 /* appends go through the side log */
+	int strict;             /* STRICT: an append also syncs it (wal.c) */
 	int cv_ok;
 	uint64_t size;          /* bytes per file */
 	struct kvf__jwal_file f[2];
@@ -105,6 +110,19 @@ struct kvf__jwal {
 	uint64_t retry_ns;      /* after a failed move: not before this */
 	int sync_err;           /* kvf_status of the last periodic sync */
 	uint64_t sync_gen;      /* bumped after each periodic sync */
+	/*
+	 * STRICT: appenders' own syncs, which may overlap. A sync covers the
+	 * frames acknowledged when it started once every sync started
+	 * before it is done too; @synced_seq is the end of what is known
+	 * durable that way. @sync_failed (a kvf_status) is sticky.
+	 */
+	struct {
+		uint64_t target;
+		int done, rc;
+	} syncs[KVF__WAL_SYNCS];
+	uint64_t sync_head, sync_tail;
+	uint64_t synced_seq;
+	int sync_failed;
 	pthread_cond_t cv;      /* appenders wait: room, drain, direct */
 };
 
@@ -244,15 +262,15 @@ int kvf__wal_walk(const uint8_t *map, uint64_t size, uint64_t from,
  * The valid prefix of a side log file's bytes (see wal.c): returns its
  * end; *@first and *@last are its sequences (both 0 if it is empty).
  */
-uint64_t kvf__wal_prefix(const uint8_t *map, uint64_t size, uint64_t *first,
-			 uint64_t *last);
+uint64_t kvf__wal_prefix(const uint8_t *map, uint64_t size, uint64_t id,
+			 uint64_t *first, uint64_t *last);
 /*
  * kvf__wal_scan() - read-only: call @fn for each record of DIR's side log
  * that follows @last_seq (LMDB's last sequence), as the next open would
  * move them, with its sequence; *@records counts them. No side log files:
  * nothing. Returns 0, @fn's non-zero result or KVF_ERR_JOURNAL_CORRUPT.
  */
-int kvf__wal_scan(const char *dir, uint64_t last_seq,
+int kvf__wal_scan(const char *dir, uint64_t id, uint64_t last_seq,
 		  int (*fn)(void *arg, const struct kvf__jrec *rec,
 			    uint64_t seq),
 		  void *arg, uint64_t *records);
@@ -262,6 +280,15 @@ void kvf__wal_zap(struct kvf__journal *j, int file, uint64_t from,
 		  uint64_t to);
 int kvf__wal_sync_file(struct kvf__journal *j, int file);
 /* The flow (wal.c): see the functions for their locking. */
+/* What the writer may move into LMDB: acknowledged (and, STRICT, synced). */
+static inline uint64_t kvf__wal_movable(const struct kvf__jwal *w)
+{
+	return w->strict ? w->synced_seq : w->acked_seq;
+}
+
+/* With @mu held: STRICT, make the side log durable through @seq. */
+int kvf__wal_strict_sync(struct kvf__journal *j, uint64_t seq);
+
 /* With @mu held, the writer started: copy @req into the side log. */
 int kvf__wal_append(struct kvf__journal *j, struct kvf__jreq *req,
 		    uint64_t hash);

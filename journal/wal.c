@@ -24,7 +24,9 @@
  *
  * Frame (host byte order, 8-byte aligned): a 32-byte header, u32 magic
  * "KVFW", u32 payload length, u64 first sequence, u32 records, u32 LMDB
- * frames, u64 check = XXH3-64(header[0..24), seed XXH3-64(payload)); then
+ * frames, u64 check = XXH3-64(header[0..24), seed XXH3-64(payload) ^ the
+ * journal's random id from its meta database, so frames of side log
+ * files that outlived their LMDB file never check out); then
  * the payload: the batch's LMDB log frames exactly as writer.c encodes
  * them (u32 length, value), so moving a batch into LMDB copies nothing.
  * Frames are written under the journal mutex, one after another, so every
@@ -87,10 +89,11 @@ struct wal_hdr {
 
 _Static_assert(sizeof(struct wal_hdr) == KVF__WAL_HDR, "side log header");
 
-static uint64_t hdr_check(const struct wal_hdr *h, uint64_t payload_hash)
+static uint64_t hdr_check(const struct wal_hdr *h, uint64_t payload_hash,
+			  uint64_t id)
 {
 	return XXH3_64bits_withSeed(h, offsetof(struct wal_hdr, check),
-				    payload_hash);
+				    payload_hash ^ id);
 }
 
 uint64_t kvf__wal_frame_bytes(size_t payload)
@@ -117,7 +120,7 @@ void kvf__wal_put(struct kvf__journal *j, const struct kvf__jreq *req,
 	};
 	uint8_t *p = f->map + f->end;
 
-	h.check = hdr_check(&h, hash);
+	h.check = hdr_check(&h, hash, j->st.id);
 	memcpy(p, &h, sizeof(h));
 	memcpy(p + KVF__WAL_HDR, req->buf, req->len);
 	f->end += kvf__wal_frame_bytes(req->len);
@@ -143,8 +146,8 @@ static void put_skip(struct kvf__journal *j, uint64_t first_seq, uint64_t n)
  * The frame at @off of a file of @size bytes, if it is complete and its
  * check holds; its header goes to @h. Returns false otherwise.
  */
-static bool frame_at(const uint8_t *map, uint64_t size, uint64_t off,
-		     struct wal_hdr *h)
+static bool frame_at(const uint8_t *map, uint64_t size, uint64_t id,
+		     uint64_t off, struct wal_hdr *h)
 {
 	if (size - off < KVF__WAL_HDR)
 		return false;
@@ -152,8 +155,8 @@ static bool frame_at(const uint8_t *map, uint64_t size, uint64_t off,
 	if (h->magic != WAL_MAGIC || !h->nr_recs ||
 	    !h->nr_frames != !h->len || h->len > size - off - KVF__WAL_HDR)
 		return false;
-	return hdr_check(h, XXH3_64bits(map + off + KVF__WAL_HDR, h->len)) ==
-	       h->check;
+	return hdr_check(h, XXH3_64bits(map + off + KVF__WAL_HDR, h->len),
+			 id) == h->check;
 }
 
 int kvf__wal_walk(const uint8_t *map, uint64_t size, uint64_t from,
@@ -179,14 +182,14 @@ int kvf__wal_walk(const uint8_t *map, uint64_t size, uint64_t from,
 	return 0;
 }
 
-uint64_t kvf__wal_prefix(const uint8_t *map, uint64_t size, uint64_t *first,
-			 uint64_t *last)
+uint64_t kvf__wal_prefix(const uint8_t *map, uint64_t size, uint64_t id,
+			 uint64_t *first, uint64_t *last)
 {
 	uint64_t off = 0, next = 0;
 	struct wal_hdr h;
 
 	*first = *last = 0;
-	while (frame_at(map, size, off, &h) &&
+	while (frame_at(map, size, id, off, &h) &&
 	       (!next || h.first_seq == next)) {
 		if (!next)
 			*first = h.first_seq;
@@ -411,11 +414,11 @@ static int reset_files(struct kvf__journal *j)
 }
 
 static void part_init(struct chain_part *p, const uint8_t *map,
-		      uint64_t size)
+		      uint64_t size, uint64_t id)
 {
 	p->map = map;
 	p->from = 0;
-	p->to = map ? kvf__wal_prefix(map, size, &p->first, &p->last) : 0;
+	p->to = map ? kvf__wal_prefix(map, size, id, &p->first, &p->last) : 0;
 }
 
 /*
@@ -460,7 +463,7 @@ static int recover(struct kvf__journal *j)
 	int rc;
 
 	for (int i = 0; i < 2; i++)
-		part_init(&p[i], j->wal.f[i].map, j->wal.size);
+		part_init(&p[i], j->wal.f[i].map, j->wal.size, j->st.id);
 	rc = chain(p, j->st.last_seq, recover_fn, j);
 	if (rc == WAL_GAP)
 		rc = 0;
@@ -507,7 +510,7 @@ static int scan_part(void *arg, struct chain_part *part)
 			     scan_frame, sc);
 }
 
-int kvf__wal_scan(const char *dir, uint64_t last_seq,
+int kvf__wal_scan(const char *dir, uint64_t id, uint64_t last_seq,
 		  int (*fn)(void *arg, const struct kvf__jrec *rec,
 			    uint64_t seq),
 		  void *arg, uint64_t *records)
@@ -539,7 +542,7 @@ int kvf__wal_scan(const char *dir, uint64_t last_seq,
 	/* Both files always have the same size (kvf__wal_open). */
 	sc.size = size[0] > size[1] ? size[0] : size[1];
 	for (int i = 0; i < 2; i++)
-		part_init(&p[i], map[i], size[i]);
+		part_init(&p[i], map[i], size[i], id);
 	if (size[0] == size[1] || !map[0] || !map[1])
 		rc = chain(p, last_seq, scan_part, &sc);
 	else
@@ -574,6 +577,8 @@ int kvf__wal_open(struct kvf__journal *j)
 	w->ing_off = 0;
 	w->acked_seq = j->st.last_seq;
 	w->durable_seq = j->st.last_seq;
+	w->synced_seq = j->st.last_seq;
+	w->strict = j->cfg.durability == KVF_DURABILITY_STRICT;
 	w->on = 1;
 	return 0;
 }
@@ -709,6 +714,8 @@ int kvf__wal_append(struct kvf__journal *j, struct kvf__jreq *req,
 
 	while (w->direct)
 		pthread_cond_wait(&w->cv, &j->mu);
+	if (w->sync_failed)
+		return w->sync_failed;
 	rc = kvf__take_errno_fault(j);
 	if (!rc)
 		rc = wait_room(j, bytes);
@@ -743,9 +750,13 @@ int kvf__wal_drain(struct kvf__journal *j)
 		return KVF_OK;
 	w->drain++;
 	pthread_cond_signal(&j->work_cv);
-	while (j->st.last_seq != w->acked_seq) {
+	while (j->st.last_seq != kvf__wal_movable(w)) {
 		if (w->move_gen != gen && w->move_err) {
 			rc = w->move_err;
+			break;
+		}
+		if (w->sync_failed) {
+			rc = w->sync_failed;
 			break;
 		}
 		if (j->stop && !j->started) {
@@ -791,6 +802,9 @@ void kvf__wal_direct_end(struct kvf__journal *j, int rc)
 	if (!rc) {
 		put_skip(j, w->acked_seq + 1, j->st.last_seq - w->acked_seq);
 		w->acked_seq = j->st.last_seq;
+		/* STRICT: drained (all synced) and the commit was synced. */
+		if (w->strict)
+			w->synced_seq = j->st.last_seq;
 		w->pending_bytes += KVF__WAL_HDR;
 		if (!w->pending_since)
 			w->pending_since = kvf__now_ns();
@@ -798,6 +812,66 @@ void kvf__wal_direct_end(struct kvf__journal *j, int rc)
 	}
 	w->direct = 0;
 	pthread_cond_broadcast(&w->cv);
+}
+
+/*
+ * STRICT: every appender syncs the side log itself after its copy, so the
+ * syncs of concurrent appenders overlap (a leader that synced for
+ * everyone serialised them: with two threads each sync carried one batch
+ * while the other thread prepared its next). An fdatasync() covers every
+ * frame copied before it started, in every file it syncs; but the frames
+ * before ours must be durable too (recovery chains frames), and another
+ * appender's sync may still be writing them, so ours counts only once
+ * every sync started before it has finished: syncs retire in the order
+ * they started. A failed sync is sticky (the journal refuses appends
+ * until it is reopened): the batches it covered may or may not be on disk
+ * (Linux reports a failed writeback once), so nothing may be
+ * acknowledged after them; they are not moved into LMDB either.
+ */
+static void retire_syncs(struct kvf__jwal *w)
+{
+	while (w->sync_tail != w->sync_head &&
+	       w->syncs[w->sync_tail % KVF__WAL_SYNCS].done) {
+		const typeof(w->syncs[0]) *s =
+			&w->syncs[w->sync_tail % KVF__WAL_SYNCS];
+
+		if (s->rc && !w->sync_failed)
+			w->sync_failed = kvf__journal_status(s->rc);
+		if (!w->sync_failed && s->target > w->synced_seq)
+			w->synced_seq = s->target;
+		w->sync_tail++;
+	}
+}
+
+int kvf__wal_strict_sync(struct kvf__journal *j, uint64_t seq)
+{
+	struct kvf__jwal *w = &j->wal;
+	uint64_t t;
+	int files[2], n = 0, rc = 0;
+
+	while (w->sync_head - w->sync_tail == KVF__WAL_SYNCS)
+		pthread_cond_wait(&w->cv, &j->mu);
+	if (w->synced_seq >= seq || w->sync_failed)
+		return w->sync_failed;
+	t = w->sync_head++;
+	w->syncs[t % KVF__WAL_SYNCS].target = w->acked_seq;
+	w->syncs[t % KVF__WAL_SYNCS].done = 0;
+	files[n++] = w->cur;
+	if (w->f[!w->cur].hi_seq > w->synced_seq)
+		files[n++] = !w->cur;
+	pthread_mutex_unlock(&j->mu);
+	for (int i = 0; i < n && !rc; i++)
+		rc = kvf__wal_sync_file(j, files[i]);
+	pthread_mutex_lock(&j->mu);
+	w->syncs[t % KVF__WAL_SYNCS].rc = rc;
+	w->syncs[t % KVF__WAL_SYNCS].done = 1;
+	retire_syncs(w);
+	pthread_cond_broadcast(&w->cv);
+	while (w->synced_seq < seq && !w->sync_failed)
+		pthread_cond_wait(&w->cv, &j->mu);
+	if (w->synced_seq >= seq)
+		return KVF_OK; /* durable before any failure */
+	return w->sync_failed;
 }
 
 /* --- Moving frames into LMDB (the writer thread). --- */
@@ -861,7 +935,19 @@ static void next_range(struct kvf__jwal *w, struct move_range *r)
 	r->map = f->map;
 	r->size = w->size;
 	r->from = r->to = w->ing_off;
-	r->to = f->end;
+	if (!w->strict) {
+		r->to = f->end;
+		return;
+	}
+	/* STRICT: only frames known durable (kvf__wal_strict_sync()). */
+	while (r->to < f->end) {
+		struct wal_hdr h;
+
+		memcpy(&h, f->map + r->to, sizeof(h));
+		if (h.first_seq + h.nr_recs - 1 > w->synced_seq)
+			break;
+		r->to += kvf__wal_frame_bytes(h.len);
+	}
 }
 
 bool kvf__wal_move_due(struct kvf__journal *j, uint64_t now,
@@ -870,7 +956,7 @@ bool kvf__wal_move_due(struct kvf__journal *j, uint64_t now,
 	struct kvf__jwal *w = &j->wal;
 	uint64_t due;
 
-	if (!w->on || w->acked_seq == j->st.last_seq)
+	if (!w->on || kvf__wal_movable(w) == j->st.last_seq)
 		return false;
 	if (now < w->retry_ns) {
 		*deadline = w->retry_ns;
@@ -901,6 +987,8 @@ int kvf__wal_move(struct kvf__journal *j)
 		w->pending_since = w->acked_seq == j->st.last_seq ?
 					   0 : kvf__now_ns();
 		w->retry_ns = 0;
+		if (w->strict) /* STRICT commits are synced */
+			w->durable_seq = j->st.last_seq;
 	} else {
 		w->retry_ns = kvf__now_ns() + MOVE_RETRY_NS;
 	}

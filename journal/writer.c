@@ -801,7 +801,7 @@ static void gather(struct kvf__journal *j)
 static void release(struct kvf__journal *j, int was_fold)
 {
 	bool others = j->head ||
-		      (j->wal.on && j->wal.acked_seq != j->st.last_seq);
+		      (j->wal.on && kvf__wal_movable(&j->wal) != j->st.last_seq);
 
 	j->busy = 0;
 	if (!j->stop && fold_wanted(j) && (!was_fold || !others)) {
@@ -1052,6 +1052,8 @@ static int append_wal(struct kvf__journal *j, struct kvf__jreq *req)
 	rc = j->stop ? KVF_ERR_CLOSED : kvf__writer_start(j);
 	if (!rc)
 		rc = kvf__wal_append(j, req, hash);
+	if (!rc && j->wal.strict)
+		rc = kvf__wal_strict_sync(j, j->wal.acked_seq);
 	buf_put(j, req);
 	pthread_mutex_unlock(&j->mu);
 	free(req->buf);
