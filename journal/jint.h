@@ -85,8 +85,6 @@ struct kvf__jwal_file {
  * journal's @mu. Sequences: @acked_seq (acknowledged, in the side log or
  * LMDB) >= @st.last_seq (in the LMDB log) >= @durable_seq (LMDB synced).
  */
-#define KVF__WAL_SYNCS 64
-
 struct kvf__jwal {
 	int on;                 /* appends go through the side log */
 	int strict;             /* STRICT: an append also syncs it (wal.c) */
@@ -111,19 +109,19 @@ struct kvf__jwal {
 	int sync_err;           /* kvf_status of the last periodic sync */
 	uint64_t sync_gen;      /* bumped after each periodic sync */
 	/*
-	 * STRICT: appenders' own syncs, which may overlap. A sync covers the
-	 * frames acknowledged when it started once every sync started
-	 * before it is done too; @synced_seq is the end of what is known
-	 * durable that way. @sync_failed (a kvf_status) is sticky.
+	 * STRICT group sync (wal.c): one appender at a time syncs the side
+	 * log for everyone (@syncing); @synced_seq is what is known durable,
+	 * @unsynced the appends not covered by a started sync, @sync_ns a
+	 * moving average of a sync. @sync_failed (a kvf_status) is sticky.
 	 */
-	struct {
-		uint64_t target;
-		int done, rc;
-	} syncs[KVF__WAL_SYNCS];
-	uint64_t sync_head, sync_tail;
+	int syncing;
+	int gathering;
+	uint64_t unsynced;
+	uint64_t sync_ns;
 	uint64_t synced_seq;
 	int sync_failed;
-	pthread_cond_t cv;      /* appenders wait: room, drain, direct */
+	pthread_cond_t cv;      /* appenders wait: room, drain, direct, sync */
+	pthread_cond_t gather_cv; /* a STRICT sync leader gathers appends */
 };
 
 /* A thread that appended recently (STRICT group commit, writer.c). */
@@ -325,6 +323,11 @@ int kvf__commit_frames(struct kvf__journal *j, kvf__frames_fn fn, void *arg);
 uint64_t kvf__now_ns(void);
 /* With @mu held: the syncer has something to sync. */
 void kvf__mark_dirty(struct kvf__journal *j);
+/* With @mu held: the calling thread appends now (STRICT gathering). */
+void kvf__note_appender(struct kvf__journal *j, uint64_t now);
+/* With @mu held: threads that appended within @window_ns of @now. */
+size_t kvf__active_appenders(const struct kvf__journal *j, uint64_t now,
+			     uint64_t window_ns);
 /* With @mu held: a pending injected errno fault as a kvf_status, or 0. */
 int kvf__take_errno_fault(struct kvf__journal *j);
 int kvf__writer_start(struct kvf__journal *j);

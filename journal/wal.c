@@ -1,16 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * journal/wal.c - the BOUNDED side log: acknowledge after a memcpy.
+ * journal/wal.c - the side log: acknowledge after a memcpy (BOUNDED) or
+ * after a memcpy and a group fdatasync (STRICT).
  *
  * Why: an LMDB commit writes ~7 pages through 5-8 system calls even with
  * MDB_NOSYNC; for a 128-record batch that was ~14 µs of the caller's CPU,
  * half again the in-memory put path. A process crash only needs the
  * acknowledged bytes in the page cache, and stores into a MAP_SHARED
  * mapping of a file are in the page cache the moment they are made. So in
- * BOUNDED mode an append copies its encoded batch into a mapped,
+ * the journal an append copies its encoded batch into a mapped,
  * preallocated side log file and returns; the writer thread later moves
  * the same frames into the LMDB log, many batches per transaction
- * (writer.c: move_frames()), off the caller's path.
+ * (kvf__wal_move()), off the caller's path. STRICT appends also sync the
+ * side log before they return (kvf__wal_strict_sync(): group sync).
  *
  * Files: DIR/wal-0.log and DIR/wal-1.log, @size bytes each, allocated on
  * disk at open (posix_fallocate: a store into the mapping can never hit a
@@ -67,6 +69,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "journal/jint.h"
@@ -559,10 +562,21 @@ int kvf__wal_scan(const char *dir, uint64_t id, uint64_t last_seq,
 int kvf__wal_open(struct kvf__journal *j)
 {
 	struct kvf__jwal *w = &j->wal;
+	pthread_condattr_t ca;
 	int rc;
 
 	w->f[0].fd = w->f[1].fd = -1;
-	if (pthread_cond_init(&w->cv, NULL))
+	if (pthread_condattr_init(&ca))
+		return ENOMEM;
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* kvf__now_ns() */
+	rc = pthread_cond_init(&w->cv, NULL);
+	if (!rc) {
+		rc = pthread_cond_init(&w->gather_cv, &ca);
+		if (rc)
+			pthread_cond_destroy(&w->cv);
+	}
+	pthread_condattr_destroy(&ca);
+	if (rc)
 		return ENOMEM;
 	w->cv_ok = 1;
 	rc = open_files(j);
@@ -595,8 +609,10 @@ void kvf__wal_close(struct kvf__journal *j)
 		w->f[i].map = NULL;
 		w->f[i].fd = -1;
 	}
-	if (w->cv_ok)
+	if (w->cv_ok) {
+		pthread_cond_destroy(&w->gather_cv);
 		pthread_cond_destroy(&w->cv);
+	}
 	w->cv_ok = 0;
 }
 
@@ -722,6 +738,12 @@ int kvf__wal_append(struct kvf__journal *j, struct kvf__jreq *req,
 	if (!rc) {
 		kvf__wal_put(j, req, hash, w->acked_seq + 1);
 		w->acked_seq += req->nr_recs;
+		if (w->strict) {
+			kvf__note_appender(j, kvf__now_ns());
+			w->unsynced++;
+			if (w->gathering)
+				pthread_cond_signal(&w->gather_cv);
+		}
 		w->pending_bytes += bytes;
 		if (!w->pending_since) {
 			w->pending_since = kvf__now_ns();
@@ -815,63 +837,88 @@ void kvf__wal_direct_end(struct kvf__journal *j, int rc)
 }
 
 /*
- * STRICT: every appender syncs the side log itself after its copy, so the
- * syncs of concurrent appenders overlap (a leader that synced for
- * everyone serialised them: with two threads each sync carried one batch
- * while the other thread prepared its next). An fdatasync() covers every
- * frame copied before it started, in every file it syncs; but the frames
- * before ours must be durable too (recovery chains frames), and another
- * appender's sync may still be writing them, so ours counts only once
- * every sync started before it has finished: syncs retire in the order
- * they started. A failed sync is sticky (the journal refuses appends
- * until it is reopened): the batches it covered may or may not be on disk
- * (Linux reports a failed writeback once), so nothing may be
- * acknowledged after them; they are not moved into LMDB either.
+ * STRICT group sync. An append is acknowledged once an fdatasync() that
+ * started after its copy has returned. One appender at a time syncs, for
+ * every frame copied so far (a sync covers all of them, in both files);
+ * the others wait for it and are done if it covered them. Before it
+ * syncs, the leader waits a little (at most half an average sync, never
+ * more than GATHER_MAX_NS) while fewer appends are waiting than threads
+ * appended recently: without that, two appenders fall into lockstep, each
+ * sync carrying one batch while the other thread prepares its next, and a
+ * second thread adds nothing (measured: 2 threads 0.98-1.2x one). Letting
+ * every appender sync on its own, overlapping, did not help either: the
+ * device serialises the cache flushes. A failed sync is sticky (appends
+ * are refused until the journal is reopened): the batches it covered may
+ * or may not be on disk (Linux reports a failed writeback once), so
+ * nothing may be acknowledged after them, and they are not moved into
+ * LMDB.
  */
-static void retire_syncs(struct kvf__jwal *w)
-{
-	while (w->sync_tail != w->sync_head &&
-	       w->syncs[w->sync_tail % KVF__WAL_SYNCS].done) {
-		const typeof(w->syncs[0]) *s =
-			&w->syncs[w->sync_tail % KVF__WAL_SYNCS];
+#define GATHER_MAX_NS 300000ull
 
-		if (s->rc && !w->sync_failed)
-			w->sync_failed = kvf__journal_status(s->rc);
-		if (!w->sync_failed && s->target > w->synced_seq)
-			w->synced_seq = s->target;
-		w->sync_tail++;
+static void gather_appends(struct kvf__journal *j)
+{
+	struct kvf__jwal *w = &j->wal;
+	uint64_t now = kvf__now_ns(), wait = w->sync_ns / 2, deadline;
+	uint64_t window = 2 * w->sync_ns + 1000000ull;
+	struct timespec ts;
+
+	if (wait > GATHER_MAX_NS)
+		wait = GATHER_MAX_NS;
+	deadline = now + wait;
+	w->gathering = 1;
+	while (now < deadline && !j->stop &&
+	       w->unsynced < kvf__active_appenders(j, now, window)) {
+		ts.tv_sec = (time_t)(deadline / 1000000000ull);
+		ts.tv_nsec = (long)(deadline % 1000000000ull);
+		pthread_cond_timedwait(&w->gather_cv, &j->mu, &ts);
+		now = kvf__now_ns();
 	}
+	w->gathering = 0;
+}
+
+/* With @mu held, as the one syncing appender: sync everything copied. */
+static void lead_sync(struct kvf__journal *j)
+{
+	struct kvf__jwal *w = &j->wal;
+	uint64_t target, t0, took;
+	int files[2], n = 0, rc = 0;
+
+	w->syncing = 1;
+	gather_appends(j);
+	target = w->acked_seq;
+	w->unsynced = 0;
+	files[n++] = w->cur;
+	if (w->f[!w->cur].hi_seq > w->synced_seq)
+		files[n++] = !w->cur;
+	pthread_mutex_unlock(&j->mu);
+	t0 = kvf__now_ns();
+	for (int i = 0; i < n && !rc; i++)
+		rc = kvf__wal_sync_file(j, files[i]);
+	took = kvf__now_ns() - t0;
+	pthread_mutex_lock(&j->mu);
+	w->sync_ns = w->sync_ns ? (7 * w->sync_ns + took) / 8 : took;
+	if (rc && !w->sync_failed)
+		w->sync_failed = kvf__journal_status(rc);
+	if (!w->sync_failed && target > w->synced_seq)
+		w->synced_seq = target;
+	w->syncing = 0;
+	pthread_cond_broadcast(&w->cv);
 }
 
 int kvf__wal_strict_sync(struct kvf__journal *j, uint64_t seq)
 {
 	struct kvf__jwal *w = &j->wal;
-	uint64_t t;
-	int files[2], n = 0, rc = 0;
 
-	while (w->sync_head - w->sync_tail == KVF__WAL_SYNCS)
-		pthread_cond_wait(&w->cv, &j->mu);
-	if (w->synced_seq >= seq || w->sync_failed)
-		return w->sync_failed;
-	t = w->sync_head++;
-	w->syncs[t % KVF__WAL_SYNCS].target = w->acked_seq;
-	w->syncs[t % KVF__WAL_SYNCS].done = 0;
-	files[n++] = w->cur;
-	if (w->f[!w->cur].hi_seq > w->synced_seq)
-		files[n++] = !w->cur;
-	pthread_mutex_unlock(&j->mu);
-	for (int i = 0; i < n && !rc; i++)
-		rc = kvf__wal_sync_file(j, files[i]);
-	pthread_mutex_lock(&j->mu);
-	w->syncs[t % KVF__WAL_SYNCS].rc = rc;
-	w->syncs[t % KVF__WAL_SYNCS].done = 1;
-	retire_syncs(w);
-	pthread_cond_broadcast(&w->cv);
-	while (w->synced_seq < seq && !w->sync_failed)
-		pthread_cond_wait(&w->cv, &j->mu);
-	if (w->synced_seq >= seq)
-		return KVF_OK; /* durable before any failure */
-	return w->sync_failed;
+	for (;;) {
+		if (w->synced_seq >= seq)
+			return KVF_OK; /* durable before any failure */
+		if (w->sync_failed)
+			return w->sync_failed;
+		if (!w->syncing)
+			lead_sync(j);
+		else
+			pthread_cond_wait(&w->cv, &j->mu);
+	}
 }
 
 /* --- Moving frames into LMDB (the writer thread). --- */
