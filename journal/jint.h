@@ -30,6 +30,7 @@
 #define KVF__META_VERSION "version"
 #define KVF__META_CKPT_SEQ "checkpoint_seq"
 #define KVF__META_CKPT_COUNT "checkpoints"
+#define KVF__META_JOURNAL_ID "journal_id"
 #define KVF__MAGIC_VALUE "KVForge-journal"
 
 /* The LMDB handles of one environment. */
@@ -44,6 +45,7 @@ struct kvf__jdbs {
 /* What the meta database and the log ends say (read at open). */
 struct kvf__jstate {
 	uint32_t version;
+	uint64_t id;          /* random, from creation (side log frames) */
 	uint64_t ckpt_seq;
 	uint64_t ckpt_count;
 	uint64_t last_seq;
@@ -84,7 +86,8 @@ struct kvf__jwal_file {
  * LMDB) >= @st.last_seq (in the LMDB log) >= @durable_seq (LMDB synced).
  */
 struct kvf__jwal {
-	int on;                 /* BOUNDED: appends go through the side log */
+	int on;                 /* appends go through the side log */
+	int strict;             /* STRICT: an append also syncs it (wal.c) */
 	int cv_ok;
 	uint64_t size;          /* bytes per file */
 	struct kvf__jwal_file f[2];
@@ -105,7 +108,20 @@ struct kvf__jwal {
 	uint64_t retry_ns;      /* after a failed move: not before this */
 	int sync_err;           /* kvf_status of the last periodic sync */
 	uint64_t sync_gen;      /* bumped after each periodic sync */
-	pthread_cond_t cv;      /* appenders wait: room, drain, direct */
+	/*
+	 * STRICT group sync (wal.c): one appender at a time syncs the side
+	 * log for everyone (@syncing); @synced_seq is what is known durable,
+	 * @unsynced the appends not covered by a started sync, @sync_ns a
+	 * moving average of a sync. @sync_failed (a kvf_status) is sticky.
+	 */
+	int syncing;
+	int gathering;
+	uint64_t unsynced;
+	uint64_t sync_ns;
+	uint64_t synced_seq;
+	int sync_failed;
+	pthread_cond_t cv;      /* appenders wait: room, drain, direct, sync */
+	pthread_cond_t gather_cv; /* a STRICT sync leader gathers appends */
 };
 
 /* A thread that appended recently (STRICT group commit, writer.c). */
@@ -244,15 +260,15 @@ int kvf__wal_walk(const uint8_t *map, uint64_t size, uint64_t from,
  * The valid prefix of a side log file's bytes (see wal.c): returns its
  * end; *@first and *@last are its sequences (both 0 if it is empty).
  */
-uint64_t kvf__wal_prefix(const uint8_t *map, uint64_t size, uint64_t *first,
-			 uint64_t *last);
+uint64_t kvf__wal_prefix(const uint8_t *map, uint64_t size, uint64_t id,
+			 uint64_t *first, uint64_t *last);
 /*
  * kvf__wal_scan() - read-only: call @fn for each record of DIR's side log
  * that follows @last_seq (LMDB's last sequence), as the next open would
  * move them, with its sequence; *@records counts them. No side log files:
  * nothing. Returns 0, @fn's non-zero result or KVF_ERR_JOURNAL_CORRUPT.
  */
-int kvf__wal_scan(const char *dir, uint64_t last_seq,
+int kvf__wal_scan(const char *dir, uint64_t id, uint64_t last_seq,
 		  int (*fn)(void *arg, const struct kvf__jrec *rec,
 			    uint64_t seq),
 		  void *arg, uint64_t *records);
@@ -262,6 +278,15 @@ void kvf__wal_zap(struct kvf__journal *j, int file, uint64_t from,
 		  uint64_t to);
 int kvf__wal_sync_file(struct kvf__journal *j, int file);
 /* The flow (wal.c): see the functions for their locking. */
+/* What the writer may move into LMDB: acknowledged (and, STRICT, synced). */
+static inline uint64_t kvf__wal_movable(const struct kvf__jwal *w)
+{
+	return w->strict ? w->synced_seq : w->acked_seq;
+}
+
+/* With @mu held: STRICT, make the side log durable through @seq. */
+int kvf__wal_strict_sync(struct kvf__journal *j, uint64_t seq);
+
 /* With @mu held, the writer started: copy @req into the side log. */
 int kvf__wal_append(struct kvf__journal *j, struct kvf__jreq *req,
 		    uint64_t hash);
@@ -298,6 +323,11 @@ int kvf__commit_frames(struct kvf__journal *j, kvf__frames_fn fn, void *arg);
 uint64_t kvf__now_ns(void);
 /* With @mu held: the syncer has something to sync. */
 void kvf__mark_dirty(struct kvf__journal *j);
+/* With @mu held: the calling thread appends now (STRICT gathering). */
+void kvf__note_appender(struct kvf__journal *j, uint64_t now);
+/* With @mu held: threads that appended within @window_ns of @now. */
+size_t kvf__active_appenders(const struct kvf__journal *j, uint64_t now,
+			     uint64_t window_ns);
 /* With @mu held: a pending injected errno fault as a kvf_status, or 0. */
 int kvf__take_errno_fault(struct kvf__journal *j);
 int kvf__writer_start(struct kvf__journal *j);

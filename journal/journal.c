@@ -45,6 +45,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -268,6 +269,9 @@ int kvf__jstate_read(MDB_txn *txn, const struct kvf__jdbs *dbs,
 		rc = meta_get(txn, dbs->meta, KVF__META_CKPT_COUNT,
 			      &st->ckpt_count, sizeof(st->ckpt_count));
 	if (!rc)
+		rc = meta_get(txn, dbs->meta, KVF__META_JOURNAL_ID, &st->id,
+			      sizeof(st->id));
+	if (!rc)
 		rc = log_ends(txn, dbs, st);
 	if (!rc)
 		rc = db_entries(txn, dbs->log, &st->log_frames);
@@ -280,10 +284,29 @@ int kvf__jstate_read(MDB_txn *txn, const struct kvf__jdbs *dbs,
 	return rc;
 }
 
+/*
+ * A random identity for a new journal: side log frames carry it in their
+ * check (wal.c), so side log files left beside another LMDB file (one
+ * that was deleted and created again) can never be replayed into it.
+ */
+static uint64_t new_journal_id(void)
+{
+	uint64_t id = 0;
+
+	if (getrandom(&id, sizeof(id), 0) != sizeof(id) || !id) {
+		struct timespec ts;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		id = ((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec) ^
+		     ((uint64_t)getpid() << 32) ^ 0x9e3779b97f4a7c15ull;
+	}
+	return id;
+}
+
 static int init_fresh(MDB_txn *txn, struct kvf__jdbs *dbs)
 {
 	uint32_t version = KVF__JOURNAL_FORMAT_VERSION;
-	uint64_t zero = 0;
+	uint64_t zero = 0, id = new_journal_id();
 	int rc;
 
 	rc = kvf__jdbs_open(txn, dbs, 1);
@@ -299,6 +322,9 @@ static int init_fresh(MDB_txn *txn, struct kvf__jdbs *dbs)
 	if (!rc)
 		rc = meta_put(txn, dbs->meta, KVF__META_CKPT_COUNT, &zero,
 			      sizeof(zero));
+	if (!rc)
+		rc = meta_put(txn, dbs->meta, KVF__META_JOURNAL_ID, &id,
+			      sizeof(id));
 	return rc;
 }
 
@@ -642,7 +668,7 @@ static int open_env(struct kvf__journal *j)
 		return rc;
 	mdb_reader_check(j->env, &dead); /* slots of crashed processes */
 	rc = load(j);
-	if (!rc && j->cfg.durability == KVF_DURABILITY_BOUNDED) {
+	if (!rc) {
 		j->wal.size = j->cfg.wal_bytes;
 		rc = kvf__wal_open(j); /* moves acknowledged frames into LMDB */
 	}

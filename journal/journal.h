@@ -238,9 +238,10 @@ int kvf__journal_replay(struct kvf__journal *j,
  * nothing of this batch is in the journal. Sequence numbers are assigned
  * contiguously in commit order.
  *
- * Context: blocks until the batch is committed: STRICT, until it is synced
- * to disk (concurrent callers share one fsync); BOUNDED, until it is
- * copied into the mapped side log (journal/wal.c; it survives a crash of
+ * Context: blocks until the batch is durable for its mode: STRICT, until
+ * its side log frame is synced to disk (concurrent callers share one
+ * fdatasync; a failed sync makes every later append fail until reopen);
+ * BOUNDED, until it is copied into the mapped side log (journal/wal.c; it survives a crash of
  * the process from then on, and the syncer syncs every sync_interval_ms);
  * the writer thread moves it into the LMDB log later. BOUNDED appends
  * wait only when the side log is full (both files hold batches that are

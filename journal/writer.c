@@ -17,10 +17,12 @@
  * waits briefly for batches of other recently active callers (gather()),
  * so that one fsync carries every thread's batch.
  *
- * BOUNDED appends do not take part in this: they are acknowledged once
- * copied into the mapped side log (wal.c), and the writer thread moves
- * them into the LMDB log in large groups. Only a batch too large for the
- * side log still goes through the queue (a "direct" append, in order).
+ * Appends that fit the side log do not take part in this: they are
+ * acknowledged once copied into the mapped side log (BOUNDED) or once it
+ * is synced after the copy (STRICT, group sync; wal.c), and the writer
+ * thread moves them into the LMDB log in large groups. Only a batch too
+ * large for the side log still goes through the queue (a "direct"
+ * append, in order); the STRICT gather() below serves those.
  *
  * The writer thread folds checkpoint chunks and moves side log frames
  * (taking the same slot, so folds, moves and appends never overlap),
@@ -729,7 +731,7 @@ static void deadline_ts(uint64_t ns, struct timespec *ts)
 /* --- Group commit: leaders and followers. --- */
 
 /* With @mu held: the calling thread appends now. */
-static void note_appender(struct kvf__journal *j, uint64_t now)
+void kvf__note_appender(struct kvf__journal *j, uint64_t now)
 {
 	struct kvf__jappender *mine = NULL, *oldest = &j->appenders[0];
 	pthread_t self = pthread_self();
@@ -750,7 +752,7 @@ static void note_appender(struct kvf__journal *j, uint64_t now)
 }
 
 /* With @mu held: threads that appended within @window_ns of @now. */
-static size_t active_appenders(const struct kvf__journal *j, uint64_t now,
+size_t kvf__active_appenders(const struct kvf__journal *j, uint64_t now,
 			       uint64_t window_ns)
 {
 	size_t n = 0;
@@ -783,7 +785,7 @@ static void gather(struct kvf__journal *j)
 	deadline = now + wait;
 	j->leader_waiting = 1;
 	while (!j->stop && now < deadline &&
-	       j->nr_queued < active_appenders(j, now, window)) {
+	       j->nr_queued < kvf__active_appenders(j, now, window)) {
 		deadline_ts(deadline, &ts);
 		pthread_cond_timedwait(&j->lead_cv, &j->mu, &ts);
 		now = kvf__now_ns();
@@ -801,7 +803,7 @@ static void gather(struct kvf__journal *j)
 static void release(struct kvf__journal *j, int was_fold)
 {
 	bool others = j->head ||
-		      (j->wal.on && j->wal.acked_seq != j->st.last_seq);
+		      (j->wal.on && kvf__wal_movable(&j->wal) != j->st.last_seq);
 
 	j->busy = 0;
 	if (!j->stop && fold_wanted(j) && (!was_fold || !others)) {
@@ -1052,6 +1054,8 @@ static int append_wal(struct kvf__journal *j, struct kvf__jreq *req)
 	rc = j->stop ? KVF_ERR_CLOSED : kvf__writer_start(j);
 	if (!rc)
 		rc = kvf__wal_append(j, req, hash);
+	if (!rc && j->wal.strict)
+		rc = kvf__wal_strict_sync(j, j->wal.acked_seq);
 	buf_put(j, req);
 	pthread_mutex_unlock(&j->mu);
 	free(req->buf);
@@ -1086,7 +1090,7 @@ int kvf__journal_append(struct kvf__journal *j, const struct kvf__jrec *recs,
 		*j->tail = &req;
 		j->tail = &req.next;
 		j->nr_queued++;
-		note_appender(j, kvf__now_ns());
+		kvf__note_appender(j, kvf__now_ns());
 		if (j->leader_waiting)
 			pthread_cond_signal(&j->lead_cv);
 		while (!req.done) {

@@ -359,7 +359,7 @@ static void print_summary(const char *dir, const struct kvf__jstate *st,
 {
 	unsigned long long log = st->last_seq - st->ckpt_seq;
 	uint64_t pending = 0;
-	int wrc = kvf__wal_scan(dir, st->last_seq, count_record, NULL,
+	int wrc = kvf__wal_scan(dir, st->id, st->last_seq, count_record, NULL,
 				&pending);
 
 	if (json) {
@@ -417,7 +417,8 @@ static int verify(const char *dir, MDB_txn *txn,
 	}
 	rc = kvf__jscan(txn, dbs, st->ckpt_seq, &ops, &m, &last);
 	if (!rc && last == st->last_seq)
-		rc = kvf__wal_scan(dir, last, model_record, &m, &pending);
+		rc = kvf__wal_scan(dir, st->id, last, model_record, &m,
+				   &pending);
 	if (rc) {
 		snprintf(m.msg, sizeof(m.msg), "scan failed: %s (%s)",
 			 kvf_status_name(rc), kvf_strerror(rc));

@@ -31,9 +31,12 @@ struct kvf_profiler;
 
 /** enum kvf_durability - how metadata mutations are journaled. */
 enum kvf_durability {
-	/** Commit without sync, sync every @sync_interval_ms (default). */
+	/** A batch returns once copied into the journal's mapped side log
+	 *  (safe from a process crash); synced every @sync_interval_ms
+	 *  (default). */
 	KVF_DURABILITY_BOUNDED = 0,
-	/** A batch returns after its transaction is synced to disk. */
+	/** A batch returns after its side log frame is synced to disk
+	 *  (concurrent batches share one sync). */
 	KVF_DURABILITY_STRICT = 1,
 	/** Memory only; no data directory is needed. */
 	KVF_DURABILITY_NONE = 2,

@@ -667,6 +667,39 @@ static void test_side_log_crash(void **state)
 }
 
 /*
+ * Side log files left beside a new LMDB file (the old one deleted) belong
+ * to another journal: their frames do not check out and are not replayed.
+ */
+static void test_side_log_foreign(void **state)
+{
+	struct tctx *t = *state;
+	struct kvf__journal_stats st;
+	struct kvf__journal *j;
+	char p[700];
+	int status;
+	pid_t pid;
+
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		j = jopen(t->dir);
+		append_batches(t, j, 3, 64, 1);
+		_exit(0); /* crash: the batches are in the side log */
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	snprintf(p, sizeof(p), "%s/data.mdb", t->dir);
+	assert_int_equal(unlink(p), 0);
+	snprintf(p, sizeof(p), "%s/lock.mdb", t->dir);
+	assert_int_equal(unlink(p), 0);
+	j = jopen(t->dir);
+	kvf__journal_get_stats(j, &st);
+	assert_true(st.last_seq == 0 && st.wal_pending == 0);
+	j = reopen_check(t, j); /* the parent's model is still empty */
+	kvf__journal_close(j);
+}
+
+/*
  * A real full filesystem: a 2 MiB tmpfs holding a filler file. Appends
  * fail with KVF_ERR_JOURNAL_NO_SPACE once it is full, and succeed again
  * once the filler is deleted; every acknowledged batch survives.
@@ -739,6 +772,7 @@ int main(void)
 		T(test_big_keys),
 		T(test_tmpfs_full),
 		T(test_side_log_crash),
+		T(test_side_log_foreign),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -179,7 +179,8 @@ void bench_engine_config(const struct bench_opts *o, struct kvf_config *cfg)
 
 void bench_wipe_dir(const struct bench_opts *o, const char *dir)
 {
-	static const char *const files[] = { "data.mdb", "lock.mdb" };
+	static const char *const files[] = { "data.mdb", "lock.mdb",
+					     "wal-0.log", "wal-1.log" };
 	char path[4096];
 
 	if (o->keep_data || !dir)
