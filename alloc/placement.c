@@ -20,7 +20,11 @@
  *    requests, so fragmentation does not turn into "no space". If the
  *    window holds no candidate, scan every segment (a fallback). Inside
  *    the chosen segment the allocator does address-ordered first fit, as
- *    for every strategy. Best fit for every request matters: sending
+ *    for every strategy. If the chosen segment's allocator is busy
+ *    (another thread is allocating there: best fit sends concurrent puts
+ *    to the same tightest segment), the best fit of a fresh window
+ *    without it is taken instead (place_contended()).
+ *    Best fit for every request matters: sending
  *    requests that fit a random segment's largest region 2-16 times over
  *    to that segment instead (cheaper: no pass) dropped the utilisation at
  *    first failure to random's (wide mix 0.97 -> 0.90, bimodal 0.9997 ->
@@ -91,17 +95,34 @@ static inline bool usable(const struct ctx *c, uint32_t i)
 	return c->segs[i] && !taken(c, i);
 }
 
+/* Record a replica at @off of segment @i. */
+static void add_replica(struct ctx *c, uint32_t i, uint64_t off)
+{
+	c->res->seg[c->res->count] = i;
+	c->res->offset[c->res->count] = off;
+	c->res->count++;
+}
+
 /* Allocate in segment @i; on success record the replica. */
 static int try_seg(struct ctx *c, uint32_t i)
 {
 	uint64_t off;
 	int rc = kvf__segalloc_alloc_tagged(c->segs[i], c->size, c->tag, &off);
 
-	if (rc == KVF_OK) {
-		c->res->seg[c->res->count] = i;
-		c->res->offset[c->res->count] = off;
-		c->res->count++;
-	}
+	if (rc == KVF_OK)
+		add_replica(c, i, off);
+	return rc;
+}
+
+/* try_seg(), or KVF_ERR_BUSY if another thread holds @i's allocator. */
+static int try_seg_nowait(struct ctx *c, uint32_t i)
+{
+	uint64_t off;
+	int rc = kvf__segalloc_try_alloc_tagged(c->segs[i], c->size, c->tag,
+						&off);
+
+	if (rc == KVF_OK)
+		add_replica(c, i, off);
 	return rc;
 }
 
@@ -204,7 +225,8 @@ static int place_free_ratio(struct ctx *c)
 #define SCAN_LIMIT (4 * SAMPLE)
 
 static inline __attribute__((always_inline)) uint32_t
-best_fit_scan(const struct ctx *c, bool check_taken)
+best_fit_scan(const struct ctx *c, bool check_taken, bool has_skip,
+	      uint32_t skip)
 {
 	struct kvf__segalloc *const *segs = c->segs;
 	const uint64_t size = c->size;
@@ -236,6 +258,8 @@ best_fit_scan(const struct ctx *c, bool check_taken)
 
 		if (check_taken)
 			miss |= 0 - (uint64_t)taken(c, i);
+		if (has_skip)
+			miss |= 0 - (uint64_t)(i == skip);
 		cand = largest | miss;
 		better = cand < best_largest;
 		best = better ? i : best;
@@ -251,7 +275,30 @@ best_fit_scan(const struct ctx *c, bool check_taken)
 /* The first replica (the usual case) cannot clash with another. */
 static uint32_t best_fit_segment(const struct ctx *c)
 {
-	return c->res->count ? best_fit_scan(c, true) : best_fit_scan(c, false);
+	return c->res->count ? best_fit_scan(c, true, false, 0) :
+			       best_fit_scan(c, false, false, 0);
+}
+
+/*
+ * The best fit's allocator was busy: another put is allocating there.
+ * Best fit sends concurrent puts to the same tightest segment, so they
+ * queued on its lock (2 put threads ran slower than 1: 16% of their time
+ * in futex wait/wake). Take the best fit of a fresh window without that
+ * segment instead, and queue on the first choice only if nothing else
+ * fits. A lone thread never gets here (the try-lock always succeeds),
+ * so single-threaded placement is unchanged.
+ */
+static int place_contended(struct ctx *c, uint32_t busy)
+{
+	uint32_t alt = best_fit_scan(c, c->res->count, true, busy);
+	int rc;
+
+	if (alt != UINT32_MAX) {
+		rc = try_seg(c, alt);
+		if (rc != KVF_ERR_NO_SPACE)
+			return rc;
+	}
+	return try_seg(c, busy);
 }
 
 static int place_frag_aware(struct ctx *c)
@@ -260,7 +307,9 @@ static int place_frag_aware(struct ctx *c)
 	int rc;
 
 	if (best != UINT32_MAX) {
-		rc = try_seg(c, best);
+		rc = try_seg_nowait(c, best);
+		if (rc == KVF_ERR_BUSY)
+			rc = place_contended(c, best);
 		if (rc != KVF_ERR_NO_SPACE)
 			return rc;
 	}

@@ -977,29 +977,21 @@ int kvf__segalloc_alloc(struct kvf__segalloc *a, uint64_t size,
 	return kvf__segalloc_alloc_tagged(a, size, 0, offset);
 }
 
-int kvf__segalloc_alloc_tagged(struct kvf__segalloc *a, uint64_t size,
-			       uint64_t tag, uint64_t *offset)
+/* With the lock held: allocate @need (rounded) bytes. */
+static int alloc_locked(struct kvf__segalloc *a, uint64_t need, uint64_t tag,
+			uint64_t *offset)
 {
 	struct blk b, rep[2];
 	struct node *l;
 	struct path p;
-	uint64_t need;
 	uint32_t i;
 	int rc;
 
-	if (!size || !offset)
-		return KVF_ERR_INVALID_PARAMS;
-	need = rounded(a, size);
-	if (!need)
+	if (a->largest < need)
 		return KVF_ERR_NO_SPACE;
-	pthread_mutex_lock(&a->lock);
-	if (a->largest < need) {
-		rc = KVF_ERR_NO_SPACE;
-		goto out;
-	}
 	rc = spares_fill(a);
 	if (rc)
-		goto out;
+		return rc;
 	l = first_fit(a, need, &p);
 	i = p.idx[0];
 	b = leaf_blk(l, i, p.off);
@@ -1031,7 +1023,40 @@ int kvf__segalloc_alloc_tagged(struct kvf__segalloc *a, uint64_t size,
 	a->allocs++;
 	publish(a);
 	*offset = b.off;
-out:
+	return KVF_OK;
+}
+
+int kvf__segalloc_alloc_tagged(struct kvf__segalloc *a, uint64_t size,
+			       uint64_t tag, uint64_t *offset)
+{
+	uint64_t need;
+	int rc;
+
+	if (!size || !offset)
+		return KVF_ERR_INVALID_PARAMS;
+	need = rounded(a, size);
+	if (!need)
+		return KVF_ERR_NO_SPACE;
+	pthread_mutex_lock(&a->lock);
+	rc = alloc_locked(a, need, tag, offset);
+	pthread_mutex_unlock(&a->lock);
+	return rc;
+}
+
+int kvf__segalloc_try_alloc_tagged(struct kvf__segalloc *a, uint64_t size,
+				   uint64_t tag, uint64_t *offset)
+{
+	uint64_t need;
+	int rc;
+
+	if (!size || !offset)
+		return KVF_ERR_INVALID_PARAMS;
+	need = rounded(a, size);
+	if (!need)
+		return KVF_ERR_NO_SPACE;
+	if (pthread_mutex_trylock(&a->lock))
+		return KVF_ERR_BUSY;
+	rc = alloc_locked(a, need, tag, offset);
 	pthread_mutex_unlock(&a->lock);
 	return rc;
 }

@@ -54,6 +54,15 @@ void kvf__segalloc_free(struct kvf__segalloc *a, uint64_t offset,
 int kvf__segalloc_alloc_tagged(struct kvf__segalloc *a, uint64_t size,
 			       uint64_t tag, uint64_t *offset);
 
+/*
+ * kvf__segalloc_try_alloc_tagged() - kvf__segalloc_alloc_tagged() unless
+ * another thread holds the allocator's lock: then KVF_ERR_BUSY at once,
+ * nothing changed. Placement uses it to go elsewhere instead of queueing
+ * behind a concurrent put on the same segment.
+ */
+int kvf__segalloc_try_alloc_tagged(struct kvf__segalloc *a, uint64_t size,
+				   uint64_t tag, uint64_t *offset);
+
 /* kvf__segalloc_reserve() with a tag (see kvf__segalloc_alloc_tagged). */
 int kvf__segalloc_reserve_tagged(struct kvf__segalloc *a, uint64_t offset,
 				 uint64_t size, uint64_t tag);

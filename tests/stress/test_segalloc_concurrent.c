@@ -84,11 +84,16 @@ static void *worker(void *arg)
 			release(&live[k]);
 			live[k] = live[--n];
 		} else if (r & 4) {
-			/* Directly in one allocator. */
+			/* Directly in one allocator; half of them try-alloc
+			 * (KVF_ERR_BUSY when another thread is inside). */
 			uint32_t s = (uint32_t)((r >> 16) % NR_SEGS);
 			uint64_t off;
+			int rc = (r & 8) ?
+				kvf__segalloc_try_alloc_tagged(segs[s], size,
+							       1, &off) :
+				kvf__segalloc_alloc(segs[s], size, &off);
 
-			if (kvf__segalloc_alloc(segs[s], size, &off) != KVF_OK)
+			if (rc != KVF_OK)
 				continue;
 			mark(s, off, size, 1);
 			live[n++] = (struct held){ s, off, size };

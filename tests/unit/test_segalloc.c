@@ -696,6 +696,43 @@ static void free_twice(struct kvf__segalloc *a)
 	kvf__segalloc_free(a, 0, 64);
 }
 
+/*
+ * An uncontended try-alloc is an alloc: same first-fit offsets, tag kept,
+ * the same errors; its KVF_ERR_BUSY path (another thread in the
+ * allocator) runs in tests/stress/test_segalloc_concurrent.
+ */
+static void test_try_alloc(void **state)
+{
+	struct kvf__segalloc *a, *b;
+	struct kvf__segalloc_block *blk;
+	uint64_t oa, ob;
+	size_t n;
+
+	(void)state;
+	assert_int_equal(kvf__segalloc_create(1 << 20, 64, &a), KVF_OK);
+	assert_int_equal(kvf__segalloc_create(1 << 20, 64, &b), KVF_OK);
+	for (int i = 0; i < 20; i++) {
+		uint64_t size = 1000 + 3000 * (uint64_t)(i % 7);
+
+		assert_int_equal(kvf__segalloc_try_alloc_tagged(a, size, 7 + i,
+								 &oa), KVF_OK);
+		assert_int_equal(kvf__segalloc_alloc_tagged(b, size, 7 + i,
+							    &ob), KVF_OK);
+		assert_true(oa == ob);
+	}
+	assert_int_equal(kvf__segalloc_used_blocks(a, &blk, &n), KVF_OK);
+	assert_int_equal(n, 20);
+	for (size_t k = 0; k < n; k++)
+		assert_true(blk[k].tag == 7 + k);
+	free(blk);
+	assert_int_equal(kvf__segalloc_try_alloc_tagged(a, 2 << 20, 1, &oa),
+			 KVF_ERR_NO_SPACE);
+	assert_int_equal(kvf__segalloc_try_alloc_tagged(a, 0, 1, &oa),
+			 KVF_ERR_INVALID_PARAMS);
+	kvf__segalloc_destroy(a);
+	kvf__segalloc_destroy(b);
+}
+
 static void test_bad_free_dies(void **state)
 {
 	struct kvf__segalloc *a;
@@ -726,6 +763,7 @@ int main(void)
 		cmocka_unit_test(test_largest_taken_deep),
 		cmocka_unit_test(test_no_overlap_large),
 		cmocka_unit_test(test_tib),
+		cmocka_unit_test(test_try_alloc),
 		cmocka_unit_test(test_bad_free_dies),
 	};
 
