@@ -878,7 +878,6 @@ static void serve_fold(struct kvf__journal *j)
 static void *writer_main(void *arg)
 {
 	struct kvf__journal *j = arg;
-
 	struct timespec ts;
 
 	pthread_mutex_lock(&j->mu);

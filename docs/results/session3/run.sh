@@ -1,0 +1,24 @@
+#!/bin/bash
+# Session 3 final measurements: sequential, machine otherwise idle.
+# Usage: docs/results/session3/run.sh OUTDIR   (from the repository root,
+# after `cd build && ../configure --enable-werror && make -j2`)
+set -u
+B=$PWD/build/tools/kvforge-bench
+OUT=${1:-/tmp/s3}
+mkdir -p "$OUT" && cd "$OUT" || exit 1
+rm -rf kd dur rec
+for i in 1 2 3; do
+  $B --objects 1000000 --json >> core.jsonl
+  $B --objects 1000000 --data-dir "$OUT/kd" --json >> core_bounded.jsonl
+done
+for i in 1 2 3; do $B --objects 10000000 --json >> b10m.jsonl; done
+for t in 1 2 1 2 1 2; do $B --objects 1000000 --threads $t --json >> threads.jsonl; done
+$B --objects 1000000 --profile > profile.txt 2>&1
+$B compare --rounds 2 --a "--index lfht" --b "--index bucket" -- --objects 1000000 > compare_index.txt 2>&1
+$B --workload placement --rounds 3 --seed 42 --json > placement.json
+$B --workload durability --objects 1000000 --rounds 5 --data-dir "$OUT/dur" --json > durability.json
+$B --workload recovery --objects 1000000 --rounds 3 --data-dir "$OUT/rec" --json > recovery.json
+$B --workload evict --rounds 5 --json > evict.json
+$B --workload cleanup --rounds 5 --json > cleanup1m.json
+$B --workload cleanup --rounds 3 --objects 8000000 --json > cleanup8m.json
+echo done > done
