@@ -1026,8 +1026,9 @@ static int alloc_locked(struct kvf__segalloc *a, uint64_t need, uint64_t tag,
 	return KVF_OK;
 }
 
-int kvf__segalloc_alloc_tagged(struct kvf__segalloc *a, uint64_t size,
-			       uint64_t tag, uint64_t *offset)
+/* alloc_locked() under the lock; @wait false: KVF_ERR_BUSY if it is held. */
+static int alloc_entry(struct kvf__segalloc *a, uint64_t size, uint64_t tag,
+		       uint64_t *offset, bool wait)
 {
 	uint64_t need;
 	int rc;
@@ -1037,28 +1038,25 @@ int kvf__segalloc_alloc_tagged(struct kvf__segalloc *a, uint64_t size,
 	need = rounded(a, size);
 	if (!need)
 		return KVF_ERR_NO_SPACE;
-	pthread_mutex_lock(&a->lock);
+	if (!wait && pthread_mutex_trylock(&a->lock))
+		return KVF_ERR_BUSY;
+	if (wait)
+		pthread_mutex_lock(&a->lock);
 	rc = alloc_locked(a, need, tag, offset);
 	pthread_mutex_unlock(&a->lock);
 	return rc;
 }
 
+int kvf__segalloc_alloc_tagged(struct kvf__segalloc *a, uint64_t size,
+			       uint64_t tag, uint64_t *offset)
+{
+	return alloc_entry(a, size, tag, offset, true);
+}
+
 int kvf__segalloc_try_alloc_tagged(struct kvf__segalloc *a, uint64_t size,
 				   uint64_t tag, uint64_t *offset)
 {
-	uint64_t need;
-	int rc;
-
-	if (!size || !offset)
-		return KVF_ERR_INVALID_PARAMS;
-	need = rounded(a, size);
-	if (!need)
-		return KVF_ERR_NO_SPACE;
-	if (pthread_mutex_trylock(&a->lock))
-		return KVF_ERR_BUSY;
-	rc = alloc_locked(a, need, tag, offset);
-	pthread_mutex_unlock(&a->lock);
-	return rc;
+	return alloc_entry(a, size, tag, offset, false);
 }
 
 /*

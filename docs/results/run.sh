@@ -1,6 +1,7 @@
 #!/bin/bash
-# Session 2 final measurements: sequential, machine otherwise idle.
-# Usage: docs/results/session2/run.sh OUTDIR   (from the repository root,
+# Final measurements of a session (sessions 2 and 3): sequential, on an
+# otherwise idle machine.
+# Usage: docs/results/run.sh OUTDIR   (from the repository root,
 # after `cd build && ../configure --enable-werror && make -j2`)
 set -u
 B=$PWD/build/tools/kvforge-bench
