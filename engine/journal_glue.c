@@ -32,6 +32,7 @@ static void object_jrec(const struct kvf_engine *e, const struct kvf__object *o,
 		return;
 	r->obj.flags = o->flags & (KVF__OBJ_HARD_PIN | KVF__OBJ_SOFT_PIN);
 	r->obj.size = o->size;
+	r->obj.soft_pin_deadline_ns = 0;
 	if (o->flags & KVF__OBJ_SOFT_PIN)
 		r->obj.soft_pin_deadline_ns = kvf__now(e) + e->soft_pin_ns;
 	r->obj.nr_replicas = o->nr_replicas;
@@ -43,10 +44,18 @@ static void object_jrec(const struct kvf_engine *e, const struct kvf__object *o,
 	}
 }
 
+/*
+ * Object records (nearly all of them) set every field the encoder reads
+ * (object_jrec()); clearing the whole record first, ~120 bytes each,
+ * showed up on the put path. The rare others are cleared.
+ */
 static void translate(const struct kvf_engine *e, const struct kvf__mutation *m,
 		      struct kvf__jrec *r)
 {
-	memset(r, 0, sizeof(*r));
+	if (m->type != KVF__MUT_OBJECT_PUT &&
+	    m->type != KVF__MUT_OBJECT_REPLICAS &&
+	    m->type != KVF__MUT_OBJECT_REMOVE)
+		memset(r, 0, sizeof(*r));
 	switch (m->type) {
 	case KVF__MUT_SEGMENT_MOUNT:
 		r->type = KVF__JREC_SEGMENT_MOUNT;
