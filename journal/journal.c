@@ -421,7 +421,8 @@ static unsigned env_flags(const struct kvf__journal *j)
 {
 	if (j->cfg.durability != KVF_DURABILITY_BOUNDED)
 		return 0;
-	return MDB_NOSYNC | (j->writemap ? MDB_WRITEMAP : 0);
+	/* writer.c: why not MDB_NOSYNC. */
+	return MDB_NOMETASYNC | (j->writemap ? MDB_WRITEMAP : 0);
 }
 
 int kvf__jback(struct kvf__journal *j, uint64_t size)

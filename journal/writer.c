@@ -37,9 +37,15 @@
  *
  * Durability: STRICT opens the environment without MDB_NOSYNC, so each
  * commit (appends and fold chunks alike) is synced before it returns.
- * BOUNDED uses MDB_NOSYNC (plus MDB_WRITEMAP when configured) and a
- * syncer thread syncs the file once sync_interval_ms has passed since the
- * first unsynced commit. With MDB_WRITEMAP a commit stores into the shared mapping and
+ * BOUNDED uses MDB_NOMETASYNC (plus MDB_WRITEMAP when configured): a
+ * commit (a side log move or a fold chunk, on the writer thread) syncs its
+ * data pages but not its meta page, which the next commit's sync or the
+ * syncer's covers, so an OS crash can cost LMDB its last commit but never
+ * leave a meta page pointing at unwritten pages (which MDB_NOSYNC could:
+ * a damaged file). The commit lost that way is still in the side log,
+ * whose files are reused only once the syncer has synced LMDB past them.
+ * The syncer syncs the side log and the file once sync_interval_ms has
+ * passed since the first unsynced append or commit. With MDB_WRITEMAP a commit stores into the shared mapping and
  * makes no system call (no pwritev copy of the dirty pages); the map is
  * always fully allocated on disk (journal.c: kvf__jback()), so a full disk
  * shows up as ENOSPC when the map grows, never as SIGBUS. The first store
