@@ -81,7 +81,7 @@ struct kvf__jwal_file {
 #define KVF__WAL_HDR 32u
 
 /*
- * The BOUNDED side log (wal.c; moving and syncing in writer.c). Under the
+ * The side log (wal.c; the writer and syncer threads in writer.c). Under the
  * journal's @mu. Sequences: @acked_seq (acknowledged, in the side log or
  * LMDB) >= @st.last_seq (in the LMDB log) >= @durable_seq (LMDB synced).
  */
