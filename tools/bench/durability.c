@@ -7,15 +7,20 @@
  * mode (none, bounded, strict) with 1 and 2 threads, all in one run. Every
  * configuration runs once per round on a fresh engine and a fresh data
  * directory (o->data_dir/<mode>-<threads>t), configurations interleaved
- * within a round, so the machine's drift hits them alike; a
- * configuration's figures are those of its median round.
+ * within a round, in reverse order every other round (ABBA), so the
+ * machine's drift hits them alike; a configuration's figures are those
+ * of its median round. The ratios are paired: the median over rounds of
+ * each round's ratio (bounded and none of one round ran back to back),
+ * which the machine's slower drift does not move; the ratios of the
+ * medians are reported too (*_of_medians).
  *
  * STRICT syncs every commit (milliseconds each), so it puts at most
  * STRICT_CAP objects per run; the others put o->objects.
  *
  * Results: "<mode>/<threads>t".{keys_per_sec, ns_per_key, p50_us, p99_us}
  * (latency per batch of put_start + put_end) and the flat ratios
- * bounded_vs_none (1 thread) and strict_2t_vs_1t.
+ * bounded_vs_none (1 thread) and strict_2t_vs_1t, and the same as ratios
+ * of the medians: bounded_vs_none_of_medians, strict_2t_vs_1t_of_medians.
  */
 #include "config.h"
 
@@ -243,6 +248,18 @@ static double median_kps(const struct dconf *c, uint32_t rounds)
 	return c->kps[median_round(c, rounds)];
 }
 
+/* Median over rounds of @a's throughput over @b's in the same round. */
+static double paired_ratio(const struct dconf *a, const struct dconf *b,
+			   uint32_t rounds)
+{
+	double q[64];
+	uint32_t n = rounds < 64 ? rounds : 64;
+
+	for (uint32_t i = 0; i < n; i++)
+		q[i] = b->kps[i] > 0 ? a->kps[i] / b->kps[i] : 0;
+	return bench_quantile(q, n, 0.5);
+}
+
 int bench_durability(const struct bench_opts *o, struct bench_results *r)
 {
 	struct dconf conf[NR_MODES * NR_THREADS];
@@ -262,15 +279,22 @@ int bench_durability(const struct bench_opts *o, struct bench_results *r)
 	snprintf(buf, sizeof(buf), "%u", o->rounds);
 	bench_config(r, "rounds", buf);
 	for (uint32_t round = 0; round < o->rounds && !ret; round++)
-		for (size_t i = 0; i < NR_MODES * NR_THREADS && !ret; i++)
+		for (size_t k = 0; k < NR_MODES * NR_THREADS && !ret; k++) {
+			size_t i = round & 1 ? NR_MODES * NR_THREADS - 1 - k : k;
+
 			ret = run_conf(o, &conf[i], round);
+		}
 	if (!ret) {
 		for (size_t i = 0; i < NR_MODES * NR_THREADS; i++)
 			record_conf(r, &conf[i], o->rounds);
 		bench_result(r, NULL, "bounded_vs_none",
+			     paired_ratio(&conf[2], &conf[0], o->rounds));
+		bench_result(r, NULL, "strict_2t_vs_1t",
+			     paired_ratio(&conf[5], &conf[4], o->rounds));
+		bench_result(r, NULL, "bounded_vs_none_of_medians",
 			     median_kps(&conf[2], o->rounds) /
 				     median_kps(&conf[0], o->rounds));
-		bench_result(r, NULL, "strict_2t_vs_1t",
+		bench_result(r, NULL, "strict_2t_vs_1t_of_medians",
 			     median_kps(&conf[5], o->rounds) /
 				     median_kps(&conf[4], o->rounds));
 		bench_note(r, "strict puts at most %llu objects per run "
