@@ -109,6 +109,33 @@ uint64_t kvf__wal_payload_hash(const struct kvf__jreq *req)
 	return XXH3_64bits(req->buf, req->len);
 }
 
+/*
+ * Copy a frame's payload into the mapping with non-temporal stores where
+ * the CPU has them: nobody on this core reads it again (the writer thread
+ * moves it, milliseconds later, on another one), and 12 KB of side log
+ * per 128-record batch pushed the put path's own data out of the caches
+ * (perf: allocator, index and arena functions ~25 ns per key slower with
+ * the journal on). @dst is 8-byte aligned (frames are). The stores are
+ * fenced before the caller publishes the frame.
+ */
+static void copy_stream(uint8_t *dst, const uint8_t *src, size_t len)
+{
+#if defined(__x86_64__) && !defined(KVF_NO_STREAM_COPY)
+	size_t n = len / 8;
+
+	for (size_t i = 0; i < n; i++) {
+		long long v;
+
+		memcpy(&v, src + 8 * i, 8);
+		__builtin_ia32_movnti64((long long *)(void *)(dst + 8 * i), v);
+	}
+	memcpy(dst + 8 * n, src + 8 * n, len - 8 * n);
+	__builtin_ia32_sfence();
+#else
+	memcpy(dst, src, len);
+#endif
+}
+
 void kvf__wal_put(struct kvf__journal *j, const struct kvf__jreq *req,
 		  uint64_t hash, uint64_t first_seq)
 {
@@ -125,7 +152,7 @@ void kvf__wal_put(struct kvf__journal *j, const struct kvf__jreq *req,
 
 	h.check = hdr_check(&h, hash, j->st.id);
 	memcpy(p, &h, sizeof(h));
-	memcpy(p + KVF__WAL_HDR, req->buf, req->len);
+	copy_stream(p + KVF__WAL_HDR, req->buf, req->len);
 	f->end += kvf__wal_frame_bytes(req->len);
 	f->hi_seq = first_seq + req->nr_recs - 1;
 	f->dirty = 1;
