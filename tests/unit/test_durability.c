@@ -251,6 +251,25 @@ static void test_refused_directories(void **state)
 	assert_null(e2);
 }
 
+/* A side log file size the journal cannot use is refused at open. */
+static void test_bad_side_log_size(void **state)
+{
+	struct dfix *d = *state;
+	struct kvf_engine *e2 = NULL;
+
+	d->f.cfg.journal_wal_bytes = 1000; /* not a multiple of 4 KiB */
+	assert_int_equal(kvf_engine_open(&d->f.cfg, &e2),
+			 KVF_ERR_INVALID_ARGUMENT);
+	assert_null(e2);
+	d->f.cfg.journal_wal_bytes = 32 << 10; /* below 64 KiB */
+	assert_int_equal(kvf_engine_open(&d->f.cfg, &e2),
+			 KVF_ERR_INVALID_ARGUMENT);
+	d->f.cfg.journal_wal_bytes = 64 << 10;
+	assert_int_equal(kvf_engine_open(&d->f.cfg, &d->f.e), KVF_OK);
+	assert_int_equal(mount(d->f.e, C1, 1, 64 * MIB), KVF_OK);
+	reopen(d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -260,6 +279,8 @@ int main(void)
 						dsetup, dteardown),
 		cmocka_unit_test_setup_teardown(test_strict_failure_is_invisible,
 						dsetup, dteardown),
+		cmocka_unit_test_setup_teardown(test_bad_side_log_size, dsetup,
+						dteardown),
 		cmocka_unit_test_setup_teardown(test_refused_directories,
 						dsetup, dteardown),
 	};
