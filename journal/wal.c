@@ -451,6 +451,11 @@ static int recover_part(struct kvf__journal *j, struct chain_part *p)
 			break;
 		}
 		rc = mdb_txn_commit(r.txn);
+		if (rc == MDB_MAP_FULL) {
+			/* The commit's own pages did not fit: grow, redo. */
+			rc = kvf__jgrow(j);
+			continue;
+		}
 		if (rc)
 			break;
 		j->st.last_seq = r.seq;

@@ -62,9 +62,11 @@ static int child(const char *dir, int strict, uint64_t seed, int fd)
 	CHECK(kvf__journal_open(&cfg, &j) == KVF_OK);
 	for (unsigned long b = 1;; b++) {
 		size_t n = jgen_batch(&g, 1 + jgen_rand(&g) % 200, 1);
-		int len;
+		int len, rc = kvf__journal_append(j, g.recs, n);
 
-		CHECK(kvf__journal_append(j, g.recs, n) == KVF_OK);
+		if (rc != KVF_OK)
+			fprintf(stderr, "append: %s\n", kvf_status_name(rc));
+		CHECK(rc == KVF_OK);
 		len = snprintf(line, sizeof(line), "%lu\n", b);
 		CHECK(write(fd, line, (size_t)len) == len);
 	}
@@ -91,7 +93,7 @@ static int iteration(const char *self, const char *base, int it,
 	char dir[512], seedarg[32], fdarg[16], modearg[4], cmd[600];
 	unsigned long acked;
 	struct jm m;
-	int pfd[2], status, strict = it & 1, ok = 0;
+	int pfd[2], status, strict = it & 1, ok = 0, rc;
 	pid_t pid;
 	FILE *f;
 
@@ -122,7 +124,10 @@ static int iteration(const char *self, const char *base, int it,
 	fclose(f);
 
 	cfg = config(dir, strict);
-	CHECK(kvf__journal_open(&cfg, &j) == KVF_OK);
+	rc = kvf__journal_open(&cfg, &j);
+	if (rc != KVF_OK)
+		fprintf(stderr, "reopen: %s\n", kvf_status_name(rc));
+	CHECK(rc == KVF_OK);
 	kvf__journal_get_stats(j, &st);
 	jm_replay_init(&m, st.checkpoint_seq);
 	CHECK(kvf__journal_replay(j, &ops, &m) == KVF_OK);
@@ -166,7 +171,9 @@ int main(int argc, char **argv)
 	if (argc == 6 && !strcmp(argv[1], "--child"))
 		return child(argv[2], atoi(argv[3]),
 			     strtoull(argv[4], NULL, 10), atoi(argv[5]));
-	seed = (uint64_t)time(NULL) ^ (uint64_t)getpid() << 16;
+	seed = getenv("KVF_STRESS_SEED") ?
+		       strtoull(getenv("KVF_STRESS_SEED"), NULL, 10) :
+		       (uint64_t)time(NULL) ^ (uint64_t)getpid() << 16;
 	printf("seed %llu\n", (unsigned long long)seed);
 	for (int it = 0; it < n; it++)
 		failed |= iteration("/proc/self/exe", base ? base : "/tmp", it,
