@@ -899,9 +899,13 @@ void kvf__wal_direct_end(struct kvf__journal *j, int rc)
 		/* STRICT: drained (all synced) and the commit was synced. */
 		if (w->strict)
 			w->synced_seq = j->st.last_seq;
+		/*
+		 * Nothing is left to move (LMDB has the skip frame's records),
+		 * so no move timer starts: the next append starts it, and
+		 * wakes the writer (a timer started here never woke it, and
+		 * moves then waited for the side log to fill).
+		 */
 		w->pending_bytes += KVF__WAL_HDR;
-		if (!w->pending_since)
-			w->pending_since = kvf__now_ns();
 		kvf__mark_dirty(j);
 	}
 	w->direct = 0;
