@@ -316,7 +316,7 @@ typedef int (*kvf__frames_fn)(struct kvf__journal *j, MDB_txn *txn,
 /*
  * One write transaction of what @fn puts into the log, growing the map as
  * needed; publishes the log's new end. The caller holds the transaction
- * slot, not @mu; returns with @mu held, so the caller's own bookkeeping
+ * slot (or is opening the journal, before any thread runs), not @mu; returns with @mu held, so the caller's own bookkeeping
  * is published together with the log's end. A kvf_status.
  */
 int kvf__commit_frames(struct kvf__journal *j, kvf__frames_fn fn, void *arg);

@@ -65,6 +65,9 @@
 
 int kvf__journal_status(int rc)
 {
+	/* Already a kvf_status (-1..-99; LMDB's codes are below -30000). */
+	if (rc < 0 && rc > -1000)
+		return rc;
 	switch (rc) {
 	case 0:
 		return KVF_OK;
@@ -713,9 +716,7 @@ int kvf__journal_open(const struct kvf__journal_config *cfg,
 		goto err;
 	rc = open_env(j);
 	if (rc) {
-		if (rc != KVF_ERR_JOURNAL_VERSION &&
-		    rc != KVF_ERR_JOURNAL_CORRUPT)
-			rc = kvf__journal_status(rc);
+		rc = kvf__journal_status(rc);
 		goto err;
 	}
 	j->estimate = j->st.objects + (j->st.last_seq - j->st.ckpt_seq);

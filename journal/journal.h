@@ -348,7 +348,7 @@ size_t kvf__jrec_encode(const struct kvf__jrec *rec, uint8_t *buf);
 int kvf__jrec_decode(const uint8_t *buf, size_t len, struct kvf__jrec *rec,
 		     size_t *used);
 
-/* Map an errno or LMDB code to a kvf_status. */
+/* Map an errno or LMDB code to a kvf_status (a kvf_status passes as is). */
 int kvf__journal_status(int mdb_or_errno);
 
 #endif /* KVF_JOURNAL_JOURNAL_H */

@@ -379,90 +379,91 @@ static int decode_payload(const uint8_t *payload, uint32_t len,
 	return off == len && recs == nr_recs ? 0 : KVF_ERR_JOURNAL_CORRUPT;
 }
 
-struct recover {
-	struct kvf__journal *j;
-	MDB_txn *txn;
-	uint64_t seq, frames, bytes;
-	int rc;
+/* --- Putting side log frames into the LMDB log (moves, recovery). --- */
+
+/* Frames [@from, @to) of a mapped file, for kvf__commit_frames(). */
+struct frame_range {
+	const uint8_t *map;
+	uint64_t size, from, to;
+	bool recovering; /* check each frame decodes; a gap ends the chain */
+	bool gap;        /* stopped at a skip frame LMDB does not have */
 };
 
-/* Check that one side log frame decodes, then put it into the LMDB log. */
-static int recover_frame(void *arg, const uint8_t *payload, uint32_t len,
-			 uint64_t first_seq, uint32_t nr_recs,
-			 uint32_t nr_frames)
-{
-	struct recover *r = arg;
-	int rc;
+struct frame_put {
+	MDB_txn *txn;
+	MDB_dbi log;
+	uint64_t *seq, *frames;
+	const struct frame_range *r;
+	bool gap;
+	int rc; /* an LMDB code */
+};
 
-	if (first_seq != r->seq + 1)
-		return KVF_ERR_JOURNAL_CORRUPT;
-	if (!nr_frames)
-		return WAL_GAP; /* a direct batch LMDB does not have */
-	rc = decode_payload(payload, len, nr_recs, nr_frames, count_rec, NULL);
-	if (rc)
-		return rc;
-	r->rc = kvf__put_frames(r->txn, r->j->dbs.log, payload, nr_frames,
-				&r->seq, &r->frames);
-	r->bytes += len;
-	return r->rc ? KVF_ERR_JOURNAL : 0;
+static int put_frame(void *arg, const uint8_t *payload, uint32_t len,
+		     uint64_t first_seq, uint32_t nr_recs, uint32_t nr_frames)
+{
+	struct frame_put *m = arg;
+
+	if (!nr_frames) {
+		if (first_seq + nr_recs - 1 <= *m->seq)
+			return 0; /* a skip frame: LMDB has these (direct) */
+		m->gap = true; /* only recovery can meet one LMDB lacks */
+		return 1;
+	}
+	if (first_seq != *m->seq + 1 ||
+	    (m->r->recovering &&
+	     decode_payload(payload, len, nr_recs, nr_frames, count_rec,
+			    NULL))) {
+		m->rc = MDB_CORRUPTED;
+		return 1;
+	}
+	m->rc = kvf__put_frames(m->txn, m->log, payload, nr_frames, m->seq,
+				m->frames);
+	if (!m->rc && *m->seq != first_seq + nr_recs - 1)
+		m->rc = MDB_CORRUPTED;
+	return m->rc != 0;
+}
+
+static int put_range(struct kvf__journal *j, MDB_txn *txn, void *arg,
+		     uint64_t *seq, uint64_t *frames)
+{
+	struct frame_range *r = arg;
+	struct frame_put m = { txn, j->dbs.log, seq, frames, r, false, 0 };
+
+	kvf__wal_walk(r->map, r->size, r->from, r->to, put_frame, &m);
+	r->gap = m.gap;
+	if (m.gap && !r->recovering)
+		return MDB_CORRUPTED; /* a move: a broken invariant */
+	return m.rc;
 }
 
 /*
- * Put @p's frames into the LMDB log, committing every WAL_RECOVER_TXN
- * bytes; grows the map when it is full. An LMDB/errno code or a
- * kvf_status (corrupt frame).
+ * Put @p's frames into the LMDB log, one transaction per WAL_RECOVER_TXN
+ * bytes, through the writer's own commit (kvf__commit_frames(): map
+ * growth included, whether a put or the commit itself does not fit),
+ * checking that each frame decodes first. Returns a kvf_status, or
+ * WAL_GAP if a skip frame LMDB does not have ended the chain.
  */
 static int recover_part(struct kvf__journal *j, struct chain_part *p)
 {
-	struct recover r = { .j = j, .seq = j->st.last_seq };
-	int rc = 0, gap = 0;
+	struct frame_range r = { .map = p->map, .size = j->wal.size,
+				 .recovering = true };
+	int rc = 0;
 
-	while (!rc && p->from < p->to) {
-		uint64_t to = p->from, bytes = 0;
+	while (!rc && !r.gap && p->from < p->to) {
+		uint64_t bytes = 0;
 		struct wal_hdr h;
 
-		/* One transaction's worth of frames. */
-		while (to < p->to && bytes < WAL_RECOVER_TXN) {
-			memcpy(&h, p->map + to, sizeof(h));
+		r.from = r.to = p->from;
+		while (r.to < p->to && bytes < WAL_RECOVER_TXN) {
+			memcpy(&h, p->map + r.to, sizeof(h));
 			bytes += h.len;
-			to += kvf__wal_frame_bytes(h.len);
+			r.to += kvf__wal_frame_bytes(h.len);
 		}
-		r.seq = j->st.last_seq;
-		r.frames = 0;
-		r.rc = 0;
-		rc = mdb_txn_begin(j->env, NULL, 0, &r.txn);
-		if (rc)
-			break;
-		rc = kvf__wal_walk(p->map, j->wal.size, p->from, to,
-				   recover_frame, &r);
-		if (rc == KVF_ERR_JOURNAL)
-			rc = r.rc;
-		if (rc == WAL_GAP) {
-			to = p->to; /* commit what precedes it, then stop */
-			gap = 1;
-			rc = 0;
-		}
-		if (rc) {
-			mdb_txn_abort(r.txn);
-			if (rc == MDB_MAP_FULL) {
-				rc = kvf__jgrow(j);
-				continue;
-			}
-			break;
-		}
-		rc = mdb_txn_commit(r.txn);
-		if (rc == MDB_MAP_FULL) {
-			/* The commit's own pages did not fit: grow, redo. */
-			rc = kvf__jgrow(j);
-			continue;
-		}
-		if (rc)
-			break;
-		j->st.last_seq = r.seq;
-		j->st.log_frames += r.frames;
-		p->from = to;
+		rc = kvf__commit_frames(j, put_range, &r); /* returns with @mu */
+		pthread_mutex_unlock(&j->mu);
+		p->from = r.to;
 	}
-	return rc ? rc : gap ? WAL_GAP : 0;
+	return rc ? rc : r.gap ? WAL_GAP : 0;
 }
 
 /* Zero the first header of both files and sync them. */
@@ -524,7 +525,8 @@ static int recover_fn(void *arg, struct chain_part *part)
 
 /*
  * Chain the prefixes of both files after LMDB's last sequence and move
- * them into LMDB. Returns an LMDB/errno code or a kvf_status.
+ * them into LMDB. Returns a kvf_status, or an errno/LMDB code of the
+ * final sync or reset.
  */
 static int recover(struct kvf__journal *j)
 {
@@ -999,54 +1001,13 @@ int kvf__wal_strict_sync(struct kvf__journal *j, uint64_t seq)
 
 /* --- Moving frames into LMDB (the writer thread). --- */
 
-struct move_range {
-	const uint8_t *map;
-	uint64_t size, from, to;
-};
-
-struct move_put {
-	MDB_txn *txn;
-	MDB_dbi log;
-	uint64_t *seq, *frames;
-	int rc;
-};
-
-static int move_frame(void *arg, const uint8_t *payload, uint32_t len,
-		      uint64_t first_seq, uint32_t nr_recs, uint32_t nr_frames)
-{
-	struct move_put *m = arg;
-
-	(void)len;
-	if (!nr_frames && first_seq + nr_recs - 1 <= *m->seq)
-		return 0; /* a skip frame: LMDB has these (direct append) */
-	if (first_seq != *m->seq + 1) {
-		m->rc = MDB_CORRUPTED; /* a broken invariant of this file */
-		return 1;
-	}
-	m->rc = kvf__put_frames(m->txn, m->log, payload, nr_frames, m->seq,
-				m->frames);
-	if (!m->rc && *m->seq != first_seq + nr_recs - 1)
-		m->rc = MDB_CORRUPTED;
-	return m->rc != 0;
-}
-
-static int put_range(struct kvf__journal *j, MDB_txn *txn, void *arg,
-		     uint64_t *seq, uint64_t *frames)
-{
-	struct move_range *r = arg;
-	struct move_put m = { txn, j->dbs.log, seq, frames, 0 };
-
-	kvf__wal_walk(r->map, r->size, r->from, r->to, move_frame, &m);
-	return m.rc;
-}
-
 /*
  * With @mu held: the frames of the next move, every pending one up to the
  * end of the file they are in. No cap: moves alternate with checkpoint
  * chunks (~65 ms each), and a move capped at a few MB would fall behind
  * the appends (the side log fills up and appends wait).
  */
-static void next_range(struct kvf__jwal *w, struct move_range *r)
+static void next_range(struct kvf__jwal *w, struct frame_range *r)
 {
 	struct kvf__jwal_file *f;
 
@@ -1098,7 +1059,7 @@ bool kvf__wal_move_due(struct kvf__journal *j, uint64_t now,
 int kvf__wal_move(struct kvf__journal *j)
 {
 	struct kvf__jwal *w = &j->wal;
-	struct move_range r;
+	struct frame_range r = { 0 };
 	int rc;
 
 	next_range(w, &r);
