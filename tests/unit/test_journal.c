@@ -65,10 +65,12 @@ static int teardown(void **state)
 	return 0;
 }
 
-static struct kvf__journal *jopen_cfg(const char *dir, enum kvf_durability d,
-				      uint64_t ckpt, uint64_t map)
+/* The configuration the tests open journals with. */
+static struct kvf__journal_config test_cfg(const char *dir,
+					   enum kvf_durability d,
+					   uint64_t ckpt, uint64_t map)
 {
-	struct kvf__journal_config cfg = {
+	return (struct kvf__journal_config){
 		.dir = dir,
 		.durability = d,
 		.sync_interval_ms = 5,
@@ -79,6 +81,12 @@ static struct kvf__journal *jopen_cfg(const char *dir, enum kvf_durability d,
 		/* small side log files: rotation and direct appends too */
 		.wal_bytes = 64 << 10,
 	};
+}
+
+static struct kvf__journal *jopen_cfg(const char *dir, enum kvf_durability d,
+				      uint64_t ckpt, uint64_t map)
+{
+	struct kvf__journal_config cfg = test_cfg(dir, d, ckpt, map);
 	struct kvf__journal *j = NULL;
 
 	assert_int_equal(kvf__journal_open(&cfg, &j), KVF_OK);
@@ -550,6 +558,36 @@ static void test_big_keys(void **state)
 	kvf__journal_close(j);
 }
 
+/*
+ * A crash after acknowledged appends: a child process opens @cfg's
+ * journal, appends @batches batches of @per records from its copy of
+ * @t's generator and exits without closing (no final move, no sync).
+ * The parent's model is untouched; a test generates the same batches
+ * into it when it expects them back.
+ */
+static void crash_after_appends(struct tctx *t,
+				const struct kvf__journal_config *cfg,
+				int batches, size_t per, int churn)
+{
+	int status;
+	pid_t pid = fork();
+
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct kvf__journal *j;
+		int rc = kvf__journal_open(cfg, &j);
+
+		for (int b = 0; b < batches && !rc; b++) {
+			size_t n = jgen_batch(&t->g, per, churn);
+
+			rc = kvf__journal_append(j, t->g.recs, n);
+		}
+		_exit(rc ? 1 : 0);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
 /* LMDB's last sequence in @dir, read-only. */
 static uint64_t lmdb_last_seq(const char *dir)
 {
@@ -621,21 +659,8 @@ static void test_side_log_crash(void **state)
 	uint64_t ends[12], last;
 	struct jgen before_last;
 	struct kvf__journal *j;
-	int status;
-	pid_t pid;
 
-	pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		int rc = kvf__journal_open(&cfg, &j);
-
-		for (int b = 0; b < 12 && !rc; b++) {
-			size_t n = jgen_batch(&t->g, 64, 1);
-
-			rc = kvf__journal_append(j, t->g.recs, n);
-		}
-		_exit(rc ? 1 : 0); /* a crash: no close, no final move */
-	}
+	crash_after_appends(t, &cfg, 12, 64, 1);
 	/* The same batches, generated again in the parent's model. */
 	for (int b = 0; b < 12; b++) {
 		if (b == 11) {
@@ -645,8 +670,6 @@ static void test_side_log_crash(void **state)
 		jgen_batch(&t->g, 64, 1);
 		ends[b] = (b ? ends[b - 1] : 0) + t->g.n;
 	}
-	assert_int_equal(waitpid(pid, &status, 0), pid);
-	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	last = lmdb_last_seq(t->dir);
 	assert_true(last <= ends[11]);
 	if (last < ends[10] + 1 && tear_frame(t->dir, ends[10] + 1)) {
@@ -687,27 +710,12 @@ static void test_side_log_recovery_grows(void **state)
 	struct kvf__journal_stats st;
 	struct kvf__journal *j;
 	uint64_t total = 0;
-	int status;
-	pid_t pid;
 
-	pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		int rc = kvf__journal_open(&cfg, &j);
-
-		for (int b = 0; b < 40 && !rc; b++) {
-			size_t n = jgen_batch(&t->g, 128, 0);
-
-			rc = kvf__journal_append(j, t->g.recs, n);
-		}
-		_exit(rc ? 1 : 0); /* crash: most batches only in the side log */
-	}
+	crash_after_appends(t, &cfg, 40, 128, 0); /* most only in the side log */
 	for (int b = 0; b < 40; b++) {
 		jgen_batch(&t->g, 128, 0);
 		total += t->g.n;
 	}
-	assert_int_equal(waitpid(pid, &status, 0), pid);
-	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	assert_int_equal(kvf__journal_open(&cfg, &j), KVF_OK);
 	kvf__journal_get_stats(j, &st);
 	assert_true(st.last_seq == total);
@@ -723,21 +731,13 @@ static void test_side_log_recovery_grows(void **state)
 static void test_side_log_foreign(void **state)
 {
 	struct tctx *t = *state;
+	struct kvf__journal_config cfg =
+		test_cfg(t->dir, KVF_DURABILITY_BOUNDED, UINT64_MAX, 0);
 	struct kvf__journal_stats st;
 	struct kvf__journal *j;
 	char p[700];
-	int status;
-	pid_t pid;
 
-	pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		j = jopen(t->dir);
-		append_batches(t, j, 3, 64, 1);
-		_exit(0); /* crash: the batches are in the side log */
-	}
-	assert_int_equal(waitpid(pid, &status, 0), pid);
-	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	crash_after_appends(t, &cfg, 3, 64, 1); /* in the side log */
 	snprintf(p, sizeof(p), "%s/data.mdb", t->dir);
 	assert_int_equal(unlink(p), 0);
 	snprintf(p, sizeof(p), "%s/lock.mdb", t->dir);
