@@ -144,6 +144,61 @@ static void check_blocks(struct kvf__segalloc *a, const struct live *lv,
 	free(sorted);
 }
 
+/*
+ * One allocator checked against the bitmap model: the live allocations
+ * (@lv, @n), random frees of them, and at the end every one freed and the
+ * segment whole again.
+ */
+struct model_run {
+	struct bitmap_model m;
+	struct live *lv;
+	uint64_t n, seg;
+	struct kvf__segalloc *a;
+};
+
+static void run_begin(struct model_run *r, uint64_t seg, uint64_t al)
+{
+	r->m = (struct bitmap_model){ calloc(seg / al, 1), seg / al, al };
+	r->lv = calloc(seg / al, sizeof(*r->lv));
+	r->n = 0;
+	r->seg = seg;
+	assert_non_null(r->m.used);
+	assert_non_null(r->lv);
+	assert_int_equal(kvf__segalloc_create(seg, al, &r->a), KVF_OK);
+}
+
+/* Record a new live allocation (alloc or reserve). */
+static void run_add(struct model_run *r, struct live l)
+{
+	r->lv[r->n++] = l;
+	bm_mark(&r->m, l.off, l.size, 1);
+}
+
+/* Free one live allocation chosen at random. */
+static void run_free_random(struct model_run *r, uint64_t *rng)
+{
+	uint64_t k = rng_next(rng) % r->n;
+
+	kvf__segalloc_free(r->a, r->lv[k].off, r->lv[k].asked);
+	bm_mark(&r->m, r->lv[k].off, r->lv[k].size, 0);
+	r->lv[k] = r->lv[--r->n];
+}
+
+/* Free everything: no used block left, one free region, then destroy. */
+static void run_end(struct model_run *r)
+{
+	while (r->n) {
+		r->n--;
+		kvf__segalloc_free(r->a, r->lv[r->n].off, r->lv[r->n].asked);
+	}
+	check_blocks(r->a, r->lv, 0);
+	assert_int_equal(kvf__segalloc_largest_free(r->a), r->seg);
+	assert_int_equal(kvf__segalloc_free_bytes(r->a), r->seg);
+	kvf__segalloc_destroy(r->a);
+	free(r->lv);
+	free(r->m.used);
+}
+
 struct exact_cfg {
 	uint64_t seg, al, max_asked;
 	int ops;
@@ -162,22 +217,15 @@ struct exact_cfg {
 static void run_exact_random(const struct exact_cfg *cfg, uint64_t rng)
 {
 	const uint64_t seg = cfg->seg, al = cfg->al;
-	struct bitmap_model m = { calloc(seg / al, 1), seg / al, al };
-	struct live *lv = calloc(seg / al, sizeof(*lv));
-	struct kvf__segalloc *a;
-	uint64_t n = 0;
+	struct model_run r;
 
-	assert_int_equal(kvf__segalloc_create(seg, al, &a), KVF_OK);
-	bm_check(&m, a);
+	run_begin(&r, seg, al);
+	bm_check(&r.m, r.a);
 	for (int op = 0; op < cfg->ops; op++) {
 		uint64_t dice = rng_next(&rng) % 100, tag;
 
-		if (n && (dice < cfg->free_pct || n == seg / al)) {
-			uint64_t k = rng_next(&rng) % n;
-
-			kvf__segalloc_free(a, lv[k].off, lv[k].asked);
-			bm_mark(&m, lv[k].off, lv[k].size, 0);
-			lv[k] = lv[--n];
+		if (r.n && (dice < cfg->free_pct || r.n == seg / al)) {
+			run_free_random(&r, &rng);
 		} else if (dice < cfg->free_pct + 5) {
 			uint64_t asked = rng_range(&rng, 1, cfg->max_asked);
 			uint64_t sz = round_up(asked, al);
@@ -188,27 +236,28 @@ static void run_exact_random(const struct exact_cfg *cfg, uint64_t rng)
 				continue;
 			/* Tag 0 (untagged) too, now and then. */
 			tag = op % 7 ? rng_next(&rng) : 0;
-			rc = kvf__segalloc_reserve_tagged(a, off, asked, tag);
-			if (!bm_all_free(&m, off, sz)) {
+			rc = kvf__segalloc_reserve_tagged(r.a, off, asked, tag);
+			if (!bm_all_free(&r.m, off, sz)) {
 				assert_int_equal(rc, KVF_ERR_NO_SPACE);
 				continue;
 			}
 			assert_int_equal(rc, KVF_OK);
-			lv[n++] = (struct live){ off, sz, asked, tag };
-			bm_mark(&m, off, sz, 1);
+			run_add(&r, (struct live){ off, sz, asked, tag });
 		} else {
 			uint64_t asked = rng_range(&rng, 1, cfg->max_asked), off;
 			uint64_t sz = round_up(asked, al);
 			int rc;
 
 			tag = op % 5 ? rng_next(&rng) : 0;
-			rc = tag ? kvf__segalloc_alloc_tagged(a, asked, tag, &off)
-				 : kvf__segalloc_alloc(a, asked, &off);
+			rc = tag ? kvf__segalloc_alloc_tagged(r.a, asked, tag,
+							      &off)
+				 : kvf__segalloc_alloc(r.a, asked, &off);
 
 			if (rc == KVF_ERR_NO_SPACE) {
 				/* Only when no free run fits. */
-				assert_true(kvf__segalloc_largest_free(a) < sz);
-				assert_int_equal(bm_first_fit(&m, sz / al),
+				assert_true(kvf__segalloc_largest_free(r.a) <
+					    sz);
+				assert_int_equal(bm_first_fit(&r.m, sz / al),
 						 UINT64_MAX);
 				continue;
 			}
@@ -216,28 +265,19 @@ static void run_exact_random(const struct exact_cfg *cfg, uint64_t rng)
 			assert_int_equal(off % al, 0);
 			assert_true(off + sz <= seg);
 			if (op % cfg->first_fit_every == 0)
-				assert_int_equal(off, bm_first_fit(&m, sz / al));
-			lv[n++] = (struct live){ off, sz, asked, tag };
-			bm_mark(&m, off, sz, 1);
+				assert_int_equal(off,
+						 bm_first_fit(&r.m, sz / al));
+			run_add(&r, (struct live){ off, sz, asked, tag });
 		}
 		if (op % cfg->check_every == 0)
-			bm_check(&m, a);
+			bm_check(&r.m, r.a);
 		if (op % cfg->blocks_every == 0)
-			check_blocks(a, lv, n);
-		assert_int_equal(kvf__segalloc_nr_allocs(a), n);
+			check_blocks(r.a, r.lv, r.n);
+		assert_int_equal(kvf__segalloc_nr_allocs(r.a), r.n);
 	}
-	bm_check(&m, a);
-	check_blocks(a, lv, n);
-	while (n) {
-		n--;
-		kvf__segalloc_free(a, lv[n].off, lv[n].asked);
-	}
-	check_blocks(a, lv, 0);
-	assert_int_equal(kvf__segalloc_largest_free(a), seg);
-	assert_int_equal(kvf__segalloc_free_bytes(a), seg);
-	kvf__segalloc_destroy(a);
-	free(lv);
-	free(m.used);
+	bm_check(&r.m, r.a);
+	check_blocks(r.a, r.lv, r.n);
+	run_end(&r);
 }
 
 static void test_exact_random(void **state)
@@ -272,24 +312,18 @@ static void test_exact_random_deep(void **state)
  */
 static void test_largest_taken(void **state)
 {
-	const uint64_t seg = 1 * MiB, al = 64;
-	struct bitmap_model m = { calloc(seg / al, 1), seg / al, al };
-	struct live *lv = calloc(seg / al, sizeof(*lv));
-	struct kvf__segalloc *a;
-	uint64_t n = 0, rng = 0x5eed1e55;
+	const uint64_t al = 64;
+	struct model_run r;
+	uint64_t rng = 0x5eed1e55;
 
 	(void)state;
-	assert_int_equal(kvf__segalloc_create(seg, al, &a), KVF_OK);
+	run_begin(&r, 1 * MiB, al);
 	for (int op = 0; op < 40000; op++) {
-		uint64_t largest = kvf__segalloc_largest_free(a), off, sz;
+		uint64_t largest = kvf__segalloc_largest_free(r.a), off, sz;
 		uint64_t dice = rng_next(&rng) % 100;
 
-		if (n && (dice < 45 || largest < al)) {
-			uint64_t k = rng_next(&rng) % n;
-
-			kvf__segalloc_free(a, lv[k].off, lv[k].asked);
-			bm_mark(&m, lv[k].off, lv[k].size, 0);
-			lv[k] = lv[--n];
+		if (r.n && (dice < 45 || largest < al)) {
+			run_free_random(&r, &rng);
 		} else {
 			/* Mostly small pieces early on, then the largest. */
 			if (op < 4000 || dice < 60)
@@ -301,22 +335,14 @@ static void test_largest_taken(void **state)
 						     (largest / al));
 			if (sz > largest)
 				continue;
-			assert_int_equal(kvf__segalloc_alloc(a, sz, &off),
+			assert_int_equal(kvf__segalloc_alloc(r.a, sz, &off),
 					 KVF_OK);
-			assert_int_equal(off, bm_first_fit(&m, sz / al));
-			lv[n++] = (struct live){ off, sz, sz, 0 };
-			bm_mark(&m, off, sz, 1);
+			assert_int_equal(off, bm_first_fit(&r.m, sz / al));
+			run_add(&r, (struct live){ off, sz, sz, 0 });
 		}
-		bm_check(&m, a);
+		bm_check(&r.m, r.a);
 	}
-	while (n) {
-		n--;
-		kvf__segalloc_free(a, lv[n].off, lv[n].asked);
-	}
-	assert_int_equal(kvf__segalloc_largest_free(a), seg);
-	kvf__segalloc_destroy(a);
-	free(lv);
-	free(m.used);
+	run_end(&r);
 }
 
 /*
@@ -331,25 +357,19 @@ static void test_largest_taken(void **state)
  */
 static void test_largest_taken_deep(void **state)
 {
-	const uint64_t seg = 1 * MiB, al = 8;
-	struct bitmap_model m = { calloc(seg / al, 1), seg / al, al };
-	struct live *lv = calloc(seg / al, sizeof(*lv));
-	struct kvf__segalloc *a;
-	uint64_t n = 0, rng = 0xdeadbeef5eed;
+	const uint64_t al = 8;
+	struct model_run r;
+	uint64_t rng = 0xdeadbeef5eed;
 
 	(void)state;
-	assert_int_equal(kvf__segalloc_create(seg, al, &a), KVF_OK);
+	run_begin(&r, 1 * MiB, al);
 	for (int op = 0; op < 24000; op++) {
-		uint64_t largest = kvf__segalloc_largest_free(a), off, sz;
+		uint64_t largest = kvf__segalloc_largest_free(r.a), off, sz;
 		uint64_t dice = rng_next(&rng) % 100;
 		bool big = false;
 
-		if (n && op >= 10000 && (dice < 40 || largest < al)) {
-			uint64_t k = rng_next(&rng) % n;
-
-			kvf__segalloc_free(a, lv[k].off, lv[k].asked);
-			bm_mark(&m, lv[k].off, lv[k].size, 0);
-			lv[k] = lv[--n];
+		if (r.n && op >= 10000 && (dice < 40 || largest < al)) {
+			run_free_random(&r, &rng);
 		} else {
 			if (op < 10000 || dice < 70) {
 				sz = al * rng_range(&rng, 1, 24);
@@ -361,25 +381,18 @@ static void test_largest_taken_deep(void **state)
 			}
 			if (sz > largest)
 				continue;
-			assert_int_equal(kvf__segalloc_alloc(a, sz, &off),
+			assert_int_equal(kvf__segalloc_alloc(r.a, sz, &off),
 					 KVF_OK);
 			if (big)
-				assert_int_equal(off, bm_first_fit(&m, sz / al));
-			lv[n++] = (struct live){ off, sz, sz, 0 };
-			bm_mark(&m, off, sz, 1);
+				assert_int_equal(off,
+						 bm_first_fit(&r.m, sz / al));
+			run_add(&r, (struct live){ off, sz, sz, 0 });
 		}
 		if (big || op % 64 == 0)
-			bm_check(&m, a);
+			bm_check(&r.m, r.a);
 	}
-	bm_check(&m, a);
-	while (n) {
-		n--;
-		kvf__segalloc_free(a, lv[n].off, lv[n].asked);
-	}
-	assert_int_equal(kvf__segalloc_largest_free(a), seg);
-	kvf__segalloc_destroy(a);
-	free(lv);
-	free(m.used);
+	bm_check(&r.m, r.a);
+	run_end(&r);
 }
 
 /* ---- sorted-range model for big segments ---- */
