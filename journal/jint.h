@@ -88,12 +88,14 @@ struct kvf__jwal_file {
 struct kvf__jwal {
 	int on;                 /* appends go through the side log */
 	int strict;             /* STRICT: an append also syncs it (wal.c) */
+	int write_through;      /* frames go in by pwritev, not by stores */
 	int cv_ok;
 	uint64_t size;          /* bytes per file */
 	struct kvf__jwal_file f[2];
 	int cur;                /* appends go to f[cur] at f[cur].end */
 	int ing;                /* the next frame to move is f[ing] at ... */
 	uint64_t ing_off;       /* ... this offset */
+	uint64_t ing_gen;       /* bumped when a switch moves the mover */
 	uint64_t acked_seq;
 	uint64_t durable_seq;
 	uint64_t pending_bytes; /* payload bytes not moved into LMDB yet */
@@ -115,13 +117,12 @@ struct kvf__jwal {
 	 * moving average of a sync. @sync_failed (a kvf_status) is sticky.
 	 */
 	int syncing;
-	int gathering;
 	uint64_t unsynced;
 	uint64_t sync_ns;
 	uint64_t synced_seq;
 	int sync_failed;
 	pthread_cond_t cv;      /* appenders wait: room, drain, direct, sync */
-	pthread_cond_t gather_cv; /* a STRICT sync leader gathers appends */
+	pthread_cond_t strict_cv; /* STRICT appenders wait for their sync */
 };
 
 /* A thread that appended recently (STRICT group commit, writer.c). */

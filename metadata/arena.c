@@ -15,9 +15,15 @@
  *
  * Concurrency: one mutex per class guards its free list (intrusive, the
  * link in the block's first word) and its bump pointer into the newest
- * chunk. Records are allocated one per put and freed in batches after a
- * grace period, so the lock is short and uncontended in the common case;
- * the mutex (not a spinlock) keeps ThreadSanitizer's view exact.
+ * chunk; the mutex (not a spinlock) keeps ThreadSanitizer's view exact.
+ * Records are freed in batches after a grace period, but allocated one per
+ * put, and two put threads interleaved their records block by block in
+ * the class's newest chunk: each record's lines were written by both
+ * CPUs, and the class lock moved between them for every put. So a thread
+ * carves a run of RUN_BYTES from the bump pointer under the lock and then
+ * allocates from its run without it (per-thread runs, below); a freed
+ * block still goes back to the class's list, which an allocation tries
+ * once its run is empty, as before.
  *
  * Memory is never returned to the system before destroy: like malloc's
  * small bins, a freed block waits for the next record of its class.
@@ -102,7 +108,36 @@ struct kvf__arena {
 	struct size_class cls[NR_CLASSES];
 	uint64_t mapped; /* atomic */
 	struct reserve rsv;
+	uint64_t id;                 /* never reused: per-thread runs' owner */
+	struct kvf__arena *next_live; /* under live_lock */
 };
+
+/*
+ * Per-thread runs. A thread keeps, per class, the uncarved rest of the
+ * last run it took, for one arena at a time (the one it allocated from
+ * last). Moving to another arena, or exiting, gives the rest back to the
+ * arena's free lists, if the arena still exists: arenas are found by id in
+ * the list of live ones, under live_lock, which destroy takes to leave it,
+ * so a thread never touches a destroyed arena (nor one that reused its
+ * address).
+ */
+#define RUN_BYTES 4096
+
+struct run {
+	char *next, *end; /* carved blocks not handed out yet */
+};
+
+struct tcache {
+	uint64_t arena_id; /* 0: no runs */
+	struct run run[NR_CLASSES];
+};
+
+static __thread struct tcache tcache;
+static pthread_key_t tcache_key;
+static pthread_once_t tcache_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct kvf__arena *live_arenas;
+static uint64_t last_arena_id;
 
 _Static_assert(sizeof(struct chunk) <= CHUNK_HEADER, "chunk header");
 _Static_assert(KVF__ARENA_MAX_BLOCK <= CHUNK_SIZE - CHUNK_HEADER,
@@ -189,6 +224,89 @@ static void *reserve_take(struct reserve *r, uint64_t in_use)
 	return ch;
 }
 
+/* With the class lock held: @p becomes the head of the free list. */
+static void push_free(struct size_class *sc, void *p)
+{
+	unpoison(p, sizeof(void *));
+	*(void **)p = sc->free;
+	sc->free = p;
+	poison(p, sc->size);
+}
+
+/* With live_lock held: the live arena @id, or NULL. */
+static struct kvf__arena *live_arena(uint64_t id)
+{
+	struct kvf__arena *a = live_arenas;
+
+	while (a && a->id != id)
+		a = a->next_live;
+	return a;
+}
+
+/* Give @tc's runs back to their arena, if it still exists, and forget them. */
+static void tcache_release(struct tcache *tc)
+{
+	struct kvf__arena *a;
+
+	if (!tc->arena_id)
+		return;
+	pthread_mutex_lock(&live_lock);
+	a = live_arena(tc->arena_id);
+	for (unsigned c = 0; a && c < NR_CLASSES; c++) {
+		struct size_class *sc = &a->cls[c];
+		struct run *r = &tc->run[c];
+
+		if (r->next == r->end)
+			continue;
+		pthread_mutex_lock(&sc->lock);
+		for (; r->next < r->end; r->next += sc->size)
+			push_free(sc, r->next);
+		pthread_mutex_unlock(&sc->lock);
+	}
+	pthread_mutex_unlock(&live_lock);
+	memset(tc, 0, sizeof(*tc));
+}
+
+static void tcache_exit(void *tc)
+{
+	tcache_release(tc);
+}
+
+static void tcache_key_create(void)
+{
+	if (pthread_key_create(&tcache_key, tcache_exit))
+		kvf__die("arena: no thread key");
+}
+
+/* The calling thread's runs, for @a. */
+static struct tcache *tcache_for(struct kvf__arena *a)
+{
+	struct tcache *tc = &tcache;
+
+	if (tc->arena_id == a->id)
+		return tc;
+	tcache_release(tc);
+	pthread_once(&tcache_once, tcache_key_create);
+	pthread_setspecific(tcache_key, tc); /* gives the runs back at exit */
+	tc->arena_id = a->id;
+	return tc;
+}
+
+/* With the class lock held: carve the next run of class @sc into @r. */
+static void take_run(struct size_class *sc, struct run *r)
+{
+	size_t bytes = RUN_BYTES / sc->size * sc->size;
+	size_t left = (size_t)(sc->bump_end - sc->bump);
+
+	if (bytes < sc->size)
+		bytes = sc->size;
+	if (bytes > left)
+		bytes = left;
+	r->next = sc->bump;
+	r->end = sc->bump + bytes;
+	sc->bump += bytes;
+}
+
 int kvf__arena_create(bool prefault, struct kvf__arena **out)
 {
 	struct kvf__arena *a;
@@ -202,6 +320,11 @@ int kvf__arena_create(bool prefault, struct kvf__arena **out)
 	}
 	pthread_mutex_init(&a->rsv.lock, NULL);
 	pthread_cond_init(&a->rsv.wake, NULL);
+	pthread_mutex_lock(&live_lock);
+	a->id = ++last_arena_id;
+	a->next_live = live_arenas;
+	live_arenas = a;
+	pthread_mutex_unlock(&live_lock);
 	if (prefault)
 		a->rsv.started = pthread_create(&a->rsv.thread, NULL,
 						prefault_main, &a->rsv) == 0;
@@ -226,8 +349,17 @@ static void reserve_stop(struct reserve *r)
 
 void kvf__arena_destroy(struct kvf__arena *a)
 {
+	struct kvf__arena **pp;
+
 	if (!a)
 		return;
+	pthread_mutex_lock(&live_lock);
+	for (pp = &live_arenas; *pp != a; pp = &(*pp)->next_live)
+		;
+	*pp = a->next_live;
+	pthread_mutex_unlock(&live_lock);
+	if (tcache.arena_id == a->id)
+		memset(&tcache, 0, sizeof(tcache));
 	reserve_stop(&a->rsv);
 	for (unsigned c = 0; c < NR_CLASSES; c++) {
 		struct chunk *ch = a->cls[c].chunks, *next;
@@ -268,30 +400,37 @@ static int add_chunk(struct kvf__arena *a, unsigned c)
 
 void *kvf__arena_alloc(struct kvf__arena *a, size_t size)
 {
+	unsigned c;
 	struct size_class *sc;
+	struct run *r;
 	char *p;
 
 	if (!size || size > KVF__ARENA_MAX_BLOCK)
 		return NULL;
-	sc = &a->cls[class_of(size)];
-	pthread_mutex_lock(&sc->lock);
-	p = sc->free;
-	if (p) {
-		unpoison(p, sizeof(void *));
-		sc->free = *(void **)p;
+	c = class_of(size);
+	sc = &a->cls[c];
+	r = &tcache_for(a)->run[c];
+	if (r->next == r->end) {
+		pthread_mutex_lock(&sc->lock);
+		p = sc->free;
+		if (p) {
+			unpoison(p, sizeof(void *));
+			sc->free = *(void **)p;
+			pthread_mutex_unlock(&sc->lock);
+			unpoison(p, size);
+			memset(p, 0, size); /* recycled: zero it like a fresh one */
+			return p;
+		}
+		if (sc->bump == sc->bump_end &&
+		    add_chunk(a, c) != KVF_OK) {
+			pthread_mutex_unlock(&sc->lock);
+			return NULL;
+		}
+		take_run(sc, r);
 		pthread_mutex_unlock(&sc->lock);
-		unpoison(p, size);
-		memset(p, 0, size); /* recycled: zero it like a fresh block */
-		return p;
 	}
-	if (sc->bump == sc->bump_end &&
-	    add_chunk(a, (unsigned)(sc - a->cls)) != KVF_OK) {
-		pthread_mutex_unlock(&sc->lock);
-		return NULL;
-	}
-	p = sc->bump;
-	sc->bump += sc->size;
-	pthread_mutex_unlock(&sc->lock);
+	p = r->next;
+	r->next += sc->size;
 	unpoison(p, size); /* fresh mappings are zero */
 	return p;
 }
@@ -306,11 +445,8 @@ void kvf__arena_free(void *p)
 	ch = (struct chunk *)((uintptr_t)p & ~(uintptr_t)(CHUNK_SIZE - 1));
 	kvf__assert(ch->cls < NR_CLASSES);
 	sc = &ch->arena->cls[ch->cls];
-	unpoison(p, sizeof(void *));
 	pthread_mutex_lock(&sc->lock);
-	*(void **)p = sc->free;
-	sc->free = p;
-	poison(p, sc->size);
+	push_free(sc, p);
 	pthread_mutex_unlock(&sc->lock);
 }
 

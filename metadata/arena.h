@@ -38,7 +38,10 @@ void kvf__arena_destroy(struct kvf__arena *a);
  * kvf__arena_alloc() - @size (1..KVF__ARENA_MAX_BLOCK) zeroed bytes,
  * 8-byte aligned (64-byte aligned when the size class is a multiple of
  * 64). NULL when out of memory or @size is out of range. Thread-safe:
- * takes the size class's lock; may map a new chunk (mmap) under it.
+ * usually lock-free (from the calling thread's run of its size class);
+ * when the run is empty, takes the class's lock to pop a freed block or
+ * carve the next run, and may map a new chunk (mmap) under it. A thread
+ * that moves to another arena, or exits, gives its runs' rest back.
  */
 void *kvf__arena_alloc(struct kvf__arena *a, size_t size);
 
