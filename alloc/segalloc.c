@@ -106,6 +106,7 @@
 
 #include "alloc/segalloc.h"
 #include "engine/die.h"
+#include "engine/lock.h"
 
 #define FAN 32
 /*
@@ -929,7 +930,7 @@ int kvf__segalloc_create(uint64_t size, uint64_t alignment,
 	a->root->sub_exact = 1;
 	a->free_bytes = cap;
 	a->largest = cap;
-	if (pthread_mutex_init(&a->lock, NULL))
+	if (kvf__mutex_init_short(&a->lock))
 		goto err_root;
 	publish(a);
 	*out = a;

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
 libkvforge_core_la_SOURCES += \
 	engine/die.h \
+	engine/lock.h \
 	engine/die.c \
 	engine/rcu.h \
 	engine/rcu.c \

@@ -51,6 +51,7 @@
 #include <kvforge/status.h>
 
 #include "engine/die.h"
+#include "engine/lock.h"
 #include "metadata/arena.h"
 #include "metadata/hugemem.h"
 
@@ -315,7 +316,7 @@ int kvf__arena_create(bool prefault, struct kvf__arena **out)
 		return KVF_ERR_NO_MEMORY;
 	memset(a, 0, sizeof(*a));
 	for (unsigned c = 0; c < NR_CLASSES; c++) {
-		pthread_mutex_init(&a->cls[c].lock, NULL);
+		kvf__mutex_init_short(&a->cls[c].lock);
 		a->cls[c].size = (uint32_t)class_size(c);
 	}
 	pthread_mutex_init(&a->rsv.lock, NULL);

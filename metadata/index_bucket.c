@@ -113,6 +113,7 @@
 #include <kvforge/status.h>
 
 #include "engine/die.h"
+#include "engine/lock.h"
 #include "engine/rcu.h"
 #include "metadata/hash.h"
 #include "metadata/hugemem.h"
@@ -548,7 +549,7 @@ static int bucket_create(uint64_t expected, struct kvf__index **out)
 		goto err_table;
 	pthread_mutex_init(&bi->resize_lock, NULL);
 	for (int i = 0; i < NR_STRIPES; i++)
-		pthread_mutex_init(&bi->stripes[i].lock, NULL);
+		kvf__mutex_init_short(&bi->stripes[i].lock);
 	*out = &bi->base;
 	return KVF_OK;
 
