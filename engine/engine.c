@@ -24,6 +24,12 @@
 #include "metadata/hash.h"
 
 #define MS (1000ULL * 1000ULL)
+/*
+ * Record memory faulted in ahead per expected object (the arena's
+ * prefault thread; metadata/arena.c): a 68-byte key with one replica
+ * takes 120 bytes.
+ */
+#define RECORD_BYTES_ESTIMATE 128ULL
 
 static uint64_t monotonic_ns(void *ctx)
 {
@@ -253,7 +259,8 @@ int kvf_engine_open(const struct kvf_config *cfg, struct kvf_engine **out)
 	ret = open_journal(e, &expected);
 	if (ret)
 		goto err_prof;
-	ret = kvf__arena_create(cfg->background, &e->arena);
+	ret = kvf__arena_create(cfg->background,
+				expected * RECORD_BYTES_ESTIMATE, &e->arena);
 	if (ret)
 		goto err_journal;
 	ret = index_ops(cfg->index)->create(expected, &e->index);

@@ -23,10 +23,14 @@ struct kvf__arena;
 /*
  * kvf__arena_create() - an empty arena. With @prefault, the arena starts a
  * thread that keeps a few chunks faulted in ahead of need (see arena.c),
- * so allocating callers rarely take a page fault. Returns KVF_OK or
- * KVF_ERR_NO_MEMORY. Maps nothing until the first allocation.
+ * so allocating callers rarely take a page fault; it faults in
+ * @ahead_bytes (rounded up to 2 MiB chunks) from the start, for records
+ * the caller expects, and hands those out before it maps any other chunk.
+ * Without @prefault, @ahead_bytes is ignored. Returns KVF_OK or
+ * KVF_ERR_NO_MEMORY. Maps nothing in the caller's thread.
  */
-int kvf__arena_create(bool prefault, struct kvf__arena **out);
+int kvf__arena_create(bool prefault, uint64_t ahead_bytes,
+		      struct kvf__arena **out);
 
 /*
  * kvf__arena_destroy() - unmap every chunk: blocks still allocated are
@@ -51,6 +55,12 @@ void *kvf__arena_alloc(struct kvf__arena *a, size_t size);
  * Callers guarantee no reader still holds the block (RCU grace period).
  */
 void kvf__arena_free(void *p);
+
+/*
+ * Bytes of faulted-in chunks waiting in the reserve for a size class to
+ * need one (not counted in kvf__arena_mapped_bytes()).
+ */
+uint64_t kvf__arena_reserved_bytes(struct kvf__arena *a);
 
 /* Bytes of chunks mapped so far (monotonic until destroy). */
 uint64_t kvf__arena_mapped_bytes(const struct kvf__arena *a);

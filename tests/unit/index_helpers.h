@@ -27,7 +27,7 @@ static inline struct kvf__object *test_record_new(const char *key,
 	if (!__atomic_load_n(&arena, __ATOMIC_ACQUIRE)) {
 		struct kvf__arena *a, *none = NULL;
 
-		if (kvf__arena_create(false, &a) != KVF_OK)
+		if (kvf__arena_create(false, 0, &a) != KVF_OK)
 			abort();
 		if (!__atomic_compare_exchange_n(&arena, &none, a, false,
 						 __ATOMIC_ACQ_REL,

@@ -4,7 +4,10 @@
  * zeroed, aligned, disjoint blocks of the size asked; freed blocks are
  * reused (and come back zeroed); a block finds its own arena; several
  * threads allocating and freeing at once never share a block; with the
- * prefault thread on, chunks from its reserve are zero like fresh ones.
+ * prefault thread on, chunks from its reserve are zero like fresh ones,
+ * and chunks asked for ahead are faulted in and handed out first; the
+ * rest of a thread's run goes back to its arena when the thread exits,
+ * and a thread whose arena was destroyed moves on to another safely.
  */
 #include "config.h"
 
@@ -16,6 +19,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -26,6 +30,7 @@
 #define NR_LIVE 4096
 #define NR_THREADS 4
 #define THREAD_OPS 200000
+#define CHUNK ((uint64_t)2 << 20)
 
 static uint64_t rng_next(uint64_t *s)
 {
@@ -48,7 +53,7 @@ static void rejects_bad_sizes(void **state)
 	struct kvf__arena *a;
 
 	(void)state;
-	assert_int_equal(kvf__arena_create(false, &a), KVF_OK);
+	assert_int_equal(kvf__arena_create(false, 0, &a), KVF_OK);
 	assert_null(kvf__arena_alloc(a, 0));
 	assert_null(kvf__arena_alloc(a, KVF__ARENA_MAX_BLOCK + 1));
 	assert_int_equal(kvf__arena_mapped_bytes(a), 0);
@@ -63,7 +68,7 @@ static void every_size_zeroed_and_aligned(void **state)
 	struct kvf__arena *a;
 
 	(void)state;
-	assert_int_equal(kvf__arena_create(false, &a), KVF_OK);
+	assert_int_equal(kvf__arena_create(false, 0, &a), KVF_OK);
 	for (size_t size = 1; size <= 600 + 5; size++) {
 		size_t n = size <= 600 ? size : large[size - 601];
 		unsigned char *p = kvf__arena_alloc(a, n);
@@ -88,7 +93,7 @@ static void line_sized_blocks_are_line_aligned(void **state)
 	struct kvf__arena *a;
 
 	(void)state;
-	assert_int_equal(kvf__arena_create(false, &a), KVF_OK);
+	assert_int_equal(kvf__arena_create(false, 0, &a), KVF_OK);
 	for (int i = 0; i < 1000; i++)
 		assert_int_equal((uintptr_t)kvf__arena_alloc(a, 128) % 64, 0);
 	kvf__arena_destroy(a);
@@ -110,7 +115,7 @@ static void random_blocks_never_overlap(void **state)
 
 	(void)state;
 	assert_non_null(live);
-	assert_int_equal(kvf__arena_create(true, &a), KVF_OK);
+	assert_int_equal(kvf__arena_create(true, 0, &a), KVF_OK);
 	for (int op = 0; op < 200000; op++) {
 		struct blk *b = &live[rng_next(&rng) % NR_LIVE];
 
@@ -181,7 +186,7 @@ static void threads_never_share_a_block(void **state)
 	struct kvf__arena *a;
 
 	(void)state;
-	assert_int_equal(kvf__arena_create(true, &a), KVF_OK);
+	assert_int_equal(kvf__arena_create(true, 0, &a), KVF_OK);
 	for (int t = 0; t < NR_THREADS; t++) {
 		w[t] = (struct worker){ .a = a, .seed = 0x1234567ULL * (t + 1) };
 		assert_int_equal(pthread_create(&w[t].thread, NULL, churn,
@@ -195,6 +200,87 @@ static void threads_never_share_a_block(void **state)
 	kvf__arena_destroy(a);
 }
 
+/* Chunks asked for ahead are faulted in, then handed out before others. */
+static void chunks_asked_ahead_come_first(void **state)
+{
+	struct kvf__arena *a;
+	uint64_t mapped = 0;
+
+	(void)state;
+	assert_int_equal(kvf__arena_create(true, 8 * CHUNK - 1, &a), KVF_OK);
+	/* the prefault thread fills the reserve; allow it a minute */
+	for (int i = 0; i < 60000 && kvf__arena_reserved_bytes(a) < 8 * CHUNK;
+	     i++)
+		usleep(1000);
+	assert_int_equal(kvf__arena_reserved_bytes(a), 8 * CHUNK);
+	while (mapped < 3 * CHUNK) {
+		assert_non_null(kvf__arena_alloc(a, 120));
+		mapped = kvf__arena_mapped_bytes(a);
+	}
+	/* three taken from the reserve, none refilled: still asked ahead */
+	assert_int_equal(mapped, 3 * CHUNK);
+	assert_int_equal(kvf__arena_reserved_bytes(a), 5 * CHUNK);
+	kvf__arena_destroy(a);
+}
+
+struct leaver {
+	struct kvf__arena *a, *b;
+	pthread_barrier_t *bar;
+	unsigned char *p;
+};
+
+/* One block from @a; later (after @a may be gone) one from @b, then exit. */
+static void *leave(void *arg)
+{
+	struct leaver *l = arg;
+
+	l->p = kvf__arena_alloc(l->a, 120);
+	pthread_barrier_wait(l->bar);
+	pthread_barrier_wait(l->bar);
+	if (l->b)
+		kvf__arena_free(kvf__arena_alloc(l->b, 120));
+	return NULL;
+}
+
+/*
+ * The rest of a thread's run is not lost when the thread exits: the next
+ * blocks of that class come from it. A thread that last used a destroyed
+ * arena moves to another one without touching the old one (ASan).
+ */
+static void runs_outlive_their_threads(void **state)
+{
+	struct kvf__arena *a, *b;
+	pthread_barrier_t bar;
+	struct leaver l = { .bar = &bar };
+	pthread_t t;
+	unsigned char *q;
+
+	(void)state;
+	assert_int_equal(pthread_barrier_init(&bar, NULL, 2), 0);
+	assert_int_equal(kvf__arena_create(false, 0, &a), KVF_OK);
+	l.a = a;
+	assert_int_equal(pthread_create(&t, NULL, leave, &l), 0);
+	pthread_barrier_wait(&bar);
+	pthread_barrier_wait(&bar);
+	pthread_join(t, NULL);
+	assert_non_null(l.p);
+	q = kvf__arena_alloc(a, 120);
+	assert_true(q > l.p && q < l.p + 4096);
+	kvf__arena_destroy(a);
+
+	assert_int_equal(kvf__arena_create(false, 0, &a), KVF_OK);
+	assert_int_equal(kvf__arena_create(false, 0, &b), KVF_OK);
+	l.a = a;
+	l.b = b;
+	assert_int_equal(pthread_create(&t, NULL, leave, &l), 0);
+	pthread_barrier_wait(&bar);
+	kvf__arena_destroy(a);
+	pthread_barrier_wait(&bar);
+	pthread_join(t, NULL);
+	kvf__arena_destroy(b);
+	pthread_barrier_destroy(&bar);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -203,6 +289,8 @@ int main(void)
 		cmocka_unit_test(line_sized_blocks_are_line_aligned),
 		cmocka_unit_test(random_blocks_never_overlap),
 		cmocka_unit_test(threads_never_share_a_block),
+		cmocka_unit_test(chunks_asked_ahead_come_first),
+		cmocka_unit_test(runs_outlive_their_threads),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
