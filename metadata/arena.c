@@ -54,6 +54,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <kvforge/status.h>
 
@@ -330,6 +331,22 @@ static void take_run(struct size_class *sc, struct run *r)
 	sc->bump += bytes;
 }
 
+/*
+ * Chunks to fault in ahead for @bytes: a presize far beyond what the
+ * machine has (expected objects are a guess) must not take its memory,
+ * so at most an eighth of physical memory.
+ */
+static uint64_t ahead_chunks(uint64_t bytes)
+{
+	long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+	uint64_t cap = pages > 0 && psize > 0 ?
+			       (uint64_t)pages * (uint64_t)psize / 8 / CHUNK_SIZE :
+			       0;
+	uint64_t want = bytes / CHUNK_SIZE + (bytes % CHUNK_SIZE != 0);
+
+	return want < cap ? want : cap;
+}
+
 int kvf__arena_create(bool prefault, uint64_t ahead_bytes,
 		      struct kvf__arena **out)
 {
@@ -349,7 +366,7 @@ int kvf__arena_create(bool prefault, uint64_t ahead_bytes,
 	a->next_live = live_arenas;
 	live_arenas = a;
 	pthread_mutex_unlock(&live_lock);
-	a->rsv.ahead = (ahead_bytes + CHUNK_SIZE - 1) / CHUNK_SIZE;
+	a->rsv.ahead = ahead_chunks(ahead_bytes);
 	a->rsv.goal = reserve_goal(&a->rsv, 0);
 	a->rsv.want = a->rsv.ahead > 0;
 	if (prefault)

@@ -24,8 +24,9 @@ struct kvf__arena;
  * kvf__arena_create() - an empty arena. With @prefault, the arena starts a
  * thread that keeps a few chunks faulted in ahead of need (see arena.c),
  * so allocating callers rarely take a page fault; it faults in
- * @ahead_bytes (rounded up to 2 MiB chunks) from the start, for records
- * the caller expects, and hands those out before it maps any other chunk.
+ * @ahead_bytes (rounded up to 2 MiB chunks, at most an eighth of physical
+ * memory) from the start, for records the caller expects, and hands those
+ * out before it maps any other chunk.
  * Without @prefault, @ahead_bytes is ignored. Returns KVF_OK or
  * KVF_ERR_NO_MEMORY. Maps nothing in the caller's thread.
  */
