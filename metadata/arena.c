@@ -54,7 +54,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <kvforge/status.h>
 
@@ -331,17 +330,10 @@ static void take_run(struct size_class *sc, struct run *r)
 	sc->bump += bytes;
 }
 
-/*
- * Chunks to fault in ahead for @bytes: a presize far beyond what the
- * machine has (expected objects are a guess) must not take its memory,
- * so at most an eighth of physical memory.
- */
+/* Chunks to fault in ahead for @bytes, within the presize budget. */
 static uint64_t ahead_chunks(uint64_t bytes)
 {
-	long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
-	uint64_t cap = pages > 0 && psize > 0 ?
-			       (uint64_t)pages * (uint64_t)psize / 8 / CHUNK_SIZE :
-			       0;
+	uint64_t cap = kvf__huge_presize_budget() / CHUNK_SIZE;
 	uint64_t want = bytes / CHUNK_SIZE + (bytes % CHUNK_SIZE != 0);
 
 	return want < cap ? want : cap;

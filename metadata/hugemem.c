@@ -15,6 +15,7 @@
 
 #include <stdint.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "metadata/hugemem.h"
 
@@ -65,6 +66,26 @@ void *kvf__huge_alloc(size_t size)
 	if (p)
 		(void)madvise(p, len, MADV_HUGEPAGE);
 	return p;
+}
+
+size_t kvf__huge_presize_budget(void)
+{
+	long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+
+	if (pages <= 0 || psize <= 0)
+		return 0;
+	return (size_t)pages / 8 * (size_t)psize;
+}
+
+void kvf__huge_populate(void *p, size_t size)
+{
+#ifdef MADV_POPULATE_WRITE
+	if (p && size && size <= kvf__huge_presize_budget())
+		(void)madvise(p, mapped_size(size), MADV_POPULATE_WRITE);
+#else
+	(void)p;
+	(void)size;
+#endif
 }
 
 void kvf__huge_free(void *p, size_t size)

@@ -25,6 +25,23 @@
  */
 void *kvf__huge_alloc(size_t size);
 
+/*
+ * kvf__huge_populate() - fault in the first @size bytes of a
+ * kvf__huge_alloc() mapping now (MADV_POPULATE_WRITE, huge pages where
+ * advised), so the first writes into it do not fault. Best effort: a
+ * kernel without it, no memory now, or @size beyond
+ * kvf__huge_presize_budget() leaves the mapping lazy. Blocks while the
+ * kernel zeroes the pages.
+ */
+void kvf__huge_populate(void *p, size_t size);
+
+/*
+ * kvf__huge_presize_budget() - how many bytes one presize may fault in
+ * ahead of use: an eighth of physical memory (expected sizes are guesses,
+ * and a guess far beyond the machine must not take its memory).
+ */
+size_t kvf__huge_presize_budget(void);
+
 /* kvf__huge_free() - unmap what kvf__huge_alloc(@size) returned. */
 void kvf__huge_free(void *p, size_t size);
 
