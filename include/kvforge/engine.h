@@ -123,10 +123,12 @@ struct kvf_config {
 	/** Most items in one batch call. Default 65536. */
 	uint32_t max_batch;
 	/** Objects to presize for. Default 65536. The index is sized for
-	 *  them at open (or for the journal's record count, if larger), and
-	 *  with @background on, a thread faults in ~128 bytes of record
-	 *  memory per expected object in the background, so a growing table's
-	 *  puts do not zero fresh pages inline. */
+	 *  them at open (or for the journal's record count, if larger) and,
+	 *  for %KVF_INDEX_BUCKET, its table faulted in then; with @background
+	 *  on, a thread faults in ~128 bytes of record memory per expected
+	 *  object in the background, so a growing table's puts do not zero
+	 *  fresh pages inline. Both stay within an eighth of physical
+	 *  memory. */
 	uint64_t expected_objects;
 	/** Allocation alignment in segments, a power of two. Default 64. */
 	uint64_t alloc_alignment;
