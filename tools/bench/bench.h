@@ -33,6 +33,7 @@ struct bench_opts {
 	const char *data_dir;    /* --data-dir; default ./kvforge-data */
 	uint32_t sync_ms;        /* --sync-ms; 0 = the engine's default */
 	bool writemap;           /* --writemap */
+	bool pin;                /* --pin: client thread i on CPU i */
 	bool json;               /* --json */
 	bool profile;            /* --profile */
 	bool keep_data;          /* --keep-data: do not wipe data_dir first */
@@ -66,6 +67,8 @@ void bench_result_op(struct bench_results *r, const char *op, uint64_t keys,
 
 /* Helpers shared by workloads. */
 uint64_t bench_now_ns(void);
+/* With --pin, bind the calling client thread @i to CPU i (mod CPUs). */
+void bench_pin_thread(const struct bench_opts *o, unsigned i);
 uint64_t bench_rss_bytes(void);
 /* xorshift64*; state must be non-zero. */
 uint64_t bench_rand(uint64_t *state);

@@ -68,6 +68,8 @@ struct dworker {
 	size_t nr_lat;
 	uint64_t errors;
 	pthread_barrier_t *start;
+	const struct bench_opts *o;
+	unsigned idx;
 };
 
 static void *dworker_main(void *arg)
@@ -78,6 +80,7 @@ static void *dworker_main(void *arg)
 	enum kvf_status *st = calloc(w->batch, sizeof(*st));
 
 	kvf_thread_register();
+	bench_pin_thread(w->o, w->idx);
 	pthread_barrier_wait(w->start);
 	for (size_t x = 0; out && st && x < w->n; x += w->batch) {
 		size_t n = w->n - x < w->batch ? w->n - x : w->batch;
@@ -184,7 +187,9 @@ static int run_conf(const struct bench_opts *o, struct dconf *c, uint32_t r)
 					 .n = (size_t)(hi - lo),
 					 .batch = o->batch,
 					 .lat_us = c->lat_us[r] + c->nr_lat[r],
-					 .start = &start };
+					 .start = &start,
+					 .o = o,
+					 .idx = t };
 		/* each thread writes its own slice of the latency array */
 		c->nr_lat[r] += (hi - lo + o->batch - 1) / o->batch;
 		pthread_create(&w[t].thread, NULL, dworker_main, &w[t]);

@@ -163,6 +163,7 @@ static void *worker_main(void *arg)
 	struct worker *w = arg;
 
 	kvf_thread_register();
+	bench_pin_thread(w->h->o, w->id);
 	for (;;) {
 		pthread_barrier_wait(&w->h->prepare);
 		if (w->h->phase == PH_COUNT)

@@ -11,6 +11,8 @@
 #include <dirent.h>
 #include <getopt.h>
 #include <math.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -43,6 +45,20 @@ uint64_t bench_now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+void bench_pin_thread(const struct bench_opts *o, unsigned i)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+	cpu_set_t set;
+
+	if (!o->pin || n < 1)
+		return;
+	CPU_ZERO(&set);
+	CPU_SET(i % (unsigned)n, &set);
+	if (pthread_setaffinity_np(pthread_self(), sizeof(set), &set))
+		fprintf(stderr, "kvforge-bench: --pin: cannot bind to CPU %u\n",
+			i % (unsigned)n);
 }
 
 uint64_t bench_rss_bytes(void)
@@ -209,6 +225,7 @@ static void usage(FILE *f)
 		"                      (default: the engine's, 50)\n"
 		"  --writemap          bounded journal through MDB_WRITEMAP\n"
 		"                      (kvf_config.journal_writemap)\n"
+		"  --pin               bind client thread i to CPU i\n"
 		"  --index KIND        bucket | lfht (default bucket)\n"
 		"  --placement NAME    fragmentation_aware | random |\n"
 		"                      free_ratio_first\n"
@@ -263,6 +280,7 @@ static void parse_options(int argc, char **argv, struct bench_opts *o)
 		{ "keep-data", no_argument, NULL, 'K' },
 		{ "sync-ms", required_argument, NULL, 'S' },
 		{ "writemap", no_argument, NULL, 'W' },
+		{ "pin", no_argument, NULL, 'C' },
 		{ "index", required_argument, NULL, 'i' },
 		{ "placement", required_argument, NULL, 'p' },
 		{ "profile", no_argument, NULL, 'P' },
@@ -290,6 +308,7 @@ static void parse_options(int argc, char **argv, struct bench_opts *o)
 		case 'K': o->keep_data = true; break;
 		case 'S': o->sync_ms = (uint32_t)parse_u64(optarg); break;
 		case 'W': o->writemap = true; break;
+		case 'C': o->pin = true; break;
 		case 'i': o->index = parse_enum(optarg, index_names, 2); break;
 		case 'p':
 			o->placement = parse_enum(optarg, placement_names, 3);
@@ -337,6 +356,8 @@ static void record_config(const struct bench_opts *o, struct bench_results *r)
 	}
 	if (o->writemap)
 		bench_config(r, "writemap", "yes");
+	if (o->pin)
+		bench_config(r, "pin", "yes");
 }
 
 int main(int argc, char **argv)
