@@ -125,7 +125,7 @@ struct kvf_config {
 	/** Objects to presize for. Default 65536. The index is sized for
 	 *  them at open (or for the journal's record count, if larger) and,
 	 *  for %KVF_INDEX_BUCKET, its table faulted in then; with @background
-	 *  on, a thread faults in ~128 bytes of record memory per expected
+	 *  on, a thread faults in 96 bytes of record memory per expected
 	 *  object in the background, so a growing table's puts do not zero
 	 *  fresh pages inline. Both stay within an eighth of physical
 	 *  memory. */
@@ -169,6 +169,9 @@ struct kvf_engine_stats {
 	/** Memory the engine mapped for object records (2 MiB chunks):
 	 *  live records plus freed blocks kept for reuse until close. */
 	uint64_t record_bytes;
+	/** Record memory faulted in ahead and not handed out yet (see
+	 *  &kvf_config.expected_objects); not part of @record_bytes. */
+	uint64_t record_reserve_bytes;
 };
 
 /**
