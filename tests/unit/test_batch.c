@@ -5,6 +5,8 @@
  */
 #include "config.h"
 
+#include <unistd.h>
+
 #include "tests/unit/helpers.h"
 
 #define C1 101
@@ -159,6 +161,33 @@ static void test_put_start_item_errors(void **state)
 					     out, st),
 			 KVF_OK);
 	free(longkey);
+}
+
+/*
+ * With background work on, record memory for the expected objects (96
+ * bytes each, whole 2 MiB chunks) is faulted in ahead; it is reported as
+ * reserve, not as record memory, until records take it.
+ */
+static void test_expected_objects_faulted_ahead(void **state)
+{
+	struct fixture f = { 0 };
+	struct kvf_engine_stats s;
+	const uint64_t chunks = 10; /* 200,000 x 96 bytes, rounded up */
+
+	(void)state;
+	fixture_config(&f);
+	f.cfg.background = true;
+	f.cfg.expected_objects = 200000;
+	assert_int_equal(kvf_engine_open(&f.cfg, &f.e), KVF_OK);
+	for (int i = 0; i < 60000; i++) {
+		s = stats_of(f.e);
+		if (s.record_reserve_bytes >= chunks * 2 * MIB)
+			break;
+		usleep(1000); /* the prefault thread's pace; a minute at most */
+	}
+	assert_int_equal(s.record_reserve_bytes, chunks * 2 * MIB);
+	assert_int_equal(s.record_bytes, 0);
+	kvf_engine_close(f.e);
 }
 
 static void test_put_start_placement(void **state)
@@ -345,6 +374,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_status_strings),
+		cmocka_unit_test(test_expected_objects_faulted_ahead),
 		cmocka_unit_test_setup_teardown(test_refused_batches,
 						setup_two_segments,
 						fixture_teardown),
