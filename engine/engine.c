@@ -24,16 +24,6 @@
 #include "metadata/hash.h"
 
 #define MS (1000ULL * 1000ULL)
-/*
- * Record memory faulted in ahead per expected object (the arena's
- * prefault thread; metadata/arena.c). A record is 32 bytes, the key and
- * 16 per replica: 120 for a 68-byte HiCache key with one replica. The
- * estimate stays below that: what is faulted in ahead and never used is
- * memory per object (128 here left 8 MiB over at 1M objects, +8 bytes
- * per object), while records beyond it only fall back to the reserve's
- * usual few chunks ahead.
- */
-#define RECORD_BYTES_ESTIMATE 96ULL
 
 static uint64_t monotonic_ns(void *ctx)
 {
@@ -263,8 +253,7 @@ int kvf_engine_open(const struct kvf_config *cfg, struct kvf_engine **out)
 	ret = open_journal(e, &expected);
 	if (ret)
 		goto err_prof;
-	ret = kvf__arena_create(cfg->background,
-				expected * RECORD_BYTES_ESTIMATE, &e->arena);
+	ret = kvf__arena_create(cfg->background, expected, &e->arena);
 	if (ret)
 		goto err_journal;
 	ret = index_ops(cfg->index)->create(expected, &e->index);

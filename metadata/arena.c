@@ -37,13 +37,17 @@
  * after it was drawn from, and holds one chunk per 64 in use (at least
  * one, at most RESERVE_CHUNKS): unused memory stays under ~1.5% of the
  * arena (a fixed 8 MiB was 8 bytes per object at 1M objects). A creator
- * that knows how many records are coming asks for that much ahead
- * (@ahead_bytes, the engine's expected objects): the thread faults it in
- * from the start, so a growing table's puts do not race the thread for
- * fresh chunks. They did with the journal on: its threads share the
- * second CPU with this one, which fell behind, and the put path zeroed
- * chunks inline (perf, bounded puts: ~96 ns per key more than without a
- * journal, nearly all of it there).
+ * that knows how many blocks are coming (@ahead_blocks, the engine's
+ * expected objects) has chunks for the rest of them faulted in ahead, at
+ * the average size of the fresh blocks carved so far (AHEAD_GUESS before
+ * the first): so a growing table's puts do not race the thread for fresh
+ * chunks, and nothing is left over once they have come. They did race
+ * with the journal on: its threads share the second CPU with this one,
+ * which fell behind, and the put path zeroed chunks inline (perf, bounded
+ * puts: ~96 ns per key more than without a journal, nearly all of it
+ * there; a fixed 96 bytes per expected object left the last fifth of a
+ * 1M-object fill of 120-byte records to the usual reserve, and ~32 ns
+ * per key of inline zeroing came back; a fixed 128 left 8 MiB unused).
  *
  * Under AddressSanitizer, free and not-yet-carved blocks are poisoned and
  * a block is unpoisoned for exactly the bytes asked for, so use after free
@@ -80,6 +84,7 @@
 #define PER_DOUBLING 4
 #define RESERVE_CHUNKS 4
 #define RESERVE_PER 64 /* chunks in use per reserve chunk */
+#define AHEAD_GUESS 96 /* bytes per expected block before the first */
 #define PAGE 4096
 /* Classes above SMALL_MAX: (256, 512], ..., (64K, 128K], four each. */
 #define NR_CLASSES (NR_SMALL + PER_DOUBLING * 9)
@@ -106,7 +111,6 @@ struct reserve {
 	struct chunk *chunks; /* linked through next */
 	uint64_t nr;
 	uint64_t goal;  /* chunks to hold */
-	uint64_t ahead; /* chunks still asked for ahead (kvf__arena_create) */
 	bool want; /* a chunk was taken, or some are asked for: refill */
 	bool stop;
 	bool started;
@@ -117,6 +121,9 @@ struct kvf__arena {
 	struct size_class cls[NR_CLASSES];
 	uint64_t mapped; /* atomic */
 	struct reserve rsv;
+	uint64_t ahead_blocks;  /* blocks the creator expects */
+	uint64_t carved_blocks; /* atomic: fresh blocks carved so far */
+	uint64_t carved_bytes;  /* atomic: their bytes */
 	uint64_t id;                 /* never reused: per-thread runs' owner */
 	struct kvf__arena *next_live; /* under live_lock */
 };
@@ -213,21 +220,40 @@ static void *prefault_main(void *arg)
 	return NULL;
 }
 
-/* With @r's lock held: how many chunks to hold when @in_use are in use. */
-static uint64_t reserve_goal(const struct reserve *r, uint64_t in_use)
+/*
+ * Chunks the blocks still expected will take, at the average size of the
+ * fresh blocks so far, within the presize budget.
+ */
+static uint64_t ahead_chunks(const struct kvf__arena *a)
 {
-	uint64_t goal = in_use / RESERVE_PER;
+	uint64_t blocks = __atomic_load_n(&a->carved_blocks, __ATOMIC_RELAXED);
+	uint64_t bytes = __atomic_load_n(&a->carved_bytes, __ATOMIC_RELAXED);
+	uint64_t left = a->ahead_blocks > blocks ? a->ahead_blocks - blocks : 0;
+	uint64_t each = blocks ? bytes / blocks : AHEAD_GUESS;
+	uint64_t per = CHUNK_SIZE - CHUNK_HEADER;
+	uint64_t cap = kvf__huge_presize_budget() / CHUNK_SIZE;
+	uint64_t want = (left * each + per - 1) / per;
+
+	return want < cap ? want : cap;
+}
+
+/* How many chunks the reserve holds when @in_use are in use. */
+static uint64_t reserve_goal(const struct kvf__arena *a, uint64_t in_use)
+{
+	uint64_t goal = in_use / RESERVE_PER, ahead = ahead_chunks(a);
 
 	goal = goal < 1 ? 1 : goal > RESERVE_CHUNKS ? RESERVE_CHUNKS : goal;
-	return goal > r->ahead ? goal : r->ahead;
+	return goal > ahead ? goal : ahead;
 }
 
 /*
- * A touched chunk from the reserve (waking the refill), or NULL. @in_use:
- * chunks the arena holds, which sets how many the reserve keeps.
+ * A touched chunk from @a's reserve (waking the refill), or NULL. @in_use:
+ * chunks the arena holds, which with what is expected sets how many the
+ * reserve keeps.
  */
-static struct chunk *reserve_take(struct reserve *r, uint64_t in_use)
+static struct chunk *reserve_take(struct kvf__arena *a, uint64_t in_use)
 {
+	struct reserve *r = &a->rsv;
 	struct chunk *ch = NULL;
 
 	if (!r->started)
@@ -238,9 +264,7 @@ static struct chunk *reserve_take(struct reserve *r, uint64_t in_use)
 		r->chunks = ch->next;
 		r->nr--;
 	}
-	if (r->ahead)
-		r->ahead--;
-	r->goal = reserve_goal(r, in_use);
+	r->goal = reserve_goal(a, in_use);
 	r->want = true;
 	pthread_cond_signal(&r->wake);
 	pthread_mutex_unlock(&r->lock);
@@ -315,8 +339,9 @@ static struct tcache *tcache_for(struct kvf__arena *a)
 	return tc;
 }
 
-/* With the class lock held: carve the next run of class @sc into @r. */
-static void take_run(struct size_class *sc, struct run *r)
+/* With the class lock held: carve @a's next run of class @sc into @r. */
+static void take_run(struct kvf__arena *a, struct size_class *sc,
+		     struct run *r)
 {
 	size_t bytes = RUN_BYTES / sc->size * sc->size;
 	size_t left = (size_t)(sc->bump_end - sc->bump);
@@ -328,18 +353,12 @@ static void take_run(struct size_class *sc, struct run *r)
 	r->next = sc->bump;
 	r->end = sc->bump + bytes;
 	sc->bump += bytes;
+	__atomic_fetch_add(&a->carved_blocks, bytes / sc->size,
+			   __ATOMIC_RELAXED);
+	__atomic_fetch_add(&a->carved_bytes, bytes, __ATOMIC_RELAXED);
 }
 
-/* Chunks to fault in ahead for @bytes, within the presize budget. */
-static uint64_t ahead_chunks(uint64_t bytes)
-{
-	uint64_t cap = kvf__huge_presize_budget() / CHUNK_SIZE;
-	uint64_t want = bytes / CHUNK_SIZE + (bytes % CHUNK_SIZE != 0);
-
-	return want < cap ? want : cap;
-}
-
-int kvf__arena_create(bool prefault, uint64_t ahead_bytes,
+int kvf__arena_create(bool prefault, uint64_t ahead_blocks,
 		      struct kvf__arena **out)
 {
 	struct kvf__arena *a;
@@ -358,9 +377,9 @@ int kvf__arena_create(bool prefault, uint64_t ahead_bytes,
 	a->next_live = live_arenas;
 	live_arenas = a;
 	pthread_mutex_unlock(&live_lock);
-	a->rsv.ahead = ahead_chunks(ahead_bytes);
-	a->rsv.goal = reserve_goal(&a->rsv, 0);
-	a->rsv.want = a->rsv.ahead > 0;
+	a->ahead_blocks = ahead_blocks;
+	a->rsv.goal = reserve_goal(a, 0);
+	a->rsv.want = ahead_blocks > 0;
 	if (prefault)
 		a->rsv.started = pthread_create(&a->rsv.thread, NULL,
 						prefault_main, &a->rsv) == 0;
@@ -419,8 +438,8 @@ void kvf__arena_destroy(struct kvf__arena *a)
 static int add_chunk(struct kvf__arena *a, unsigned c)
 {
 	struct size_class *sc = &a->cls[c];
-	struct chunk *ch = reserve_take(
-		&a->rsv, kvf__arena_mapped_bytes(a) / CHUNK_SIZE);
+	struct chunk *ch = reserve_take(a, kvf__arena_mapped_bytes(a) /
+						   CHUNK_SIZE);
 	size_t blocks;
 
 	if (!ch)
@@ -467,7 +486,7 @@ void *kvf__arena_alloc(struct kvf__arena *a, size_t size)
 			pthread_mutex_unlock(&sc->lock);
 			return NULL;
 		}
-		take_run(sc, r);
+		take_run(a, sc, r);
 		pthread_mutex_unlock(&sc->lock);
 	}
 	p = r->next;

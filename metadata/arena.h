@@ -23,14 +23,15 @@ struct kvf__arena;
 /*
  * kvf__arena_create() - an empty arena. With @prefault, the arena starts a
  * thread that keeps a few chunks faulted in ahead of need (see arena.c),
- * so allocating callers rarely take a page fault; it faults in
- * @ahead_bytes (rounded up to 2 MiB chunks, at most an eighth of physical
- * memory) from the start, for records the caller expects, and hands those
- * out before it maps any other chunk.
- * Without @prefault, @ahead_bytes is ignored. Returns KVF_OK or
- * KVF_ERR_NO_MEMORY. Maps nothing in the caller's thread.
+ * so allocating callers rarely take a page fault; and while fewer than
+ * @ahead_blocks fresh blocks have been handed out, it keeps chunks for
+ * the rest faulted in too, at the average block size so far (96 bytes
+ * before the first; at most an eighth of physical memory), handed out
+ * before any other chunk is mapped. Without @prefault, @ahead_blocks is
+ * ignored. Returns KVF_OK or KVF_ERR_NO_MEMORY. Maps nothing in the
+ * caller's thread.
  */
-int kvf__arena_create(bool prefault, uint64_t ahead_bytes,
+int kvf__arena_create(bool prefault, uint64_t ahead_blocks,
 		      struct kvf__arena **out);
 
 /*

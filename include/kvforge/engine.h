@@ -125,10 +125,10 @@ struct kvf_config {
 	/** Objects to presize for. Default 65536. The index is sized for
 	 *  them at open (or for the journal's record count, if larger) and,
 	 *  for %KVF_INDEX_BUCKET, its table faulted in then; with @background
-	 *  on, a thread faults in 96 bytes of record memory per expected
-	 *  object in the background, so a growing table's puts do not zero
-	 *  fresh pages inline. Both stay within an eighth of physical
-	 *  memory. */
+	 *  on, a thread keeps record memory for the expected objects not yet
+	 *  put faulted in (at the average record size so far), so a growing
+	 *  table's puts do not zero fresh pages inline. Both stay within an
+	 *  eighth of physical memory. */
 	uint64_t expected_objects;
 	/** Allocation alignment in segments, a power of two. Default 64. */
 	uint64_t alloc_alignment;
