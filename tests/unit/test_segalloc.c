@@ -303,6 +303,66 @@ static void test_exact_random_deep(void **state)
 }
 
 /*
+ * A run of allocations that take the largest free block (or all but a
+ * random part of it) between small ones and random frees, against the
+ * bitmap model (run_largest_taken()).
+ */
+struct largest_cfg {
+	uint64_t al;
+	int ops;
+	int small_ops;     /* the first ops allocate only small pieces ... */
+	int free_from;     /* ... and free nothing before this op */
+	uint64_t free_pct; /* then: chance of a free, in percent */
+	uint64_t small_pct; /* of a small allocation (else a large one) */
+	uint64_t small_max; /* small: 1..small_max granules */
+	uint64_t exact_pct; /* large: below this dice, exactly the largest */
+	int check_every;   /* bm_check every this many ops, and after large */
+	bool fit_all;      /* every allocation at the first fit, not only
+			    * the large ones */
+};
+
+static void run_largest_taken(const struct largest_cfg *cfg, uint64_t rng)
+{
+	const uint64_t al = cfg->al;
+	struct model_run r;
+
+	run_begin(&r, 1 * MiB, al);
+	for (int op = 0; op < cfg->ops; op++) {
+		uint64_t largest = kvf__segalloc_largest_free(r.a), off, sz;
+		uint64_t dice = rng_next(&rng) % 100;
+		bool big = false;
+
+		if (r.n && op >= cfg->free_from &&
+		    (dice < cfg->free_pct || largest < al)) {
+			run_free_random(&r, &rng);
+		} else {
+			if (op < cfg->small_ops || dice < cfg->small_pct) {
+				sz = al * rng_range(&rng, 1, cfg->small_max);
+			} else {
+				big = true;
+				/* exact: the block disappears */
+				sz = dice < cfg->exact_pct ?
+					     largest :
+					     largest - al * (rng_next(&rng) %
+							     (largest / al));
+			}
+			if (sz > largest)
+				continue;
+			assert_int_equal(kvf__segalloc_alloc(r.a, sz, &off),
+					 KVF_OK);
+			if (big || cfg->fit_all)
+				assert_int_equal(off,
+						 bm_first_fit(&r.m, sz / al));
+			run_add(&r, (struct live){ off, sz, sz, 0 });
+		}
+		if (big || op % cfg->check_every == 0)
+			bm_check(&r.m, r.a);
+	}
+	bm_check(&r.m, r.a);
+	run_end(&r);
+}
+
+/*
  * Allocations that take the largest free block (what best fit across
  * segments and the engine's fill do), leaving remainders larger and
  * smaller than the second largest: each node's max and sub (see
@@ -312,37 +372,14 @@ static void test_exact_random_deep(void **state)
  */
 static void test_largest_taken(void **state)
 {
-	const uint64_t al = 64;
-	struct model_run r;
-	uint64_t rng = 0x5eed1e55;
+	const struct largest_cfg cfg = {
+		.al = 64, .ops = 40000, .small_ops = 4000, .free_from = 0,
+		.free_pct = 45, .small_pct = 60, .small_max = 64,
+		.exact_pct = 80, .check_every = 1, .fit_all = true,
+	};
 
 	(void)state;
-	run_begin(&r, 1 * MiB, al);
-	for (int op = 0; op < 40000; op++) {
-		uint64_t largest = kvf__segalloc_largest_free(r.a), off, sz;
-		uint64_t dice = rng_next(&rng) % 100;
-
-		if (r.n && (dice < 45 || largest < al)) {
-			run_free_random(&r, &rng);
-		} else {
-			/* Mostly small pieces early on, then the largest. */
-			if (op < 4000 || dice < 60)
-				sz = al * rng_range(&rng, 1, 64);
-			else if (dice < 80)
-				sz = largest; /* exact: the block disappears */
-			else
-				sz = largest - al * (rng_next(&rng) %
-						     (largest / al));
-			if (sz > largest)
-				continue;
-			assert_int_equal(kvf__segalloc_alloc(r.a, sz, &off),
-					 KVF_OK);
-			assert_int_equal(off, bm_first_fit(&r.m, sz / al));
-			run_add(&r, (struct live){ off, sz, sz, 0 });
-		}
-		bm_check(&r.m, r.a);
-	}
-	run_end(&r);
+	run_largest_taken(&cfg, 0x5eed1e55);
 }
 
 /*
@@ -357,42 +394,14 @@ static void test_largest_taken(void **state)
  */
 static void test_largest_taken_deep(void **state)
 {
-	const uint64_t al = 8;
-	struct model_run r;
-	uint64_t rng = 0xdeadbeef5eed;
+	const struct largest_cfg cfg = {
+		.al = 8, .ops = 24000, .small_ops = 10000, .free_from = 10000,
+		.free_pct = 40, .small_pct = 70, .small_max = 24,
+		.exact_pct = 85, .check_every = 64, .fit_all = false,
+	};
 
 	(void)state;
-	run_begin(&r, 1 * MiB, al);
-	for (int op = 0; op < 24000; op++) {
-		uint64_t largest = kvf__segalloc_largest_free(r.a), off, sz;
-		uint64_t dice = rng_next(&rng) % 100;
-		bool big = false;
-
-		if (r.n && op >= 10000 && (dice < 40 || largest < al)) {
-			run_free_random(&r, &rng);
-		} else {
-			if (op < 10000 || dice < 70) {
-				sz = al * rng_range(&rng, 1, 24);
-			} else {
-				big = true;
-				sz = dice < 85 ? largest
-					       : largest - al * (rng_next(&rng) %
-								  (largest / al));
-			}
-			if (sz > largest)
-				continue;
-			assert_int_equal(kvf__segalloc_alloc(r.a, sz, &off),
-					 KVF_OK);
-			if (big)
-				assert_int_equal(off,
-						 bm_first_fit(&r.m, sz / al));
-			run_add(&r, (struct live){ off, sz, sz, 0 });
-		}
-		if (big || op % 64 == 0)
-			bm_check(&r.m, r.a);
-	}
-	bm_check(&r.m, r.a);
-	run_end(&r);
+	run_largest_taken(&cfg, 0xdeadbeef5eed);
 }
 
 /* ---- sorted-range model for big segments ---- */
