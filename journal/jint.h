@@ -87,8 +87,8 @@ struct kvf__jwal_file {
  */
 struct kvf__jwal {
 	int on;                 /* appends go through the side log */
-	int strict;             /* STRICT: an append also syncs it (wal.c) */
-	int write_through;      /* frames go in by pwritev, not by stores */
+	int strict;             /* STRICT: an append is written by pwritev
+	                         * and synced before it returns (wal.c) */
 	int cv_ok;
 	uint64_t size;          /* bytes per file */
 	struct kvf__jwal_file f[2];
@@ -247,16 +247,6 @@ uint64_t kvf__wal_payload_hash(const struct kvf__jreq *req);
 /* With @mu held: write @req as the frame at f[cur].end (room checked). */
 void kvf__wal_put(struct kvf__journal *j, const struct kvf__jreq *req,
 		  uint64_t hash, uint64_t first_seq);
-/*
- * Call @fn for each frame in [@from, @to) of a mapped file (frames known
- * valid); a non-zero return stops the walk and is returned.
- */
-int kvf__wal_walk(const uint8_t *map, uint64_t size, uint64_t from,
-		  uint64_t to,
-		  int (*fn)(void *arg, const uint8_t *payload, uint32_t len,
-			    uint64_t first_seq, uint32_t nr_recs,
-			    uint32_t nr_frames),
-		  void *arg);
 /*
  * The valid prefix of a side log file's bytes (see wal.c): returns its
  * end; *@first and *@last are its sequences (both 0 if it is empty).

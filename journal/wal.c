@@ -190,7 +190,7 @@ void kvf__wal_put(struct kvf__journal *j, const struct kvf__jreq *req,
 	uint8_t *p = f->map + f->end;
 
 	h.check = hdr_check(&h, hash, j->st.id);
-	if (w->write_through) {
+	if (w->strict) { /* see "Writing frames" above */
 		write_frame(f, &h, req);
 	} else {
 		memcpy(p, &h, sizeof(h));
@@ -232,12 +232,15 @@ static bool frame_at(const uint8_t *map, uint64_t size, uint64_t id,
 			 id) == h->check;
 }
 
-int kvf__wal_walk(const uint8_t *map, uint64_t size, uint64_t from,
-		  uint64_t to,
-		  int (*fn)(void *arg, const uint8_t *payload, uint32_t len,
-			    uint64_t first_seq, uint32_t nr_recs,
-			    uint32_t nr_frames),
-		  void *arg)
+/*
+ * Call @fn for each frame in [@from, @to) of a mapped file (frames known
+ * valid); a non-zero return stops the walk and is returned.
+ */
+static int walk(const uint8_t *map, uint64_t from, uint64_t to,
+		int (*fn)(void *arg, const uint8_t *payload, uint32_t len,
+			  uint64_t first_seq, uint32_t nr_recs,
+			  uint32_t nr_frames),
+		void *arg)
 {
 	uint64_t off = from;
 
@@ -427,7 +430,7 @@ static int decode_payload(const uint8_t *payload, uint32_t len,
 /* Frames [@from, @to) of a mapped file, for kvf__commit_frames(). */
 struct frame_range {
 	const uint8_t *map;
-	uint64_t size, from, to;
+	uint64_t from, to;
 	bool recovering; /* check each frame decodes; a gap ends the chain */
 	bool gap;        /* stopped at a skip frame LMDB does not have */
 };
@@ -472,7 +475,7 @@ static int put_range(struct kvf__journal *j, MDB_txn *txn, void *arg,
 	struct frame_range *r = arg;
 	struct frame_put m = { txn, j->dbs.log, seq, frames, r, false, 0 };
 
-	kvf__wal_walk(r->map, r->size, r->from, r->to, put_frame, &m);
+	walk(r->map, r->from, r->to, put_frame, &m);
 	r->gap = m.gap;
 	if (m.gap && !r->recovering)
 		return MDB_CORRUPTED; /* a move: a broken invariant */
@@ -488,8 +491,7 @@ static int put_range(struct kvf__journal *j, MDB_txn *txn, void *arg,
  */
 static int recover_part(struct kvf__journal *j, struct chain_part *p)
 {
-	struct frame_range r = { .map = p->map, .size = j->wal.size,
-				 .recovering = true };
+	struct frame_range r = { .map = p->map, .recovering = true };
 	int rc = 0;
 
 	while (!rc && !r.gap && p->from < p->to) {
@@ -589,7 +591,6 @@ static int recover(struct kvf__journal *j)
 /* --- Reading without opening (kvforge-inspect). --- */
 
 struct scan {
-	uint64_t size;
 	int (*fn)(void *arg, const struct kvf__jrec *rec, uint64_t seq);
 	void *arg;
 	uint64_t seq, records;
@@ -620,8 +621,7 @@ static int scan_part(void *arg, struct chain_part *part)
 {
 	struct scan *sc = arg;
 
-	return kvf__wal_walk(part->map, sc->size, part->from, part->to,
-			     scan_frame, sc);
+	return walk(part->map, part->from, part->to, scan_frame, sc);
 }
 
 int kvf__wal_scan(const char *dir, uint64_t id, uint64_t last_seq,
@@ -653,10 +653,9 @@ int kvf__wal_scan(const char *dir, uint64_t id, uint64_t last_seq,
 		}
 		close(fd);
 	}
-	/* Both files always have the same size (kvf__wal_open). */
-	sc.size = size[0] > size[1] ? size[0] : size[1];
 	for (int i = 0; i < 2; i++)
 		part_init(&p[i], map[i], size[i], id);
+	/* Both files always have the same size (kvf__wal_open). */
 	if (size[0] == size[1] || !map[0] || !map[1])
 		rc = chain(p, last_seq, scan_part, &sc);
 	else
@@ -704,7 +703,6 @@ int kvf__wal_open(struct kvf__journal *j)
 	w->durable_seq = j->st.last_seq;
 	w->synced_seq = j->st.last_seq;
 	w->strict = j->cfg.durability == KVF_DURABILITY_STRICT;
-	w->write_through = w->strict;
 	w->on = 1;
 	return 0;
 }
@@ -808,7 +806,7 @@ static void want_wal_prefault(struct kvf__journal *j)
 {
 	struct kvf__jwal *w = &j->wal;
 
-	if (w->write_through || w->pf_to >= w->size || w->pf_want ||
+	if (w->strict || w->pf_to >= w->size || w->pf_want ||
 	    w->f[w->cur].end + WAL_PF_WINDOW / 2 <= w->pf_to)
 		return;
 	w->pf_want = 1;
@@ -1066,7 +1064,6 @@ static void next_range(struct kvf__jwal *w, struct frame_range *r)
 	}
 	f = &w->f[w->ing];
 	r->map = f->map;
-	r->size = w->size;
 	r->from = r->to = w->ing_off;
 	if (!w->strict) {
 		r->to = f->end;
@@ -1216,7 +1213,7 @@ void kvf__wal_synced(struct kvf__journal *j, uint64_t seq, int rc)
 	w->sync_err = rc ? kvf__journal_status(rc) : 0;
 	w->sync_gen++;
 	pthread_cond_broadcast(&w->cv);
-	if (!rc && w->pf_to && !w->write_through) {
+	if (!rc && w->pf_to && !w->strict) {
 		w->pf_to = 0;
 		w->pf_want = 1;
 		pthread_cond_signal(&j->work_cv);
