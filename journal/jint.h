@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "journal/journal.h"
 
@@ -316,9 +317,18 @@ uint64_t kvf__now_ns(void);
 void kvf__mark_dirty(struct kvf__journal *j);
 /* With @mu held: the calling thread appends now (STRICT gathering). */
 void kvf__note_appender(struct kvf__journal *j, uint64_t now);
-/* With @mu held: threads that appended within @window_ns of @now. */
-size_t kvf__active_appenders(const struct kvf__journal *j, uint64_t now,
-			     uint64_t window_ns);
+/*
+ * STRICT grouping, for the queue's group commit (writer.c) and the side
+ * log's group sync (wal.c), given the average duration @avg_ns of what a
+ * group shares (a commit, a sync): how long a group may wait for the
+ * threads that appended recently (half of it, at most 300 µs), and, with
+ * @mu held, whether all of those threads are among the @waiting.
+ */
+uint64_t kvf__gather_wait_ns(uint64_t avg_ns);
+bool kvf__group_complete(const struct kvf__journal *j, uint64_t now,
+			 uint64_t avg_ns, uint64_t waiting);
+/* @ns of CLOCK_MONOTONIC (kvf__now_ns()) as an absolute timespec. */
+void kvf__deadline_ts(uint64_t ns, struct timespec *ts);
 /* With @mu held: a pending injected errno fault as a kvf_status, or 0. */
 int kvf__take_errno_fault(struct kvf__journal *j);
 int kvf__writer_start(struct kvf__journal *j);

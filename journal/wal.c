@@ -962,11 +962,11 @@ void kvf__wal_direct_end(struct kvf__journal *j, int rc)
  * the others wait for it and are done if it covered them. A group forms
  * before a sync starts: an appender that finds no sync running and fewer
  * unsynced appends than threads that appended recently waits (at most half
- * an average sync, never more than GATHER_MAX_NS) for the others; the
- * appender that completes the group syncs at once, so nobody sleeps
- * between the last append and the sync (a waiting leader that had to be
- * woken by the last append cost a wake-up per sync: 2 threads 140 us per
- * batch against 131 now, journal bench without moves). Without a group,
+ * an average sync, never more than 300 us: kvf__gather_wait_ns()) for the
+ * others; the appender that completes the group syncs at once, so nobody
+ * sleeps between the last append and the sync (a waiting leader that had
+ * to be woken by the last append cost a wake-up per sync: 2 threads 140 us
+ * per batch against 131 now, journal bench without moves). Without a group,
  * two appenders fall into lockstep, each sync carrying one batch while the
  * other thread prepares its next, and a second thread adds nothing
  * (measured: 2 threads 0.98-1.2x one). Letting every appender sync on its
@@ -976,17 +976,6 @@ void kvf__wal_direct_end(struct kvf__journal *j, int rc)
  * reports a failed writeback once), so nothing may be acknowledged after
  * them, and they are not moved into LMDB.
  */
-#define GATHER_MAX_NS 300000ull
-
-/* With @mu held: does every recently active appender have a batch in? */
-static bool group_complete(struct kvf__journal *j, uint64_t now)
-{
-	struct kvf__jwal *w = &j->wal;
-	uint64_t window = 2 * w->sync_ns + 1000000ull;
-
-	return w->unsynced >= kvf__active_appenders(j, now, window);
-}
-
 /* With @mu held, as the one syncing appender: sync everything copied. */
 static void lead_sync(struct kvf__journal *j)
 {
@@ -1033,15 +1022,13 @@ int kvf__wal_strict_sync(struct kvf__journal *j, uint64_t seq)
 		}
 		now = kvf__now_ns();
 		if (!deadline)
-			deadline = now + (w->sync_ns / 2 < GATHER_MAX_NS ?
-						  w->sync_ns / 2 :
-						  GATHER_MAX_NS);
-		if (j->stop || now >= deadline || group_complete(j, now)) {
+			deadline = now + kvf__gather_wait_ns(w->sync_ns);
+		if (j->stop || now >= deadline ||
+		    kvf__group_complete(j, now, w->sync_ns, w->unsynced)) {
 			lead_sync(j);
 			continue;
 		}
-		ts.tv_sec = (time_t)(deadline / 1000000000ull);
-		ts.tv_nsec = (long)(deadline % 1000000000ull);
+		kvf__deadline_ts(deadline, &ts);
 		pthread_cond_timedwait(&w->strict_cv, &j->mu, &ts);
 	}
 }

@@ -88,7 +88,7 @@
 #include "metadata/hash.h"
 
 #define NSEC_PER_MSEC 1000000ull
-/* Longest a STRICT leader waits for other appenders' batches. */
+/* Longest a STRICT group waits for other appenders (kvf__gather_wait_ns). */
 #define GATHER_MAX_NS 300000ull
 /* Who holds the transaction slot (@busy): nobody is 0. */
 #define SLOT_APPEND 1
@@ -728,7 +728,7 @@ static int fold_wanted(struct kvf__journal *j)
 	return j->ckpt_target > j->st.ckpt_seq && !j->fold_blocked;
 }
 
-static void deadline_ts(uint64_t ns, struct timespec *ts)
+void kvf__deadline_ts(uint64_t ns, struct timespec *ts)
 {
 	ts->tv_sec = (time_t)(ns / 1000000000ull);
 	ts->tv_nsec = (long)(ns % 1000000000ull);
@@ -758,7 +758,7 @@ void kvf__note_appender(struct kvf__journal *j, uint64_t now)
 }
 
 /* With @mu held: threads that appended within @window_ns of @now. */
-size_t kvf__active_appenders(const struct kvf__journal *j, uint64_t now,
+static size_t active_appenders(const struct kvf__journal *j, uint64_t now,
 			       uint64_t window_ns)
 {
 	size_t n = 0;
@@ -769,6 +769,18 @@ size_t kvf__active_appenders(const struct kvf__journal *j, uint64_t now,
 	return n;
 }
 
+uint64_t kvf__gather_wait_ns(uint64_t avg_ns)
+{
+	return avg_ns / 2 < GATHER_MAX_NS ? avg_ns / 2 : GATHER_MAX_NS;
+}
+
+bool kvf__group_complete(const struct kvf__journal *j, uint64_t now,
+			 uint64_t avg_ns, uint64_t waiting)
+{
+	return waiting >=
+	       active_appenders(j, now, 2 * avg_ns + NSEC_PER_MSEC);
+}
+
 /*
  * STRICT, with @mu held, before a leader takes the queue: if other
  * threads appended recently but their batches are not queued yet (they
@@ -776,23 +788,20 @@ size_t kvf__active_appenders(const struct kvf__journal *j, uint64_t now,
  * every thread's batch. Without this, two appenders fall into lockstep:
  * each fsync carries one batch while the other thread prepares its next,
  * and a second thread adds almost nothing. The wait is bounded by half an
- * average commit (at most GATHER_MAX_NS) and skipped with one appender.
+ * average commit (kvf__gather_wait_ns()) and skipped with one appender.
  */
 static void gather(struct kvf__journal *j)
 {
-	uint64_t now = kvf__now_ns(), wait = j->commit_ns / 2, deadline;
-	uint64_t window = 2 * j->commit_ns + NSEC_PER_MSEC;
+	uint64_t now = kvf__now_ns(), deadline;
 	struct timespec ts;
 
 	if (j->cfg.durability != KVF_DURABILITY_STRICT)
 		return;
-	if (wait > GATHER_MAX_NS)
-		wait = GATHER_MAX_NS;
-	deadline = now + wait;
+	deadline = now + kvf__gather_wait_ns(j->commit_ns);
 	j->leader_waiting = 1;
 	while (!j->stop && now < deadline &&
-	       j->nr_queued < kvf__active_appenders(j, now, window)) {
-		deadline_ts(deadline, &ts);
+	       !kvf__group_complete(j, now, j->commit_ns, j->nr_queued)) {
+		kvf__deadline_ts(deadline, &ts);
 		pthread_cond_timedwait(&j->lead_cv, &j->mu, &ts);
 		now = kvf__now_ns();
 	}
@@ -913,7 +922,7 @@ static void *writer_main(void *arg)
 			j->busy = SLOT_FOLD;
 			serve_fold(j);
 		} else if (deadline) {
-			deadline_ts(deadline, &ts);
+			kvf__deadline_ts(deadline, &ts);
 			pthread_cond_timedwait(&j->work_cv, &j->mu, &ts);
 		} else {
 			pthread_cond_wait(&j->work_cv, &j->mu);
@@ -948,7 +957,7 @@ static void *syncer_main(void *arg)
 			continue;
 		}
 		if (!j->stop && !j->wal.sync_now && kvf__now_ns() < due) {
-			deadline_ts(due, &ts);
+			kvf__deadline_ts(due, &ts);
 			pthread_cond_timedwait(&j->sync_cv, &j->mu, &ts);
 			continue;
 		}
