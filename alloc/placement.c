@@ -95,35 +95,29 @@ static inline bool usable(const struct ctx *c, uint32_t i)
 	return c->segs[i] && !taken(c, i);
 }
 
-/* Record a replica at @off of segment @i. */
-static void add_replica(struct ctx *c, uint32_t i, uint64_t off)
+/*
+ * Allocate in segment @i; on success record the replica. Without @wait,
+ * KVF_ERR_BUSY at once if another thread holds @i's allocator.
+ */
+static int alloc_in(struct ctx *c, uint32_t i, bool wait)
 {
-	c->res->seg[c->res->count] = i;
-	c->res->offset[c->res->count] = off;
-	c->res->count++;
+	uint64_t off;
+	int rc = wait ? kvf__segalloc_alloc_tagged(c->segs[i], c->size,
+						   c->tag, &off) :
+			kvf__segalloc_try_alloc_tagged(c->segs[i], c->size,
+						       c->tag, &off);
+
+	if (rc == KVF_OK) {
+		c->res->seg[c->res->count] = i;
+		c->res->offset[c->res->count] = off;
+		c->res->count++;
+	}
+	return rc;
 }
 
-/* Allocate in segment @i; on success record the replica. */
 static int try_seg(struct ctx *c, uint32_t i)
 {
-	uint64_t off;
-	int rc = kvf__segalloc_alloc_tagged(c->segs[i], c->size, c->tag, &off);
-
-	if (rc == KVF_OK)
-		add_replica(c, i, off);
-	return rc;
-}
-
-/* try_seg(), or KVF_ERR_BUSY if another thread holds @i's allocator. */
-static int try_seg_nowait(struct ctx *c, uint32_t i)
-{
-	uint64_t off;
-	int rc = kvf__segalloc_try_alloc_tagged(c->segs[i], c->size, c->tag,
-						&off);
-
-	if (rc == KVF_OK)
-		add_replica(c, i, off);
-	return rc;
+	return alloc_in(c, i, true);
 }
 
 /*
@@ -307,7 +301,7 @@ static int place_frag_aware(struct ctx *c)
 	int rc;
 
 	if (best != UINT32_MAX) {
-		rc = try_seg_nowait(c, best);
+		rc = alloc_in(c, best, false);
 		if (rc == KVF_ERR_BUSY)
 			rc = place_contended(c, best);
 		if (rc != KVF_ERR_NO_SPACE)
