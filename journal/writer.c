@@ -177,28 +177,33 @@ static int encode_batch(const struct kvf__jrec *recs, size_t n,
 
 /* --- Writer side. --- */
 
+/*
+ * With @mu held: take one pending injected fault, or 0; @errno_only: only
+ * an errno code (the side log has no LMDB calls to fail).
+ */
+static int take_fault_locked(struct kvf__journal *j, bool errno_only)
+{
+	if (!j->fault_count || (errno_only && j->fault_code <= 0))
+		return 0;
+	j->fault_count--;
+	return j->fault_code;
+}
+
 /* A pending injected fault for this commit, or 0. */
 static int take_fault(struct kvf__journal *j)
 {
-	int code = 0;
+	int code;
 
 	pthread_mutex_lock(&j->mu);
-	if (j->fault_count) {
-		j->fault_count--;
-		code = j->fault_code;
-	}
+	code = take_fault_locked(j, false);
 	pthread_mutex_unlock(&j->mu);
 	return code;
 }
 
 int kvf__take_errno_fault(struct kvf__journal *j)
 {
-	int code = 0;
+	int code = take_fault_locked(j, true);
 
-	if (j->fault_count && j->fault_code > 0) {
-		j->fault_count--;
-		code = j->fault_code;
-	}
 	return code ? kvf__journal_status(code) : KVF_OK;
 }
 
