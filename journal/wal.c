@@ -998,8 +998,17 @@ static void lead_sync(struct kvf__journal *j)
 	w->sync_ns = w->sync_ns ? (7 * w->sync_ns + took) / 8 : took;
 	if (rc && !w->sync_failed)
 		w->sync_failed = kvf__journal_status(rc);
-	if (!w->sync_failed && target > w->synced_seq)
+	if (!w->sync_failed && target > w->synced_seq) {
+		/*
+		 * Frames became movable. A writer that found none sleeps
+		 * with no timer (kvf__wal_move_due()), and nothing else
+		 * would wake it: a drain (checkpoint, flush) then waited
+		 * forever (test_journal_concurrent hung once).
+		 */
+		if (w->synced_seq == j->st.last_seq)
+			pthread_cond_signal(&j->work_cv);
 		w->synced_seq = target;
+	}
 	w->syncing = 0;
 	pthread_cond_broadcast(&w->strict_cv);
 	pthread_cond_broadcast(&w->cv);
