@@ -8,6 +8,8 @@ tools_kvforge_bench_SOURCES = \
 	tools/bench/hicache.c \
 	tools/bench/placement.c \
 	tools/bench/durability.c \
+	tools/bench/syncprobe.h \
+	tools/bench/syncprobe.c \
 	tools/bench/recovery.c \
 	tools/bench/lifecycle.c \
 	tools/bench/compare.c

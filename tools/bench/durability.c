@@ -17,10 +17,19 @@
  * STRICT syncs every batch (~0.1 ms each here), so it puts at most
  * STRICT_CAP objects per run; the others put o->objects.
  *
+ * After each round's configurations, the group-commit probe
+ * (syncprobe.c) runs with 1 and 2 threads in o->data_dir: callers whose
+ * CPU work per batch is what strict/1t spent beside its syncs in that
+ * round, the same frame size and the cheapest possible group sync. Its
+ * 2-thread/1-thread ratio is the ceiling strict_2t_vs_1t can reach on
+ * this machine.
+ *
  * Results: "<mode>/<threads>t".{keys_per_sec, ns_per_key, p50_us, p99_us}
  * (latency per batch of put_start + put_end) and the flat ratios
  * bounded_vs_none (1 thread) and strict_2t_vs_1t, and the same as ratios
- * of the medians: bounded_vs_none_of_medians, strict_2t_vs_1t_of_medians.
+ * of the medians: bounded_vs_none_of_medians, strict_2t_vs_1t_of_medians;
+ * "syncprobe/<threads>t".{keys_per_sec, sync_us, batches_per_sync,
+ * work_us} and strict_2t_vs_1t_ceiling (paired, like the others).
  */
 #include "config.h"
 
@@ -30,11 +39,16 @@
 #include <sys/stat.h>
 
 #include "tools/bench/bench.h"
+#include "tools/bench/syncprobe.h"
 
 #define KEY_CAP 96
 #define STRICT_CAP 200000ULL
 #define NR_MODES 3
 #define NR_THREADS 2
+/* Batches of the probe's calibration run (its own cost per batch). */
+#define PROBE_CAL_BATCHES 300
+/* Encoded bytes per put record in a STRICT frame (docs/journal.md). */
+#define PROBE_RECORD_BYTES 96
 
 static const enum kvf_durability modes[NR_MODES] = {
 	KVF_DURABILITY_NONE, KVF_DURABILITY_BOUNDED, KVF_DURABILITY_STRICT
@@ -209,6 +223,84 @@ out:
 	return ret;
 }
 
+/* The group-commit probe's per-round figures, for 1 and 2 threads. */
+struct dprobe {
+	double kps[NR_THREADS][64];
+	double sync_us[NR_THREADS][64];
+	double per_sync[NR_THREADS][64];
+	double work_us[64];
+};
+
+/*
+ * Round @r of the probe: calibrate its own cost per batch with no work,
+ * give each batch the CPU time strict/1t (@strict1) spent beside that,
+ * then run 1 and 2 threads (in alternating order).
+ */
+static int run_probe(const struct bench_opts *o, const struct dconf *strict1,
+		     struct dprobe *p, uint32_t r)
+{
+	size_t frame = (size_t)o->batch * PROBE_RECORD_BYTES + 32;
+	uint64_t batches = strict1->n / o->batch, per_batch, own, work = 0;
+	struct bench_syncprobe m;
+	int ret;
+
+	ret = bench_syncprobe_run(o->data_dir, 1, 0, frame, PROBE_CAL_BATCHES,
+				  &m);
+	if (ret)
+		return ret;
+	per_batch = strict1->ns[r] / (batches ? batches : 1);
+	own = m.ns / PROBE_CAL_BATCHES;
+	if (per_batch > own)
+		work = per_batch - own;
+	p->work_us[r] = (double)work / 1e3;
+	for (unsigned k = 0; k < NR_THREADS; k++) {
+		unsigned t = r & 1 ? NR_THREADS - k : k + 1;
+
+		ret = bench_syncprobe_run(o->data_dir, t, work, frame,
+					  batches, &m);
+		if (ret)
+			return ret;
+		p->kps[t - 1][r] = (double)(m.batches * o->batch) * 1e9 /
+				   (double)m.ns;
+		p->sync_us[t - 1][r] = (double)m.sync_ns / 1e3;
+		p->per_sync[t - 1][r] = m.syncs ? (double)m.batches /
+							  (double)m.syncs :
+						  0;
+	}
+	return 0;
+}
+
+static void record_probe(struct bench_results *res, struct dprobe *p,
+			 uint32_t rounds)
+{
+	double q[64];
+	char group[32];
+
+	for (unsigned t = 0; t < NR_THREADS; t++) {
+		snprintf(group, sizeof(group), "syncprobe/%ut", t + 1);
+		memcpy(q, p->kps[t], rounds * sizeof(double));
+		bench_result(res, group, "keys_per_sec",
+			     bench_quantile(q, rounds, 0.5));
+		memcpy(q, p->sync_us[t], rounds * sizeof(double));
+		bench_result(res, group, "sync_us",
+			     bench_quantile(q, rounds, 0.5));
+		memcpy(q, p->per_sync[t], rounds * sizeof(double));
+		bench_result(res, group, "batches_per_sync",
+			     bench_quantile(q, rounds, 0.5));
+		memcpy(q, p->work_us, rounds * sizeof(double));
+		bench_result(res, group, "work_us",
+			     bench_quantile(q, rounds, 0.5));
+	}
+	for (uint32_t r = 0; r < rounds; r++)
+		q[r] = p->kps[0][r] > 0 ? p->kps[1][r] / p->kps[0][r] : 0;
+	bench_result(res, NULL, "strict_2t_vs_1t_ceiling",
+		     bench_quantile(q, rounds, 0.5));
+	bench_note(res, "syncprobe: the same work per batch as strict/1t "
+			"beside its syncs, a pwrite and the cheapest group "
+			"fdatasync (tools/bench/syncprobe.c): what "
+			"strict_2t_vs_1t can reach here at best");
+}
+
 /* The round whose throughput is the median of @c's rounds. */
 static uint32_t median_round(const struct dconf *c, uint32_t rounds)
 {
@@ -268,11 +360,15 @@ static double paired_ratio(const struct dconf *a, const struct dconf *b,
 int bench_durability(const struct bench_opts *o, struct bench_results *r)
 {
 	struct dconf conf[NR_MODES * NR_THREADS];
+	struct dprobe *probe = calloc(1, sizeof(*probe));
+	uint32_t rounds = o->rounds < 64 ? o->rounds : 64;
 	uint64_t rng = (o->seed + 1) * 0x9e3779b97f4a7c15ULL;
 	char buf[64];
 	int ret = KVF_OK;
 
 	memset(conf, 0, sizeof(conf));
+	if (!probe)
+		return KVF_ERR_NO_MEMORY;
 	for (int m = 0; m < NR_MODES && !ret; m++)
 		for (unsigned t = 1; t <= NR_THREADS && !ret; t++)
 			ret = conf_init(&conf[m * NR_THREADS + t - 1], o, m, t,
@@ -281,31 +377,36 @@ int bench_durability(const struct bench_opts *o, struct bench_results *r)
 		 (unsigned long long)(o->objects < STRICT_CAP ? o->objects :
 								 STRICT_CAP));
 	bench_config(r, "strict_objects", buf);
-	snprintf(buf, sizeof(buf), "%u", o->rounds);
+	snprintf(buf, sizeof(buf), "%u", rounds);
 	bench_config(r, "rounds", buf);
-	for (uint32_t round = 0; round < o->rounds && !ret; round++)
+	for (uint32_t round = 0; round < rounds && !ret; round++) {
 		for (size_t k = 0; k < NR_MODES * NR_THREADS && !ret; k++) {
 			size_t i = round & 1 ? NR_MODES * NR_THREADS - 1 - k : k;
 
 			ret = run_conf(o, &conf[i], round);
 		}
+		if (!ret && run_probe(o, &conf[4], probe, round))
+			ret = KVF_ERR_IO;
+	}
 	if (!ret) {
 		for (size_t i = 0; i < NR_MODES * NR_THREADS; i++)
-			record_conf(r, &conf[i], o->rounds);
+			record_conf(r, &conf[i], rounds);
 		bench_result(r, NULL, "bounded_vs_none",
-			     paired_ratio(&conf[2], &conf[0], o->rounds));
+			     paired_ratio(&conf[2], &conf[0], rounds));
 		bench_result(r, NULL, "strict_2t_vs_1t",
-			     paired_ratio(&conf[5], &conf[4], o->rounds));
+			     paired_ratio(&conf[5], &conf[4], rounds));
 		bench_result(r, NULL, "bounded_vs_none_of_medians",
-			     median_kps(&conf[2], o->rounds) /
-				     median_kps(&conf[0], o->rounds));
+			     median_kps(&conf[2], rounds) /
+				     median_kps(&conf[0], rounds));
 		bench_result(r, NULL, "strict_2t_vs_1t_of_medians",
-			     median_kps(&conf[5], o->rounds) /
-				     median_kps(&conf[4], o->rounds));
+			     median_kps(&conf[5], rounds) /
+				     median_kps(&conf[4], rounds));
 		bench_note(r, "strict puts at most %llu objects per run "
 			      "(every commit is synced)",
 			   (unsigned long long)STRICT_CAP);
+		record_probe(r, probe, rounds);
 	}
+	free(probe);
 	for (size_t i = 0; i < NR_MODES * NR_THREADS; i++)
 		conf_free(&conf[i], o->rounds);
 	return ret;
