@@ -12,11 +12,15 @@
  */
 #include "config.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "engine/internal.h"
 #include "engine/mutation.h"
 #include "journal/journal.h"
+
+/* Batches up to this size translate on the stack. */
+#define GLUE_STACK 128
 
 static void object_jrec(const struct kvf_engine *e, const struct kvf__object *o,
 			enum kvf__jrec_type type, struct kvf__jrec *r)
@@ -84,24 +88,23 @@ static void translate(const struct kvf_engine *e, const struct kvf__mutation *m,
 	}
 }
 
-struct glue_batch {
-	const struct kvf_engine *e;
-	const struct kvf__mutation *m;
-};
-
-static void fill_record(void *arg, size_t i, struct kvf__jrec *r)
-{
-	const struct glue_batch *b = arg;
-
-	translate(b->e, &b->m[i], r);
-}
-
 int kvf__engine_journal(struct kvf_engine *e, const struct kvf__mutation *m,
 			size_t n)
 {
-	struct glue_batch b = { .e = e, .m = m };
+	struct kvf__jrec stack[GLUE_STACK], *recs = stack;
+	int ret;
 
 	if (!e->journal || !n)
 		return KVF_OK;
-	return kvf__journal_append_fill(e->journal, n, fill_record, &b);
+	if (n > GLUE_STACK) {
+		recs = malloc(n * sizeof(*recs));
+		if (!recs)
+			return KVF_ERR_NO_MEMORY;
+	}
+	for (size_t i = 0; i < n; i++)
+		translate(e, &m[i], &recs[i]);
+	ret = kvf__journal_append(e->journal, recs, n);
+	if (recs != stack)
+		free(recs);
+	return ret;
 }

@@ -257,27 +257,6 @@ int kvf__journal_replay(struct kvf__journal *j,
 int kvf__journal_append(struct kvf__journal *j, const struct kvf__jrec *recs,
 			size_t n);
 
-/*
- * Fills @rec with record @i (0 <= @i < n) of a batch being appended; every
- * field the record's type uses must be set. Called once per record, in
- * order, on the appending thread, before kvf__journal_append_fill() takes
- * any lock.
- */
-typedef void (*kvf__jrec_fill_fn)(void *arg, size_t i, struct kvf__jrec *rec);
-
-/**
- * kvf__journal_append_fill() - kvf__journal_append() of records made one at
- * a time by @fill(@arg, i, rec).
- *
- * For callers that translate their own state into records: each record is
- * encoded right after @fill made it, in one reused struct, so a batch
- * needs no array of records (for 128 records ~13 KB written and read back
- * again, next to the encoded batch, which pushed the caller's own data out
- * of L1). Same semantics, context and returns as kvf__journal_append().
- */
-int kvf__journal_append_fill(struct kvf__journal *j, size_t n,
-			     kvf__jrec_fill_fn fill, void *arg);
-
 /**
  * kvf__journal_checkpoint() - fold the whole current log into the image.
  * @j: the journal.

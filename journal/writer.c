@@ -142,31 +142,18 @@ static int buf_reserve(struct kvf__jreq *req, size_t need)
  * record is validated and bounded once (the buffer, kept between appends,
  * rarely has to grow).
  */
-/* Where encode_batch() takes its records from: an array, or @fill. */
-struct rec_source {
-	const struct kvf__jrec *recs;
-	kvf__jrec_fill_fn fill;
-	void *arg;
-};
-
-static int encode_batch(const struct rec_source *src, size_t n,
+static int encode_batch(const struct kvf__jrec *recs, size_t n,
 			struct kvf__jreq *req)
 {
 	size_t off = 0, frame = 0;
 	uint32_t in_frame = 0;
-	struct kvf__jrec made;
 
 	for (size_t i = 0; i < n; i++) {
-		const struct kvf__jrec *rec = &made;
 		size_t max;
 
-		if (src->recs)
-			rec = &src->recs[i];
-		else
-			src->fill(src->arg, i, &made);
-		if (kvf__jrec_validate(rec))
+		if (kvf__jrec_validate(&recs[i]))
 			return KVF_ERR_INVALID_ARGUMENT;
-		max = kvf__jrec_encoded_max(rec);
+		max = kvf__jrec_encoded_max(&recs[i]);
 		if (in_frame && (off - frame - 4 + max > KVF__FRAME_TARGET ||
 				 in_frame == KVF__FRAME_MAX_RECS)) {
 			frame_close(req->buf + frame, off - frame, in_frame);
@@ -179,7 +166,7 @@ static int encode_batch(const struct rec_source *src, size_t n,
 			off += 4 + KVF__FRAME_HDR;
 			req->nr_frames++;
 		}
-		off += kvf__jrec_encode(rec, req->buf + off);
+		off += kvf__jrec_encode(&recs[i], req->buf + off);
 		in_frame++;
 	}
 	frame_close(req->buf + frame, off - frame, in_frame);
@@ -1094,14 +1081,18 @@ static int append_wal(struct kvf__journal *j, struct kvf__jreq *req)
 	return rc;
 }
 
-static int append_from(struct kvf__journal *j, const struct rec_source *src,
-		       size_t n)
+int kvf__journal_append(struct kvf__journal *j, const struct kvf__jrec *recs,
+			size_t n)
 {
 	struct kvf__jreq req = { 0 };
 	int rc;
 
+	if (!n)
+		return KVF_OK;
+	if (!recs)
+		return KVF_ERR_INVALID_ARGUMENT;
 	buf_get(j, &req);
-	rc = encode_batch(src, n, &req);
+	rc = encode_batch(recs, n, &req);
 	if (rc)
 		goto out;
 	if (j->wal.on && kvf__wal_frame_bytes(req.len) <= j->wal.size / 2)
@@ -1139,30 +1130,6 @@ static int append_from(struct kvf__journal *j, const struct rec_source *src,
 out:
 	free(req.buf);
 	return rc;
-}
-
-int kvf__journal_append(struct kvf__journal *j, const struct kvf__jrec *recs,
-			size_t n)
-{
-	struct rec_source src = { .recs = recs };
-
-	if (!n)
-		return KVF_OK;
-	if (!recs)
-		return KVF_ERR_INVALID_ARGUMENT;
-	return append_from(j, &src, n);
-}
-
-int kvf__journal_append_fill(struct kvf__journal *j, size_t n,
-			     kvf__jrec_fill_fn fill, void *arg)
-{
-	struct rec_source src = { .fill = fill, .arg = arg };
-
-	if (!n)
-		return KVF_OK;
-	if (!fill)
-		return KVF_ERR_INVALID_ARGUMENT;
-	return append_from(j, &src, n);
 }
 
 int kvf__journal_checkpoint(struct kvf__journal *j)

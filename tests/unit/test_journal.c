@@ -3,8 +3,7 @@
  * tests/unit/test_journal.c - journal behaviour: append, reopen and replay
  * equality (tail only, image only, image + tail), removal folding, map
  * growth and its backing on disk, injected and real disk-full faults, both durability modes,
- * version and corruption refusal, API misuse, appends through a fill
- * callback.
+ * version and corruption refusal, API misuse.
  */
 #include "config.h"
 
@@ -529,82 +528,6 @@ static void test_misuse(void **state)
 	kvf__journal_close(NULL);
 }
 
-/* A fill callback that hands out the generator's records one at a time,
- * leaving stale fields of the previous record in the reused struct. */
-struct fill_src {
-	const struct kvf__jrec *recs;
-	size_t calls;
-	size_t bad_at; /* SIZE_MAX: none; else this record loses its key */
-};
-
-static void fill_from(void *arg, size_t i, struct kvf__jrec *rec)
-{
-	struct fill_src *f = arg;
-
-	assert_int_equal(i, f->calls); /* once per record, in order */
-	f->calls++;
-	if (rec->type == KVF__JREC_OBJECT_PUT) /* dirty the reused struct */
-		rec->obj.soft_pin_deadline_ns = 12345;
-	*rec = f->recs[i];
-	if (i == f->bad_at)
-		rec->obj.key_len = 0;
-}
-
-/*
- * kvf__journal_append_fill() journals exactly what kvf__journal_append()
- * would, in both modes; a bad record made by the callback fails the whole
- * batch and leaves the journal as it was.
- */
-static void test_append_fill(void **state)
-{
-	static const enum kvf_durability modes[] = { KVF_DURABILITY_BOUNDED,
-						     KVF_DURABILITY_STRICT };
-	struct tctx *t = *state;
-
-	for (size_t k = 0; k < 2; k++) {
-		struct kvf__journal *j = jopen_cfg(t->dir, modes[k],
-						   UINT64_MAX, 0);
-		struct kvf__journal_stats before, after;
-
-		for (int b = 0; b < 30; b++) {
-			size_t n = jgen_batch(&t->g, 1 + (size_t)b * 9, 1);
-			struct fill_src f = { .recs = t->g.recs,
-					      .bad_at = SIZE_MAX };
-
-			assert_int_equal(kvf__journal_append_fill(j, n,
-								  fill_from,
-								  &f),
-					 KVF_OK);
-			assert_int_equal(f.calls, n);
-		}
-		kvf__journal_get_stats(j, &before);
-		{
-			static const char key[] = "fill-remove";
-			struct kvf__jrec recs[3];
-			struct fill_src f = { .recs = recs, .bad_at = 1 };
-
-			for (int i = 0; i < 3; i++)
-				recs[i] = (struct kvf__jrec){
-					.type = KVF__JREC_OBJECT_REMOVE,
-					.obj = { .key = key,
-						 .key_len = sizeof(key) - 1 },
-				};
-			assert_int_equal(kvf__journal_append_fill(j, 3,
-								  fill_from,
-								  &f),
-					 KVF_ERR_INVALID_ARGUMENT);
-		}
-		assert_int_equal(kvf__journal_append_fill(j, 1, NULL, NULL),
-				 KVF_ERR_INVALID_ARGUMENT);
-		assert_int_equal(kvf__journal_append_fill(j, 0, NULL, NULL),
-				 KVF_OK);
-		kvf__journal_get_stats(j, &after);
-		assert_true(after.last_seq == before.last_seq);
-		j = reopen_check(t, j);
-		kvf__journal_close(j);
-	}
-}
-
 static void test_big_keys(void **state)
 {
 	struct tctx *t = *state;
@@ -896,7 +819,6 @@ int main(void)
 		T(test_corrupt_file),
 		T(test_foreign_lmdb),
 		T(test_misuse),
-		T(test_append_fill),
 		T(test_big_keys),
 		T(test_tmpfs_full),
 		T(test_side_log_crash),
