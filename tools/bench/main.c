@@ -39,14 +39,6 @@ static const struct bench_workload workloads[] = {
 
 #define NR_WORKLOADS (sizeof(workloads) / sizeof(workloads[0]))
 
-uint64_t bench_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
 void bench_pin_thread(const struct bench_opts *o, unsigned i)
 {
 	long n = sysconf(_SC_NPROCESSORS_ONLN);

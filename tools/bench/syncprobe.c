@@ -113,6 +113,7 @@ static int append_and_wait(struct probe *p)
 {
 	uint64_t me, deadline;
 	struct timespec ts;
+	int err;
 
 	pthread_mutex_lock(&p->mu);
 	if (p->off + p->frame_bytes > PROBE_FILE_BYTES)
@@ -135,8 +136,9 @@ static int append_and_wait(struct probe *p)
 			lead_sync(p);
 		}
 	}
+	err = p->err;
 	pthread_mutex_unlock(&p->mu);
-	return p->err;
+	return err;
 }
 
 static void *probe_worker_main(void *arg)
