@@ -36,7 +36,11 @@ enum kvf_durability {
 	 *  (default). */
 	KVF_DURABILITY_BOUNDED = 0,
 	/** A batch returns after its side log frame is synced to disk
-	 *  (concurrent batches share one sync). */
+	 *  (concurrent batches share one sync). Each caller waits for a
+	 *  sync per batch, so more callers help only as far as the
+	 *  machine's sync and thread wake-up latencies allow: kvforge-bench
+	 *  --workload durability reports that ceiling beside the engine's
+	 *  figure (docs/benchmarks.md). */
 	KVF_DURABILITY_STRICT = 1,
 	/** Memory only; no data directory is needed. */
 	KVF_DURABILITY_NONE = 2,
