@@ -385,8 +385,15 @@ int bench_durability(const struct bench_opts *o, struct bench_results *r)
 
 			ret = run_conf(o, &conf[i], round);
 		}
-		if (!ret && run_probe(o, &conf[4], probe, round))
-			ret = KVF_ERR_IO;
+		if (!ret) {
+			int err = run_probe(o, &conf[4], probe, round);
+
+			if (err) {
+				fprintf(stderr, "syncprobe in %s: %s\n",
+					o->data_dir, strerror(err));
+				ret = KVF_ERR_IO;
+			}
+		}
 	}
 	if (!ret) {
 		for (size_t i = 0; i < NR_MODES * NR_THREADS; i++)
