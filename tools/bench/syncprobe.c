@@ -76,17 +76,6 @@ static void spin_for(uint64_t ns)
 		;
 }
 
-static void realtime_deadline(uint64_t mono_deadline, struct timespec *ts)
-{
-	uint64_t now = bench_now_ns(), left, t;
-
-	left = mono_deadline > now ? mono_deadline - now : 0;
-	clock_gettime(CLOCK_REALTIME, ts);
-	t = (uint64_t)ts->tv_sec * 1000000000ull + (uint64_t)ts->tv_nsec + left;
-	ts->tv_sec = (time_t)(t / 1000000000ull);
-	ts->tv_nsec = (long)(t % 1000000000ull);
-}
-
 /* With @mu held: sync everything written so far, as the group's leader. */
 static void lead_sync(struct probe *p)
 {
@@ -130,7 +119,8 @@ static int append_and_wait(struct probe *p)
 			pthread_cond_wait(&p->cv, &p->mu);
 		} else if (p->written - p->synced < p->threads &&
 			   bench_now_ns() < deadline) {
-			realtime_deadline(deadline, &ts);
+			ts.tv_sec = (time_t)(deadline / 1000000000ull);
+			ts.tv_nsec = (long)(deadline % 1000000000ull);
 			pthread_cond_timedwait(&p->cv, &p->mu, &ts);
 		} else {
 			lead_sync(p);
@@ -199,6 +189,7 @@ int bench_syncprobe_run(const char *dir, unsigned threads, uint64_t work_ns,
 			  .work_ns = work_ns,
 			  .threads = threads};
 	struct probe_worker w[MAX_THREADS];
+	pthread_condattr_t ca;
 	pthread_barrier_t start;
 	uint64_t t0;
 	int rc;
@@ -214,7 +205,10 @@ int bench_syncprobe_run(const char *dir, unsigned threads, uint64_t work_ns,
 	if (rc)
 		goto out;
 	pthread_mutex_init(&p.mu, NULL);
-	pthread_cond_init(&p.cv, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* bench_now_ns() */
+	pthread_cond_init(&p.cv, &ca);
+	pthread_condattr_destroy(&ca);
 	pthread_barrier_init(&start, NULL, threads + 1);
 	for (unsigned t = 0; t < threads; t++) {
 		w[t] = (struct probe_worker){
