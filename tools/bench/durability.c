@@ -270,6 +270,15 @@ static int run_probe(const struct bench_opts *o, const struct dconf *strict1,
 	return 0;
 }
 
+/* The median of @n per-round values (left as they are). */
+static double median_of(const double *v, uint32_t n)
+{
+	double q[64];
+
+	memcpy(q, v, n * sizeof(double));
+	return bench_quantile(q, n, 0.5);
+}
+
 static void record_probe(struct bench_results *res, struct dprobe *p,
 			 uint32_t rounds)
 {
@@ -278,18 +287,14 @@ static void record_probe(struct bench_results *res, struct dprobe *p,
 
 	for (unsigned t = 0; t < NR_THREADS; t++) {
 		snprintf(group, sizeof(group), "syncprobe/%ut", t + 1);
-		memcpy(q, p->kps[t], rounds * sizeof(double));
 		bench_result(res, group, "keys_per_sec",
-			     bench_quantile(q, rounds, 0.5));
-		memcpy(q, p->sync_us[t], rounds * sizeof(double));
+			     median_of(p->kps[t], rounds));
 		bench_result(res, group, "sync_us",
-			     bench_quantile(q, rounds, 0.5));
-		memcpy(q, p->per_sync[t], rounds * sizeof(double));
+			     median_of(p->sync_us[t], rounds));
 		bench_result(res, group, "batches_per_sync",
-			     bench_quantile(q, rounds, 0.5));
-		memcpy(q, p->work_us, rounds * sizeof(double));
+			     median_of(p->per_sync[t], rounds));
 		bench_result(res, group, "work_us",
-			     bench_quantile(q, rounds, 0.5));
+			     median_of(p->work_us, rounds));
 	}
 	for (uint32_t r = 0; r < rounds; r++)
 		q[r] = p->kps[0][r] > 0 ? p->kps[1][r] / p->kps[0][r] : 0;
