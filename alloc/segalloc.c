@@ -343,20 +343,27 @@ static void node_recalc(struct node *n, bool leaf)
 		n->sub_exact = 1;
 		return;
 	}
-	/* Inner nodes also note which entries hold max and sub. */
+	/*
+	 * Inner nodes also note which entries hold max and sub. Six selects
+	 * per entry were too many for gcc, which branched on "v > m" and on
+	 * "lo > s" instead (17% and 10% mispredicted in the wide churn,
+	 * callgrind): the selects are masks, so the loop has no branch but
+	 * its exit. Wide mix, mean ns per placement (5 interleaved runs):
+	 * fragmentation_aware 259 -> 243, random 214 -> 203.
+	 */
 	uint32_t si = 0;
 
 	for (uint32_t i = 0; i < n->n; i++) {
-		uint64_t v = n->val[i], lo;
-		bool gt = v > m, take;
-		uint32_t loi = gt ? mi : i;
+		uint64_t v = n->val[i];
+		uint64_t gt = 0 - (uint64_t)(v > m);
+		uint64_t lo = v ^ ((v ^ m) & gt);
+		uint32_t loi = i ^ ((i ^ mi) & (uint32_t)gt);
+		uint64_t take = 0 - (uint64_t)(lo > s);
 
-		lo = gt ? m : v;
-		take = lo > s;
-		s = take ? lo : s;
-		si = take ? loi : si;
-		mi = gt ? i : mi;
-		m = gt ? v : m;
+		s ^= (s ^ lo) & take;
+		si ^= (si ^ loi) & (uint32_t)take;
+		mi ^= (mi ^ i) & (uint32_t)gt;
+		m ^= (m ^ v) & gt;
 	}
 	n->max = m;
 	n->sub = s;
