@@ -1,5 +1,5 @@
 #!/bin/bash
-# Final measurements of a session (sessions 2 to 5): sequential, on an
+# Final measurements of a session (sessions 2 to 6): sequential, on an
 # otherwise idle machine.
 # Usage: docs/results/run.sh OUTDIR   (from the repository root,
 # after `cd build && ../configure --enable-werror && make -j2`)
