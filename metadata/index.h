@@ -86,6 +86,12 @@ struct kvf__index {
 extern const struct kvf__index_ops kvf__index_lfht_ops;
 extern const struct kvf__index_ops kvf__index_bucket_ops;
 
+/*
+ * Bytes of the bucket table the bucket index allocates when presized for
+ * @expected records (benchmarks size their memory-floor probe with it).
+ */
+uint64_t kvf__index_bucket_table_bytes(uint64_t expected);
+
 static inline void kvf__index_lookup_batch(struct kvf__index *idx, size_t n,
 					   const uint64_t *hashes,
 					   const struct kvf_key *keys,

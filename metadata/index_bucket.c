@@ -363,6 +363,11 @@ static unsigned bits_for(uint64_t expected)
 	return bits;
 }
 
+uint64_t kvf__index_bucket_table_bytes(uint64_t expected)
+{
+	return (uint64_t)sizeof(struct bucket) << bits_for(expected);
+}
+
 /* Raise displaced[@home] to at least @d (atomic max). */
 static void raise_displaced(struct bucket_table *t, uint64_t home, uint64_t d)
 {

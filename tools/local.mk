@@ -7,6 +7,8 @@ tools_kvforge_bench_SOURCES = \
 	tools/bench/clock.c \
 	tools/bench/json.c \
 	tools/bench/hicache.c \
+	tools/bench/floor.c \
+	tools/bench/util.c \
 	tools/bench/placement.c \
 	tools/bench/durability.c \
 	tools/bench/syncprobe.h \
@@ -24,4 +26,13 @@ tests_unit_test_syncprobe_SOURCES = tests/unit/test_syncprobe.c \
 	tools/bench/syncprobe.c tools/bench/clock.c
 tests_unit_test_syncprobe_CFLAGS = $(KVF_TEST_CFLAGS)
 tests_unit_test_syncprobe_LDADD = $(KVF_TEST_LIBS)
+
+# The memory-floor probe of the hicache workload, alone.
+check_PROGRAMS += tests/unit/test_floor
+UNIT_TESTS += tests/unit/test_floor
+tests_unit_test_floor_SOURCES = tests/unit/test_floor.c \
+	tools/bench/floor.c tools/bench/util.c tools/bench/json.c \
+	tools/bench/clock.c
+tests_unit_test_floor_CFLAGS = $(KVF_TEST_CFLAGS)
+tests_unit_test_floor_LDADD = $(KVF_TEST_LIBS)
 endif

@@ -37,6 +37,7 @@ struct bench_opts {
 	bool json;               /* --json */
 	bool profile;            /* --profile */
 	bool keep_data;          /* --keep-data: do not wipe data_dir first */
+	bool scattered_keys;     /* --keys scattered (default: request) */
 	int argc;                /* unparsed, workload-specific arguments */
 	char **argv;
 };
@@ -46,6 +47,9 @@ struct bench_results;
 /* Record results.<group>.<metric> = value (group may be NULL). */
 void bench_result(struct bench_results *r, const char *group,
 		  const char *metric, double value);
+/* The last value recorded for results.<group>.<metric>, or NAN. */
+double bench_result_get(const struct bench_results *r, const char *group,
+			const char *metric);
 /* Record a top-level number next to "results". */
 void bench_extra(struct bench_results *r, const char *name, double value);
 /* Record a config entry shown under "config" (string value). */
@@ -90,6 +94,49 @@ int bench_mount_segments(struct kvf_engine *e, uint64_t objects,
 void bench_engine_config(const struct bench_opts *o, struct kvf_config *cfg);
 /* Remove a data directory's journal files (unless --keep-data). */
 void bench_wipe_dir(const struct bench_opts *o, const char *dir);
+
+/*
+ * The machine's memory floor (floor.c): per key, one random bucket line and
+ * one random record line in arrays sized like the engine's at the run's
+ * object count, every miss of a batch overlapped. Workloads sample it on
+ * both sides of their timed operations and quote each operation against
+ * the median (results.<op>.vs_floor, results.floor.ns_per_key).
+ */
+struct bench_floor_sizes {
+	uint64_t table_bytes;   /* the bucket index's presized table */
+	uint64_t record_bytes;  /* one record: hook, header, key, a replica */
+	uint64_t records_bytes; /* objects * record_bytes */
+};
+
+#define BENCH_FLOOR_MAX_SAMPLES 8
+
+struct bench_floor {
+	struct bench_floor_sizes sizes;
+	uint64_t objects;
+	void *table, *records;
+	double samples[BENCH_FLOOR_MAX_SAMPLES];
+	size_t nr_samples;
+};
+
+void bench_floor_sizes(uint64_t objects, size_t key_len,
+		       struct bench_floor_sizes *s);
+/* Map and fault in both arrays. KVF_OK, or an error with @f empty. */
+int bench_floor_init(struct bench_floor *f, uint64_t objects, size_t key_len);
+void bench_floor_free(struct bench_floor *f);
+/* The next key's bucket line and record line (deterministic in *@rng). */
+void bench_floor_lines(const struct bench_floor *f, uint64_t *rng,
+		       uint64_t *bucket_line, uint64_t *record_line);
+/* ns per key of one probe over @keys keys in batches of @batch. */
+double bench_floor_measure(const struct bench_floor *f, uint32_t batch,
+			   uint64_t keys, uint64_t seed);
+/* Add a few probe runs to @f's samples (call before and after timing). */
+void bench_floor_sample(struct bench_floor *f, uint32_t batch, uint64_t keys,
+			uint64_t seed);
+/* Median of the samples, 0 when there are none. */
+double bench_floor_result(struct bench_floor *f);
+/* Record the floor and every listed op's vs_floor (ns_per_key / floor). */
+void bench_floor_report(struct bench_results *r, double floor_ns,
+			const char *const *ops, size_t nr_ops);
 
 typedef int (*bench_workload_fn)(const struct bench_opts *o,
 				 struct bench_results *r);

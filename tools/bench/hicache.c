@@ -16,6 +16,16 @@
  * Each thread generates its share of a phase's keys before the phase's
  * clock starts, so formatting keys is not timed, and RSS is sampled after
  * that, so its growth over the fill is the engine's memory alone.
+ *
+ * Keys reach the engine as a master receives them (--keys request, the
+ * default): before each batch, untimed, they are copied into one small
+ * request buffer laid out as a struct_pack vector<string> (a length byte,
+ * then the bytes), and the keys point into it; a phase's time is then the
+ * sum of its engine calls (the slowest thread's). --keys scattered hands
+ * the engine pointers into the phase's whole key pool instead (cold lines,
+ * as no master sees them) and times the phase's wall clock. The machine's
+ * memory floor is sampled before the fill and after the refill, and every
+ * phase is also quoted against it (vs_floor).
  * Random keys within a batch are distinct: ids come from an affine
  * bijection of [0, N).
  */
@@ -47,6 +57,10 @@ struct worker {
 	size_t nr_keys;
 	struct kvf_replicas *out;
 	enum kvf_status *st;
+	/* --keys request: one batch's request buffer and its keys. */
+	char *reqbuf;
+	struct kvf_key *req;
+	uint64_t busy_ns[PH_COUNT];
 	double *lat_us[PH_COUNT];
 	size_t nr_lat[PH_COUNT];
 	uint64_t errors[PH_COUNT];
@@ -80,15 +94,34 @@ static void share(const struct hicache *h, unsigned id, uint64_t total,
 	*hi = total * (id + 1) / t;
 }
 
+/* Copy @n keys into the request buffer as they would arrive on the wire. */
+static const struct kvf_key *receive_keys(struct worker *w, size_t first,
+					  size_t n)
+{
+	char *p = w->reqbuf;
+
+	for (size_t i = 0; i < n; i++) {
+		const struct kvf_key *k = &w->keys[first + i];
+
+		*p++ = (char)k->len;
+		memcpy(p, k->data, k->len);
+		w->req[i] = (struct kvf_key){ .data = p, .len = k->len };
+		p += k->len;
+	}
+	return w->req;
+}
+
 static void run_batch(struct worker *w, enum phase ph, size_t first,
 		      size_t n)
 {
 	struct kvf_put_config cfg = { .replica_num = 1 };
 	struct kvf_engine *e = w->h->e;
 	const struct kvf_key *keys = w->keys + first;
-	uint64_t t0;
+	uint64_t t0, ns;
 	int ret = KVF_OK;
 
+	if (!w->h->o->scattered_keys)
+		keys = receive_keys(w, first, n);
 	t0 = bench_now_ns();
 	switch (ph) {
 	case PH_FILL:
@@ -110,7 +143,9 @@ static void run_batch(struct worker *w, enum phase ph, size_t first,
 	case PH_COUNT:
 		break;
 	}
-	w->lat_us[ph][w->nr_lat[ph]++] = (double)(bench_now_ns() - t0) / 1e3;
+	ns = bench_now_ns() - t0;
+	w->busy_ns[ph] += ns;
+	w->lat_us[ph][w->nr_lat[ph]++] = (double)ns / 1e3;
 	if (ret != KVF_OK)
 		w->errors[ph]++;
 }
@@ -182,13 +217,18 @@ static void record_phase(struct hicache *h, enum phase ph, uint64_t ns)
 {
 	const struct bench_opts *o = h->o;
 	size_t total = 0, k = 0;
-	uint64_t errors = 0;
+	uint64_t errors = 0, busy = 0;
 	double *all;
 
 	for (unsigned t = 0; t < o->threads; t++) {
 		total += h->w[t].nr_lat[ph];
 		errors += h->w[t].errors[ph];
+		if (h->w[t].busy_ns[ph] > busy)
+			busy = h->w[t].busy_ns[ph];
 	}
+	/* Request keys: the engine's time, not the untimed key copies. */
+	if (!o->scattered_keys && busy)
+		ns = busy;
 	all = malloc((total ? total : 1) * sizeof(*all));
 	for (unsigned t = 0; t < o->threads; t++)
 		for (size_t i = 0; i < h->w[t].nr_lat[ph]; i++)
@@ -222,7 +262,10 @@ static int workers_init(struct hicache *h)
 		w->sizes = calloc(share_max, sizeof(*w->sizes));
 		w->out = calloc(o->batch, sizeof(*w->out));
 		w->st = calloc(o->batch, sizeof(*w->st));
-		if (!w->keybuf || !w->keys || !w->sizes || !w->out || !w->st)
+		w->reqbuf = malloc((size_t)o->batch * (KEY_CAP + 1));
+		w->req = calloc(o->batch, sizeof(*w->req));
+		if (!w->keybuf || !w->keys || !w->sizes || !w->out || !w->st ||
+		    !w->reqbuf || !w->req)
 			return KVF_ERR_NO_MEMORY;
 		for (int p = 0; p < PH_COUNT; p++) {
 			w->lat_us[p] = calloc(batches, sizeof(double));
@@ -243,6 +286,8 @@ static void workers_free(struct hicache *h)
 		free(w->sizes);
 		free(w->out);
 		free(w->st);
+		free(w->reqbuf);
+		free(w->req);
 		for (int p = 0; p < PH_COUNT; p++)
 			free(w->lat_us[p]);
 	}
@@ -267,9 +312,18 @@ static uint64_t timed_phase(struct hicache *h)
 	return bench_now_ns() - t0;
 }
 
+/* The floor probe's key length: the workload's keys are all this long. */
+static size_t hicache_key_len(void)
+{
+	char buf[KEY_CAP];
+
+	return bench_hicache_key(buf, sizeof(buf), 0);
+}
+
 int bench_hicache(const struct bench_opts *o, struct bench_results *r)
 {
 	struct hicache h = { .o = o, .r = r };
+	struct bench_floor floor = { 0 };
 	struct kvf_config cfg;
 	struct kvf_engine_stats st;
 	uint64_t rss_open, reserve_open, rss0, rss1, ns[PH_COUNT];
@@ -289,8 +343,11 @@ int bench_hicache(const struct bench_opts *o, struct bench_results *r)
 	ret = bench_mount_segments(h.e, o->objects, "hicache");
 	if (!ret)
 		ret = workers_init(&h);
+	if (!ret)
+		ret = bench_floor_init(&floor, o->objects, hicache_key_len());
 	if (ret)
 		goto out;
+	bench_floor_sample(&floor, o->batch, o->objects, o->seed);
 	if (o->profile)
 		kvf_profile_enable(kvf_engine_profiler(h.e), true);
 	pthread_barrier_init(&h.prepare, NULL, o->threads + 1);
@@ -314,6 +371,7 @@ int bench_hicache(const struct bench_opts *o, struct bench_results *r)
 		ns[p] = timed_phase(&h);
 	}
 	prepare(&h, PH_COUNT);
+	bench_floor_sample(&floor, o->batch, o->objects, o->seed);
 	for (unsigned t = 0; t < o->threads; t++)
 		pthread_join(h.w[t].thread, NULL);
 	pthread_barrier_destroy(&h.prepare);
@@ -322,11 +380,14 @@ int bench_hicache(const struct bench_opts *o, struct bench_results *r)
 	pthread_barrier_destroy(&h.done);
 	for (enum phase p = PH_FILL; p < PH_COUNT; p++)
 		record_phase(&h, p, ns[p]);
+	bench_floor_report(r, bench_floor_result(&floor), phase_names,
+			   PH_COUNT);
 	bench_extra(r, "bytes_per_object",
 		    (double)(rss1 - rss0 + rss_open) / (double)o->objects);
 	if (o->profile)
 		bench_capture_profile(r, kvf_engine_profiler(h.e));
 out:
+	bench_floor_free(&floor);
 	workers_free(&h);
 	kvf_engine_close(h.e);
 	return ret;

@@ -40,6 +40,19 @@ void bench_result(struct bench_results *r, const char *group,
 	};
 }
 
+double bench_result_get(const struct bench_results *r, const char *group,
+			const char *metric)
+{
+	for (size_t i = r->nr_res; i-- > 0;) {
+		const struct bench_entry *e = &r->res[i];
+
+		if (!strcmp(e->name, metric) &&
+		    (group ? e->group && !strcmp(e->group, group) : !e->group))
+			return e->value;
+	}
+	return NAN;
+}
+
 void bench_extra(struct bench_results *r, const char *name, double value)
 {
 	r->extra = grow(r->extra, &r->cap_extra, r->nr_extra,

@@ -65,55 +65,6 @@ uint64_t bench_rss_bytes(void)
 	return (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
 }
 
-uint64_t bench_rand(uint64_t *s)
-{
-	uint64_t x = *s;
-
-	x ^= x >> 12;
-	x ^= x << 25;
-	x ^= x >> 27;
-	*s = x;
-	return x * 0x2545F4914F6CDD1DULL;
-}
-
-static uint64_t gcd(uint64_t a, uint64_t b)
-{
-	while (b) {
-		uint64_t t = a % b;
-
-		a = b;
-		b = t;
-	}
-	return a;
-}
-
-uint64_t bench_coprime_step(uint64_t n)
-{
-	uint64_t a = 0x9e3779b97f4a7c15ULL % n;
-
-	while (a < 2 || gcd(a, n) != 1)
-		a++;
-	return n < 3 ? 1 : a;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return (x > y) - (x < y);
-}
-
-double bench_quantile(double *v, size_t n, double q)
-{
-	size_t i;
-
-	if (!n)
-		return NAN;
-	qsort(v, n, sizeof(*v), cmp_double);
-	i = (size_t)(q * (double)(n - 1) + 0.5);
-	return v[i < n ? i : n - 1];
-}
-
 void bench_result_op(struct bench_results *r, const char *op, uint64_t keys,
 		     uint64_t ns, double *lat_us, size_t n)
 {
@@ -223,6 +174,10 @@ static void usage(FILE *f)
 		"  --profile           add the per-stage profile\n"
 		"  --json              one JSON object instead of a table\n"
 		"  --latency-dump FILE per-batch latencies per op (for plots)\n"
+		"  --keys MODE         request: each batch's keys copied into one\n"
+		"                      request buffer, as a master receives them\n"
+		"                      (default); scattered: pointers into the\n"
+		"                      whole cold key pool\n"
 		"  --list              list workloads\n"
 		"or:    kvforge-bench compare --help   (paired A/B runs)\n");
 }
@@ -254,6 +209,7 @@ static uint64_t parse_u64(const char *arg)
 
 static const char *const durability_names[] = { "bounded", "strict", "none" };
 static const char *const index_names[] = { "lfht", "bucket" };
+static const char *const key_mode_names[] = { "request", "scattered" };
 static const char *const placement_names[] = { "fragmentation_aware", "random",
 						"free_ratio_first" };
 
@@ -278,6 +234,7 @@ static void parse_options(int argc, char **argv, struct bench_opts *o)
 		{ "json", no_argument, NULL, 'j' },
 		{ "list", no_argument, NULL, 'l' },
 		{ "latency-dump", required_argument, NULL, 'L' },
+		{ "keys", required_argument, NULL, 'k' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -306,6 +263,10 @@ static void parse_options(int argc, char **argv, struct bench_opts *o)
 			break;
 		case 'P': o->profile = true; break;
 		case 'L': bench_latency_dump_to(optarg); break;
+		case 'k':
+			o->scattered_keys =
+				parse_enum(optarg, key_mode_names, 2) == 1;
+			break;
 		case 'j': o->json = true; break;
 		case 'l':
 			for (size_t i = 0; i < NR_WORKLOADS; i++)
@@ -339,6 +300,7 @@ static void record_config(const struct bench_opts *o, struct bench_results *r)
 	bench_config(r, "durability", durability_names[o->durability]);
 	bench_config(r, "index", index_names[o->index]);
 	bench_config(r, "placement", placement_names[o->placement]);
+	bench_config(r, "keys", key_mode_names[o->scattered_keys]);
 	if (o->durability != KVF_DURABILITY_NONE)
 		bench_config(r, "data_dir", o->data_dir);
 	if (o->sync_ms) {

@@ -1,0 +1,168 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tools/bench/floor.c - the machine's memory floor for a batched lookup.
+ *
+ * A batched get can do no better than touching, per key, the cache line of
+ * its bucket and the first line of its record, with every miss of a batch
+ * overlapped. This probe does exactly that and nothing else: two arrays
+ * sized like the engine's own at the run's object count (the bucket table
+ * the bucket index presizes, and one record per object at the record size
+ * of the run's key length), one random line of each per key, prefetched for
+ * the whole batch before any is read. Its ns per key is the floor the
+ * engine's operations are quoted against (vs_floor), measured in the same
+ * process as the operations, because memory speed here drifts between
+ * processes and days far more than between variants.
+ *
+ * What it touches is a pure function of (sizes, seed): the line indices
+ * come from xorshift64*, so two probes with one seed read the same lines.
+ */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "metadata/index.h"
+#include "metadata/object.h"
+#include "tools/bench/bench.h"
+
+#define LINE 64
+
+void bench_floor_sizes(uint64_t objects, size_t key_len,
+		       struct bench_floor_sizes *s)
+{
+	/* A record is its hook, header, key and one replica (object.h). */
+	s->record_bytes = KVF__OBJ_HOOK_SIZE +
+			  kvf__object_replicas_offset(key_len) +
+			  sizeof(struct kvf__replica);
+	s->records_bytes = objects * s->record_bytes;
+	s->table_bytes = kvf__index_bucket_table_bytes(objects);
+}
+
+static void *map_touched(uint64_t bytes)
+{
+	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (p == MAP_FAILED)
+		return NULL;
+	/* Fault every page in now: the probe measures misses, not faults. */
+	memset(p, 1, bytes);
+	return p;
+}
+
+int bench_floor_init(struct bench_floor *f, uint64_t objects, size_t key_len)
+{
+	memset(f, 0, sizeof(*f));
+	if (!objects)
+		return KVF_ERR_INVALID_ARGUMENT;
+	bench_floor_sizes(objects, key_len, &f->sizes);
+	f->objects = objects;
+	f->table = map_touched(f->sizes.table_bytes);
+	f->records = map_touched(f->sizes.records_bytes);
+	if (!f->table || !f->records) {
+		bench_floor_free(f);
+		return KVF_ERR_NO_MEMORY;
+	}
+	return KVF_OK;
+}
+
+void bench_floor_free(struct bench_floor *f)
+{
+	if (f->table)
+		munmap(f->table, f->sizes.table_bytes);
+	if (f->records)
+		munmap(f->records, f->sizes.records_bytes);
+	memset(f, 0, sizeof(*f));
+}
+
+void bench_floor_lines(const struct bench_floor *f, uint64_t *rng,
+		       uint64_t *bucket_line, uint64_t *record_line)
+{
+	uint64_t buckets = f->sizes.table_bytes / LINE;
+
+	*bucket_line = bench_rand(rng) % buckets;
+	*record_line = (bench_rand(rng) % f->objects) * f->sizes.record_bytes /
+		       LINE;
+}
+
+/* One batch: all bucket lines, then all record lines, then read them. */
+static uint64_t probe_batch(const struct bench_floor *f, uint64_t *rng,
+			    uint32_t n, uint64_t *bl, uint64_t *rl)
+{
+	const uint8_t *t = f->table, *r = f->records;
+	uint64_t sum = 0;
+
+	for (uint32_t i = 0; i < n; i++)
+		bench_floor_lines(f, rng, &bl[i], &rl[i]);
+	for (uint32_t i = 0; i < n; i++)
+		__builtin_prefetch(t + bl[i] * LINE);
+	for (uint32_t i = 0; i < n; i++)
+		__builtin_prefetch(r + rl[i] * LINE);
+	for (uint32_t i = 0; i < n; i++)
+		sum += t[bl[i] * LINE] + r[rl[i] * LINE];
+	return sum;
+}
+
+double bench_floor_measure(const struct bench_floor *f, uint32_t batch,
+			   uint64_t keys, uint64_t seed)
+{
+	uint64_t *bl = malloc(batch * sizeof(*bl));
+	uint64_t *rl = malloc(batch * sizeof(*rl));
+	uint64_t rng = seed * 0x9e3779b97f4a7c15ULL | 1, t0, ns, done = 0;
+	volatile uint64_t sink = 0;
+
+	if (!bl || !rl || !batch || !keys) {
+		free(bl);
+		free(rl);
+		return 0;
+	}
+	t0 = bench_now_ns();
+	while (done < keys) {
+		uint32_t n = keys - done < batch ? (uint32_t)(keys - done) :
+						   batch;
+
+		sink += probe_batch(f, &rng, n, bl, rl);
+		done += n;
+	}
+	ns = bench_now_ns() - t0;
+	(void)sink;
+	free(bl);
+	free(rl);
+	return (double)ns / (double)keys;
+}
+
+/* Runs of the probe on each side of the timed operations; median kept. */
+#define FLOOR_RUNS_EACH_SIDE 3
+
+void bench_floor_sample(struct bench_floor *f, uint32_t batch,
+			uint64_t keys, uint64_t seed)
+{
+	for (int i = 0; i < FLOOR_RUNS_EACH_SIDE &&
+			f->nr_samples < BENCH_FLOOR_MAX_SAMPLES;
+	     i++)
+		f->samples[f->nr_samples++] =
+			bench_floor_measure(f, batch, keys, seed + i);
+}
+
+double bench_floor_result(struct bench_floor *f)
+{
+	if (!f->nr_samples)
+		return 0;
+	return bench_quantile(f->samples, f->nr_samples, 0.5);
+}
+
+void bench_floor_report(struct bench_results *r, double floor_ns,
+			const char *const *ops, size_t nr_ops)
+{
+	if (floor_ns <= 0)
+		return;
+	bench_result(r, "floor", "ns_per_key", floor_ns);
+	bench_extra(r, "floor_ns_per_key", floor_ns);
+	for (size_t i = 0; i < nr_ops; i++) {
+		double ns = bench_result_get(r, ops[i], "ns_per_key");
+
+		if (ns > 0)
+			bench_result(r, ops[i], "vs_floor", ns / floor_ns);
+	}
+}
