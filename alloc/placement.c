@@ -332,6 +332,22 @@ static int place_preferred(struct ctx *c, const struct kvf__place_request *req)
 	return KVF_ERR_NO_SPACE;
 }
 
+/*
+ * Whether fewer than @replica_num segments could hold @size even empty:
+ * then the request is a parameter error, not memory pressure (eviction
+ * cannot help it). Only asked after a failure, so it costs nothing on
+ * the success path.
+ */
+static bool never_fits(struct kvf__segalloc *const *segs, uint32_t nr,
+		       uint64_t size, uint32_t replica_num)
+{
+	uint32_t could = 0;
+
+	for (uint32_t i = 0; i < nr && could < replica_num; i++)
+		could += segs[i] && size <= kvf__segalloc_pub(segs[i])->capacity;
+	return could < replica_num;
+}
+
 int kvf__place(enum kvf_placement_strategy strategy,
 	       struct kvf__segalloc *const *segs, uint32_t nr_segs,
 	       const struct kvf__place_request *req, uint64_t *rng,
@@ -377,6 +393,9 @@ err_undo:
 	kvf__place_undo(segs, req, res);
 	res->count = 0;
 	res->first_choice = 0;
+	if (rc == KVF_ERR_NO_SPACE &&
+	    never_fits(segs, nr_segs, req->size, req->replica_num))
+		rc = KVF_ERR_INVALID_PARAMS;
 	return rc;
 }
 
