@@ -213,9 +213,11 @@ void kvf_config_init(struct kvf_config *cfg);
  *
  * Context: may block (disk I/O, thread creation). Registers the calling
  * thread with RCU.
- * Return: %KVF_OK, %KVF_ERR_INVALID_ARGUMENT for a bad configuration,
+ * Return: %KVF_OK, %KVF_ERR_INVALID_ARGUMENT for a bad configuration
+ * (including %KVF_DURABILITY_BOUNDED or %KVF_DURABILITY_STRICT without a
+ * @data_dir), %KVF_ERR_UNAVAILABLE for an index kind this build lacks,
  * %KVF_ERR_JOURNAL_VERSION / %KVF_ERR_JOURNAL_CORRUPT for a directory it
- * refuses, %KVF_ERR_IO, %KVF_ERR_NO_MEMORY.
+ * refuses, %KVF_ERR_IO, %KVF_ERR_JOURNAL_NO_SPACE, %KVF_ERR_NO_MEMORY.
  */
 int kvf_engine_open(const struct kvf_config *cfg, struct kvf_engine **out);
 
@@ -239,7 +241,8 @@ void kvf_engine_close(struct kvf_engine *engine);
  * every other operation, including another tick.
  *
  * Context: may block briefly (journal, RCU grace period).
- * Return: %KVF_OK or a journal error.
+ * Return: %KVF_OK, %KVF_ERR_INVALID_ARGUMENT (NULL @engine), or a journal
+ * error.
  */
 int kvf_engine_tick(struct kvf_engine *engine);
 

@@ -47,9 +47,9 @@ static inline enum kvf_index_kind kvf_test_index(void)
 
 static inline const char *kvf_test_index_name(int kind)
 {
-	return kind == KVF_INDEX_BUCKET ? "bucket" :
-	       kind == KVF_INDEX_LFHT	? "lfht" :
-					  "unknown";
+	if (kind == KVF_INDEX_BUCKET)
+		return "bucket";
+	return kind == KVF_INDEX_LFHT ? "lfht" : "unknown";
 }
 
 /* The engine runs the index this test run names (and say which, once). */
