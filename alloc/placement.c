@@ -277,10 +277,10 @@ static uint32_t best_fit_segment(const struct ctx *c)
  * The best fit's allocator was busy: another put is allocating there.
  * Best fit sends concurrent puts to the same tightest segment, where
  * they would queue on its lock (2 put threads would run slower than 1,
- * 16% of their time in futex wait/wake). Take the best fit of a fresh window without that
- * segment instead, and queue on the first choice only if nothing else
- * fits. A lone thread never gets here (the try-lock always succeeds),
- * so single-threaded placement is unchanged.
+ * 16% of their time in futex wait/wake). Take the best fit of a fresh
+ * window without that segment instead, and queue on the first choice
+ * only if nothing else fits. A lone thread never gets here (the
+ * try-lock always succeeds), so single-threaded placement is unchanged.
  */
 static int place_contended(struct ctx *c, uint32_t busy)
 {

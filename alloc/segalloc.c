@@ -49,9 +49,9 @@
  *    rescan or a raise makes it exact again). Best fit across segments
  *    takes a segment's largest block, which without sub_exact rescans
  *    every node on the path; sub_exact defers about half of those rescans
- *    (bimodal and wide medians 8-18% lower for every strategy). An in-place alloc of a leaf
- *    block equal to sub makes the leaf's sub a bound (it cannot tell
- *    which equal block was the second).
+ *    (bimodal and wide medians 8-18% lower for every strategy). An
+ *    in-place alloc of a leaf block equal to sub makes the leaf's sub a
+ *    bound (it cannot tell which equal block was the second).
  *
  * Why this shape: the cost of an allocator whose metadata spans tens of MB
  * is cache misses, not instructions. A binary tree costs one miss per level
