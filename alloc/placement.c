@@ -26,9 +26,9 @@
  *    without it is taken instead (place_contended()).
  *    Best fit for every request matters: sending
  *    requests that fit a random segment's largest region 2-16 times over
- *    to that segment instead (cheaper: no pass) dropped the utilisation at
- *    first failure to random's (wide mix 0.97 -> 0.90, bimodal 0.9997 ->
- *    0.975): small requests must fill the tight segments too.
+ *    to that segment instead (cheaper: no pass) gives the utilisation at
+ *    first failure of random (wide mix 0.90 against 0.97, bimodal 0.975
+ *    against 0.9997): small requests must fill the tight segments too.
  *
  * Cost per replica is bounded by SCAN_LIMIT reads of published atomics plus
  * one allocation, whatever the number of segments; the full scan runs only
@@ -236,10 +236,10 @@ best_fit_scan(const struct ctx *c, bool check_taken, bool has_skip,
 	 * (cmov) keep the best, and the loop's one data-dependent exit is
 	 * the SAMPLE-th candidate. Blocks are aligned, so a maximum >= size
 	 * also holds size rounded up to the alignment: no rounding. There is
-	 * no early stop on an exact fit any more (an exact fit is the
-	 * smallest maximum that fits, so it still wins, the first one in the
+	 * no early stop on an exact fit (an exact fit is the smallest
+	 * maximum that fits, so it still wins, the first one in the
 	 * window): callgrind, wide mix, per placement, 283 instructions and
-	 * 1.0 mispredicts in kvf__place instead of 430 and 2.6; medians
+	 * 1.0 mispredicts in kvf__place against 430 and 2.6 with one; medians
 	 * uniform and bimodal -9..-11 ns, wide unchanged (its time is in
 	 * the allocator's cache misses).
 	 */
@@ -275,12 +275,12 @@ static uint32_t best_fit_segment(const struct ctx *c)
 
 /*
  * The best fit's allocator was busy: another put is allocating there.
- * Best fit sends concurrent puts to the same tightest segment, so they
- * queued on its lock (2 put threads ran slower than 1: 16% of their time
- * in futex wait/wake). Take the best fit of a fresh window without that
- * segment instead, and queue on the first choice only if nothing else
- * fits. A lone thread never gets here (the try-lock always succeeds),
- * so single-threaded placement is unchanged.
+ * Best fit sends concurrent puts to the same tightest segment, where
+ * they would queue on its lock (2 put threads would run slower than 1,
+ * 16% of their time in futex wait/wake). Take the best fit of a fresh
+ * window without that segment instead, and queue on the first choice
+ * only if nothing else fits. A lone thread never gets here (the
+ * try-lock always succeeds), so single-threaded placement is unchanged.
  */
 static int place_contended(struct ctx *c, uint32_t busy)
 {
@@ -332,6 +332,22 @@ static int place_preferred(struct ctx *c, const struct kvf__place_request *req)
 	return KVF_ERR_NO_SPACE;
 }
 
+/*
+ * Whether fewer than @replica_num segments could hold @size even empty:
+ * then the request is a parameter error, not memory pressure (eviction
+ * cannot help it). Only asked after a failure, so it costs nothing on
+ * the success path.
+ */
+static bool never_fits(struct kvf__segalloc *const *segs, uint32_t nr,
+		       uint64_t size, uint32_t replica_num)
+{
+	uint32_t could = 0;
+
+	for (uint32_t i = 0; i < nr && could < replica_num; i++)
+		could += segs[i] && size <= kvf__segalloc_pub(segs[i])->capacity;
+	return could < replica_num;
+}
+
 int kvf__place(enum kvf_placement_strategy strategy,
 	       struct kvf__segalloc *const *segs, uint32_t nr_segs,
 	       const struct kvf__place_request *req, uint64_t *rng,
@@ -377,6 +393,9 @@ err_undo:
 	kvf__place_undo(segs, req, res);
 	res->count = 0;
 	res->first_choice = 0;
+	if (rc == KVF_ERR_NO_SPACE &&
+	    never_fits(segs, nr_segs, req->size, req->replica_num))
+		rc = KVF_ERR_INVALID_PARAMS;
 	return rc;
 }
 

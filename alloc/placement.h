@@ -42,7 +42,8 @@ struct kvf__place_result {
  *
  * Returns KVF_OK (result filled), KVF_ERR_NOT_ENOUGH_SEGMENTS (fewer
  * segments than replicas), KVF_ERR_NO_SPACE (no eligible segment set fits;
- * nothing allocated), KVF_ERR_NO_MEMORY.
+ * nothing allocated), KVF_ERR_INVALID_PARAMS (fewer than replica_num
+ * segments could hold @req->size even empty), KVF_ERR_NO_MEMORY.
  * Thread-safe; takes only the chosen allocators' locks.
  */
 int kvf__place(enum kvf_placement_strategy strategy,

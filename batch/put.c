@@ -36,7 +36,7 @@ struct put_ctx {
 	struct kvf_replicas *out;
 	struct kvf__seg_table *segs;
 	int64_t started; /* added to nr_processing once per batch */
-	uint32_t preferred[KVF_MAX_REPLICAS * 4];
+	uint32_t preferred[KVF_MAX_PREFERRED];
 	uint32_t nr_preferred;
 	uint64_t now;
 };
@@ -68,8 +68,7 @@ static int resolve_preferred(struct put_ctx *c)
 
 		if (!kvf__seg_find(c->segs, cfg->preferred_segments[i], &slot))
 			return KVF_ERR_SEGMENT_NOT_FOUND;
-		if (c->nr_preferred < sizeof(c->preferred) / sizeof(c->preferred[0]))
-			c->preferred[c->nr_preferred++] = slot;
+		c->preferred[c->nr_preferred++] = slot;
 	}
 	return KVF_OK;
 }
@@ -77,7 +76,8 @@ static int resolve_preferred(struct put_ctx *c)
 static int check_put_config(const struct kvf_put_config *cfg)
 {
 	if (!cfg || cfg->replica_num == 0 ||
-	    cfg->replica_num > KVF_MAX_REPLICAS)
+	    cfg->replica_num > KVF_MAX_REPLICAS ||
+	    cfg->nr_preferred > KVF_MAX_PREFERRED)
 		return KVF_ERR_INVALID_PARAMS;
 	if (cfg->nr_preferred && !cfg->preferred_segments)
 		return KVF_ERR_INVALID_ARGUMENT;

@@ -18,6 +18,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <kvforge/version.h>
+
 #include "engine/die.h"
 #include "engine/internal.h"
 #include "journal/journal.h"
@@ -34,10 +36,15 @@ static uint64_t monotonic_ns(void *ctx)
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
+const char *kvf_version(void)
+{
+	return KVF_VERSION_STRING;
+}
+
 void kvf_config_init(struct kvf_config *cfg)
 {
 	memset(cfg, 0, sizeof(*cfg));
-	cfg->durability = KVF_DURABILITY_BOUNDED;
+	cfg->durability = KVF_DURABILITY_DEFAULT;
 	cfg->sync_interval_ms = 50;
 	cfg->lease_ttl_ms = 10000;
 	cfg->client_ttl_ms = 10000;
@@ -71,11 +78,14 @@ static int check_config(const struct kvf_config *c)
 	      c->eviction_high_watermark <= 1) ||
 	    !(c->eviction_ratio > 0 && c->eviction_ratio <= 1))
 		return KVF_ERR_INVALID_ARGUMENT;
-	if ((unsigned)c->durability > KVF_DURABILITY_NONE ||
+	if ((unsigned)c->durability > KVF_DURABILITY_DEFAULT ||
 	    (unsigned)c->placement > KVF_PLACEMENT_FREE_RATIO_FIRST ||
 	    (unsigned)c->index > KVF_INDEX_BUCKET)
 		return KVF_ERR_INVALID_ARGUMENT;
-	if (c->durability != KVF_DURABILITY_NONE && !c->data_dir)
+	/* An explicit request for a journal without a directory is a
+	 * mistake to report, not to downgrade silently. */
+	if ((c->durability == KVF_DURABILITY_BOUNDED ||
+	     c->durability == KVF_DURABILITY_STRICT) && !c->data_dir)
 		return KVF_ERR_INVALID_ARGUMENT;
 	return KVF_OK;
 }
@@ -89,6 +99,17 @@ static const struct kvf__index_ops *index_ops(enum kvf_index_kind kind)
 		return &kvf__index_bucket_ops;
 	}
 	return NULL;
+}
+
+/* Identified by the operations table in use, not by the config asked
+ * for: a test that names an index fails if another one runs. */
+int kvf__engine_index_kind(const struct kvf_engine *e)
+{
+	if (e->index->ops == &kvf__index_bucket_ops)
+		return KVF_INDEX_BUCKET;
+	if (e->index->ops == &kvf__index_lfht_ops)
+		return KVF_INDEX_LFHT;
+	return -1;
 }
 
 void kvf__request_eviction(struct kvf_engine *e)
@@ -159,6 +180,9 @@ static void stop_background(struct kvf_engine *e)
 static void copy_config(struct kvf_engine *e, const struct kvf_config *cfg)
 {
 	e->cfg = *cfg;
+	if (e->cfg.durability == KVF_DURABILITY_DEFAULT)
+		e->cfg.durability = cfg->data_dir ? KVF_DURABILITY_BOUNDED :
+						    KVF_DURABILITY_NONE;
 	if (!e->cfg.clock)
 		e->cfg.clock = monotonic_ns;
 	e->lease_ttl_ns = cfg->lease_ttl_ms * MS;
@@ -360,8 +384,7 @@ int kvf_engine_get_stats(struct kvf_engine *e, struct kvf_engine_stats *st)
 	st->segments = t->nr;
 	for (uint32_t i = 0; i < t->nr; i++) {
 		st->capacity_bytes += t->seg[i]->size;
-		st->used_bytes += t->seg[i]->size -
-				  kvf__segalloc_free_bytes(t->alloc[i]);
+		st->used_bytes += kvf__segalloc_used_bytes(t->alloc[i]);
 	}
 	{
 		long before, after;

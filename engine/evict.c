@@ -545,7 +545,7 @@ static void usage(struct kvf_engine *e, uint64_t *used, uint64_t *cap)
 	t = kvf__segs(e);
 	for (uint32_t i = 0; i < t->nr; i++) {
 		*cap += t->seg[i]->size;
-		*used += t->seg[i]->size - kvf__segalloc_free_bytes(t->alloc[i]);
+		*used += kvf__segalloc_used_bytes(t->alloc[i]);
 	}
 	kvf__rcu_read_unlock();
 }

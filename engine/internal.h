@@ -169,6 +169,8 @@ int kvf__client_forget_locked(struct kvf_engine *e, uint64_t client_id);
 int kvf__evict_if_needed(struct kvf_engine *e);
 /* Ask for an eviction pass soon (a put could not be placed). */
 void kvf__request_eviction(struct kvf_engine *e);
+/* The index implementation @e actually runs (-1: neither); for tests. */
+int kvf__engine_index_kind(const struct kvf_engine *e);
 
 /* Replay the journal into a fresh engine (engine/recovery.c). */
 int kvf__engine_recover(struct kvf_engine *e);

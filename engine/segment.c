@@ -235,18 +235,21 @@ static bool overlaps_mounted(struct kvf__seg_table *t, uint64_t client_id,
 	return false;
 }
 
-static struct kvf__segment *segment_new(struct kvf_engine *e,
-					uint64_t client_id,
-					const struct kvf_segment_desc *d)
+static int segment_new(struct kvf_engine *e, uint64_t client_id,
+		       const struct kvf_segment_desc *d,
+		       struct kvf__segment **out)
 {
 	struct kvf__segment *seg = calloc(1, sizeof(*seg));
+	int ret;
 
 	if (!seg)
-		return NULL;
-	if (kvf__segalloc_create(d->size, e->cfg.alloc_alignment,
-				 &seg->alloc) != KVF_OK) {
+		return KVF_ERR_NO_MEMORY;
+	/* A segment smaller than one aligned block is a parameter error. */
+	ret = kvf__segalloc_create(d->size, e->cfg.alloc_alignment,
+				   &seg->alloc);
+	if (ret) {
 		free(seg);
-		return NULL;
+		return ret;
 	}
 	seg->id = d->id;
 	seg->client_id = client_id;
@@ -255,7 +258,8 @@ static struct kvf__segment *segment_new(struct kvf_engine *e,
 	strcpy(seg->name, d->name);
 	if (d->endpoint)
 		strcpy(seg->endpoint, d->endpoint);
-	return seg;
+	*out = seg;
+	return KVF_OK;
 }
 
 static void segment_free(struct kvf__segment *seg)
@@ -299,9 +303,8 @@ int kvf__segment_mount_locked(struct kvf_engine *e, uint64_t client_id,
 		ret = KVF_ERR_SEGMENT_OVERLAP;
 		goto out_unlock;
 	}
-	ret = KVF_ERR_NO_MEMORY;
-	seg = segment_new(e, client_id, d);
-	if (!seg)
+	ret = segment_new(e, client_id, d, &seg);
+	if (ret)
 		goto out_unlock;
 	if (journal) {
 		mount_mutation(&rec, client_id, d);
@@ -661,7 +664,7 @@ int kvf_segment_query(struct kvf_engine *e, uint64_t segment_id,
 		info->base = seg->base;
 		info->size = seg->size;
 		info->free_bytes = kvf__segalloc_free_bytes(seg->alloc);
-		info->used_bytes = seg->size - info->free_bytes;
+		info->used_bytes = kvf__segalloc_used_bytes(seg->alloc);
 		info->largest_free = kvf__segalloc_largest_free(seg->alloc);
 		strcpy(info->name, seg->name);
 		strcpy(info->endpoint, seg->endpoint);

@@ -2,6 +2,7 @@
 /* kvforge.h - everything public. */
 #ifndef KVFORGE_H
 #define KVFORGE_H
+#include <kvforge/version.h>
 #include <kvforge/status.h>
 #include <kvforge/engine.h>
 #include <kvforge/segment.h>

@@ -36,7 +36,7 @@
  * from the reserve and wakes the thread. The reserve is refilled only
  * after it was drawn from, and holds one chunk per 64 in use (at least
  * one, at most RESERVE_CHUNKS): unused memory stays under ~1.5% of the
- * arena (a fixed 8 MiB was 8 bytes per object at 1M objects). A creator
+ * arena (a fixed 8 MiB would be 8 bytes per object at 1M objects). A creator
  * that knows how many blocks are coming (@ahead_blocks, the engine's
  * expected objects) has chunks for the rest of them faulted in ahead, at
  * the average size of the fresh blocks carved so far (AHEAD_GUESS before

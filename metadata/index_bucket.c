@@ -6,7 +6,7 @@
  * writer locks, resize by building a new table and publishing it), with a
  * table layout chosen so that a batch of lookups can be pipelined to the
  * memory-overlap limit instead of chasing one dependent miss after another
- * (see platform-notes.md, "Batched lookup").
+ * (docs/architecture.md, "Data"; the pipeline is described below).
  *
  * Layout
  * ------

@@ -3,14 +3,15 @@
 #
 # The whole test suite, as CI runs it: make check plain, then under
 # AddressSanitizer + UndefinedBehaviorSanitizer, then the concurrency tests
-# under ThreadSanitizer. Warnings are errors. Set KVF_TEST_TIERS to a subset
-# of "plain asan tsan" to run fewer.
+# under ThreadSanitizer, then `make distcheck` (the release tarball builds,
+# passes make check and installs cleanly). Warnings are errors. Set
+# KVF_TEST_TIERS to a subset of "plain asan tsan dist" to run fewer.
 set -euo pipefail
 . "$(dirname "$0")/setup.sh"
 kvf_install_deps
 kvf_bootstrap
 
-tiers=${KVF_TEST_TIERS:-plain asan tsan}
+tiers=${KVF_TEST_TIERS:-plain asan tsan dist}
 failed=()
 
 run_tier() {
@@ -28,11 +29,25 @@ run_tier() {
 	fi
 }
 
+# The tarball from the plain build directory, built and checked apart.
+run_dist() {
+	kvf_log "tier dist"
+	if ! kvf_build build; then
+		failed+=("dist (build)")
+		return
+	fi
+	if ! make -C "$KVF_TOP/build" -j"$KVF_JOBS" distcheck \
+		DISTCHECK_CONFIGURE_FLAGS=--enable-werror; then
+		failed+=("dist")
+	fi
+}
+
 for t in $tiers; do
 	case $t in
 	plain) run_tier plain build ;;
 	asan) run_tier asan build-asan --enable-sanitizers=address,undefined ;;
 	tsan) run_tier tsan build-tsan --enable-sanitizers=thread ;;
+	dist) run_dist ;;
 	*) kvf_log "unknown tier $t"; exit 2 ;;
 	esac
 done

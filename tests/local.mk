@@ -2,28 +2,37 @@
 EXTRA_DIST += tests/unit/helpers.h tests/unit/index_helpers.h \
 	tests/stress/check.h
 
+# Engine suites run once per index: the programs on the default index
+# (bucket), the *_lfht.sh wrappers on lfht (KVF_TEST_INDEX, read by
+# tests/unit/helpers.h, which asserts the engine runs the index named).
+KVF_LFHT_TESTS = tests/unit/test_batch_lfht.sh \
+	tests/unit/test_lifecycle_lfht.sh tests/unit/test_evict_lfht.sh
+KVF_LFHT_CONCURRENCY_TESTS = tests/stress/test_engine_concurrent_lfht.sh
+# The profiler's counter tiers, each its own run (SKIP where missing).
+KVF_PROFILE_TIER_TESTS = tests/unit/test_profile_hardware.sh \
+	tests/unit/test_profile_software.sh
+dist_check_SCRIPTS += $(KVF_LFHT_TESTS) $(KVF_LFHT_CONCURRENCY_TESTS) \
+	$(KVF_PROFILE_TIER_TESTS)
+
 if HAVE_CMOCKA
 
 check_PROGRAMS += tests/unit/test_durability tests/unit/test_evict \
-	tests/unit/test_evict_bucket
+	tests/unit/test_contracts
 UNIT_TESTS += tests/unit/test_durability tests/unit/test_evict \
-	tests/unit/test_evict_bucket
+	tests/unit/test_contracts
 tests_unit_test_evict_CFLAGS = $(KVF_TEST_CFLAGS)
 tests_unit_test_evict_LDADD = $(KVF_TEST_LIBS)
-tests_unit_test_evict_bucket_SOURCES = tests/unit/test_evict.c
-tests_unit_test_evict_bucket_CFLAGS = $(KVF_TEST_CFLAGS) $(BUCKET_INDEX)
-tests_unit_test_evict_bucket_LDADD = $(KVF_TEST_LIBS)
 tests_unit_test_durability_CFLAGS = $(KVF_TEST_CFLAGS)
 tests_unit_test_durability_LDADD = $(KVF_TEST_LIBS)
+tests_unit_test_contracts_CFLAGS = $(KVF_TEST_CFLAGS)
+tests_unit_test_contracts_LDADD = $(KVF_TEST_LIBS)
 
 check_PROGRAMS += tests/unit/test_batch tests/unit/test_lifecycle \
-	tests/stress/test_engine_concurrent \
-	tests/unit/test_batch_bucket tests/unit/test_lifecycle_bucket \
-	tests/stress/test_engine_concurrent_bucket
+	tests/stress/test_engine_concurrent
 UNIT_TESTS += tests/unit/test_batch tests/unit/test_lifecycle \
-	tests/unit/test_batch_bucket tests/unit/test_lifecycle_bucket
+	$(KVF_LFHT_TESTS) $(KVF_PROFILE_TIER_TESTS)
 CONCURRENCY_TESTS += tests/stress/test_engine_concurrent \
-	tests/stress/test_engine_concurrent_bucket
+	$(KVF_LFHT_CONCURRENCY_TESTS)
 
 tests_unit_test_batch_CFLAGS = $(KVF_TEST_CFLAGS)
 tests_unit_test_batch_LDADD = $(KVF_TEST_LIBS)
@@ -31,18 +40,6 @@ tests_unit_test_lifecycle_CFLAGS = $(KVF_TEST_CFLAGS)
 tests_unit_test_lifecycle_LDADD = $(KVF_TEST_LIBS)
 tests_stress_test_engine_concurrent_CFLAGS = $(KVF_TEST_CFLAGS)
 tests_stress_test_engine_concurrent_LDADD = $(KVF_TEST_LIBS)
-
-tests_unit_test_batch_bucket_SOURCES = tests/unit/test_batch.c
-tests_unit_test_batch_bucket_CFLAGS = $(KVF_TEST_CFLAGS) $(BUCKET_INDEX)
-tests_unit_test_batch_bucket_LDADD = $(KVF_TEST_LIBS)
-tests_unit_test_lifecycle_bucket_SOURCES = tests/unit/test_lifecycle.c
-tests_unit_test_lifecycle_bucket_CFLAGS = $(KVF_TEST_CFLAGS) $(BUCKET_INDEX)
-tests_unit_test_lifecycle_bucket_LDADD = $(KVF_TEST_LIBS)
-tests_stress_test_engine_concurrent_bucket_SOURCES = \
-	tests/stress/test_engine_concurrent.c
-tests_stress_test_engine_concurrent_bucket_CFLAGS = $(KVF_TEST_CFLAGS) \
-	$(BUCKET_INDEX)
-tests_stress_test_engine_concurrent_bucket_LDADD = $(KVF_TEST_LIBS)
 endif
 
 # Engine crash harness: SIGKILL an engine mid-batch, recover, compare with

@@ -18,6 +18,17 @@ tools_kvforge_bench_SOURCES = \
 	tools/bench/compare.c
 tools_kvforge_bench_LDADD = libkvforge-core.la
 
+dist_man1_MANS = tools/man/kvforge-bench.1 tools/man/kvforge-inspect.1
+
+# The perf wrappers, flame graph and plots (docs/profiling.md), installed
+# under $(pkgdatadir)/perf (profiling/local.mk distributes them); they
+# find each other through their own path.
+kvfperfdir = $(pkgdatadir)/perf
+kvfperf_SCRIPTS = profiling/scripts/perf-common.sh \
+	profiling/scripts/perf-record.sh profiling/scripts/perf-stat.sh \
+	profiling/scripts/plots.sh profiling/scripts/flamegraph.py \
+	profiling/scripts/plots.py
+
 if HAVE_CMOCKA
 # The group-commit probe of the durability workload, alone.
 check_PROGRAMS += tests/unit/test_syncprobe

@@ -1,11 +1,16 @@
 #!/bin/bash
-# Final measurements of a session (sessions 2 to 6): sequential, on an
-# otherwise idle machine.
-# Usage: docs/results/run.sh OUTDIR   (from the repository root,
-# after `cd build && ../configure --enable-werror && make -j2`)
+# SPDX-License-Identifier: MIT
+#
+# The measurements behind docs/benchmarks.md: sequential, on an otherwise
+# idle machine. Writes into OUTDIR, by default a new folder of
+# docs/results named after the date and the measured commit
+# (YYYY-MM-DD-HHMM-<commit>), as the other folders there are.
+# Usage, from the repository root, after
+# `mkdir -p build && cd build && ../configure --enable-werror && make -j2`:
+#   docs/results/run.sh [OUTDIR]
 set -u
 B=$PWD/build/tools/kvforge-bench
-OUT=${1:-/tmp/s2}
+OUT=${1:-$PWD/docs/results/$(date -u +%Y-%m-%d-%H%M)-$(git rev-parse --short HEAD)}
 mkdir -p "$OUT" && cd "$OUT" || exit 1
 rm -rf kd dur rec
 for i in 1 2 3; do

@@ -9,7 +9,8 @@
  *     an answer, not a failure);
  *   - %KVF_ERR_PARTIAL: at least one item failed; read @status;
  *   - another error: the batch itself was refused (NULL arrays, empty or
- *     oversized batch, unknown client) and nothing changed; every entry of
+ *     oversized batch, %KVF_ERR_NO_MEMORY for its scratch space, and the
+ *     call's own batch errors below) and nothing changed; every entry of
  *     @status, when @status is not NULL, holds that same code.
  * An item that fails changes nothing, and the other items proceed.
  *
@@ -38,6 +39,8 @@ extern "C" {
 
 /** Most replicas one object may have. */
 #define KVF_MAX_REPLICAS 4
+/** Most preferred segments one &struct kvf_put_config may name. */
+#define KVF_MAX_PREFERRED 16
 
 /**
  * struct kvf_key - a key: @len bytes at @data (not NUL-terminated).
@@ -70,10 +73,12 @@ struct kvf_replicas {
  * struct kvf_put_config - how a batch of puts is placed.
  * @replica_num: replicas per object, 1..%KVF_MAX_REPLICAS.
  * @preferred_segments: tried first, in order; may be NULL.
- * @nr_preferred: entries in @preferred_segments.
- * @hard_pin: never evict these objects.
+ * @nr_preferred: entries in @preferred_segments, at most
+ *                %KVF_MAX_PREFERRED (more is refused, never truncated).
+ * @hard_pin: never evict these objects; remove them only with force.
  * @soft_pin: evict these only after everything else, for
- *            &kvf_config.soft_pin_ttl_ms.
+ *            &kvf_config.soft_pin_ttl_ms. With @hard_pin also set, the
+ *            hard pin governs and the soft pin adds nothing.
  */
 struct kvf_put_config {
 	uint32_t replica_num;
@@ -101,11 +106,18 @@ struct kvf_put_config {
  * durable from its end).
  *
  * Item errors: %KVF_ERR_INVALID_KEY, %KVF_ERR_DUPLICATE_KEY,
- * %KVF_ERR_INVALID_PARAMS (size 0), %KVF_ERR_OBJECT_ALREADY_EXISTS (complete,
- * or processing and not yet pre-emptible), %KVF_ERR_NO_SPACE.
+ * %KVF_ERR_INVALID_PARAMS (size 0, or a size fewer than @cfg->replica_num
+ * mounted segments could hold even empty: eviction cannot help, so none
+ * is triggered), %KVF_ERR_OBJECT_ALREADY_EXISTS (complete, or processing
+ * and not yet pre-emptible), %KVF_ERR_NO_SPACE (no segment set has room
+ * now; the next housekeeping round evicts), %KVF_ERR_NO_MEMORY (no memory
+ * for the record), %KVF_ERR_BUSY (other threads kept creating and
+ * deleting the same key; retry).
  * Batch errors: %KVF_ERR_CLIENT_NOT_FOUND, %KVF_ERR_INVALID_PARAMS (bad
- * replica_num), %KVF_ERR_NOT_ENOUGH_SEGMENTS, %KVF_ERR_SEGMENT_NOT_FOUND (an
- * unknown preferred segment), plus the common ones above.
+ * replica_num, more than %KVF_MAX_PREFERRED preferred segments),
+ * %KVF_ERR_INVALID_ARGUMENT (@nr_preferred without a list),
+ * %KVF_ERR_NOT_ENOUGH_SEGMENTS, %KVF_ERR_SEGMENT_NOT_FOUND (an unknown
+ * preferred segment), plus the common ones above.
  *
  * Context: any thread; never blocks on I/O.
  */
@@ -122,8 +134,19 @@ int kvf_batch_put_start(struct kvf_engine *engine, uint64_t client_id,
  * @n: batch size.
  * @status: @n per-item statuses.
  *
+ * @client_id need not be known to the engine: ownership is checked per
+ * item against the client that started the put. A client that expired
+ * may still end (or revoke) its own puts that kept a replica (the
+ * replicas in its own segments went with them). A client id the engine
+ * never saw gets %KVF_ERR_ILLEGAL_CLIENT for every item that exists.
+ *
  * Item errors: %KVF_ERR_OBJECT_NOT_FOUND (no processing put),
- * %KVF_ERR_ILLEGAL_CLIENT, %KVF_ERR_OBJECT_ALREADY_EXISTS (already ended).
+ * %KVF_ERR_ILLEGAL_CLIENT (another client started it),
+ * %KVF_ERR_OBJECT_ALREADY_EXISTS (already ended, or being ended or
+ * removed by another call), and when the journal refuses the batch,
+ * its error on every item it held (%KVF_ERR_JOURNAL,
+ * %KVF_ERR_JOURNAL_NO_SPACE, %KVF_ERR_IO, %KVF_ERR_NO_MEMORY): those puts
+ * stay processing and may be ended again.
  * Journaled: with %KVF_DURABILITY_STRICT it returns after the sync.
  *
  * Context: any thread; may block on the journal.
@@ -140,7 +163,7 @@ int kvf_batch_put_end(struct kvf_engine *engine, uint64_t client_id,
  * @n: batch size.
  * @status: @n per-item statuses.
  *
- * Item errors as for kvf_batch_put_end().
+ * Item errors as for kvf_batch_put_end(), without the journal ones.
  * Context: any thread; never blocks on I/O.
  */
 int kvf_batch_put_revoke(struct kvf_engine *engine, uint64_t client_id,
@@ -189,8 +212,11 @@ int kvf_batch_exist(struct kvf_engine *engine, const struct kvf_key *keys,
  * @status: @n per-item statuses.
  *
  * Item errors: %KVF_ERR_OBJECT_NOT_FOUND, %KVF_ERR_OBJECT_NOT_READY
- * (processing: use revoke), %KVF_ERR_OBJECT_HAS_LEASE and
- * %KVF_ERR_OBJECT_PINNED (hard pin) without @force. Journaled.
+ * (processing: use revoke; or its put_end is in flight),
+ * %KVF_ERR_OBJECT_HAS_LEASE and %KVF_ERR_OBJECT_PINNED (hard pin) without
+ * @force, and the journal's error (%KVF_ERR_JOURNAL,
+ * %KVF_ERR_JOURNAL_NO_SPACE, %KVF_ERR_IO, %KVF_ERR_NO_MEMORY) on every
+ * item it held when it refuses the batch: those objects stay. Journaled.
  *
  * Context: any thread; may block on the journal.
  */

@@ -4,14 +4,23 @@
  *
  * An engine is the metadata state of one store master: clients, their
  * mounted segments, and the objects whose replicas live in them. Every
- * public call is thread-safe; any number of threads may call any operation
- * at the same time.
+ * public call but kvf_engine_close() is thread-safe: any number of threads
+ * may call any operation at the same time. kvf_engine_close() must not
+ * overlap any other call on the engine, nor be followed by one.
  *
  * RCU and threads: lookups run inside liburcu (urcu-memb flavour) read-side
  * critical sections. A thread is registered with RCU either explicitly with
- * kvf_thread_register() or transparently on its first engine call; in both
- * cases it is unregistered automatically when it exits. A thread that never
- * registers cannot corrupt anything: the engine registers it on demand.
+ * kvf_thread_register() or transparently on its first engine call (which
+ * then takes liburcu's registry lock once); in both cases it is
+ * unregistered automatically when it exits. A thread that never registers
+ * cannot corrupt anything: the engine registers it on demand.
+ *
+ * Threads the library starts, per engine, all joined by kvf_engine_close():
+ *  - housekeeping, when &kvf_config.background (kvf_engine_tick());
+ *  - record memory prefault, when &kvf_config.background;
+ *  - the journal writer, with a journal (BOUNDED or STRICT);
+ *  - the journal syncer, with %KVF_DURABILITY_BOUNDED.
+ * liburcu also runs its own call_rcu worker thread, one per process.
  */
 #ifndef KVFORGE_ENGINE_H
 #define KVFORGE_ENGINE_H
@@ -44,6 +53,10 @@ enum kvf_durability {
 	KVF_DURABILITY_STRICT = 1,
 	/** Memory only; no data directory is needed. */
 	KVF_DURABILITY_NONE = 2,
+	/** What kvf_config_init() sets: %KVF_DURABILITY_BOUNDED when
+	 *  &kvf_config.data_dir is set, %KVF_DURABILITY_NONE when it is NULL,
+	 *  so the defaults open as they are. Resolved at kvf_engine_open(). */
+	KVF_DURABILITY_DEFAULT = 3,
 };
 
 /** enum kvf_placement_strategy - how replicas are placed in segments. */
@@ -80,19 +93,20 @@ typedef uint64_t (*kvf_clock_fn)(void *ctx);
  * then change what you need.
  */
 struct kvf_config {
-	/** Journal directory (created if missing). NULL only with
-	 *  %KVF_DURABILITY_NONE. Default NULL. */
+	/** Journal directory (created if missing). Default NULL: memory
+	 *  only. %KVF_DURABILITY_BOUNDED and %KVF_DURABILITY_STRICT need
+	 *  one; asking for either without it is refused. */
 	const char *data_dir;
-	/** Default %KVF_DURABILITY_NONE when @data_dir is NULL. */
+	/** Default %KVF_DURABILITY_DEFAULT: bounded with @data_dir, none
+	 *  without. */
 	enum kvf_durability durability;
 	/** Sync period for %KVF_DURABILITY_BOUNDED, ms. Default 50.
 	 *  The loss window: an OS crash or power loss loses at most the
 	 *  batches acknowledged in the last @sync_interval_ms plus one
 	 *  sync's duration (a process crash loses nothing acknowledged).
 	 *  Shorter costs put throughput: each sync writes back the side
-	 *  log and LMDB pages written since the last one (at 10 ms, bounded
-	 *  puts ran ~20% slower than at 50 before the side log;
-	 *  docs/journal.md). */
+	 *  log and LMDB pages written since the last one
+	 *  (docs/journal.md). */
 	uint32_t sync_interval_ms;
 	/** %KVF_DURABILITY_BOUNDED writes LMDB through a shared mapping
 	 *  (MDB_WRITEMAP; the map is kept fallocated, so a full disk is an
@@ -100,10 +114,9 @@ struct kvf_config {
 	 *  through the side log (@journal_wal_bytes), so this only changes
 	 *  how the journal's own thread moves them into LMDB and folds
 	 *  checkpoints; while a checkpoint folds, every sync then
-	 *  write-protects the fold's pages one TLB flush at a time
-	 *  (docs/journal.md). Slower here: bounded puts 1.8-2.1 M keys/s
-	 *  with it against 2.7-3.3 M without (--workload durability, two
-	 *  interleaved runs each, session 4). */
+	 *  write-protects the fold's pages one TLB flush at a time, which
+	 *  makes bounded puts slower with it than without
+	 *  (docs/benchmarks.md, --workload durability). */
 	bool journal_writemap;
 	/** %KVF_DURABILITY_BOUNDED acknowledges a batch once it is copied
 	 *  into a mapped side log (two files, wal-0.log and wal-1.log, of
@@ -134,7 +147,9 @@ struct kvf_config {
 	 *  table's puts do not zero fresh pages inline. Both stay within an
 	 *  eighth of physical memory. */
 	uint64_t expected_objects;
-	/** Allocation alignment in segments, a power of two. Default 64. */
+	/** Allocation alignment in segments, a power of two, at least 8
+	 *  (smaller is refused). Default 64. A segment must be at least
+	 *  this large; sizes are rounded up to it. */
 	uint64_t alloc_alignment;
 	/** Replica placement. Default %KVF_PLACEMENT_FRAGMENTATION_AWARE. */
 	enum kvf_placement_strategy placement;
@@ -164,7 +179,9 @@ struct kvf_engine_stats {
 	uint64_t clients;          /**< known clients */
 	uint64_t segments;         /**< mounted segments */
 	uint64_t capacity_bytes;   /**< sum of mounted segment sizes */
-	uint64_t used_bytes;       /**< allocated in all segments */
+	/** allocated in all segments, sizes rounded up to the alignment
+	 *  (a segment's unaligned tail is neither used nor free) */
+	uint64_t used_bytes;
 	uint64_t deferred_frees;   /**< pre-empted buffers awaiting release */
 	uint64_t evicted_objects;  /**< since open */
 	uint64_t expired_clients;  /**< since open */
@@ -196,9 +213,11 @@ void kvf_config_init(struct kvf_config *cfg);
  *
  * Context: may block (disk I/O, thread creation). Registers the calling
  * thread with RCU.
- * Return: %KVF_OK, %KVF_ERR_INVALID_ARGUMENT for a bad configuration,
+ * Return: %KVF_OK, %KVF_ERR_INVALID_ARGUMENT for a bad configuration
+ * (including %KVF_DURABILITY_BOUNDED or %KVF_DURABILITY_STRICT without a
+ * @data_dir), %KVF_ERR_UNAVAILABLE for an index kind this build lacks,
  * %KVF_ERR_JOURNAL_VERSION / %KVF_ERR_JOURNAL_CORRUPT for a directory it
- * refuses, %KVF_ERR_IO, %KVF_ERR_NO_MEMORY.
+ * refuses, %KVF_ERR_IO, %KVF_ERR_JOURNAL_NO_SPACE, %KVF_ERR_NO_MEMORY.
  */
 int kvf_engine_open(const struct kvf_config *cfg, struct kvf_engine **out);
 
@@ -222,7 +241,8 @@ void kvf_engine_close(struct kvf_engine *engine);
  * every other operation, including another tick.
  *
  * Context: may block briefly (journal, RCU grace period).
- * Return: %KVF_OK or a journal error.
+ * Return: %KVF_OK, %KVF_ERR_INVALID_ARGUMENT (NULL @engine), or a journal
+ * error.
  */
 int kvf_engine_tick(struct kvf_engine *engine);
 

@@ -3,9 +3,16 @@
  * kvforge/segment.h - clients and the memory segments they lend the pool.
  *
  * A client is known from its first segment mount until it is expired
- * (silent for &kvf_config.client_ttl_ms) or unregistered. The engine never
- * touches segment memory: it only hands out (segment, address, size)
- * descriptors inside [base, base + size).
+ * (silent for &kvf_config.client_ttl_ms) or unregistered; unmounting its
+ * last segment does not forget it. The set of known clients is journaled
+ * and survives a reopen (each with a fresh TTL from the open). The engine
+ * never touches segment memory: it only hands out (segment, address,
+ * size) descriptors inside [base, base + size).
+ *
+ * Addresses are the owning client's: two segments of one client must not
+ * overlap, while segments of different clients may use the same range
+ * (they live in different processes or hosts). The rule is the same for
+ * every client, at mount and at recovery.
  */
 #ifndef KVFORGE_SEGMENT_H
 #define KVFORGE_SEGMENT_H
@@ -27,7 +34,9 @@ extern "C" {
  * @id: caller-chosen identifier, unique in the engine, non-zero.
  * @name: NUL-terminated, at most %KVF_SEGMENT_NAME_MAX bytes.
  * @base: first address of the segment in the client's address space.
- * @size: bytes; at least 1 MiB.
+ * @size: bytes; at least 1 MiB and at least &kvf_config.alloc_alignment.
+ *        A tail past the last multiple of the alignment is never handed
+ *        out and counts as neither used nor free.
  * @endpoint: transport endpoint ("host:port" or RDMA GID), may be empty.
  */
 struct kvf_segment_desc {
@@ -60,9 +69,12 @@ struct kvf_segment_info {
  * Also counts as a heartbeat of @client_id. Journaled.
  *
  * Context: any thread; may block (journal, RCU grace period).
- * Return: %KVF_OK, %KVF_ERR_SEGMENT_EXISTS (same id mounted),
- * %KVF_ERR_INVALID_PARAMS (size below 1 MiB, base+size overflows, name or
- * endpoint too long, zero ids), %KVF_ERR_NO_MEMORY, a journal error.
+ * Return: %KVF_OK, %KVF_ERR_INVALID_ARGUMENT (NULL @engine or @seg),
+ * %KVF_ERR_SEGMENT_EXISTS (same id mounted), %KVF_ERR_SEGMENT_OVERLAP
+ * (overlaps another segment of @client_id), %KVF_ERR_INVALID_PARAMS (size
+ * below 1 MiB or below the alignment or above 2^62, base+size overflows,
+ * NULL or too long name, endpoint too long, zero ids),
+ * %KVF_ERR_NO_MEMORY, a journal error.
  */
 int kvf_segment_mount(struct kvf_engine *engine, uint64_t client_id,
 		      const struct kvf_segment_desc *seg);
@@ -78,8 +90,10 @@ int kvf_segment_mount(struct kvf_engine *engine, uint64_t client_id,
  * Readers never see a replica in the segment after this returns.
  *
  * Context: any thread; blocks for RCU grace periods and the journal.
- * Return: %KVF_OK, %KVF_ERR_SEGMENT_NOT_FOUND, %KVF_ERR_ILLEGAL_CLIENT
- * (another client owns it), a journal error.
+ * Return: %KVF_OK, %KVF_ERR_INVALID_ARGUMENT (NULL @engine),
+ * %KVF_ERR_INVALID_PARAMS (@client_id 0), %KVF_ERR_SEGMENT_NOT_FOUND,
+ * %KVF_ERR_ILLEGAL_CLIENT (another client owns it), %KVF_ERR_NO_MEMORY,
+ * a journal error.
  */
 int kvf_segment_unmount(struct kvf_engine *engine, uint64_t client_id,
 			uint64_t segment_id);

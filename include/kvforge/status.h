@@ -22,7 +22,7 @@ extern "C" {
 	X(OK, 0, "success")                                                    \
 	X(ERR_INVALID_ARGUMENT, -1, "invalid argument")                        \
 	X(ERR_INVALID_KEY, -2, "invalid key: empty or longer than the maximum") \
-	X(ERR_INVALID_PARAMS, -3, "invalid parameters (size 0, replica count, pins)") \
+	X(ERR_INVALID_PARAMS, -3, "invalid parameters (size, replica count, ids, alignment)") \
 	X(ERR_BATCH_EMPTY, -4, "batch has no items")                           \
 	X(ERR_BATCH_TOO_LARGE, -5, "batch larger than the configured maximum") \
 	X(ERR_DUPLICATE_KEY, -6, "key appears more than once in the batch")    \

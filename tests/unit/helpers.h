@@ -18,12 +18,53 @@
 #include <kvforge.h>
 
 /*
- * Engine tests are built twice: once on the default index, once with
- * -DKVF_TEST_INDEX=KVF_INDEX_BUCKET (the *_bucket test binaries).
+ * The index engine tests run on is chosen at run time: environment
+ * KVF_TEST_INDEX=bucket|lfht, unset meaning the default of
+ * kvf_config_init(). tests/local.mk runs each engine suite once per
+ * index (the *_lfht.sh wrappers set it); fixture_setup() and
+ * assert_test_index() check the engine really runs the one named.
  */
-#ifndef KVF_TEST_INDEX
-#define KVF_TEST_INDEX KVF_INDEX_LFHT
-#endif
+int kvf__engine_index_kind(const struct kvf_engine *e);
+
+static inline enum kvf_index_kind kvf_test_index(void)
+{
+	const char *s = getenv("KVF_TEST_INDEX");
+	struct kvf_config c;
+
+	if (!s || !*s) {
+		kvf_config_init(&c);
+		return c.index;
+	}
+	if (!strcmp(s, "bucket"))
+		return KVF_INDEX_BUCKET;
+	if (!strcmp(s, "lfht"))
+		return KVF_INDEX_LFHT;
+	fprintf(stderr, "KVF_TEST_INDEX=%s: want bucket or lfht\n", s);
+	exit(99); /* a hard error for the test harness, not a failure */
+}
+
+#define KVF_TEST_INDEX kvf_test_index()
+
+static inline const char *kvf_test_index_name(int kind)
+{
+	if (kind == KVF_INDEX_BUCKET)
+		return "bucket";
+	return kind == KVF_INDEX_LFHT ? "lfht" : "unknown";
+}
+
+/* The engine runs the index this test run names (and say which, once). */
+static inline void assert_test_index(const struct kvf_engine *e)
+{
+	static int said;
+	int kind = kvf__engine_index_kind(e);
+
+	if (!said++)
+		fprintf(stderr, "# index: %s\n", kvf_test_index_name(kind));
+	if (kind != (int)kvf_test_index())
+		fail_msg("engine runs the %s index, test asked for %s",
+			 kvf_test_index_name(kind),
+			 kvf_test_index_name(kvf_test_index()));
+}
 
 #define MIB (1024ULL * 1024ULL)
 #define GIB (1024ULL * MIB)
@@ -72,6 +113,7 @@ static inline int fixture_setup(void **state)
 	assert_non_null(f);
 	fixture_config(f);
 	assert_int_equal(kvf_engine_open(&f->cfg, &f->e), KVF_OK);
+	assert_test_index(f->e);
 	*state = f;
 	return 0;
 }

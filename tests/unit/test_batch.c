@@ -145,7 +145,7 @@ static void test_put_start_item_errors(void **state)
 	assert_int_equal(st[4], KVF_ERR_DUPLICATE_KEY);
 	assert_int_equal(st[5], KVF_ERR_DUPLICATE_KEY);
 	assert_int_equal(st[6], KVF_ERR_OBJECT_ALREADY_EXISTS);
-	assert_int_equal(st[7], KVF_ERR_NO_SPACE);
+	assert_int_equal(st[7], KVF_ERR_INVALID_PARAMS); /* fits no segment */
 	/* A processing object not yet stuck cannot be taken over. */
 	assert_int_equal(put1(f->e, C2, "pending", MIB, 1, NULL),
 			 KVF_ERR_OBJECT_ALREADY_EXISTS);

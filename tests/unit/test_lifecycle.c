@@ -23,7 +23,7 @@ static void test_config_defaults(void **state)
 	assert_int_equal(c.put_release_timeout_ms, 600000);
 	assert_int_equal(c.max_key_len, 4096);
 	assert_int_equal(c.max_batch, 65536);
-	assert_int_equal(c.durability, KVF_DURABILITY_BOUNDED);
+	assert_int_equal(c.durability, KVF_DURABILITY_DEFAULT);
 	assert_int_equal(c.placement, KVF_PLACEMENT_FRAGMENTATION_AWARE);
 	assert_null(c.data_dir);
 }
@@ -36,6 +36,7 @@ static void test_open_refuses_bad_config(void **state)
 	(void)state;
 	kvf_config_init(&c);
 	/* Bounded durability needs a data directory. */
+	c.durability = KVF_DURABILITY_BOUNDED;
 	assert_int_equal(kvf_engine_open(&c, &e), KVF_ERR_INVALID_ARGUMENT);
 	c.durability = KVF_DURABILITY_NONE;
 	c.max_key_len = 0;

@@ -179,11 +179,11 @@ static void test_not_enough_and_invalid(void **state)
 	assert_int_equal(kvf__place(KVF_PLACEMENT_RANDOM, p.seg, 0, &req, &rng,
 				    &res),
 			 KVF_ERR_NOT_ENOUGH_SEGMENTS);
-	/* Bigger than any segment. */
+	/* Bigger than any segment: a parameter error, not pressure. */
 	req.size = 2 * MiB;
 	assert_int_equal(kvf__place(KVF_PLACEMENT_FRAGMENTATION_AWARE, p.seg,
 				    p.n, &req, &rng, &res),
-			 KVF_ERR_NO_SPACE);
+			 KVF_ERR_INVALID_PARAMS);
 	pool_fini(&p);
 }
 
@@ -241,9 +241,10 @@ static void test_null_segments(void **state)
 				    (res.seg[0] == 4 && res.seg[1] == 1));
 			kvf__place_undo(segs, &req, &res);
 		}
+		/* Two segments can never hold three replicas. */
 		req.replica_num = 3;
 		assert_int_equal(kvf__place(all[s], segs, 6, &req, &rng, &res),
-				 KVF_ERR_NO_SPACE);
+				 KVF_ERR_INVALID_PARAMS);
 		req.replica_num = 2;
 	}
 	kvf__segalloc_destroy(segs[1]);

@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * tests/unit/test_profile.c - per-stage profiler: tier discovery and
- * fallback (forced through KVF_PROFILE_TIER), stage sums against the
- * batch total with a fake workload driving the stage.h hooks directly,
- * the on/off switch, reset, and the text and JSON renderings.
+ * fallback (forced through KVF_PROFILE_TIER), what each tier must
+ * produce (the hardware and software tiers each as their own test run,
+ * skipped only where the machine lacks that tier), stage sums against
+ * the batch total with a fake workload driving the stage.h hooks
+ * directly, the on/off switch, reset, and the text and JSON renderings.
  */
 #include "config.h"
 
@@ -447,8 +449,118 @@ static void test_json_reader(void **state)
 			kvf__json_number(bad[i], strlen(bad[i]), "zz", &v), -1);
 }
 
+/* Total of counter @name over every put_start stage, or -1 if absent. */
+static int64_t counter_total(const struct kvf_profile_snapshot *s,
+			     const char *name)
+{
+	const struct kvf_profile_cell *tot =
+		kvf_profile_snapshot_cell(s, KVF__OP_PUT_START, s->n_stages);
+
+	for (unsigned i = 0; i < s->n_counters; i++)
+		if (!strcmp(s->counter_names[i], name))
+			return (int64_t)tot->counters[i];
+	return -1;
+}
+
+/*
+ * What tier @state (a name) must produce when the machine has it: its
+ * own counters, named, non-zero over real work; and the stage sums.
+ */
+static void test_tier_produces(void **state)
+{
+	const char *tier = *state;
+	struct kvf_profiler *p = new_prof(tier);
+	struct kvf_profile_snapshot *s;
+
+	kvf_profile_set_sampling(p, 1);
+	kvf_profile_enable(p, true);
+	for (int i = 0; i < 10; i++)
+		fake_batch(p, KVF__OP_PUT_START, 16);
+	s = snap(p);
+	assert_string_equal(s->tier, tier);
+	assert_true(tier_info(s, tier)->tried);
+	assert_true(tier_info(s, tier)->available);
+	assert_string_equal(kvf_profile_tier(p), tier);
+	if (!strcmp(tier, "hardware")) {
+		/* Cycles lead the group; the rest may be missing on a CPU. */
+		assert_true(s->n_counters >= 1 && s->n_counters <= 4);
+		assert_string_equal(s->counter_names[0], "cycles");
+		assert_true(counter_total(s, "cycles") > 0);
+		assert_int_not_equal(counter_total(s, "instructions"), 0);
+	} else if (!strcmp(tier, "software")) {
+		assert_int_equal(s->n_counters, 3);
+		assert_string_equal(s->counter_names[0], "task-clock");
+		assert_string_equal(s->counter_names[1], "page-faults");
+		assert_string_equal(s->counter_names[2], "context-switches");
+		/* The spins and the sleep's entry took CPU time. */
+		assert_true(counter_total(s, "task-clock") > 0);
+	} else {
+		assert_int_equal(s->n_counters, 0);
+	}
+	assert_int_equal(kvf_profile_snapshot_cell(s, KVF__OP_PUT_START,
+						   s->n_stages)->sampled_calls,
+			 s->n_counters ? 10 : 0);
+	kvf_profile_snapshot_free(s);
+	kvf__prof_destroy(p);
+	check_sums(tier, 1);
+}
+
+/* Whether forcing @tier gets it here; *@why says why not. */
+static bool tier_present(const char *tier, char *why, size_t cap)
+{
+	struct kvf_profiler *p;
+	struct kvf_profile_snapshot *s;
+	bool present;
+
+	setenv("KVF_PROFILE_TIER", tier, 1);
+	if (kvf__prof_create(&p) != KVF_OK) {
+		snprintf(why, cap, "profiler could not be created");
+		return false;
+	}
+	kvf_profile_enable(p, true);
+	if (kvf_profile_snapshot(p, &s) != KVF_OK) {
+		kvf__prof_destroy(p);
+		snprintf(why, cap, "no snapshot");
+		return false;
+	}
+	present = !strcmp(s->tier, tier);
+	for (int i = 0; i < KVF_PROFILE_TIER_COUNT; i++)
+		if (!strcmp(s->tiers[i].name, tier))
+			snprintf(why, cap, "%s", s->tiers[i].reason);
+	kvf_profile_snapshot_free(s);
+	kvf__prof_destroy(p);
+	return present;
+}
+
+/*
+ * KVF_TEST_PROFILE_TIER=hardware|software (the test_profile_<tier>.sh
+ * wrappers): check only that tier, and exit 77 (SKIP) when this machine
+ * lacks it. Unset: everything else, with the clock tier, which every
+ * machine has.
+ */
+static int run_one_tier(const char *tier)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_prestate(test_tier_produces, (void *)tier),
+	};
+	char why[256] = "";
+
+	if (strcmp(tier, "hardware") && strcmp(tier, "software")) {
+		fprintf(stderr, "KVF_TEST_PROFILE_TIER=%s: want hardware or "
+				"software\n", tier);
+		return 99;
+	}
+	if (!tier_present(tier, why, sizeof(why))) {
+		printf("# SKIP: no %s tier on this machine: %s\n", tier, why);
+		return 77;
+	}
+	return cmocka_run_group_tests_name(tier, tests, NULL, NULL);
+}
+
 int main(void)
 {
+	const char *only = getenv("KVF_TEST_PROFILE_TIER");
+
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_auto_tier_never_fails),
 		cmocka_unit_test(test_forced_clock),
@@ -461,8 +573,11 @@ int main(void)
 		cmocka_unit_test(test_off_and_reset),
 		cmocka_unit_test(test_json_fields),
 		cmocka_unit_test(test_json_reader),
+		cmocka_unit_test_prestate(test_tier_produces, "clock"),
 	};
 
 	setenv("KVF_PROFILE_QUIET", "1", 1);
+	if (only && *only)
+		return run_one_tier(only);
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
