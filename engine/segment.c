@@ -770,6 +770,51 @@ int kvf__expire_clients(struct kvf_engine *e)
 	return ret;
 }
 
+/* ---- accounting audit --------------------------------------------------- */
+
+static uint64_t block_bytes(const struct kvf__segment *seg, uint64_t size)
+{
+	uint64_t mask = kvf__segalloc_alignment(seg->alloc) - 1;
+
+	return (size + mask) & ~mask;
+}
+
+static void audit_visit(struct kvf__object *o, void *arg)
+{
+	struct kvf__audit *a = arg;
+	const struct kvf__replica *r = kvf__object_replicas_const(o);
+	uint32_t base = kvf__obj_base(kvf__obj_load(o));
+
+	if (base == KVF__OBJ_DEAD || base == KVF__OBJ_REPLACED)
+		return;
+	a->complete += base == KVF__OBJ_COMPLETE;
+	a->processing += base == KVF__OBJ_PROCESSING;
+	for (unsigned i = 0; i < o->nr_replicas; i++)
+		a->live_bytes += block_bytes(r[i].seg, o->size);
+}
+
+void kvf__engine_audit(struct kvf_engine *e, struct kvf__audit *out)
+{
+	struct kvf__seg_table *t;
+
+	memset(out, 0, sizeof(*out));
+	kvf__rcu_ensure_registered();
+	kvf__rcu_read_lock();
+	t = kvf__segs(e);
+	for (uint32_t i = 0; i < t->nr; i++)
+		out->used_bytes += kvf__segalloc_used_bytes(t->alloc[i]);
+	kvf__index_foreach(e->index, audit_visit, out);
+	pthread_mutex_lock(&e->deferred_lock);
+	for (size_t i = 0; i < e->nr_deferred; i++)
+		out->deferred_bytes += block_bytes(e->deferred[i].seg,
+						   e->deferred[i].size);
+	pthread_mutex_unlock(&e->deferred_lock);
+	kvf__rcu_read_unlock();
+	out->nr_complete = __atomic_load_n(&e->nr_complete, __ATOMIC_RELAXED);
+	out->nr_processing = __atomic_load_n(&e->nr_processing,
+					     __ATOMIC_RELAXED);
+}
+
 /* ---- init / fini -------------------------------------------------------- */
 
 int kvf__segments_init(struct kvf_engine *e)

@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: MIT
 EXTRA_DIST += tests/unit/helpers.h tests/unit/index_helpers.h \
+	tests/stress/audit.h \
 	tests/stress/check.h
 
 if HAVE_CMOCKA
@@ -50,3 +51,9 @@ endif
 check_PROGRAMS += tests/stress/test_engine_crash
 UNIT_TESTS += tests/stress/test_engine_crash
 tests_stress_test_engine_crash_LDADD = libkvforge-core.la
+
+# Concurrent put_start of one key (both index kinds inside the program).
+check_PROGRAMS += tests/stress/test_put_race
+CONCURRENCY_TESTS += tests/stress/test_put_race
+tests_stress_test_put_race_CFLAGS = $(KVF_TEST_CFLAGS)
+tests_stress_test_put_race_LDADD = $(KVF_TEST_LIBS)
