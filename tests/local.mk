@@ -57,3 +57,10 @@ check_PROGRAMS += tests/stress/test_put_race
 CONCURRENCY_TESTS += tests/stress/test_put_race
 tests_stress_test_put_race_CFLAGS = $(KVF_TEST_CFLAGS)
 tests_stress_test_put_race_LDADD = $(KVF_TEST_LIBS)
+
+# Unmounts racing puts and removes, then close and reopen (both index
+# kinds and both journaled durability modes inside the program).
+check_PROGRAMS += tests/stress/test_unmount_replay
+CONCURRENCY_TESTS += tests/stress/test_unmount_replay
+tests_stress_test_unmount_replay_CFLAGS = $(KVF_TEST_CFLAGS)
+tests_stress_test_unmount_replay_LDADD = $(KVF_TEST_LIBS)
