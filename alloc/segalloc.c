@@ -1174,8 +1174,9 @@ void kvf__segalloc_free(struct kvf__segalloc *a, uint64_t offset,
 	const char *why = release(a, offset, size);
 
 	if (why)
-		kvf__die("free of [%#llx, +%llu): %s", (unsigned long long)offset,
-			 (unsigned long long)size, why);
+		kvf__die("free of [%#llx, +%llu): %s",
+			 (unsigned long long)offset, (unsigned long long)size,
+			 why);
 }
 
 int kvf__segalloc_reserve(struct kvf__segalloc *a, uint64_t offset,

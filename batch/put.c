@@ -138,8 +138,8 @@ static void discard_record(struct kvf__object *o)
  * there is, never a stuck one (an unsigned now - stamp would wrap around
  * and pre-empt it, orphaning its writer).
  */
-static bool put_is_stuck(const struct kvf_engine *e, const struct kvf__object *o,
-			 uint64_t now)
+static bool put_is_stuck(const struct kvf_engine *e,
+			 const struct kvf__object *o, uint64_t now)
 {
 	return now >= o->stamp && now - o->stamp >= e->discard_ns;
 }

@@ -79,8 +79,9 @@ static inline uint32_t kvf__obj_read_state(const struct kvf__object *o)
 
 /*
  * Writer lock; waits out LOCKED and HELD. Returns true with *base = the
- * state it locked from (PROCESSING or COMPLETE). Returns false with *base = the state that
- * stopped it (DEAD, REPLACED, ENDING or REMOVING) without locking.
+ * state it locked from (PROCESSING or COMPLETE). Returns false with
+ * *base = the state that stopped it (DEAD, REPLACED, ENDING or REMOVING)
+ * without locking.
  */
 static inline bool kvf__obj_lock(struct kvf__object *o, uint32_t *base)
 {

@@ -96,7 +96,7 @@ static int release_replicas(struct replay *rp, const struct kvf__object *o)
 	for (unsigned i = 0; i < o->nr_replicas; i++)
 		if (kvf__segalloc_release(r[i].seg->alloc, r[i].offset,
 					  o->size) != KVF_OK)
-			ret = corrupt(rp, "frees a replica that is not allocated");
+			ret = corrupt(rp, "frees space it does not hold");
 	return ret;
 }
 
@@ -154,7 +154,7 @@ static int set_replicas(struct replay *rp, struct kvf__object *o,
 			return corrupt(rp, "replica in a segment not mounted");
 		for (unsigned j = 0; j < i; j++)
 			if (rep[j].seg == seg)
-				return corrupt(rp, "two replicas in one segment");
+				return corrupt(rp, "replicas share a segment");
 		rep[i].seg = seg;
 		rep[i].offset = r->obj.replicas[i].offset;
 	}
@@ -312,7 +312,7 @@ static int apply_replicas(struct replay *rp, const struct kvf__jrec *r)
 	o->stamp = old->stamp;
 	ret = set_replicas(rp, o, r);
 	if (!ret && !replicas_subset(o, old))
-		ret = corrupt(rp, "replica set is not a subset of the object's");
+		ret = corrupt(rp, "replica set not a subset of the object's");
 	if (ret) {
 		kvf__object_free(o);
 		return ret;

@@ -522,13 +522,34 @@ static bool drop_lock(struct drop_ctx *c, struct kvf__object *o,
 	return true;
 }
 
+/*
+ * Publish a copy of locked @o (base state @base) without replica @drop, in
+ * state @state, and retire @o. NULL (and @o unlocked as it was) when the
+ * copy cannot be allocated.
+ */
+static struct kvf__object *drop_by_copy(struct drop_ctx *c,
+					struct kvf__object *o, int drop,
+					uint64_t hash, uint32_t base,
+					uint32_t state)
+{
+	struct kvf__object *n = copy_without(c->e, o, drop, state);
+
+	if (!n) {
+		kvf__obj_set(o, base);
+		return NULL;
+	}
+	if (kvf__index_replace(c->e->index, o, n, hash) != KVF_OK)
+		kvf__die("locked record vanished from the index");
+	kvf__obj_set(o, KVF__OBJ_REPLACED);
+	drop_retire(c, o);
+	return n;
+}
+
 /* Drop processing @o's replica @drop: nothing was journaled about it. */
 static enum drop_result drop_processing(struct drop_ctx *c,
 					struct kvf__object *o, int drop,
 					uint64_t hash)
 {
-	struct kvf__object *n;
-
 	if (o->nr_replicas == 1) {
 		kvf__obj_set(o, KVF__OBJ_DEAD);
 		kvf__count_add(&c->e->nr_processing, -1);
@@ -537,16 +558,10 @@ static enum drop_result drop_processing(struct drop_ctx *c,
 		drop_retire(c, o);
 		return DROP_DONE;
 	}
-	n = copy_without(c->e, o, drop, KVF__OBJ_PROCESSING);
-	if (!n) {
-		kvf__obj_set(o, KVF__OBJ_PROCESSING);
-		return DROP_NO_MEMORY;
-	}
-	if (kvf__index_replace(c->e->index, o, n, hash) != KVF_OK)
-		kvf__die("locked record vanished from the index");
-	kvf__obj_set(o, KVF__OBJ_REPLACED);
-	drop_retire(c, o);
-	return DROP_DONE;
+	return drop_by_copy(c, o, drop, hash, KVF__OBJ_PROCESSING,
+			    KVF__OBJ_PROCESSING) ?
+		       DROP_DONE :
+		       DROP_NO_MEMORY;
 }
 
 /*
@@ -565,15 +580,10 @@ static enum drop_result drop_complete(struct drop_ctx *c, struct kvf__object *o,
 		drop_note(c, KVF__MUT_OBJECT_REMOVE, o, hash);
 		return DROP_DONE;
 	}
-	n = copy_without(c->e, o, drop, KVF__OBJ_COMPLETE | KVF__OBJ_HELD);
-	if (!n) {
-		kvf__obj_set(o, KVF__OBJ_COMPLETE);
+	n = drop_by_copy(c, o, drop, hash, KVF__OBJ_COMPLETE,
+			 KVF__OBJ_COMPLETE | KVF__OBJ_HELD);
+	if (!n)
 		return DROP_NO_MEMORY;
-	}
-	if (kvf__index_replace(c->e->index, o, n, hash) != KVF_OK)
-		kvf__die("locked record vanished from the index");
-	kvf__obj_set(o, KVF__OBJ_REPLACED);
-	drop_retire(c, o);
 	drop_note(c, KVF__MUT_OBJECT_REPLICAS, n, hash);
 	return DROP_DONE;
 }

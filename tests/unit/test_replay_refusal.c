@@ -100,109 +100,93 @@ static void assert_refused(const struct kvf__jrec *recs, size_t n)
 	free(dir);
 }
 
-/*
- * The shape the unmount race used to write: a replica set journaled after
- * the key was removed and put again, naming space another object holds.
- * Applying it would free the live object's space and later free it twice.
- */
-static void test_replicas_not_a_subset(void **state)
-{
-	const uint64_t ab[] = { SEG_A, SEG_B }, a[] = { SEG_A };
-	const uint64_t x_y[] = { 0, 0 }, x[] = { 0 }, z[] = { 8192 };
-	const struct kvf__jrec recs[] = {
-		mount_rec(SEG_A),
-		mount_rec(SEG_B),
-		obj_rec(KVF__JREC_OBJECT_PUT, "k", 2, ab, x_y),
-		remove_rec("k"),
-		obj_rec(KVF__JREC_OBJECT_PUT, "other", 1, a, x),
-		obj_rec(KVF__JREC_OBJECT_PUT, "k", 1, a, z),
-		obj_rec(KVF__JREC_OBJECT_REPLICAS, "k", 1, a, x),
-		remove_rec("k"),
-		remove_rec("other"),
-	};
+#define MAX_RECS 9
 
-	(void)state;
-	assert_refused(recs, sizeof(recs) / sizeof(recs[0]));
+struct refusal {
+	const char *what;
+	size_t n;
+	struct kvf__jrec recs[MAX_RECS];
+};
+
+static const uint64_t seg_a[] = { SEG_A }, seg_b[] = { SEG_B };
+static const uint64_t seg_ab[] = { SEG_A, SEG_B }, seg_aa[] = { SEG_A, SEG_A };
+static const uint64_t at_0[] = { 0 }, at_0_0[] = { 0, 0 }, at_8k[] = { 8192 };
+static const uint64_t at_0_8k[] = { 0, 8192 }, at_2m[] = { 2 * MIB };
+
+static void fill_refusals(struct refusal *c)
+{
+	/*
+	 * The shape the unmount race used to write: a replica set
+	 * journaled after the key was removed and put again, naming space
+	 * another object holds. Applying it would free the live object's
+	 * space and later free it twice.
+	 */
+	c[0] = (struct refusal){
+		"replica set journaled after a re-put", 9,
+		{ mount_rec(SEG_A), mount_rec(SEG_B),
+		  obj_rec(KVF__JREC_OBJECT_PUT, "k", 2, seg_ab, at_0_0),
+		  remove_rec("k"),
+		  obj_rec(KVF__JREC_OBJECT_PUT, "other", 1, seg_a, at_0),
+		  obj_rec(KVF__JREC_OBJECT_PUT, "k", 1, seg_a, at_8k),
+		  obj_rec(KVF__JREC_OBJECT_REPLICAS, "k", 1, seg_a, at_0),
+		  remove_rec("k"), remove_rec("other") }
+	};
+	c[1] = (struct refusal){
+		"replica set that grows", 4,
+		{ mount_rec(SEG_A), mount_rec(SEG_B),
+		  obj_rec(KVF__JREC_OBJECT_PUT, "k", 1, seg_a, at_0),
+		  obj_rec(KVF__JREC_OBJECT_REPLICAS, "k", 2, seg_ab, at_0_0) }
+	};
+	c[2] = (struct refusal){
+		"overlapping puts", 3,
+		{ mount_rec(SEG_A),
+		  obj_rec(KVF__JREC_OBJECT_PUT, "k1", 1, seg_a, at_0),
+		  obj_rec(KVF__JREC_OBJECT_PUT, "k2", 1, seg_a, at_0) }
+	};
+	c[3] = (struct refusal){
+		"replica in a segment never mounted", 2,
+		{ mount_rec(SEG_A),
+		  obj_rec(KVF__JREC_OBJECT_PUT, "k", 1, seg_b, at_0) }
+	};
+	c[4] = (struct refusal){
+		"two replicas in one segment", 2,
+		{ mount_rec(SEG_A),
+		  obj_rec(KVF__JREC_OBJECT_PUT, "k", 2, seg_aa, at_0_8k) }
+	};
+	c[5] = (struct refusal){
+		"replica outside its segment", 2,
+		{ mount_rec(SEG_A),
+		  obj_rec(KVF__JREC_OBJECT_PUT, "k", 1, seg_a, at_2m) }
+	};
 }
 
-/* A replica set may only shrink. */
-static void test_replicas_adds_one(void **state)
+#define NR_REFUSALS 6
+
+static void test_refused(void **state)
 {
-	const uint64_t a[] = { SEG_A }, ab[] = { SEG_A, SEG_B };
-	const uint64_t x[] = { 0 }, x_y[] = { 0, 0 };
-	const struct kvf__jrec recs[] = {
-		mount_rec(SEG_A),
-		mount_rec(SEG_B),
-		obj_rec(KVF__JREC_OBJECT_PUT, "k", 1, a, x),
-		obj_rec(KVF__JREC_OBJECT_REPLICAS, "k", 2, ab, x_y),
-	};
+	struct refusal *cases = calloc(NR_REFUSALS, sizeof(*cases));
 
 	(void)state;
-	assert_refused(recs, sizeof(recs) / sizeof(recs[0]));
+	assert_non_null(cases);
+	fill_refusals(cases);
+	for (int i = 0; i < NR_REFUSALS; i++) {
+		print_message("%s\n", cases[i].what);
+		assert_refused(cases[i].recs, cases[i].n);
+	}
+	free(cases);
 }
 
-static void test_overlapping_puts(void **state)
-{
-	const uint64_t a[] = { SEG_A }, x[] = { 0 };
-	const struct kvf__jrec recs[] = {
-		mount_rec(SEG_A),
-		obj_rec(KVF__JREC_OBJECT_PUT, "k1", 1, a, x),
-		obj_rec(KVF__JREC_OBJECT_PUT, "k2", 1, a, x),
-	};
-
-	(void)state;
-	assert_refused(recs, sizeof(recs) / sizeof(recs[0]));
-}
-
-static void test_replica_in_unknown_segment(void **state)
-{
-	const uint64_t b[] = { SEG_B }, x[] = { 0 };
-	const struct kvf__jrec recs[] = {
-		mount_rec(SEG_A),
-		obj_rec(KVF__JREC_OBJECT_PUT, "k", 1, b, x),
-	};
-
-	(void)state;
-	assert_refused(recs, sizeof(recs) / sizeof(recs[0]));
-}
-
-static void test_two_replicas_in_one_segment(void **state)
-{
-	const uint64_t aa[] = { SEG_A, SEG_A }, xy[] = { 0, 8192 };
-	const struct kvf__jrec recs[] = {
-		mount_rec(SEG_A),
-		obj_rec(KVF__JREC_OBJECT_PUT, "k", 2, aa, xy),
-	};
-
-	(void)state;
-	assert_refused(recs, sizeof(recs) / sizeof(recs[0]));
-}
-
-static void test_replica_outside_segment(void **state)
-{
-	const uint64_t a[] = { SEG_A }, far[] = { 2 * MIB };
-	const struct kvf__jrec recs[] = {
-		mount_rec(SEG_A),
-		obj_rec(KVF__JREC_OBJECT_PUT, "k", 1, a, far),
-	};
-
-	(void)state;
-	assert_refused(recs, sizeof(recs) / sizeof(recs[0]));
-}
-
-/* The same records in a valid order open, and say what they hold. */
+/* Records like the first refusal's, in the order the engine writes. */
 static void test_valid_order_opens(void **state)
 {
-	const uint64_t ab[] = { SEG_A, SEG_B }, a[] = { SEG_A };
-	const uint64_t x_y[] = { 0, 0 }, x[] = { 0 }, z[] = { 8192 };
 	const struct kvf__jrec recs[] = {
 		mount_rec(SEG_A),
 		mount_rec(SEG_B),
-		obj_rec(KVF__JREC_OBJECT_PUT, "k", 2, ab, x_y),
-		obj_rec(KVF__JREC_OBJECT_REPLICAS, "k", 1, a, x),
+		obj_rec(KVF__JREC_OBJECT_PUT, "k", 2, seg_ab, at_0_0),
+		obj_rec(KVF__JREC_OBJECT_REPLICAS, "k", 1, seg_a, at_0),
 		remove_rec("k"),
-		obj_rec(KVF__JREC_OBJECT_PUT, "other", 1, a, x),
-		obj_rec(KVF__JREC_OBJECT_PUT, "k", 1, a, z),
+		obj_rec(KVF__JREC_OBJECT_PUT, "other", 1, seg_a, at_0),
+		obj_rec(KVF__JREC_OBJECT_PUT, "k", 1, seg_a, at_8k),
 		remove_rec("other"),
 	};
 	char *dir = write_journal(recs, sizeof(recs) / sizeof(recs[0]));
@@ -215,12 +199,7 @@ static void test_valid_order_opens(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_replicas_not_a_subset),
-		cmocka_unit_test(test_replicas_adds_one),
-		cmocka_unit_test(test_overlapping_puts),
-		cmocka_unit_test(test_replica_in_unknown_segment),
-		cmocka_unit_test(test_two_replicas_in_one_segment),
-		cmocka_unit_test(test_replica_outside_segment),
+		cmocka_unit_test(test_refused),
 		cmocka_unit_test(test_valid_order_opens),
 	};
 
