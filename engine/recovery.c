@@ -138,7 +138,8 @@ static int apply_mount(struct replay *rp, const struct kvf__jrec *r)
 
 /*
  * Point @o's replicas at their segments (nothing is reserved). Returns
- * KVF_ERR_JOURNAL_CORRUPT for an unknown segment.
+ * KVF_ERR_JOURNAL_CORRUPT for an unknown segment or two replicas in one
+ * (placement never puts two in one segment; an unmount drops one).
  */
 static int set_replicas(struct replay *rp, struct kvf__object *o,
 			const struct kvf__jrec *r)
