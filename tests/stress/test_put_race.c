@@ -7,7 +7,10 @@
  * so whichever thread's put_start succeeds owns the key until it revokes
  * it: its revoke must always succeed, and nothing may be left allocated.
  * Runs on the engine's real clock (the threads read it at different
- * moments, which is what the race needs), against both index kinds.
+ * moments, which is what the race needs), against both index kinds; the
+ * same interleaving is also replayed deterministically on an injected
+ * clock, and a mixed run checks that a client's put_end of its own put
+ * always succeeds.
  */
 #include "config.h"
 
@@ -23,7 +26,7 @@ struct racer {
 	struct kvf_engine *e;
 	uint64_t client;
 	uint64_t started;
-	uint64_t bad_revokes;
+	uint64_t bad_revokes; /* own puts whose revoke or end failed */
 	int last_bad;
 };
 
@@ -52,7 +55,48 @@ static void *race(void *arg)
 	return NULL;
 }
 
-static void run(enum kvf_index_kind kind)
+/*
+ * Mixed: each client puts (start, end) keys of a small shared set and
+ * removes the ones it finds complete. A put_start that succeeded owns the
+ * key until its put_end, which must therefore succeed.
+ */
+#define MIXED_KEYS 16
+
+static void *mixed(void *arg)
+{
+	struct racer *r = arg;
+	struct kvf_put_config cfg = { .replica_num = 1 };
+	unsigned seed = (unsigned)r->client;
+	char name[16];
+
+	for (int i = 0; i < ROUNDS / 4; i++) {
+		struct kvf_key key;
+		uint64_t size = 4096;
+		struct kvf_replicas out;
+		enum kvf_status st;
+		int ret;
+
+		snprintf(name, sizeof(name), "m-%d",
+			 rand_r(&seed) % MIXED_KEYS);
+		key = key_of(name);
+		ret = kvf_batch_put_start(r->e, r->client, &key, &size, 1,
+					  &cfg, &out, &st);
+		if (ret != KVF_OK) {
+			/* Taken: remove it if complete (errors expected). */
+			kvf_batch_remove(r->e, &key, 1, false, &st);
+			continue;
+		}
+		r->started++;
+		ret = end1(r->e, r->client, name);
+		if (ret != KVF_OK) {
+			r->bad_revokes++;
+			r->last_bad = ret;
+		}
+	}
+	return NULL;
+}
+
+static void run(enum kvf_index_kind kind, void *(*worker)(void *))
 {
 	struct racer r[2];
 	pthread_t t[2];
@@ -69,14 +113,15 @@ static void run(enum kvf_index_kind kind)
 	assert_int_equal(mount(e, 2, 2, 8 * MIB), KVF_OK);
 	for (int i = 0; i < 2; i++) {
 		r[i] = (struct racer){ .e = e, .client = (uint64_t)i + 1 };
-		assert_int_equal(pthread_create(&t[i], NULL, race, &r[i]), 0);
+		assert_int_equal(pthread_create(&t[i], NULL, worker, &r[i]),
+				 0);
 	}
 	for (int i = 0; i < 2; i++)
 		pthread_join(t[i], NULL);
 	for (int i = 0; i < 2; i++) {
 		if (r[i].bad_revokes)
-			print_error("index %d client %d: %llu of %llu revokes "
-				    "failed (last: %s)\n",
+			print_error("index %d client %d: %llu of %llu own "
+				    "puts not revoked or ended (last: %s)\n",
 				    (int)kind, i + 1,
 				    (unsigned long long)r[i].bad_revokes,
 				    (unsigned long long)r[i].started,
@@ -85,6 +130,7 @@ static void run(enum kvf_index_kind kind)
 	}
 	assert_true(r[0].started + r[1].started > 0);
 	assert_accounting(e);
+	assert_int_equal(kvf_remove_all(e, true, NULL), KVF_OK);
 	assert_int_equal(kvf_engine_get_stats(e, &s), KVF_OK);
 	assert_int_equal(s.objects, 0);
 	assert_int_equal(s.processing, 0);
@@ -93,23 +139,68 @@ static void run(enum kvf_index_kind kind)
 	kvf_engine_close(e);
 }
 
+/*
+ * The race, made deterministic on an injected clock: client 2's batch
+ * read the clock just before client 1's put started, so client 1's
+ * record is "younger" than client 2's now. It is not stuck.
+ */
+static void younger_put_kept(enum kvf_index_kind kind)
+{
+	struct fixture f;
+
+	fixture_config(&f);
+	f.cfg.index = kind;
+	assert_int_equal(kvf_engine_open(&f.cfg, &f.e), KVF_OK);
+	assert_int_equal(mount(f.e, 1, 1, 8 * MIB), KVF_OK);
+	assert_int_equal(mount(f.e, 2, 2, 8 * MIB), KVF_OK);
+	assert_int_equal(put1(f.e, 1, "k", 4096, 1, NULL), KVF_OK);
+	__atomic_fetch_sub(&f.clock.now_ns, 1, __ATOMIC_RELAXED);
+	assert_int_equal(put1(f.e, 2, "k", 4096, 1, NULL),
+			 KVF_ERR_OBJECT_ALREADY_EXISTS);
+	assert_int_equal(revoke1(f.e, 1, "k"), KVF_OK);
+	assert_accounting(f.e);
+	kvf_engine_close(f.e);
+}
+
+static void test_younger_put_kept(void **state)
+{
+	(void)state;
+	younger_put_kept(KVF_INDEX_LFHT);
+	younger_put_kept(KVF_INDEX_BUCKET);
+}
+
 static void test_put_start_race_lfht(void **state)
 {
 	(void)state;
-	run(KVF_INDEX_LFHT);
+	run(KVF_INDEX_LFHT, race);
 }
 
 static void test_put_start_race_bucket(void **state)
 {
 	(void)state;
-	run(KVF_INDEX_BUCKET);
+	run(KVF_INDEX_BUCKET, race);
+}
+
+static void test_mixed_own_puts_end_lfht(void **state)
+{
+	(void)state;
+	run(KVF_INDEX_LFHT, mixed);
+}
+
+static void test_mixed_own_puts_end_bucket(void **state)
+{
+	(void)state;
+	run(KVF_INDEX_BUCKET, mixed);
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_younger_put_kept),
 		cmocka_unit_test(test_put_start_race_lfht),
 		cmocka_unit_test(test_put_start_race_bucket),
+		cmocka_unit_test(test_mixed_own_puts_end_lfht),
+		cmocka_unit_test(test_mixed_own_puts_end_bucket),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
