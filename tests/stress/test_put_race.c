@@ -61,6 +61,7 @@ static void *race(void *arg)
  * key until its put_end, which must therefore succeed.
  */
 #define MIXED_KEYS 16
+#define MIXED_ROUNDS 5000
 
 static void *mixed(void *arg)
 {
@@ -69,7 +70,7 @@ static void *mixed(void *arg)
 	unsigned seed = (unsigned)r->client;
 	char name[16];
 
-	for (int i = 0; i < ROUNDS / 4; i++) {
+	for (int i = 0; i < MIXED_ROUNDS; i++) {
 		struct kvf_key key;
 		uint64_t size = 4096;
 		struct kvf_replicas out;
