@@ -1095,8 +1095,12 @@ static bool free_in_leaf(struct kvf__segalloc *a, struct path *p,
 	return true;
 }
 
-void kvf__segalloc_free(struct kvf__segalloc *a, uint64_t offset,
-			uint64_t size)
+/*
+ * Free (@offset, @size) if it is exactly one used block: NULL. If it is
+ * not, nothing changes and the reason is returned.
+ */
+static const char *release(struct kvf__segalloc *a, uint64_t offset,
+			   uint64_t size)
 {
 	uint64_t need = size ? rounded(a, size) : 0, end, start;
 	struct blk b = { 0, 0, 0 }, prev = { 0, USED, 0 }, next = { 0, USED, 0 }, m;
@@ -1125,11 +1129,11 @@ void kvf__segalloc_free(struct kvf__segalloc *a, uint64_t offset,
 			next = block_at(a, end);
 	}
 	if (b.off != offset || !(b.val & USED) || !need ||
-	    blk_size(b.val) != need)
-		kvf__die("free of [%#llx, +%llu): %s", (unsigned long long)offset,
-			 (unsigned long long)size,
-			 b.off == offset && (b.val & USED) ? "wrong size"
-							    : "not allocated");
+	    blk_size(b.val) != need) {
+		pthread_mutex_unlock(&a->lock);
+		return b.off == offset && (b.val & USED) ? "wrong size" :
+							   "not allocated";
+	}
 	/* Merge with free neighbours: the merged block starts at @start. */
 	start = prev.val & USED ? offset : prev.off;
 	m = (struct blk){ start,
@@ -1156,6 +1160,24 @@ done:
 	a->allocs--;
 	publish(a);
 	pthread_mutex_unlock(&a->lock);
+	return NULL;
+}
+
+int kvf__segalloc_release(struct kvf__segalloc *a, uint64_t offset,
+			  uint64_t size)
+{
+	return release(a, offset, size) ? KVF_ERR_INVALID_PARAMS : KVF_OK;
+}
+
+void kvf__segalloc_free(struct kvf__segalloc *a, uint64_t offset,
+			uint64_t size)
+{
+	const char *why = release(a, offset, size);
+
+	if (why)
+		kvf__die("free of [%#llx, +%llu): %s",
+			 (unsigned long long)offset, (unsigned long long)size,
+			 why);
 }
 
 int kvf__segalloc_reserve(struct kvf__segalloc *a, uint64_t offset,

@@ -46,6 +46,15 @@ void kvf__segalloc_free(struct kvf__segalloc *a, uint64_t offset,
 			uint64_t size);
 
 /*
+ * kvf__segalloc_release() - kvf__segalloc_free() for ranges that come from
+ * outside the engine (a journal being replayed): KVF_OK, or
+ * KVF_ERR_INVALID_PARAMS with nothing changed when (@offset, @size) is not
+ * exactly one used block.
+ */
+int kvf__segalloc_release(struct kvf__segalloc *a, uint64_t offset,
+			  uint64_t size);
+
+/*
  * kvf__segalloc_alloc_tagged() - alloc, remembering @tag (non-zero; the
  * engine uses the owning object's key hash) with the block, so the owners
  * of a segment's blocks can be enumerated (kvf__segalloc_used_blocks,

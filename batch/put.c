@@ -132,6 +132,19 @@ static void discard_record(struct kvf__object *o)
 }
 
 /*
+ * Has processing @o waited the discard timeout as of @now? @now was read
+ * before this batch looked the key up, so a put started by another thread
+ * meanwhile can carry a later stamp than @now: that put is the youngest
+ * there is, never a stuck one (an unsigned now - stamp would wrap around
+ * and pre-empt it, orphaning its writer).
+ */
+static bool put_is_stuck(const struct kvf_engine *e,
+			 const struct kvf__object *o, uint64_t now)
+{
+	return now >= o->stamp && now - o->stamp >= e->discard_ns;
+}
+
+/*
  * Decide about an existing record for key @i. Returns KVF_OK after
  * pre-empting a stuck put (the new record is published), TAKE_OVER_RETRY
  * when the record vanished, or the item's error.
@@ -147,7 +160,7 @@ static int take_over(struct put_ctx *c, size_t i, struct kvf__object *old)
 		return base == KVF__OBJ_DEAD || base == KVF__OBJ_REPLACED ?
 			       TAKE_OVER_RETRY :
 			       KVF_ERR_OBJECT_ALREADY_EXISTS;
-	if (base == KVF__OBJ_COMPLETE || c->now - old->stamp < e->discard_ns) {
+	if (base == KVF__OBJ_COMPLETE || !put_is_stuck(e, old, c->now)) {
 		kvf__obj_set(old, base);
 		return KVF_ERR_OBJECT_ALREADY_EXISTS;
 	}

@@ -32,7 +32,12 @@ static void object_jrec(const struct kvf_engine *e, const struct kvf__object *o,
 		return;
 	r->obj.flags = o->flags & (KVF__OBJ_HARD_PIN | KVF__OBJ_SOFT_PIN);
 	r->obj.size = o->size;
-	r->obj.soft_pin_deadline_ns = 0;
+	/*
+	 * The object's stamp, which replay restores: a soft pin's deadline
+	 * (put_end sets it as it publishes), else the put time, which
+	 * eviction ranks a never-read object by.
+	 */
+	r->obj.soft_pin_deadline_ns = o->stamp;
 	if (o->flags & KVF__OBJ_SOFT_PIN)
 		r->obj.soft_pin_deadline_ns = kvf__now(e) + e->soft_pin_ns;
 	r->obj.nr_replicas = o->nr_replicas;

@@ -16,6 +16,13 @@
  * moves them on (after the journal); other writers wait or give up, they
  * never hold a lock while waiting, so there is no deadlock.
  *
+ * HELD (a bit beside the base state, set only on COMPLETE): an unmount
+ * dropped a replica copy-on-write and has not journaled the new replica
+ * set yet. Readers see the object as complete; writers wait
+ * (kvf__obj_lock) until the unmount journaled the change and cleared the
+ * bit, so whatever they journal about the object comes after it. The
+ * unmount clears its HELD records before it waits for anything itself.
+ *
  * Leases against removal (a Dekker pair, both sides seq_cst): a reader
  * raises the lease deadline (the owner word), then re-reads the state; a
  * remover sets LOCKED, then reads the lease. Either the remover sees the new lease, or the
@@ -32,6 +39,7 @@
 #include "metadata/object.h"
 
 #define KVF__OBJ_LOCKED 0x100u
+#define KVF__OBJ_HELD 0x200u
 #define KVF__OBJ_ENDING 6u
 #define KVF__OBJ_REMOVING 7u
 
@@ -70,9 +78,10 @@ static inline uint32_t kvf__obj_read_state(const struct kvf__object *o)
 }
 
 /*
- * Writer lock. Returns true with *base = the state it locked from
- * (PROCESSING or COMPLETE). Returns false with *base = the state that
- * stopped it (DEAD, REPLACED, ENDING or REMOVING) without locking.
+ * Writer lock; waits out LOCKED and HELD. Returns true with *base = the
+ * state it locked from (PROCESSING or COMPLETE). Returns false with
+ * *base = the state that stopped it (DEAD, REPLACED, ENDING or REMOVING)
+ * without locking.
  */
 static inline bool kvf__obj_lock(struct kvf__object *o, uint32_t *base)
 {
@@ -80,7 +89,7 @@ static inline bool kvf__obj_lock(struct kvf__object *o, uint32_t *base)
 	uint32_t s = kvf__obj_load(o);
 
 	for (;;) {
-		if (s & KVF__OBJ_LOCKED) {
+		if (s & (KVF__OBJ_LOCKED | KVF__OBJ_HELD)) {
 			kvf__obj_pause(&spins);
 			s = kvf__obj_load(o);
 			continue;

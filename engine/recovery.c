@@ -17,16 +17,28 @@
  * Cost: one index insertion per recovered object (a put is inserted
  * first; only a clash, which the image never has, costs more).
  *
- * Time does not survive a restart (the engine clock is monotonic and
- * per-process): recovered objects have no lease, soft pins restart their
- * full TTL, and every owner of a mounted segment gets a fresh client TTL
- * to heartbeat.
+ * Time: records carry the object's stamp on the engine clock (the soft
+ * pin deadline of a pinned object, the put time of another), and replay
+ * restores it, so a pin that expired before the close stays expired and
+ * eviction ranks recovered objects by age as it did before. A stamp
+ * later than the clock allows (the clock restarted: the default one is
+ * CLOCK_MONOTONIC, which a reboot resets) is clamped to now (put time) or
+ * now + the pin TTL (deadline). Leases are not journaled: recovered
+ * objects have none, and every owner of a mounted segment gets a fresh
+ * client TTL to heartbeat.
+ *
+ * Nothing read from disk is trusted: a record that cannot be applied (a
+ * replica outside or overlapping, a replica set that is not a subset of
+ * the object's, a free of space the object does not hold) stops the
+ * replay with KVF_ERR_JOURNAL_CORRUPT and a line on stderr naming the
+ * record; kvf__die() is kept for the engine's own invariants.
  *
  * Runs single-threaded inside kvf_engine_open(), before the background
  * thread starts, with seg_lock held for the helpers that expect it.
  */
 #include "config.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -49,6 +61,8 @@ struct pending {
 
 struct replay {
 	struct kvf_engine *e;
+	uint64_t now;
+	const char *why; /* what made the current record fail */
 	uint64_t objects;
 	struct kvf__reclaim rc;
 	bool in_log; /* the image is done: reserve replicas as they come */
@@ -66,19 +80,40 @@ static struct kvf__object *find(struct kvf_engine *e, const char *key,
 	return o;
 }
 
-static void drop_object(struct replay *rp, struct kvf__object *o,
-			uint64_t hash)
+/* The current record cannot be applied because of @why. */
+static int corrupt(struct replay *rp, const char *why)
+{
+	rp->why = why;
+	return KVF_ERR_JOURNAL_CORRUPT;
+}
+
+/* Return @o's replicas to their allocators; all must be held by it. */
+static int release_replicas(struct replay *rp, const struct kvf__object *o)
+{
+	const struct kvf__replica *r = kvf__object_replicas_const(o);
+	int ret = KVF_OK;
+
+	for (unsigned i = 0; i < o->nr_replicas; i++)
+		if (kvf__segalloc_release(r[i].seg->alloc, r[i].offset,
+					  o->size) != KVF_OK)
+			ret = corrupt(rp, "frees space it does not hold");
+	return ret;
+}
+
+static int drop_object(struct replay *rp, struct kvf__object *o,
+		       uint64_t hash)
 {
 	struct kvf_engine *e = rp->e;
 
 	kvf__object_retire(e, o, hash, &rp->rc);
 	kvf__obj_set(o, KVF__OBJ_DEAD);
-	kvf__replicas_free(o);
 	kvf__count_add(&e->nr_complete, -1);
+	return release_replicas(rp, o);
 }
 
-static int apply_mount(struct kvf_engine *e, const struct kvf__jrec *r)
+static int apply_mount(struct replay *rp, const struct kvf__jrec *r)
 {
+	struct kvf_engine *e = rp->e;
 	char name[KVF_SEGMENT_NAME_MAX + 1], endpoint[KVF_ENDPOINT_MAX + 1];
 	struct kvf_segment_desc d = { .id = r->mount.segment_id,
 				      .name = name,
@@ -88,24 +123,25 @@ static int apply_mount(struct kvf_engine *e, const struct kvf__jrec *r)
 
 	if (r->mount.name_len > KVF_SEGMENT_NAME_MAX ||
 	    r->mount.endpoint_len > KVF_ENDPOINT_MAX)
-		return KVF_ERR_JOURNAL_CORRUPT;
+		return corrupt(rp, "segment name or endpoint too long");
 	memcpy(name, r->mount.name, r->mount.name_len);
 	name[r->mount.name_len] = 0;
 	memcpy(endpoint, r->mount.endpoint, r->mount.endpoint_len);
 	endpoint[r->mount.endpoint_len] = 0;
 	/* A mount replaces a segment with the same id. */
 	kvf__segment_unmount_locked(e, 0, d.id, false);
-	return kvf__segment_mount_locked(e, r->mount.client_id, &d, false,
-					 NULL) ?
-		       KVF_ERR_JOURNAL_CORRUPT :
-		       KVF_OK;
+	if (kvf__segment_mount_locked(e, r->mount.client_id, &d, false, NULL))
+		return corrupt(rp, "segment cannot be mounted (invalid or "
+				   "overlapping)");
+	return KVF_OK;
 }
 
 /*
  * Point @o's replicas at their segments (nothing is reserved). Returns
- * KVF_ERR_JOURNAL_CORRUPT for an unknown segment.
+ * KVF_ERR_JOURNAL_CORRUPT for an unknown segment or two replicas in one
+ * (placement never puts two in one segment; an unmount drops one).
  */
-static int set_replicas(struct kvf_engine *e, struct kvf__object *o,
+static int set_replicas(struct replay *rp, struct kvf__object *o,
 			const struct kvf__jrec *r)
 {
 	struct kvf__replica *rep = kvf__object_replicas(o);
@@ -113,10 +149,13 @@ static int set_replicas(struct kvf_engine *e, struct kvf__object *o,
 	for (unsigned i = 0; i < r->obj.nr_replicas; i++) {
 		struct kvf__segment *seg;
 
-		seg = kvf__seg_find(e->segs, r->obj.replicas[i].segment_id,
+		seg = kvf__seg_find(rp->e->segs, r->obj.replicas[i].segment_id,
 				    NULL);
 		if (!seg)
-			return KVF_ERR_JOURNAL_CORRUPT;
+			return corrupt(rp, "replica in a segment not mounted");
+		for (unsigned j = 0; j < i; j++)
+			if (rep[j].seg == seg)
+				return corrupt(rp, "replicas share a segment");
 		rep[i].seg = seg;
 		rep[i].offset = r->obj.replicas[i].offset;
 	}
@@ -124,7 +163,8 @@ static int set_replicas(struct kvf_engine *e, struct kvf__object *o,
 }
 
 /* Reserve every replica of @o, tagged with its key hash; all or nothing. */
-static int reserve_replicas(struct kvf__object *o, uint64_t hash)
+static int reserve_replicas(struct replay *rp, struct kvf__object *o,
+			    uint64_t hash)
 {
 	const struct kvf__replica *rep = kvf__object_replicas(o);
 
@@ -136,7 +176,8 @@ static int reserve_replicas(struct kvf__object *o, uint64_t hash)
 		while (i--)
 			kvf__segalloc_free(rep[i].seg->alloc, rep[i].offset,
 					   o->size);
-		return KVF_ERR_JOURNAL_CORRUPT;
+		return corrupt(rp, "replica outside its segment or on space "
+				   "already in use");
 	}
 	return KVF_OK;
 }
@@ -164,6 +205,21 @@ static int defer_replicas(struct replay *rp, struct kvf__object *o,
 }
 
 /*
+ * @o's stamp from its record's (engine/journal_glue.c: the pin deadline of
+ * a soft-pinned object, else the put time), never later than the clock
+ * allows now (see the note at the top).
+ */
+static uint64_t restored_stamp(const struct replay *rp,
+			       const struct kvf__object *o, uint64_t recorded)
+{
+	uint64_t latest = rp->now;
+
+	if (o->flags & KVF__OBJ_SOFT_PIN)
+		latest += rp->e->soft_pin_ns;
+	return recorded < latest ? recorded : latest;
+}
+
+/*
  * OBJECT_PUT replaces any object with the same key. The record is inserted
  * first (one index operation when the key is new, the common case); a
  * clash drops the old object and inserts again. Replicas are reserved at
@@ -184,22 +240,25 @@ static int apply_put(struct replay *rp, const struct kvf__jrec *r)
 		return KVF_ERR_NO_MEMORY;
 	o->size = r->obj.size;
 	o->flags |= r->obj.flags & (KVF__OBJ_HARD_PIN | KVF__OBJ_SOFT_PIN);
-	if (o->flags & KVF__OBJ_SOFT_PIN)
-		o->stamp = kvf__now(e) + e->soft_pin_ns;
+	o->stamp = restored_stamp(rp, o, r->obj.soft_pin_deadline_ns);
 	o->state = KVF__OBJ_COMPLETE;
-	ret = set_replicas(e, o, r);
+	ret = set_replicas(rp, o, r);
 	if (ret)
 		goto err_free;
 	old = kvf__index_insert_unique(e->index, o, hash);
 	if (old) {
-		ret = KVF_ERR_JOURNAL_CORRUPT;
+		ret = corrupt(rp, "key twice in the image");
 		if (!rp->in_log)
 			goto err_free;
-		drop_object(rp, old, hash);
+		ret = drop_object(rp, old, hash);
 		if (kvf__index_insert_unique(e->index, o, hash))
 			kvf__die("replay: key present after it was dropped");
+		if (ret) {
+			kvf__object_retire(e, o, hash, &rp->rc);
+			return ret;
+		}
 	}
-	ret = rp->in_log ? reserve_replicas(o, hash) :
+	ret = rp->in_log ? reserve_replicas(rp, o, hash) :
 			   defer_replicas(rp, o, hash);
 	if (ret) {
 		kvf__object_retire(e, o, hash, &rp->rc);
@@ -214,12 +273,31 @@ err_free:
 	return ret;
 }
 
-/* The new replica set is a subset of the old: free what it left out. */
+/* Is every replica of @sub one of @of's? */
+static bool replicas_subset(const struct kvf__object *sub,
+			    const struct kvf__object *of)
+{
+	const struct kvf__replica *r = kvf__object_replicas_const(sub);
+
+	for (unsigned i = 0; i < sub->nr_replicas; i++) {
+		struct kvf__replica_ref ref = { r[i].seg, r[i].offset };
+
+		if (!kvf__object_has_replica(of, &ref))
+			return false;
+	}
+	return true;
+}
+
+/*
+ * OBJECT_REPLICAS: the new replica set must be a subset of the object's
+ * (replicas are only ever dropped): free what it left out. Anything else
+ * would hand the object space it never held.
+ */
 static int apply_replicas(struct replay *rp, const struct kvf__jrec *r)
 {
 	struct kvf_engine *e = rp->e;
 	uint64_t hash = kvf__key_hash(r->obj.key, r->obj.key_len);
-	const struct kvf__replica *orep, *nrep;
+	const struct kvf__replica *orep;
 	struct kvf__object *old, *o;
 	int ret;
 
@@ -233,20 +311,19 @@ static int apply_replicas(struct replay *rp, const struct kvf__jrec *r)
 	o->size = old->size;
 	o->flags = old->flags;
 	o->stamp = old->stamp;
-	ret = set_replicas(e, o, r);
+	ret = set_replicas(rp, o, r);
+	if (!ret && !replicas_subset(o, old))
+		ret = corrupt(rp, "replica set not a subset of the object's");
 	if (ret) {
 		kvf__object_free(o);
 		return ret;
 	}
 	orep = kvf__object_replicas_const(old);
-	nrep = kvf__object_replicas_const(o);
 	for (unsigned i = 0; i < old->nr_replicas; i++) {
-		bool kept = false;
+		struct kvf__replica_ref ref = { orep[i].seg, orep[i].offset };
 
-		for (unsigned j = 0; j < o->nr_replicas; j++)
-			kept |= nrep[j].seg == orep[i].seg &&
-				nrep[j].offset == orep[i].offset;
-		if (!kept)
+		/* Reserved when @old was applied: the free cannot fail. */
+		if (!kvf__object_has_replica(o, &ref))
 			kvf__segalloc_free(orep[i].seg->alloc, orep[i].offset,
 					   old->size);
 	}
@@ -263,9 +340,7 @@ static int apply_remove(struct replay *rp, const struct kvf__jrec *r)
 	uint64_t hash = kvf__key_hash(r->obj.key, r->obj.key_len);
 	struct kvf__object *o = find(rp->e, r->obj.key, r->obj.key_len, hash);
 
-	if (o)
-		drop_object(rp, o, hash);
-	return KVF_OK;
+	return o ? drop_object(rp, o, hash) : KVF_OK;
 }
 
 static int apply_object(struct replay *rp, const struct kvf__jrec *r)
@@ -288,16 +363,79 @@ static int apply_object(struct replay *rp, const struct kvf__jrec *r)
 	return ret;
 }
 
-static int apply_record(void *arg, const struct kvf__jrec *r, uint64_t seq)
+static const char *jrec_name(enum kvf__jrec_type t)
 {
-	struct replay *rp = arg;
+	switch (t) {
+	case KVF__JREC_SEGMENT_MOUNT:
+		return "SEGMENT_MOUNT";
+	case KVF__JREC_SEGMENT_UNMOUNT:
+		return "SEGMENT_UNMOUNT";
+	case KVF__JREC_CLIENT_REMOVE:
+		return "CLIENT_REMOVE";
+	case KVF__JREC_OBJECT_PUT:
+		return "OBJECT_PUT";
+	case KVF__JREC_OBJECT_REPLICAS:
+		return "OBJECT_REPLICAS";
+	case KVF__JREC_OBJECT_REMOVE:
+		return "OBJECT_REMOVE";
+	}
+	return "unknown";
+}
+
+/* Key bytes a refusal shows; keys are binary: others are escaped. */
+#define KEY_SHOWN 80
+
+static void show_key(char *out, const char *key, size_t len)
+{
+	static const char hex[] = "0123456789abcdef";
+
+	for (size_t i = 0; i < len && i < KEY_SHOWN; i++) {
+		unsigned char ch = (unsigned char)key[i];
+
+		if (ch >= 0x20 && ch < 0x7f && ch != '\\') {
+			*out++ = (char)ch;
+			continue;
+		}
+		*out++ = '\\';
+		*out++ = 'x';
+		*out++ = hex[ch >> 4];
+		*out++ = hex[ch & 15];
+	}
+	if (len > KEY_SHOWN)
+		out = strcpy(out, "...") + 3;
+	*out = 0;
+}
+
+/*
+ * The open is refused: say which record and why on stderr, the only
+ * channel an open that returns no engine has (the status alone cannot
+ * name the record).
+ */
+static void report_refusal(const struct replay *rp, const struct kvf__jrec *r,
+			   uint64_t seq)
+{
+	bool obj = r->type == KVF__JREC_OBJECT_PUT ||
+		   r->type == KVF__JREC_OBJECT_REPLICAS ||
+		   r->type == KVF__JREC_OBJECT_REMOVE;
+	char key[4 * KEY_SHOWN + 4] = "";
+
+	if (obj)
+		show_key(key, r->obj.key, r->obj.key_len);
+	fprintf(stderr,
+		"kvforge: journal %s record %s (sequence %llu%s%s): %s; "
+		"refusing to open\n",
+		rp->in_log ? "log" : "image", jrec_name(r->type),
+		(unsigned long long)seq, obj ? ", key " : "", key, rp->why);
+}
+
+static int apply_one(struct replay *rp, const struct kvf__jrec *r)
+{
 	struct kvf_engine *e = rp->e;
 	int ret;
 
-	(void)seq;
 	switch (r->type) {
 	case KVF__JREC_SEGMENT_MOUNT:
-		return apply_mount(e, r);
+		return apply_mount(rp, r);
 	case KVF__JREC_SEGMENT_UNMOUNT:
 		ret = kvf__segment_unmount_locked(e, 0, r->unmount.segment_id,
 						  false);
@@ -309,7 +447,19 @@ static int apply_record(void *arg, const struct kvf__jrec *r, uint64_t seq)
 	case KVF__JREC_OBJECT_REMOVE:
 		return apply_object(rp, r);
 	}
-	return KVF_ERR_JOURNAL_CORRUPT;
+	return corrupt(rp, "unknown record type");
+}
+
+static int apply_record(void *arg, const struct kvf__jrec *r, uint64_t seq)
+{
+	struct replay *rp = arg;
+	int ret;
+
+	rp->why = NULL;
+	ret = apply_one(rp, r);
+	if (ret == KVF_ERR_JOURNAL_CORRUPT)
+		report_refusal(rp, r, seq);
+	return ret;
 }
 
 static int cmp_pending(const void *a, const void *b)
@@ -340,8 +490,15 @@ static int reserve_image(void *arg)
 		if (kvf__segalloc_reserve_tagged(rp->pend[i].seg->alloc,
 						 rp->pend[i].offset,
 						 rp->pend[i].size,
-						 rp->pend[i].tag) != KVF_OK)
+						 rp->pend[i].tag) != KVF_OK) {
+			fprintf(stderr,
+				"kvforge: journal image: replica at segment "
+				"%llu offset %#llx is outside its segment or "
+				"overlaps another; refusing to open\n",
+				(unsigned long long)rp->pend[i].seg->id,
+				(unsigned long long)rp->pend[i].offset);
 			ret = KVF_ERR_JOURNAL_CORRUPT;
+		}
 	free(rp->pend);
 	rp->pend = NULL;
 	rp->nr_pend = rp->cap_pend = 0;
@@ -355,8 +512,8 @@ int kvf__engine_recover(struct kvf_engine *e)
 		.record = apply_record,
 		.image_done = reserve_image,
 	};
-	struct replay rp = { .e = e };
 	uint64_t t0 = kvf__now(e);
+	struct replay rp = { .e = e, .now = t0 };
 	int ret;
 
 	pthread_mutex_lock(&e->seg_lock);

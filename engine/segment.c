@@ -19,7 +19,12 @@
  *     and the index finds a record by hash plus "has this replica". So an
  *     unmount (and a dead client's cleanup) costs what the segment held,
  *     never a walk of the whole table, and runs in slices of DROP_SLICE
- *     blocks per read-side section; readers are never stalled;
+ *     blocks per read-side section; readers are never stalled. A complete
+ *     object's change is journaled in chunks, and until its chunk is
+ *     journaled the object is held against other writers (the new record
+ *     is HELD, a removed one REMOVING, engine/objstate.h): a put_end or
+ *     remove of the same key cannot be journaled before the drop it
+ *     follows, which replay would apply to the wrong object;
  *  3. wait another grace period, then free the allocator and the segment:
  *     no reader can still hold a record that points to it.
  */
@@ -394,6 +399,16 @@ static struct kvf__object *copy_without(struct kvf_engine *e,
 /* Object changes of one unmount are journaled in chunks of this size. */
 #define DROP_CHUNK 256
 
+/*
+ * A complete object's change, made in memory but not yet journaled: the
+ * new record is HELD (REPLICAS) or the old one REMOVING (REMOVE), so no
+ * other writer can journal anything about the object before it.
+ */
+struct drop_pending {
+	struct kvf__object *obj;
+	uint64_t hash;
+};
+
 struct drop_ctx {
 	struct kvf_engine *e;
 	struct kvf__segment *seg;
@@ -411,29 +426,8 @@ struct drop_ctx {
 	int err;      /* first journal error */
 	size_t nr;
 	struct kvf__mutation muts[DROP_CHUNK];
+	struct drop_pending pend[DROP_CHUNK];
 };
-
-/* Journal the collected object changes (inside the walk's read section,
- * so the records they point to are still there). */
-static void drop_flush(struct drop_ctx *c)
-{
-	int ret;
-
-	if (!c->nr)
-		return;
-	ret = c->journal ? kvf__engine_journal(c->e, c->muts, c->nr) : KVF_OK;
-	if (ret && !c->err)
-		c->err = ret;
-	c->nr = 0;
-}
-
-static void drop_note(struct drop_ctx *c, enum kvf__mutation_type type,
-		      const struct kvf__object *o)
-{
-	c->muts[c->nr++] = (struct kvf__mutation){ .type = type, .obj = o };
-	if (c->nr == DROP_CHUNK)
-		drop_flush(c);
-}
 
 /* Free @o after a grace period (see struct drop_ctx). */
 static void drop_retire(struct drop_ctx *c, struct kvf__object *o)
@@ -452,6 +446,49 @@ static void drop_retire(struct drop_ctx *c, struct kvf__object *o)
 	c->retired[c->nr_retired++] = o;
 }
 
+/* A complete object lost its last replica: unlink it, now journaled. */
+static void drop_finish_remove(struct drop_ctx *c, struct drop_pending *p)
+{
+	if (kvf__index_remove(c->e->index, p->obj, p->hash) != KVF_OK)
+		kvf__die("removing record vanished from the index");
+	kvf__obj_set(p->obj, KVF__OBJ_DEAD);
+	kvf__count_add(&c->e->nr_complete, -1);
+	drop_retire(c, p->obj);
+}
+
+/*
+ * Journal the collected object changes, then let other writers at the
+ * objects (inside the walk's read section, so the records are still
+ * there). A journal error is kept for the caller, but the changes stand:
+ * the segment goes away regardless (see unmount_locked()).
+ */
+static void drop_flush(struct drop_ctx *c)
+{
+	int ret;
+
+	if (!c->nr)
+		return;
+	ret = c->journal ? kvf__engine_journal(c->e, c->muts, c->nr) : KVF_OK;
+	if (ret && !c->err)
+		c->err = ret;
+	for (size_t i = 0; i < c->nr; i++) {
+		if (c->muts[i].type == KVF__MUT_OBJECT_REMOVE)
+			drop_finish_remove(c, &c->pend[i]);
+		else
+			kvf__obj_set(c->pend[i].obj, KVF__OBJ_COMPLETE);
+	}
+	c->nr = 0;
+}
+
+static void drop_note(struct drop_ctx *c, enum kvf__mutation_type type,
+		      struct kvf__object *o, uint64_t hash)
+{
+	c->muts[c->nr] = (struct kvf__mutation){ .type = type, .obj = o };
+	c->pend[c->nr++] = (struct drop_pending){ o, hash };
+	if (c->nr == DROP_CHUNK)
+		drop_flush(c);
+}
+
 /* Wait a grace period, then free the retired records. Call outside a
  * read-side section: afterwards no reader can hold one. */
 static void drop_free(struct drop_ctx *c)
@@ -467,52 +504,111 @@ static void drop_free(struct drop_ctx *c)
 enum drop_result { DROP_DONE, DROP_AGAIN, DROP_NO_MEMORY };
 
 /*
- * Drop @seg's replica from @o (key hash @hash). The record is locked for a
- * memcpy only. ENDING/REMOVING owners finish on their own; we wait for
- * their verdict. DROP_AGAIN: @o was replaced meanwhile, look it up again.
- * Complete objects' changes are journaled; processing ones never were.
+ * Lock @o for a drop. Before any wait, the changes this unmount still
+ * holds are journaled and released: the owner of an ENDING or REMOVING
+ * record may itself be waiting for one of them (a batch claims its items
+ * one by one). Returns false with *base DEAD or REPLACED.
  */
-static enum drop_result drop_replica(struct drop_ctx *c, struct kvf__object *o,
-				     uint64_t hash)
+static bool drop_lock(struct drop_ctx *c, struct kvf__object *o,
+		      uint32_t *base)
 {
-	struct kvf__object *n;
 	unsigned spins = 0;
-	uint32_t base;
-	int drop = replica_index(o, c->seg);
 
-	if (drop < 0)
-		return DROP_DONE;
-	while (!kvf__obj_lock(o, &base)) {
-		if (base == KVF__OBJ_DEAD)
-			return DROP_DONE;
-		if (base == KVF__OBJ_REPLACED)
-			return DROP_AGAIN;
+	if (kvf__obj_load(o) & KVF__OBJ_HELD)
+		drop_flush(c); /* only this thread holds records */
+	while (!kvf__obj_lock(o, base)) {
+		if (*base == KVF__OBJ_DEAD || *base == KVF__OBJ_REPLACED)
+			return false;
+		drop_flush(c);
 		kvf__obj_pause(&spins); /* ENDING or REMOVING: wait */
 	}
-	if (o->nr_replicas == 1) {
-		kvf__obj_set(o, KVF__OBJ_DEAD);
-		kvf__count_add(base == KVF__OBJ_COMPLETE ? &c->e->nr_complete :
-							   &c->e->nr_processing,
-			       -1);
-		if (kvf__index_remove(c->e->index, o, hash) != KVF_OK)
-			kvf__die("locked record vanished from the index");
-		drop_retire(c, o);
-		if (base == KVF__OBJ_COMPLETE)
-			drop_note(c, KVF__MUT_OBJECT_REMOVE, o);
-		return DROP_DONE;
-	}
-	n = copy_without(c->e, o, drop, base);
+	return true;
+}
+
+/*
+ * Publish a copy of locked @o (base state @base) without replica @drop, in
+ * state @state, and retire @o. NULL (and @o unlocked as it was) when the
+ * copy cannot be allocated.
+ */
+static struct kvf__object *drop_by_copy(struct drop_ctx *c,
+					struct kvf__object *o, int drop,
+					uint64_t hash, uint32_t base,
+					uint32_t state)
+{
+	struct kvf__object *n = copy_without(c->e, o, drop, state);
+
 	if (!n) {
 		kvf__obj_set(o, base);
-		return DROP_NO_MEMORY;
+		return NULL;
 	}
 	if (kvf__index_replace(c->e->index, o, n, hash) != KVF_OK)
 		kvf__die("locked record vanished from the index");
 	kvf__obj_set(o, KVF__OBJ_REPLACED);
 	drop_retire(c, o);
-	if (base == KVF__OBJ_COMPLETE)
-		drop_note(c, KVF__MUT_OBJECT_REPLICAS, n);
+	return n;
+}
+
+/* Drop processing @o's replica @drop: nothing was journaled about it. */
+static enum drop_result drop_processing(struct drop_ctx *c,
+					struct kvf__object *o, int drop,
+					uint64_t hash)
+{
+	if (o->nr_replicas == 1) {
+		kvf__obj_set(o, KVF__OBJ_DEAD);
+		kvf__count_add(&c->e->nr_processing, -1);
+		if (kvf__index_remove(c->e->index, o, hash) != KVF_OK)
+			kvf__die("locked record vanished from the index");
+		drop_retire(c, o);
+		return DROP_DONE;
+	}
+	return drop_by_copy(c, o, drop, hash, KVF__OBJ_PROCESSING,
+			    KVF__OBJ_PROCESSING) ?
+		       DROP_DONE :
+		       DROP_NO_MEMORY;
+}
+
+/*
+ * Drop complete @o's replica @drop. The change is visible to readers at
+ * once but held against writers until drop_flush() journaled it: a put
+ * or remove of the key that follows is journaled after it, so replay
+ * meets them in the order they happened.
+ */
+static enum drop_result drop_complete(struct drop_ctx *c, struct kvf__object *o,
+				      int drop, uint64_t hash)
+{
+	struct kvf__object *n;
+
+	if (o->nr_replicas == 1) {
+		kvf__obj_set(o, KVF__OBJ_REMOVING);
+		drop_note(c, KVF__MUT_OBJECT_REMOVE, o, hash);
+		return DROP_DONE;
+	}
+	n = drop_by_copy(c, o, drop, hash, KVF__OBJ_COMPLETE,
+			 KVF__OBJ_COMPLETE | KVF__OBJ_HELD);
+	if (!n)
+		return DROP_NO_MEMORY;
+	drop_note(c, KVF__MUT_OBJECT_REPLICAS, n, hash);
 	return DROP_DONE;
+}
+
+/*
+ * Drop @seg's replica from @o (key hash @hash). The record is locked for a
+ * memcpy only. ENDING/REMOVING owners finish on their own; we wait for
+ * their verdict. DROP_AGAIN: @o was replaced meanwhile, look it up again.
+ */
+static enum drop_result drop_replica(struct drop_ctx *c, struct kvf__object *o,
+				     uint64_t hash)
+{
+	uint32_t base;
+	int drop = replica_index(o, c->seg);
+
+	if (drop < 0)
+		return DROP_DONE;
+	if (!drop_lock(c, o, &base))
+		return base == KVF__OBJ_DEAD ? DROP_DONE : DROP_AGAIN;
+	if (base == KVF__OBJ_PROCESSING)
+		return drop_processing(c, o, drop, hash);
+	return drop_complete(c, o, drop, hash);
 }
 
 /* Drop the replica in block @b (tagged with its owner's key hash). */
@@ -528,8 +624,10 @@ static void drop_block(struct drop_ctx *c, const struct kvf__segalloc_block *b)
 		if (!o)
 			return; /* a pre-empted put's buffer, or already gone */
 		r = drop_replica(c, o, b->tag);
-		if (r == DROP_NO_MEMORY)
+		if (r == DROP_NO_MEMORY) {
+			drop_flush(c); /* hold nothing while we wait */
 			sched_yield(); /* the segment cannot go while o uses it */
+		}
 	}
 }
 
@@ -771,6 +869,51 @@ int kvf__expire_clients(struct kvf_engine *e)
 	}
 	pthread_mutex_unlock(&e->seg_lock);
 	return ret;
+}
+
+/* ---- accounting audit --------------------------------------------------- */
+
+static uint64_t block_bytes(const struct kvf__segment *seg, uint64_t size)
+{
+	uint64_t mask = kvf__segalloc_alignment(seg->alloc) - 1;
+
+	return (size + mask) & ~mask;
+}
+
+static void audit_visit(struct kvf__object *o, void *arg)
+{
+	struct kvf__audit *a = arg;
+	const struct kvf__replica *r = kvf__object_replicas_const(o);
+	uint32_t base = kvf__obj_base(kvf__obj_load(o));
+
+	if (base == KVF__OBJ_DEAD || base == KVF__OBJ_REPLACED)
+		return;
+	a->complete += base == KVF__OBJ_COMPLETE;
+	a->processing += base == KVF__OBJ_PROCESSING;
+	for (unsigned i = 0; i < o->nr_replicas; i++)
+		a->live_bytes += block_bytes(r[i].seg, o->size);
+}
+
+void kvf__engine_audit(struct kvf_engine *e, struct kvf__audit *out)
+{
+	struct kvf__seg_table *t;
+
+	memset(out, 0, sizeof(*out));
+	kvf__rcu_ensure_registered();
+	kvf__rcu_read_lock();
+	t = kvf__segs(e);
+	for (uint32_t i = 0; i < t->nr; i++)
+		out->used_bytes += kvf__segalloc_used_bytes(t->alloc[i]);
+	kvf__index_foreach(e->index, audit_visit, out);
+	pthread_mutex_lock(&e->deferred_lock);
+	for (size_t i = 0; i < e->nr_deferred; i++)
+		out->deferred_bytes += block_bytes(e->deferred[i].seg,
+						   e->deferred[i].size);
+	pthread_mutex_unlock(&e->deferred_lock);
+	kvf__rcu_read_unlock();
+	out->nr_complete = __atomic_load_n(&e->nr_complete, __ATOMIC_RELAXED);
+	out->nr_processing = __atomic_load_n(&e->nr_processing,
+					     __ATOMIC_RELAXED);
 }
 
 /* ---- init / fini -------------------------------------------------------- */

@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: MIT
 EXTRA_DIST += tests/unit/helpers.h tests/unit/index_helpers.h \
+	tests/stress/audit.h \
 	tests/stress/check.h
 
 # Engine suites run once per index: the programs on the default index
@@ -47,3 +48,32 @@ endif
 check_PROGRAMS += tests/stress/test_engine_crash
 UNIT_TESTS += tests/stress/test_engine_crash
 tests_stress_test_engine_crash_LDADD = libkvforge-core.la
+
+# Engine defects' regression tests (each loops over both index kinds).
+if HAVE_CMOCKA
+# Concurrent put_start of one key (both index kinds inside the program).
+check_PROGRAMS += tests/stress/test_put_race
+CONCURRENCY_TESTS += tests/stress/test_put_race
+tests_stress_test_put_race_CFLAGS = $(KVF_TEST_CFLAGS)
+tests_stress_test_put_race_LDADD = $(KVF_TEST_LIBS)
+
+# Unmounts racing puts and removes, then close and reopen (both index
+# kinds and both journaled durability modes inside the program).
+check_PROGRAMS += tests/stress/test_unmount_replay
+CONCURRENCY_TESTS += tests/stress/test_unmount_replay
+tests_stress_test_unmount_replay_CFLAGS = $(KVF_TEST_CFLAGS)
+tests_stress_test_unmount_replay_LDADD = $(KVF_TEST_LIBS)
+
+# Soft pin deadlines and recency across a reopen (both index kinds and
+# both journaled modes inside the program).
+check_PROGRAMS += tests/unit/test_pin_replay
+UNIT_TESTS += tests/unit/test_pin_replay
+tests_unit_test_pin_replay_CFLAGS = $(KVF_TEST_CFLAGS)
+tests_unit_test_pin_replay_LDADD = $(KVF_TEST_LIBS)
+
+# Journals that decode but cannot be applied are refused, not fatal.
+check_PROGRAMS += tests/unit/test_replay_refusal
+UNIT_TESTS += tests/unit/test_replay_refusal
+tests_unit_test_replay_refusal_CFLAGS = $(KVF_TEST_CFLAGS)
+tests_unit_test_replay_refusal_LDADD = $(KVF_TEST_LIBS)
+endif

@@ -23,6 +23,7 @@
 #include <pthread.h>
 
 #include "tests/unit/helpers.h"
+#include "tests/stress/audit.h"
 
 #define WRITERS 2
 #define READERS 2
@@ -285,6 +286,7 @@ static void test_readers_never_see_processing(void **state)
 	assert_int_equal(s.used_bytes, expect_bytes);
 	print_message("reads that found an object: %llu\n",
 		      (unsigned long long)S.reads_ok);
+	assert_accounting(S.e);
 	kvf_engine_close(S.e);
 }
 
@@ -359,6 +361,7 @@ static void test_same_puts_ended_twice(void **state)
 		kvf_batch_put_revoke(e, CLIENT, keys, 32, st);
 		assert_int_equal(stats_of(e).objects, 0);
 		assert_int_equal(stats_of(e).processing, 0);
+		assert_accounting(e);
 	}
 	kvf_engine_close(e);
 }
