@@ -109,6 +109,8 @@ static inline void kvf_wbuf_put(struct kvf_wbuf *w, const void *p, size_t n)
 #define KVF_SPACK_HASH_META 0x1u
 #define KVF_SPACK_META_LITERAL 0x04u
 #define KVF_SPACK_META_WIDTH_SHIFT 3
+/* The type hash of std::string (literal 80 0c): transport error bodies. */
+#define KVF_SPACK_HASH_STRING 0x9dcffa76u
 
 static inline bool kvf_spack_hash_eq(uint32_t a, uint32_t b)
 {
