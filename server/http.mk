@@ -4,3 +4,5 @@
 # (metrics and health, the transfer engine's metadata service) and their
 # tests.
 libkvforge_master_la_SOURCES += server/metrics.h server/http.h
+libkvforge_master_la_SOURCES += server/metrics.c server/http.c \
+	server/metastore.h server/metastore.c

@@ -24,6 +24,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <kvforge/status.h>
+
 #include "server/rpc_list.h"
 
 struct kvf_engine;
@@ -91,6 +93,24 @@ void kvf_metrics_unsupported(struct kvf_metrics *m, enum kvf_rpc rpc);
 void kvf_metrics_connections(struct kvf_metrics *m, int delta);
 
 /**
+ * kvf_metrics_value_sizes() - record the sizes of objects a put created.
+ * @m: the registry.
+ * @sizes: @n value lengths, bytes (a PutStart's total_len, per key).
+ * @status: @n per-item statuses; only items with %KVF_OK are recorded.
+ *	NULL records every item.
+ * @n: number of items.
+ *
+ * Feeds upstream's master_value_size_bytes histogram, which upstream
+ * observes when a put creates an object. Sums the batch locally first, so
+ * a batch costs at most one atomic add per bucket, not per key.
+ *
+ * Added after the first version of this contract (additive).
+ * Context: any thread; lock-free, never blocks.
+ */
+void kvf_metrics_value_sizes(struct kvf_metrics *m, const uint64_t *sizes,
+			     const enum kvf_status *status, size_t n);
+
+/**
  * kvf_metrics_set_source() - where gauges and the stage profile come from.
  * @m: the registry.
  * @engine: the engine whose kvf_engine_get_stats() fills the
@@ -134,8 +154,7 @@ int kvf_metrics_render_prometheus(struct kvf_metrics *m, char **out,
  * Context: as kvf_metrics_render_prometheus().
  * Return: %KVF_OK or %KVF_ERR_NO_MEMORY.
  */
-int kvf_metrics_render_summary(struct kvf_metrics *m, char **out,
-			       size_t *len);
+int kvf_metrics_render_summary(struct kvf_metrics *m, char **out, size_t *len);
 
 /**
  * kvf_metrics_render_health() - the /health JSON object.
@@ -145,7 +164,6 @@ int kvf_metrics_render_summary(struct kvf_metrics *m, char **out,
  *
  * Return: %KVF_OK or %KVF_ERR_NO_MEMORY.
  */
-int kvf_metrics_render_health(struct kvf_metrics *m, char **out,
-			      size_t *len);
+int kvf_metrics_render_health(struct kvf_metrics *m, char **out, size_t *len);
 
 #endif /* KVF_SERVER_METRICS_H */
