@@ -3,6 +3,17 @@
 # kvforge-master's HTTP side: the metrics registry, the HTTP/1.1 servers
 # (metrics and health, the transfer engine's metadata service) and their
 # tests.
-libkvforge_master_la_SOURCES += server/metrics.h server/http.h
-libkvforge_master_la_SOURCES += server/metrics.c server/http.c \
+libkvforge_master_la_SOURCES += server/metrics.h server/metrics.c \
+	server/http.h server/http.c \
 	server/metastore.h server/metastore.c
+
+EXTRA_DIST += tests/master/test_http_util.h
+
+if HAVE_CMOCKA
+KVF_HTTP_TEST_LIBS = libkvforge-master.la $(KVF_TEST_LIBS)
+
+check_PROGRAMS += tests/master/test_metrics
+UNIT_TESTS += tests/master/test_metrics
+tests_master_test_metrics_CFLAGS = $(KVF_TEST_CFLAGS)
+tests_master_test_metrics_LDADD = $(KVF_HTTP_TEST_LIBS)
+endif

@@ -655,6 +655,34 @@ static void render_engine(struct text *t, const struct gauges *g,
 	       "Memory mapped for object records", s->record_bytes);
 }
 
+/* One family of the stage profile: a field of every cell that ran. */
+static void render_stage_family(struct text *t,
+				const struct kvf_profile_snapshot *s,
+				const char *name, const char *help,
+				size_t field_offset, bool nanoseconds)
+{
+	family(t, name, "counter", help);
+	for (unsigned op = 0; op < s->n_ops; op++) {
+		for (unsigned st = 0; st <= s->n_stages; st++) {
+			const struct kvf_profile_cell *c =
+				kvf_profile_snapshot_cell(s, op, st);
+			const char *stage =
+				st < s->n_stages ? s->stage_names[st] : "total";
+			uint64_t v;
+
+			if (!c || c->calls == 0)
+				continue;
+			v = *(const uint64_t *)((const char *)c + field_offset);
+			put(t, "%s{op=\"%s\",stage=\"%s\"} ", name,
+			    s->op_names[op], stage);
+			if (nanoseconds)
+				put(t, "%.9f\n", (double)v / 1e9);
+			else
+				put(t, "%" PRIu64 "\n", v);
+		}
+	}
+}
+
 /* Per-stage profile, only while the engine's profiler is enabled. */
 static void render_stages(struct text *t, const struct kvf_metrics *m)
 {
@@ -670,34 +698,17 @@ static void render_stages(struct text *t, const struct kvf_metrics *m)
 		t->oom = true;
 		return;
 	}
-	family(t, "kvforge_stage_calls_total", "counter",
-	       "Engine batch calls that ran a stage (stage=\"total\": "
-	       "batches)");
-	family(t, "kvforge_stage_keys_total", "counter",
-	       "Keys of the batch calls that ran a stage");
-	family(t, "kvforge_stage_seconds_total", "counter",
-	       "Time charged to a stage of the engine's batch calls");
-	for (unsigned op = 0; op < s->n_ops; op++) {
-		for (unsigned st = 0; st <= s->n_stages; st++) {
-			const struct kvf_profile_cell *c =
-				kvf_profile_snapshot_cell(s, op, st);
-			const char *stage =
-				st < s->n_stages ? s->stage_names[st] : "total";
-
-			if (!c || c->calls == 0)
-				continue;
-			put(t,
-			    "kvforge_stage_calls_total{op=\"%s\",stage=\"%s\"} "
-			    "%" PRIu64 "\n"
-			    "kvforge_stage_keys_total{op=\"%s\",stage=\"%s\"} "
-			    "%" PRIu64 "\n"
-			    "kvforge_stage_seconds_total{op=\"%s\",stage=\"%"
-			    "s\"} %.9f\n",
-			    s->op_names[op], stage, c->calls, s->op_names[op],
-			    stage, c->keys, s->op_names[op], stage,
-			    (double)c->ns / 1e9);
-		}
-	}
+	render_stage_family(t, s, "kvforge_stage_calls_total",
+			    "Engine batch calls that ran a stage "
+			    "(stage=\"total\": batches)",
+			    offsetof(struct kvf_profile_cell, calls), false);
+	render_stage_family(t, s, "kvforge_stage_keys_total",
+			    "Keys of the batch calls that ran a stage",
+			    offsetof(struct kvf_profile_cell, keys), false);
+	render_stage_family(
+		t, s, "kvforge_stage_seconds_total",
+		"Time charged to a stage of the engine's batch calls",
+		offsetof(struct kvf_profile_cell, ns), true);
 	family(t, "kvforge_profile_tier", "gauge",
 	       "The profiler's counter tier (value 1 on the active one)");
 	put(t, "kvforge_profile_tier{tier=\"%s\"} 1\n", s->tier);
