@@ -50,6 +50,10 @@ enum kvf_rpc_errc {
 	KVF_RPC_ERRC_SERIAL_NUMBER_CONFLICT = 17,
 };
 
+/* The messages upstream's transport errors carry (struct_pack strings). */
+#define KVF_FRAME_MSG_INVALID_ARGS "invalid rpc arg"
+#define KVF_FRAME_MSG_NOT_REGISTERED "the rpc function not registered"
+
 /** struct kvf_frame_req - a request header, host byte order. */
 struct kvf_frame_req {
 	uint8_t magic;

@@ -74,6 +74,11 @@ static const char *const req_prog[KVF_RPC__COUNT] = {
 	[KVF_RPC_FetchTasks] = "cn",
 };
 
+const char *kvf__msg_req_prog(enum kvf_rpc rpc)
+{
+	return (unsigned)rpc < KVF_RPC__COUNT ? req_prog[rpc] : NULL;
+}
+
 /* ---- reading fields ---- */
 
 static struct kvf_uuid rd_uuid(struct kvf_spack_r *r)
@@ -755,8 +760,10 @@ static void codes_body(struct kvf_spack_w *w, const void *arg)
 
 	kvf_spack_w_count(w, a->n);
 	for (size_t i = 0; i < a->n; i++) {
-		if (a->codes[i]) {
-			wr_err(w, a->codes[i]);
+		int32_t code = a->codes ? a->codes[i] : a->items[i].code;
+
+		if (code) {
+			wr_err(w, code);
 			continue;
 		}
 		kvf_spack_w_u8(w, 1);
@@ -1188,17 +1195,12 @@ int kvf_msg_resp_decode(const struct kvf_abi *abi, enum kvf_rpc rpc,
 	return r.err;
 }
 
-static void item_codes(const struct kvf_msg_resp *resp, int32_t *codes)
-{
-	for (size_t i = 0; i < resp->n; i++)
-		codes[i] = resp->items[i].code;
-}
-
 int kvf_msg_resp_reencode(struct kvf_wbuf *w, const struct kvf_abi *abi,
 			  enum kvf_rpc rpc, const struct kvf_msg_resp *resp)
 {
 	enum resp_kind k = resp_kind(abi, rpc);
-	int32_t codes[256];
+	struct resp_arg a = { .abi = abi, .rpc = rpc, .items = resp->items,
+			      .n = resp->n };
 
 	if (abi->rpc[rpc].shape == KVF_ABI_EXPECTED && resp->code &&
 	    k != RK_OTHER) {
@@ -1218,14 +1220,9 @@ int kvf_msg_resp_reencode(struct kvf_wbuf *w, const struct kvf_abi *abi,
 	case RK_STORAGE: kvf_msg_enc_storage_config(w, abi, &resp->storage); break;
 	case RK_CODES:
 	case RK_BOOLS:
-		if (resp->n > sizeof(codes) / sizeof(codes[0]))
-			return KVF_WIRE_ERR_TOO_MANY;
-		item_codes(resp, codes);
-		if (k == RK_BOOLS)
-			kvf_msg_enc_bools(w, abi, rpc, codes, resp->bools,
-					  resp->n);
-		else
-			kvf_msg_enc_codes(w, abi, rpc, codes, resp->n);
+		/* per-item codes straight from the decoded items */
+		a.vals = k == RK_BOOLS ? resp->bools : NULL;
+		encode(w, codes_body, &a);
 		break;
 	case RK_DESCS:
 	case RK_GRL:

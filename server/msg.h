@@ -408,4 +408,11 @@ int kvf_msg_resp_decode(const struct kvf_abi *abi, enum kvf_rpc rpc,
 int kvf_msg_resp_reencode(struct kvf_wbuf *w, const struct kvf_abi *abi,
 			  enum kvf_rpc rpc, const struct kvf_msg_resp *resp);
 
+/*
+ * kvf__msg_req_prog() - internal, for tests: the request field program of
+ * @rpc (one character per argument, see server/msg.c), NULL for RPCs
+ * decoded by literal only.
+ */
+const char *kvf__msg_req_prog(enum kvf_rpc rpc);
+
 #endif /* KVF_SERVER_MSG_H */

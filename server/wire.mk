@@ -2,10 +2,27 @@
 #
 # The Mooncake wire codec: coro_rpc framing, struct_pack, MD5, the
 # per-revision ABI tables and the typed messages (server and client side).
-libkvforge_master_la_SOURCES += \
+# Its own convenience library, so the load generator, the fuzzers and the
+# codec tests link the codec without the server; the master links it too.
+noinst_LTLIBRARIES += libkvforge-wire.la
+libkvforge_master_la_LIBADD += libkvforge-wire.la
+libkvforge_wire_la_SOURCES = \
 	server/frame.h server/frame.c \
 	server/spack.h server/spack.c \
 	server/md5.h server/md5.c \
 	server/abi.h server/abi.c server/abi_tables.h \
 	server/abi_3b5a5941.c server/abi_v0_3_12_post1.c \
 	server/msg.h server/msg.c
+
+EXTRA_DIST += tests/master/fixtures
+
+if HAVE_CMOCKA
+# Fixture replay, ABI tables against MD5 and the TSVs, codecs against
+# their type literals, bad input.
+check_PROGRAMS += tests/master/test_wire
+UNIT_TESTS += tests/master/test_wire
+tests_master_test_wire_SOURCES = tests/master/test_wire.c
+tests_master_test_wire_CFLAGS = $(KVF_TEST_CFLAGS) \
+	-DKVF_FIXTURES_DIR='"$(abs_top_srcdir)/tests/master/fixtures"'
+tests_master_test_wire_LDADD = libkvforge-wire.la $(KVF_TEST_LIBS)
+endif
