@@ -657,15 +657,17 @@ static bool conn_serve(struct kvf_http_server *srv, struct http_conn *c,
 	} else if (revents & (POLLERR | POLLHUP | POLLNVAL)) {
 		return false;
 	}
-	if (c->out_len) {
+	/*
+	 * Write, and while the socket takes every answer whole, answer the
+	 * next pipelined request already buffered (no event will announce
+	 * it).
+	 */
+	while (c->out_len) {
 		if (!conn_write(c))
 			return false;
-		/* Answered: the next pipelined request may be waiting. */
-		if (c->out_len == 0) {
-			conn_process(srv, c);
-			if (c->out_len && !conn_write(c))
-				return false;
-		}
+		if (c->out_len)
+			break; /* socket full: POLLOUT resumes */
+		conn_process(srv, c);
 	}
 	return true;
 }

@@ -16,4 +16,9 @@ check_PROGRAMS += tests/master/test_metrics
 UNIT_TESTS += tests/master/test_metrics
 tests_master_test_metrics_CFLAGS = $(KVF_TEST_CFLAGS)
 tests_master_test_metrics_LDADD = $(KVF_HTTP_TEST_LIBS)
+
+check_PROGRAMS += tests/master/test_http
+UNIT_TESTS += tests/master/test_http
+tests_master_test_http_CFLAGS = $(KVF_TEST_CFLAGS)
+tests_master_test_http_LDADD = $(KVF_HTTP_TEST_LIBS)
 endif
