@@ -12,7 +12,8 @@ libkvforge_wire_la_SOURCES = \
 	server/md5.h server/md5.c \
 	server/abi.h server/abi.c server/abi_tables.h \
 	server/abi_3b5a5941.c server/abi_v0_3_12_post1.c \
-	server/msg.h server/msg.c
+	server/msg.h server/msg.c \
+	server/client.h server/client.c
 
 EXTRA_DIST += tests/master/fixtures
 
