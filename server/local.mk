@@ -15,3 +15,19 @@ libkvforge_master_la_LIBADD = libkvforge-core.la
 bin_PROGRAMS += kvforge-master
 kvforge_master_SOURCES = server/main.c
 kvforge_master_LDADD = libkvforge-master.la
+
+# End-to-end tests: the master driven by the reference Python client
+# (tests/master/mc_wire_pyclient.py, a copy of the independent client).
+EXTRA_DIST += tests/master/test_master_e2e.py \
+	tests/master/mc_wire_pyclient.py tests/master/mc_wire_proxy.py
+dist_noinst_SCRIPTS += tests/master/test_master_e2e.sh \
+	tests/master/test_master_concurrent.sh
+UNIT_TESTS += tests/master/test_master_e2e.sh
+CONCURRENCY_TESTS += tests/master/test_master_concurrent.sh
+
+if HAVE_CMOCKA
+check_PROGRAMS += tests/master/test_master_flags
+UNIT_TESTS += tests/master/test_master_flags
+tests_master_test_master_flags_CFLAGS = $(KVF_TEST_CFLAGS)
+tests_master_test_master_flags_LDADD = libkvforge-master.la $(KVF_TEST_LIBS)
+endif
