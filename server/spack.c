@@ -191,7 +191,9 @@ static int skip_value(struct kvf_spack_r *r, const uint8_t **lit,
  */
 static void lit_pass(const uint8_t **lit, const uint8_t *end)
 {
-	struct kvf_spack_r none = { .width = 1 };
+	static const uint8_t nothing;
+	struct kvf_spack_r none = { .p = &nothing, .end = &nothing,
+				    .width = 1 };
 
 	(void)skip_value(&none, lit, end);
 }

@@ -93,15 +93,18 @@ uint8_t *kvf_wbuf_grow(struct kvf_wbuf *w, size_t n);
 /** kvf_wbuf_put() - append @n bytes, growing as needed. */
 static inline void kvf_wbuf_put(struct kvf_wbuf *w, const void *p, size_t n)
 {
-	uint8_t *d = w->data + w->len;
+	uint8_t *d;
 
 	if (w->cap - w->len < n) {
 		d = kvf_wbuf_grow(w, n);
 		if (!d)
 			return;
+	} else if (!n) {
+		return;
+	} else {
+		d = w->data + w->len;
 	}
-	if (n)
-		memcpy(d, p, n);
+	memcpy(d, p, n);
 	w->len += n;
 }
 

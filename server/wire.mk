@@ -37,3 +37,7 @@ tests_master_test_wire_client_CFLAGS = $(KVF_TEST_CFLAGS) \
 	-DKVF_BENCH_PATH='"$(abs_top_builddir)/tools/kvforge-bench"'
 tests_master_test_wire_client_LDADD = libkvforge-wire.la $(KVF_TEST_LIBS)
 endif
+
+# libFuzzer harnesses, built and run by scripts/fuzz.sh (clang).
+EXTRA_DIST += tests/fuzz/fuzz_request.c tests/fuzz/fuzz_response.c \
+	scripts/fuzz.sh
