@@ -790,8 +790,53 @@ void kvf_msg_enc_bools(struct kvf_wbuf *w, const struct kvf_abi *abi,
 	encode(w, codes_body, &a);
 }
 
+static uint8_t *put_le64(uint8_t *p, uint64_t v)
+{
+	v = htole64(v);
+	memcpy(p, &v, 8);
+	return p + 8;
+}
+
+static uint8_t *put_short_str(uint8_t *p, struct kvf_str s)
+{
+	*p++ = (uint8_t)s.len;
+	memcpy(p, s.data, s.len);
+	return p + s.len;
+}
+
+/*
+ * The hot case, a memory replica with short strings in a one-byte-width
+ * message: one reservation, then plain stores.
+ */
+static bool wr_memory_desc_fast(struct kvf_spack_w *w,
+				const struct kvf_msg_desc *d)
+{
+	size_t need = 8 + 1 + 8 + 8 + 1 + d->protocol.len + 1 +
+		      d->endpoint.len + 4;
+	uint32_t status = htole32((uint32_t)d->status);
+	uint8_t *p;
+
+	if (w->width != 1 || d->protocol.len > 255 || d->endpoint.len > 255 ||
+	    (d->kind != KVF_MC_DESC_MEMORY && d->kind != KVF_MC_DESC_NOF))
+		return false;
+	p = kvf_wbuf_reserve(w->buf, need);
+	if (!p)
+		return true;
+	p = put_le64(p, d->id);
+	*p++ = d->kind;
+	p = put_le64(p, d->size);
+	p = put_le64(p, d->addr);
+	p = put_short_str(p, d->protocol);
+	p = put_short_str(p, d->endpoint);
+	memcpy(p, &status, 4);
+	w->buf->len += need;
+	return true;
+}
+
 static void wr_desc(struct kvf_spack_w *w, const struct kvf_msg_desc *d)
 {
+	if (wr_memory_desc_fast(w, d))
+		return;
 	kvf_spack_w_u64(w, d->id);
 	kvf_spack_w_u8(w, d->kind);
 	switch (d->kind) {
@@ -841,17 +886,38 @@ static bool is_replica_list(enum kvf_rpc rpc)
 static void wr_replicas(struct kvf_spack_w *w, const struct resp_arg *a,
 			const struct kvf_msg_replicas *r)
 {
+	uint8_t *p;
+
 	if (r->code) {
 		wr_err(w, r->code);
 		return;
 	}
-	kvf_spack_w_u8(w, 1);
-	wr_descs(w, r->descs, r->n);
+	if (w->width == 1 && r->n < 256 && (p = kvf_wbuf_reserve(w->buf, 2))) {
+		/* has_value and a one-byte count in one store */
+		p[0] = 1;
+		p[1] = (uint8_t)r->n;
+		w->buf->len += 2;
+		for (size_t i = 0; i < r->n; i++)
+			wr_desc(w, &r->descs[i]);
+	} else {
+		kvf_spack_w_u8(w, 1);
+		wr_descs(w, r->descs, r->n);
+	}
 	if (!is_replica_list(a->rpc))
 		return;
-	kvf_spack_w_u64(w, r->lease_ttl_ms);
-	if (a->abi->replica_list_checksum)
-		wr_opt_u64(w, r->has_checksum, r->checksum);
+	p = kvf_wbuf_reserve(w->buf, 8 + 1 + 8);
+	if (!p)
+		return;
+	p = put_le64(p, r->lease_ttl_ms);
+	w->buf->len += 8;
+	if (!a->abi->replica_list_checksum)
+		return;
+	*p++ = r->has_checksum;
+	w->buf->len++;
+	if (r->has_checksum) {
+		put_le64(p, r->checksum);
+		w->buf->len += 8;
+	}
 }
 
 static void replicas_body(struct kvf_spack_w *w, const void *arg)

@@ -106,7 +106,7 @@ bool kvf_spack_r_bool(struct kvf_spack_r *r)
 	return v == 1;
 }
 
-static uint64_t read_len(struct kvf_spack_r *r)
+uint64_t kvf__spack_r_len_slow(struct kvf_spack_r *r)
 {
 	const uint8_t *p = kvf_spack_r_take(r, r->width);
 	uint64_t v = 0;
@@ -120,7 +120,7 @@ static uint64_t read_len(struct kvf_spack_r *r)
 
 uint64_t kvf_spack_r_count(struct kvf_spack_r *r, size_t min)
 {
-	uint64_t n = read_len(r);
+	uint64_t n = kvf__spack_r_len(r);
 	size_t left = (size_t)(r->end - r->p);
 
 	if (r->err)
@@ -130,15 +130,6 @@ uint64_t kvf_spack_r_count(struct kvf_spack_r *r, size_t min)
 		return 0;
 	}
 	return n;
-}
-
-const char *kvf_spack_r_str(struct kvf_spack_r *r, size_t *len)
-{
-	uint64_t n = kvf_spack_r_count(r, 1);
-	const uint8_t *p = kvf_spack_r_take(r, (size_t)n);
-
-	*len = p ? (size_t)n : 0;
-	return p ? (const char *)p : "";
 }
 
 /* Literal bytes (protocol.md §3.4). */
@@ -367,12 +358,10 @@ uint8_t kvf_spack_w_width_needed(const struct kvf_spack_w *w)
 	return need > w->width ? need : 0;
 }
 
-void kvf_spack_w_count(struct kvf_spack_w *w, uint64_t n)
+void kvf__spack_w_count_slow(struct kvf_spack_w *w, uint64_t n)
 {
 	uint64_t le = htole64(n);
 
-	if (n > w->max_len)
-		w->max_len = n;
 	/* Truncated when too wide: the message is rewritten anyway. */
 	kvf_wbuf_put(w->buf, &le, w->width);
 }

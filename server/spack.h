@@ -90,6 +90,18 @@ static inline void kvf_wbuf_reset(struct kvf_wbuf *w)
  */
 uint8_t *kvf_wbuf_grow(struct kvf_wbuf *w, size_t n);
 
+/**
+ * kvf_wbuf_reserve() - room for @n more bytes at the end (len not
+ * advanced): the caller writes there, then adds what it wrote to @len.
+ * Return: the room, or NULL with @failed set.
+ */
+static inline uint8_t *kvf_wbuf_reserve(struct kvf_wbuf *w, size_t n)
+{
+	if (w->cap - w->len < n)
+		return kvf_wbuf_grow(w, n);
+	return w->data + w->len;
+}
+
 /** kvf_wbuf_put() - append @n bytes, growing as needed. */
 static inline void kvf_wbuf_put(struct kvf_wbuf *w, const void *p, size_t n)
 {
@@ -202,6 +214,17 @@ static inline uint64_t kvf_spack_r_u64(struct kvf_spack_r *r)
  * values are refused with %KVF_WIRE_ERR_VALUE. */
 bool kvf_spack_r_bool(struct kvf_spack_r *r);
 
+/* kvf__spack_r_len_slow() - a container length of any width (internal). */
+uint64_t kvf__spack_r_len_slow(struct kvf_spack_r *r);
+
+/* A container length; the common one-byte width inline. */
+static inline uint64_t kvf__spack_r_len(struct kvf_spack_r *r)
+{
+	if (r->width == 1 && r->p < r->end)
+		return *r->p++;
+	return kvf__spack_r_len_slow(r);
+}
+
 /**
  * kvf_spack_r_count() - a container length whose elements take at least
  * @min bytes each (0 allowed only for elements that can be empty).
@@ -210,8 +233,24 @@ bool kvf_spack_r_bool(struct kvf_spack_r *r);
  */
 uint64_t kvf_spack_r_count(struct kvf_spack_r *r, size_t min);
 
-/** kvf_spack_r_str() - a string as a view into the message. */
-const char *kvf_spack_r_str(struct kvf_spack_r *r, size_t *len);
+/**
+ * kvf_spack_r_str() - a string as a view into the message; "" (and
+ * %KVF_WIRE_ERR_LENGTH) when its length runs past the end.
+ */
+static inline const char *kvf_spack_r_str(struct kvf_spack_r *r, size_t *len)
+{
+	uint64_t n = kvf__spack_r_len(r);
+	const char *s = (const char *)r->p;
+
+	if ((uint64_t)(r->end - r->p) < n) {
+		kvf_spack_r_fail(r, KVF_WIRE_ERR_LENGTH);
+		*len = 0;
+		return "";
+	}
+	r->p += n;
+	*len = (size_t)n;
+	return s;
+}
 
 /**
  * kvf_spack_r_skip() - consume one value of the type the literal at *@lit
@@ -271,8 +310,22 @@ static inline void kvf_spack_w_u64(struct kvf_spack_w *w, uint64_t v)
 	kvf_wbuf_put(w->buf, &v, 8);
 }
 
+/* kvf__spack_w_count_slow() - a container length, any width (internal). */
+void kvf__spack_w_count_slow(struct kvf_spack_w *w, uint64_t n);
+
 /** kvf_spack_w_count() - a container length in the message's width. */
-void kvf_spack_w_count(struct kvf_spack_w *w, uint64_t n);
+static inline void kvf_spack_w_count(struct kvf_spack_w *w, uint64_t n)
+{
+	struct kvf_wbuf *b = w->buf;
+
+	if (n > w->max_len)
+		w->max_len = n;
+	if (w->width == 1 && b->cap > b->len) {
+		b->data[b->len++] = (uint8_t)n;
+		return;
+	}
+	kvf__spack_w_count_slow(w, n);
+}
 
 /** kvf_spack_w_str() - a string: length, then the bytes. */
 static inline void kvf_spack_w_str(struct kvf_spack_w *w, const char *s,
