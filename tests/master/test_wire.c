@@ -727,19 +727,25 @@ static void replay_request(const struct fixture *f)
 	kvf_wbuf_free(&w);
 }
 
-static void test_fixture_requests(void **state)
+/* Run @fn on every captured pair of every set. */
+static void for_each_fixture(void (*fn)(const struct fixture *f))
 {
 	static struct fixture fx[64];
 
-	(void)state;
 	for (size_t si = 0; si < sizeof(sets) / sizeof(sets[0]); si++) {
 		size_t n = load_set(sets[si], fx, 64);
 
 		assert_true(n >= 20);
 		for (size_t i = 0; i < n; i++)
-			replay_request(&fx[i]);
+			fn(&fx[i]);
 		free_set(fx, n);
 	}
+}
+
+static void test_fixture_requests(void **state)
+{
+	(void)state;
+	for_each_fixture(replay_request);
 }
 
 struct resp_space {
@@ -800,53 +806,41 @@ static void replay_response(const struct fixture *f)
 
 static void test_fixture_responses(void **state)
 {
-	static struct fixture fx[64];
-
 	(void)state;
-	for (size_t si = 0; si < sizeof(sets) / sizeof(sets[0]); si++) {
-		size_t n = load_set(sets[si], fx, 64);
+	for_each_fixture(replay_response);
+}
 
-		for (size_t i = 0; i < n; i++)
-			replay_response(&fx[i]);
-		free_set(fx, n);
+/* Every strict prefix of a typed request body is refused. */
+static void truncate_request(const struct fixture *f)
+{
+	static struct items s;
+	const struct kvf_abi *abi = latest();
+	struct kvf_frame_req h;
+	struct kvf_msg_req q;
+	enum kvf_rpc rpc;
+
+	kvf_frame_req_parse(f->req, &h);
+	if (!h.length || f->req_decode_error ||
+	    !kvf_abi_rpc_of(abi, h.function_id, &rpc))
+		return;
+	items_init(&s, MAX_ITEMS);
+	for (size_t len = 0; len < h.length; len++) {
+		/* a copy of exactly @len bytes, so ASan sees any overread */
+		uint8_t *b = malloc(len ? len : 1);
+
+		assert_non_null(b);
+		memcpy(b, f->req + KVF_FRAME_REQ_LEN, len);
+		assert_int_not_equal(kvf_msg_req_decode(abi, rpc, b, len, &s.it,
+							&q, NULL),
+				     KVF_WIRE_OK);
+		free(b);
 	}
 }
 
-/* Every strict prefix of every typed request body is refused. */
 static void test_truncated(void **state)
 {
-	static struct fixture fx[64];
-	static struct items s;
-	const struct kvf_abi *abi = latest();
-
 	(void)state;
-	for (size_t si = 0; si < sizeof(sets) / sizeof(sets[0]); si++) {
-		size_t n = load_set(sets[si], fx, 64);
-
-		for (size_t i = 0; i < n; i++) {
-			struct kvf_frame_req h;
-			struct kvf_msg_req q;
-			enum kvf_rpc rpc;
-
-			kvf_frame_req_parse(fx[i].req, &h);
-			if (!h.length || fx[i].req_decode_error ||
-			    !kvf_abi_rpc_of(abi, h.function_id, &rpc))
-				continue;
-			items_init(&s, MAX_ITEMS);
-			for (size_t len = 0; len < h.length; len++) {
-				/* a copy of exactly @len bytes, for ASan */
-				uint8_t *b = malloc(len ? len : 1);
-
-				memcpy(b, fx[i].req + KVF_FRAME_REQ_LEN, len);
-				assert_int_not_equal(
-					kvf_msg_req_decode(abi, rpc, b, len,
-							   &s.it, &q, NULL),
-					KVF_WIRE_OK);
-				free(b);
-			}
-		}
-		free_set(fx, n);
-	}
+	for_each_fixture(truncate_request);
 }
 
 /* Encode a request with @abi and return the body in @w. */
