@@ -21,4 +21,9 @@ check_PROGRAMS += tests/master/test_http
 UNIT_TESTS += tests/master/test_http
 tests_master_test_http_CFLAGS = $(KVF_TEST_CFLAGS)
 tests_master_test_http_LDADD = $(KVF_HTTP_TEST_LIBS)
+
+check_PROGRAMS += tests/master/test_http_concurrent
+CONCURRENCY_TESTS += tests/master/test_http_concurrent
+tests_master_test_http_concurrent_CFLAGS = $(KVF_TEST_CFLAGS)
+tests_master_test_http_concurrent_LDADD = $(KVF_HTTP_TEST_LIBS)
 endif
