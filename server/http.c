@@ -38,6 +38,7 @@
 #include "server/http.h"
 
 #include <arpa/inet.h>
+#include <netdb.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -760,53 +761,53 @@ static void *server_thread(void *arg)
 
 /* ---- lifecycle ---- */
 
+/*
+ * Resolve @opts->host (numeric, or a name such as "localhost": the first
+ * address getaddrinfo() gives) and listen there.
+ */
 static int bind_listener(const struct kvf_http_options *opts, int *fd_out,
 			 uint16_t *port_out)
 {
-	const char *host = opts->host ? opts->host : "127.0.0.1";
-	struct sockaddr_storage ss = {0};
-	struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
-	struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ss;
-	socklen_t sl;
+	const char *host = opts->host && *opts->host ? opts->host : "127.0.0.1";
+	struct addrinfo hints = {.ai_socktype = SOCK_STREAM,
+				 .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+	struct addrinfo *ai;
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	char port[8];
 	int fd, one = 1, ret;
 
-	if (inet_pton(AF_INET, host, &sin->sin_addr) == 1) {
-		sin->sin_family = AF_INET;
-		sin->sin_port = htons(opts->port);
-		sl = sizeof(*sin);
-	} else if (inet_pton(AF_INET6, host, &sin6->sin6_addr) == 1) {
-		sin6->sin6_family = AF_INET6;
-		sin6->sin6_port = htons(opts->port);
-		sl = sizeof(*sin6);
-	} else {
+	snprintf(port, sizeof(port), "%u", opts->port);
+	if (getaddrinfo(host, port, &hints, &ai) != 0)
 		return KVF_ERR_INVALID_ARGUMENT;
-	}
-	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
+	fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
 		    0);
-	if (fd < 0)
-		return KVF_ERR_IO;
+	if (fd < 0) {
+		ret = KVF_ERR_IO;
+		goto err_free;
+	}
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(fd, (struct sockaddr *)&ss, sl) < 0) {
+	if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0) {
 		ret = errno == EADDRINUSE || errno == EACCES ? KVF_ERR_BUSY
 							     : KVF_ERR_IO;
 		goto err_close;
 	}
-	if (listen(fd, 128) < 0) {
+	if (listen(fd, 128) < 0 ||
+	    getsockname(fd, (struct sockaddr *)&ss, &sl) < 0) {
 		ret = KVF_ERR_IO;
 		goto err_close;
 	}
-	sl = sizeof(ss);
-	if (getsockname(fd, (struct sockaddr *)&ss, &sl) < 0) {
-		ret = KVF_ERR_IO;
-		goto err_close;
-	}
-	*port_out = ntohs(ss.ss_family == AF_INET ? sin->sin_port
-						  : sin6->sin6_port);
+	*port_out = ntohs(ss.ss_family == AF_INET
+				  ? ((struct sockaddr_in *)&ss)->sin_port
+				  : ((struct sockaddr_in6 *)&ss)->sin6_port);
 	*fd_out = fd;
+	freeaddrinfo(ai);
 	return KVF_OK;
 
 err_close:
 	close(fd);
+err_free:
+	freeaddrinfo(ai);
 	return ret;
 }
 

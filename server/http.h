@@ -26,8 +26,9 @@ struct kvf_metrics;
 
 /**
  * struct kvf_http_options - where to listen.
- * @host: numeric IPv4 or IPv6 address to bind ("127.0.0.1", "0.0.0.0",
- *	"::"); NULL means "127.0.0.1".
+ * @host: address to bind: numeric IPv4 or IPv6 ("127.0.0.1", "0.0.0.0",
+ *	"::") or a host name (its first address, e.g. "localhost"); NULL
+ *	or "" means "127.0.0.1".
  * @port: TCP port; 0 picks an ephemeral port (read it with
  *	kvf_http_port()).
  */
@@ -46,7 +47,8 @@ struct kvf_http_options {
  * this returns.
  *
  * Context: any thread; may block briefly (socket setup, thread start).
- * Return: %KVF_OK, %KVF_ERR_INVALID_ARGUMENT (bad host or NULL pointer),
+ * Return: %KVF_OK, %KVF_ERR_INVALID_ARGUMENT (unresolvable host or NULL
+ * pointer),
  * %KVF_ERR_BUSY (address in use), %KVF_ERR_IO (other socket errors),
  * %KVF_ERR_NO_MEMORY.
  */

@@ -464,7 +464,7 @@ static void test_options(void **state)
 	/* The port is taken. */
 	assert_int_equal(kvf_http_metadata_start(&o, &srv), KVF_ERR_BUSY);
 	assert_null(srv);
-	o.host = "not-an-address";
+	o.host = "not a host name"; /* refused without a DNS query */
 	assert_int_equal(kvf_http_metrics_start(&o, s->m, &srv),
 			 KVF_ERR_INVALID_ARGUMENT);
 	assert_int_equal(kvf_http_metrics_start(NULL, s->m, &srv),
@@ -487,6 +487,9 @@ static void test_options(void **state)
 	close_conn(idle);
 	kvf_http_stop(NULL);
 	assert_int_equal(kvf_http_port(NULL), 0);
+	o.host = "localhost";
+	assert_int_equal(kvf_http_metadata_start(&o, &srv), KVF_OK);
+	kvf_http_stop(srv);
 	o.host = "::1";
 	if (kvf_http_metadata_start(&o, &srv) == KVF_OK) {
 		assert_int_not_equal(kvf_http_port(srv), 0);
