@@ -66,10 +66,12 @@ err_fail:
 int kvf_spack_r_begin(struct kvf_spack_r *r, const void *buf, size_t len,
 		      uint32_t hash)
 {
+	static const uint8_t nothing;
 	uint8_t meta = 0;
 
-	r->p = buf;
-	r->end = r->p + len;
+	/* an empty body may come as NULL: never offset a null pointer */
+	r->p = buf ? buf : &nothing;
+	r->end = r->p + (buf ? len : 0);
 	r->width = 1;
 	r->err = 0;
 	r->hash = kvf_spack_r_u32(r);

@@ -936,6 +936,17 @@ static void test_bad_input(void **state)
 						    &s.it, &out, NULL),
 				 KVF_WIRE_ERR_TRUNCATED);
 	}
+	/* an empty body where arguments are due (also as NULL) */
+	assert_int_equal(kvf_msg_req_decode(abi, KVF_RPC_Ping, NULL, 0, &s.it,
+					    &out, NULL),
+			 KVF_WIRE_ERR_TRUNCATED);
+	assert_int_equal(kvf_msg_req_decode(abi, KVF_RPC_Ping, b, 0, &s.it,
+					    &out, NULL),
+			 KVF_WIRE_ERR_TRUNCATED);
+	/* but no body is needed without arguments */
+	assert_int_equal(kvf_msg_req_decode(abi, KVF_RPC_ServiceReady, NULL, 0,
+					    NULL, &out, NULL),
+			 KVF_WIRE_OK);
 	/* an RPC the revision does not register */
 	assert_int_equal(kvf_msg_req_decode(abi, KVF_RPC_CalcCacheStats, b,
 					    w.len, &s.it, &out, NULL),
