@@ -303,17 +303,29 @@ static enum http_method parse_method(const char *m, size_t n)
 	return HTTP_OTHER;
 }
 
+/*
+ * Length of the token that @l[0..n) starts with, ended by @delim; 0 when
+ * there is no @delim, the token is empty or holds a byte tokens may not.
+ */
+static size_t token_until(const char *l, size_t n, char delim)
+{
+	const char *d = memchr(l, delim, n);
+
+	if (!d)
+		return 0;
+	for (const char *p = l; p < d; p++)
+		if (!is_tchar((unsigned char)*p))
+			return 0;
+	return (size_t)(d - l);
+}
+
 static int parse_request_line(const char *l, size_t n, struct http_head *h)
 {
-	const char *sp1 = memchr(l, ' ', n), *sp2, *end = l + n;
-	size_t mlen;
+	size_t mlen = token_until(l, n, ' ');
+	const char *sp1 = l + mlen, *sp2, *end = l + n;
 
-	if (!sp1 || sp1 == l)
+	if (mlen == 0)
 		return 400;
-	mlen = (size_t)(sp1 - l);
-	for (size_t i = 0; i < mlen; i++)
-		if (!is_tchar((unsigned char)l[i]))
-			return 400;
 	sp2 = memchr(sp1 + 1, ' ', (size_t)(end - sp1 - 1));
 	if (!sp2 || sp2 == sp1 + 1 || sp1[1] != '/')
 		return 400;
@@ -380,18 +392,12 @@ static bool name_is(const char *name, size_t n, const char *want)
 static int parse_header(const char *l, size_t n, struct http_head *h,
 			bool *have_length)
 {
-	const char *colon = memchr(l, ':', n), *v;
-	size_t nlen, vlen;
-	size_t len;
+	size_t nlen = token_until(l, n, ':'), vlen, len;
+	const char *v = l + nlen + 1;
 	int ret;
 
-	if (!colon || colon == l)
+	if (nlen == 0)
 		return 400;
-	nlen = (size_t)(colon - l);
-	for (size_t i = 0; i < nlen; i++)
-		if (!is_tchar((unsigned char)l[i]))
-			return 400;
-	v = colon + 1;
 	vlen = n - nlen - 1;
 	while (vlen && (*v == ' ' || *v == '\t')) {
 		v++;

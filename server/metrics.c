@@ -546,21 +546,46 @@ static void render_upstream_gets(struct text *t, const struct rpc_totals *tot)
 	       "Total number of GetReplicaList operations", total);
 }
 
+/* The rpc-labelled counter families and the field each one shows. */
+static const struct labelled_family {
+	const char *name;
+	const char *help;
+	size_t offset; /* in struct rpc_totals */
+	bool batch_only;
+} labelled_families[] = {
+	{"kvforge_rpc_requests_total", "RPCs answered, per RPC",
+	 offsetof(struct rpc_totals, requests), false},
+	{"kvforge_rpc_failures_total", "RPCs answered with an error, per RPC",
+	 offsetof(struct rpc_totals, failures), false},
+	{"kvforge_rpc_not_supported_total",
+	 "RPCs answered NOT_SUPPORTED because kvforge-master does not "
+	 "implement them",
+	 offsetof(struct rpc_totals, unsupported), false},
+	{"kvforge_rpc_items_total", "Items (keys) in batch RPCs, per RPC",
+	 offsetof(struct rpc_totals, items), true},
+	{"kvforge_rpc_failed_items_total",
+	 "Items of batch RPCs answered with an error, per RPC",
+	 offsetof(struct rpc_totals, failed_items), true},
+	{"kvforge_rpc_partial_successes_total",
+	 "Batch RPCs in which some but not all items failed, per RPC",
+	 offsetof(struct rpc_totals, partial), true},
+};
+
 /* One rpc-labelled counter family, over the RPCs answered at least once. */
 static void render_labelled(struct text *t, const struct rpc_totals *tot,
-			    const char *name, const char *help,
-			    size_t field_offset, bool batch_only)
+			    const struct labelled_family *f)
 {
-	family(t, name, "counter", help);
+	family(t, f->name, "counter", f->help);
 	for (unsigned r = 0; r < KVF_RPC__COUNT; r++) {
 		const uint64_t *v;
 
 		if (tot[r].requests == 0 && tot[r].unsupported == 0)
 			continue;
-		if (batch_only && !is_batch_rpc((enum kvf_rpc)r))
+		if (f->batch_only && !is_batch_rpc((enum kvf_rpc)r))
 			continue;
-		v = (const uint64_t *)((const char *)&tot[r] + field_offset);
-		put(t, "%s{rpc=\"%s\"} %" PRIu64 "\n", name, rpc_names[r], *v);
+		v = (const uint64_t *)((const char *)&tot[r] + f->offset);
+		put(t, "%s{rpc=\"%s\"} %" PRIu64 "\n", f->name, rpc_names[r],
+		    *v);
 	}
 }
 
@@ -600,26 +625,9 @@ static void render_kvforge_rpcs(struct text *t, const struct kvf_metrics *m,
 	single(t, "kvforge_rpc_connections", "gauge", "Open RPC connections",
 	       (uint64_t)atomic_load_explicit(&m->connections,
 					      memory_order_relaxed));
-	render_labelled(t, tot, "kvforge_rpc_requests_total",
-			"RPCs answered, per RPC",
-			offsetof(struct rpc_totals, requests), false);
-	render_labelled(t, tot, "kvforge_rpc_failures_total",
-			"RPCs answered with an error, per RPC",
-			offsetof(struct rpc_totals, failures), false);
-	render_labelled(t, tot, "kvforge_rpc_not_supported_total",
-			"RPCs answered NOT_SUPPORTED because kvforge-master "
-			"does not implement them",
-			offsetof(struct rpc_totals, unsupported), false);
-	render_labelled(t, tot, "kvforge_rpc_items_total",
-			"Items (keys) in batch RPCs, per RPC",
-			offsetof(struct rpc_totals, items), true);
-	render_labelled(t, tot, "kvforge_rpc_failed_items_total",
-			"Items of batch RPCs answered with an error, per RPC",
-			offsetof(struct rpc_totals, failed_items), true);
-	render_labelled(
-		t, tot, "kvforge_rpc_partial_successes_total",
-		"Batch RPCs in which some but not all items failed, per RPC",
-		offsetof(struct rpc_totals, partial), true);
+	for (size_t i = 0;
+	     i < sizeof(labelled_families) / sizeof(labelled_families[0]); i++)
+		render_labelled(t, tot, &labelled_families[i]);
 	render_latency(t, tot);
 }
 
