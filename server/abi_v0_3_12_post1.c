@@ -11,7 +11,7 @@
  */
 #include "server/abi_tables.h"
 
-static const char *const aliases[] = { "0.3.12.post1", NULL };
+static const char *const aliases[] = {"0.3.12.post1", NULL};
 
 const struct kvf_abi kvf__abi_v0_3_12_post1 = {
 	.name = "v0.3.12.post1",

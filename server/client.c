@@ -62,7 +62,7 @@ uint64_t kvf_client_now_ns(void)
 
 static int connect_to(const char *host, uint16_t port)
 {
-	struct addrinfo hints = { .ai_socktype = SOCK_STREAM };
+	struct addrinfo hints = {.ai_socktype = SOCK_STREAM};
 	struct addrinfo *res, *ai;
 	char portstr[8];
 	int fd = -1, one = 1, err = -EHOSTUNREACH;
@@ -175,9 +175,11 @@ int kvf_client_send(struct kvf_client *c, const struct kvf_msg_req *req,
 	}
 	kvf_frame_req_end(&c->out, at, c->next_seq,
 			  c->abi->rpc[req->rpc].function_id);
-	*p = (struct pending){ .busy = true, .rpc = (uint8_t)req->rpc,
-			       .seq = c->next_seq, .tag = tag,
-			       .sent_ns = kvf_client_now_ns() };
+	*p = (struct pending){.busy = true,
+			      .rpc = (uint8_t)req->rpc,
+			      .seq = c->next_seq,
+			      .tag = tag,
+			      .sent_ns = kvf_client_now_ns()};
 	if (seq)
 		*seq = c->next_seq;
 	c->next_seq++;
@@ -223,8 +225,8 @@ static int make_room(struct kvf_client *c, size_t need)
 {
 	size_t have = c->in_tail - c->in_head;
 
-	if (c->in_head && (c->in_cap - c->in_tail < 4096 ||
-			   c->in_cap - c->in_head < need)) {
+	if (c->in_head &&
+	    (c->in_cap - c->in_tail < 4096 || c->in_cap - c->in_head < need)) {
 		memmove(c->in, c->in + c->in_head, have);
 		c->in_head = 0;
 		c->in_tail = have;
@@ -243,7 +245,7 @@ static int make_room(struct kvf_client *c, size_t need)
 
 static int wait_io(struct kvf_client *c, int timeout_ms)
 {
-	struct pollfd pfd = { .fd = c->fd, .events = POLLIN };
+	struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
 	int n;
 
 	if (c->out_done < c->out.len)
@@ -280,10 +282,13 @@ static int take_frame(struct kvf_client *c, const struct kvf_frame_resp *h,
 	p->busy = false;
 	c->outstanding--;
 	*out = (struct kvf_client_resp){
-		.rpc = (enum kvf_rpc)p->rpc, .tag = p->tag, .seq = p->seq,
+		.rpc = (enum kvf_rpc)p->rpc,
+		.tag = p->tag,
+		.seq = p->seq,
 		.err_code = h->err_code,
 		.body = c->in + c->in_head + KVF_FRAME_RESP_LEN,
-		.len = h->length, .sent_ns = p->sent_ns,
+		.len = h->length,
+		.sent_ns = p->sent_ns,
 	};
 	c->consumed = total;
 	return 0;
@@ -292,8 +297,10 @@ static int take_frame(struct kvf_client *c, const struct kvf_frame_resp *h,
 int kvf_client_recv(struct kvf_client *c, int timeout_ms,
 		    struct kvf_client_resp *out)
 {
-	uint64_t deadline = timeout_ms < 0 ? UINT64_MAX :
-			    kvf_client_now_ns() + (uint64_t)timeout_ms * 1000000;
+	uint64_t deadline =
+		timeout_ms < 0
+			? UINT64_MAX
+			: kvf_client_now_ns() + (uint64_t)timeout_ms * 1000000;
 	struct kvf_frame_resp h;
 	int rc;
 
@@ -312,9 +319,9 @@ int kvf_client_recv(struct kvf_client *c, int timeout_ms,
 		rc = kvf_client_flush(c);
 		if (rc)
 			return rc;
-		rc = read_some(c, c->in_tail - c->in_head >= KVF_FRAME_RESP_LEN ?
-					  KVF_FRAME_RESP_LEN + h.length :
-					  KVF_FRAME_RESP_LEN);
+		rc = read_some(c, c->in_tail - c->in_head >= KVF_FRAME_RESP_LEN
+					  ? KVF_FRAME_RESP_LEN + h.length
+					  : KVF_FRAME_RESP_LEN);
 		if (!rc)
 			continue;
 		if (rc != -EAGAIN)
@@ -322,8 +329,10 @@ int kvf_client_recv(struct kvf_client *c, int timeout_ms,
 		now = kvf_client_now_ns();
 		if (now >= deadline)
 			return -ETIMEDOUT;
-		rc = wait_io(c, deadline == UINT64_MAX ? -1 :
-				(int)((deadline - now + 999999) / 1000000));
+		rc = wait_io(c, deadline == UINT64_MAX
+					? -1
+					: (int)((deadline - now + 999999) /
+						1000000));
 		if (rc)
 			return rc;
 	}

@@ -62,7 +62,7 @@ struct kvf_frame_req {
 	uint8_t msg_type;
 	uint32_t seq_num;
 	uint32_t function_id;
-	uint32_t length;        /* body bytes */
+	uint32_t length;	/* body bytes */
 	uint32_t attach_length; /* attachment bytes after the body */
 };
 

@@ -13,10 +13,10 @@
 
 /* Per-step shift amounts, four per round. */
 static const uint8_t shift[4][4] = {
-	{ 7, 12, 17, 22 },
-	{ 5, 9, 14, 20 },
-	{ 4, 11, 16, 23 },
-	{ 6, 10, 15, 21 },
+	{7, 12, 17, 22},
+	{5, 9, 14, 20},
+	{4, 11, 16, 23},
+	{6, 10, 15, 21},
 };
 
 /* floor(abs(sin(i + 1)) * 2^32). */
@@ -114,7 +114,7 @@ void kvf_md5_update(struct kvf_md5 *m, const void *data, size_t len)
 
 void kvf_md5_final(struct kvf_md5 *m, uint8_t digest[16])
 {
-	static const uint8_t pad[64] = { 0x80 };
+	static const uint8_t pad[64] = {0x80};
 	uint64_t bits = m->nbytes * 8;
 	uint8_t len_le[8];
 	size_t used = m->nbytes % 64;

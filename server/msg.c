@@ -183,8 +183,9 @@ static void rd_config(struct kvf_spack_r *r, const struct kvf_abi *abi,
 		c->has_soft_pin_ttl = rd_opt_u64(r, &c->soft_pin_ttl_ms);
 	} else {
 		c->with_soft_pin = kvf_spack_r_bool(r);
-		c->soft_pin_action = c->with_soft_pin ?
-			KVF_MC_SOFT_PIN_ENABLE : KVF_MC_SOFT_PIN_PRESERVE;
+		c->soft_pin_action = c->with_soft_pin
+					     ? KVF_MC_SOFT_PIN_ENABLE
+					     : KVF_MC_SOFT_PIN_PRESERVE;
 	}
 	c->with_hard_pin = kvf_spack_r_bool(r);
 	rd_str_view(r, &c->preferred_segments);
@@ -270,35 +271,60 @@ static void rd_metas(struct kvf_spack_r *r, const struct kvf_abi *abi,
 	q->nvals = items && items->vals ? (size_t)n : 0;
 }
 
-static void rd_field(struct kvf_spack_r *r, const struct kvf_abi *abi,
-		     char f, const struct kvf_msg_items *items,
-		     struct kvf_msg_req *q)
+static void rd_field(struct kvf_spack_r *r, const struct kvf_abi *abi, char f,
+		     const struct kvf_msg_items *items, struct kvf_msg_req *q)
 {
 	struct kvf_uuid u;
 	struct kvf_msg_segment seg;
 
 	switch (f) {
-	case 'c': q->client_id = rd_uuid(r); break;
-	case 's': q->segment_id = rd_uuid(r); break;
-	case 'k': q->key = rd_str(r); break;
-	case 't': q->tenant = rd_str(r); break;
-	case 'K': rd_keys(r, items, q); break;
-	case 'V': rd_vals(r, items, q); break;
+	case 'c':
+		q->client_id = rd_uuid(r);
+		break;
+	case 's':
+		q->segment_id = rd_uuid(r);
+		break;
+	case 'k':
+		q->key = rd_str(r);
+		break;
+	case 't':
+		q->tenant = rd_str(r);
+		break;
+	case 'K':
+		rd_keys(r, items, q);
+		break;
+	case 'V':
+		rd_vals(r, items, q);
+		break;
 	case 'M':
 		q->key = rd_str(r);
 		if (abi->put_end_meta)
 			q->has_checksum = rd_opt_u64(r, &q->checksum);
 		break;
-	case 'N': rd_metas(r, abi, items, q); break;
-	case 'r': q->replica_type = rd_i32(r); break;
-	case 'f': q->force = kvf_spack_r_bool(r); break;
-	case 'n': q->u64 = kvf_spack_r_u64(r); break;
-	case 'C': rd_config(r, abi, &q->config); break;
-	case 'G': rd_segment(r, &q->segment); break;
+	case 'N':
+		rd_metas(r, abi, items, q);
+		break;
+	case 'r':
+		q->replica_type = rd_i32(r);
+		break;
+	case 'f':
+		q->force = kvf_spack_r_bool(r);
+		break;
+	case 'n':
+		q->u64 = kvf_spack_r_u64(r);
+		break;
+	case 'C':
+		rd_config(r, abi, &q->config);
+		break;
+	case 'G':
+		rd_segment(r, &q->segment);
+		break;
 	case 'S':
 		rd_view(r, &q->segments, segment_min(r), rd_segment_elem, &seg);
 		break;
-	case 'I': rd_view(r, &q->uuids, 16, rd_uuid_elem, &u); break;
+	case 'I':
+		rd_view(r, &q->uuids, 16, rd_uuid_elem, &u);
+		break;
 	}
 }
 
@@ -313,7 +339,8 @@ static size_t lit_bytes(const char *hex, uint8_t *out, size_t cap)
 	size_t n = 0;
 
 	for (; hex[0] && hex[1] && n < cap; hex += 2)
-		out[n++] = (uint8_t)(hex_digit(hex[0]) << 4 | hex_digit(hex[1]));
+		out[n++] =
+			(uint8_t)(hex_digit(hex[0]) << 4 | hex_digit(hex[1]));
 	return n;
 }
 
@@ -365,7 +392,9 @@ int kvf_msg_req_decode(const struct kvf_abi *abi, enum kvf_rpc rpc,
 static struct kvf_spack_r view_reader(const struct kvf_msg_view *v)
 {
 	struct kvf_spack_r r = {
-		.p = v->at, .end = v->end, .width = v->width,
+		.p = v->at,
+		.end = v->end,
+		.width = v->width,
 	};
 
 	return r;
@@ -397,6 +426,24 @@ bool kvf_msg_view_uuid(struct kvf_msg_view *v, struct kvf_uuid *out)
 bool kvf_msg_view_segment(struct kvf_msg_view *v, struct kvf_msg_segment *out)
 {
 	return view_next(v, rd_segment_elem, out);
+}
+
+bool kvf_msg_req_use_arrays(struct kvf_msg_req *q, struct kvf_msg_segment *segs,
+			    struct kvf_uuid *uuids, size_t cap)
+{
+	struct kvf_msg_view it = q->segments;
+
+	q->nsegments = 0;
+	while (q->nsegments < cap &&
+	       kvf_msg_view_segment(&it, &segs[q->nsegments]))
+		q->nsegments++;
+	q->segment_array = segs;
+	q->nuuids = 0;
+	it = q->uuids;
+	while (q->nuuids < cap && kvf_msg_view_uuid(&it, &uuids[q->nuuids]))
+		q->nuuids++;
+	q->uuid_array = uuids;
+	return q->nsegments == q->segments.n && q->nuuids == q->uuids.n;
 }
 
 /* ---- writing fields ---- */
@@ -432,7 +479,7 @@ static void wr_view(struct kvf_spack_w *w, const struct kvf_msg_view *v,
 
 static void wr_str_elem(struct kvf_spack_w *w, struct kvf_msg_view *it)
 {
-	struct kvf_str s = { "", 0 };
+	struct kvf_str s = {"", 0};
 
 	kvf_msg_view_str(it, &s);
 	wr_str(w, s);
@@ -448,9 +495,9 @@ static void wr_config(struct kvf_spack_w *w, const struct kvf_abi *abi,
 		kvf_spack_w_u8(w, c->soft_pin_action);
 		wr_opt_u64(w, c->has_soft_pin_ttl, c->soft_pin_ttl_ms);
 	} else {
-		kvf_spack_w_u8(w, c->soft_pin_action ==
-					  KVF_MC_SOFT_PIN_ENABLE ||
-				  c->with_soft_pin);
+		kvf_spack_w_u8(w,
+			       c->soft_pin_action == KVF_MC_SOFT_PIN_ENABLE ||
+				       c->with_soft_pin);
 	}
 	kvf_spack_w_u8(w, c->with_hard_pin);
 	wr_view(w, &c->preferred_segments, wr_str_elem);
@@ -491,11 +538,21 @@ static void wr_field(struct kvf_spack_w *w, const struct kvf_abi *abi, char f,
 		     const struct kvf_msg_req *q)
 {
 	switch (f) {
-	case 'c': wr_uuid(w, q->client_id); break;
-	case 's': wr_uuid(w, q->segment_id); break;
-	case 'k': wr_str(w, q->key); break;
-	case 't': wr_str(w, q->tenant); break;
-	case 'K': wr_keys(w, q, false); break;
+	case 'c':
+		wr_uuid(w, q->client_id);
+		break;
+	case 's':
+		wr_uuid(w, q->segment_id);
+		break;
+	case 'k':
+		wr_str(w, q->key);
+		break;
+	case 't':
+		wr_str(w, q->tenant);
+		break;
+	case 'K':
+		wr_keys(w, q, false);
+		break;
 	case 'V':
 		kvf_spack_w_count(w, q->nvals);
 		for (size_t i = 0; i < q->nvals; i++)
@@ -506,12 +563,24 @@ static void wr_field(struct kvf_spack_w *w, const struct kvf_abi *abi, char f,
 		if (abi->put_end_meta)
 			wr_opt_u64(w, q->has_checksum, q->checksum);
 		break;
-	case 'N': wr_keys(w, q, abi->put_end_meta); break;
-	case 'r': kvf_spack_w_u32(w, (uint32_t)q->replica_type); break;
-	case 'f': kvf_spack_w_u8(w, q->force); break;
-	case 'n': kvf_spack_w_u64(w, q->u64); break;
-	case 'C': wr_config(w, abi, &q->config); break;
-	case 'G': wr_segment(w, &q->segment); break;
+	case 'N':
+		wr_keys(w, q, abi->put_end_meta);
+		break;
+	case 'r':
+		kvf_spack_w_u32(w, (uint32_t)q->replica_type);
+		break;
+	case 'f':
+		kvf_spack_w_u8(w, q->force);
+		break;
+	case 'n':
+		kvf_spack_w_u64(w, q->u64);
+		break;
+	case 'C':
+		wr_config(w, abi, &q->config);
+		break;
+	case 'G':
+		wr_segment(w, &q->segment);
+		break;
 	case 'S':
 		kvf_spack_w_count(w, q->nsegments);
 		for (size_t i = 0; i < q->nsegments; i++)
@@ -564,7 +633,7 @@ static void req_body(struct kvf_spack_w *w, const void *arg)
 int kvf_msg_req_encode(struct kvf_wbuf *w, const struct kvf_abi *abi,
 		       const struct kvf_msg_req *req)
 {
-	struct req_arg a = { abi, req, NULL };
+	struct req_arg a = {abi, req, NULL};
 	const struct kvf_abi_rpc *e;
 
 	if ((unsigned)req->rpc >= KVF_RPC__COUNT)
@@ -631,8 +700,7 @@ static void error_body(struct kvf_spack_w *w, const void *arg)
 void kvf_msg_enc_error(struct kvf_wbuf *w, const struct kvf_abi *abi,
 		       enum kvf_rpc rpc, int32_t code, size_t nitems)
 {
-	struct resp_arg a = { .abi = abi, .rpc = rpc, .code = code,
-			      .n = nitems };
+	struct resp_arg a = {.abi = abi, .rpc = rpc, .code = code, .n = nitems};
 
 	encode(w, error_body, &a);
 }
@@ -646,7 +714,7 @@ static void ok_body(struct kvf_spack_w *w, const void *arg)
 void kvf_msg_enc_ok(struct kvf_wbuf *w, const struct kvf_abi *abi,
 		    enum kvf_rpc rpc)
 {
-	struct resp_arg a = { .abi = abi, .rpc = rpc };
+	struct resp_arg a = {.abi = abi, .rpc = rpc};
 
 	encode(w, ok_body, &a);
 }
@@ -662,7 +730,7 @@ static void str_body(struct kvf_spack_w *w, const void *arg)
 void kvf_msg_enc_str(struct kvf_wbuf *w, const struct kvf_abi *abi,
 		     enum kvf_rpc rpc, struct kvf_str s)
 {
-	struct resp_arg a = { .abi = abi, .rpc = rpc, .s = s };
+	struct resp_arg a = {.abi = abi, .rpc = rpc, .s = s};
 
 	encode(w, str_body, &a);
 }
@@ -678,7 +746,7 @@ static void bool_body(struct kvf_spack_w *w, const void *arg)
 void kvf_msg_enc_bool(struct kvf_wbuf *w, const struct kvf_abi *abi,
 		      enum kvf_rpc rpc, bool v)
 {
-	struct resp_arg a = { .abi = abi, .rpc = rpc, .i32 = v };
+	struct resp_arg a = {.abi = abi, .rpc = rpc, .i32 = v};
 
 	encode(w, bool_body, &a);
 }
@@ -694,7 +762,7 @@ static void i32_body(struct kvf_spack_w *w, const void *arg)
 void kvf_msg_enc_i32(struct kvf_wbuf *w, const struct kvf_abi *abi,
 		     enum kvf_rpc rpc, int32_t v)
 {
-	struct resp_arg a = { .abi = abi, .rpc = rpc, .i32 = v };
+	struct resp_arg a = {.abi = abi, .rpc = rpc, .i32 = v};
 
 	encode(w, i32_body, &a);
 }
@@ -711,7 +779,7 @@ static void i64_body(struct kvf_spack_w *w, const void *arg)
 void kvf_msg_enc_i64(struct kvf_wbuf *w, const struct kvf_abi *abi,
 		     enum kvf_rpc rpc, int64_t v)
 {
-	struct resp_arg a = { .abi = abi, .rpc = rpc, .i64 = v };
+	struct resp_arg a = {.abi = abi, .rpc = rpc, .i64 = v};
 
 	encode(w, i64_body, &a);
 }
@@ -728,8 +796,10 @@ static void ping_body(struct kvf_spack_w *w, const void *arg)
 void kvf_msg_enc_ping(struct kvf_wbuf *w, const struct kvf_abi *abi,
 		      int64_t view_version_id, int32_t client_status)
 {
-	struct resp_arg a = { .abi = abi, .rpc = KVF_RPC_Ping,
-			      .i64 = view_version_id, .i32 = client_status };
+	struct resp_arg a = {.abi = abi,
+			     .rpc = KVF_RPC_Ping,
+			     .i64 = view_version_id,
+			     .i32 = client_status};
 
 	encode(w, ping_body, &a);
 }
@@ -747,8 +817,8 @@ static void storage_body(struct kvf_spack_w *w, const void *arg)
 void kvf_msg_enc_storage_config(struct kvf_wbuf *w, const struct kvf_abi *abi,
 				const struct kvf_msg_storage_config *c)
 {
-	struct resp_arg a = { .abi = abi, .rpc = KVF_RPC_GetStorageConfig,
-			      .storage = c };
+	struct resp_arg a = {
+		.abi = abi, .rpc = KVF_RPC_GetStorageConfig, .storage = c};
 
 	encode(w, storage_body, &a);
 }
@@ -775,7 +845,7 @@ static void codes_body(struct kvf_spack_w *w, const void *arg)
 void kvf_msg_enc_codes(struct kvf_wbuf *w, const struct kvf_abi *abi,
 		       enum kvf_rpc rpc, const int32_t *codes, size_t n)
 {
-	struct resp_arg a = { .abi = abi, .rpc = rpc, .codes = codes, .n = n };
+	struct resp_arg a = {.abi = abi, .rpc = rpc, .codes = codes, .n = n};
 
 	encode(w, codes_body, &a);
 }
@@ -784,8 +854,8 @@ void kvf_msg_enc_bools(struct kvf_wbuf *w, const struct kvf_abi *abi,
 		       enum kvf_rpc rpc, const int32_t *codes,
 		       const uint8_t *vals, size_t n)
 {
-	struct resp_arg a = { .abi = abi, .rpc = rpc, .codes = codes,
-			      .vals = vals, .n = n };
+	struct resp_arg a = {
+		.abi = abi, .rpc = rpc, .codes = codes, .vals = vals, .n = n};
 
 	encode(w, codes_body, &a);
 }
@@ -811,8 +881,8 @@ static uint8_t *put_short_str(uint8_t *p, struct kvf_str s)
 static bool wr_memory_desc_fast(struct kvf_spack_w *w,
 				const struct kvf_msg_desc *d)
 {
-	size_t need = 8 + 1 + 8 + 8 + 1 + d->protocol.len + 1 +
-		      d->endpoint.len + 4;
+	size_t need =
+		8 + 1 + 8 + 8 + 1 + d->protocol.len + 1 + d->endpoint.len + 4;
 	uint32_t status = htole32((uint32_t)d->status);
 	uint8_t *p;
 
@@ -930,7 +1000,7 @@ static void replicas_body(struct kvf_spack_w *w, const void *arg)
 void kvf_msg_enc_replicas(struct kvf_wbuf *w, const struct kvf_abi *abi,
 			  enum kvf_rpc rpc, const struct kvf_msg_replicas *r)
 {
-	struct resp_arg a = { .abi = abi, .rpc = rpc, .items = r };
+	struct resp_arg a = {.abi = abi, .rpc = rpc, .items = r};
 
 	encode(w, replicas_body, &a);
 }
@@ -948,7 +1018,7 @@ void kvf_msg_enc_replicas_vec(struct kvf_wbuf *w, const struct kvf_abi *abi,
 			      enum kvf_rpc rpc,
 			      const struct kvf_msg_replicas *items, size_t n)
 {
-	struct resp_arg a = { .abi = abi, .rpc = rpc, .items = items, .n = n };
+	struct resp_arg a = {.abi = abi, .rpc = rpc, .items = items, .n = n};
 
 	encode(w, replicas_vec_body, &a);
 }
@@ -969,8 +1039,10 @@ static void regex_map_body(struct kvf_spack_w *w, const void *arg)
 void kvf_msg_enc_regex_map(struct kvf_wbuf *w, const struct kvf_abi *abi,
 			   const struct kvf_msg_key_replicas *e, size_t n)
 {
-	struct resp_arg a = { .abi = abi, .rpc = KVF_RPC_GetReplicaListByRegex,
-			      .entries = e, .n = n };
+	struct resp_arg a = {.abi = abi,
+			     .rpc = KVF_RPC_GetReplicaListByRegex,
+			     .entries = e,
+			     .n = n};
 
 	encode(w, regex_map_body, &a);
 }
@@ -993,8 +1065,8 @@ static void ip_map_body(struct kvf_spack_w *w, const void *arg)
 void kvf_msg_enc_ip_map(struct kvf_wbuf *w, const struct kvf_abi *abi,
 			const struct kvf_msg_client_ips *e, size_t n)
 {
-	struct resp_arg a = { .abi = abi, .rpc = KVF_RPC_BatchQueryIp,
-			      .entries = e, .n = n };
+	struct resp_arg a = {
+		.abi = abi, .rpc = KVF_RPC_BatchQueryIp, .entries = e, .n = n};
 
 	encode(w, ip_map_body, &a);
 }
@@ -1009,7 +1081,7 @@ static void empty_vec_body(struct kvf_spack_w *w, const void *arg)
 void kvf_msg_enc_empty_vec(struct kvf_wbuf *w, const struct kvf_abi *abi,
 			   enum kvf_rpc rpc)
 {
-	struct resp_arg a = { .abi = abi, .rpc = rpc };
+	struct resp_arg a = {.abi = abi, .rpc = rpc};
 
 	encode(w, empty_vec_body, &a);
 }
@@ -1041,13 +1113,17 @@ static enum resp_kind resp_kind(const struct kvf_abi *abi, enum kvf_rpc rpc)
 	const char *lit = abi->rpc[rpc].resp_literal;
 
 	switch (rpc) {
-	case KVF_RPC_ServiceReady: case KVF_RPC_GetFsdir:
+	case KVF_RPC_ServiceReady:
+	case KVF_RPC_GetFsdir:
 		return RK_STR;
-	case KVF_RPC_ExistKey: case KVF_RPC_PollRemoveAll:
+	case KVF_RPC_ExistKey:
+	case KVF_RPC_PollRemoveAll:
 		return RK_BOOL;
-	case KVF_RPC_QuerySegmentStatus: case KVF_RPC_QuerySegmentStatusById:
+	case KVF_RPC_QuerySegmentStatus:
+	case KVF_RPC_QuerySegmentStatusById:
 		return RK_I32;
-	case KVF_RPC_RemoveByRegex: case KVF_RPC_RemoveAll:
+	case KVF_RPC_RemoveByRegex:
+	case KVF_RPC_RemoveAll:
 		return RK_I64;
 	case KVF_RPC_Ping:
 		return RK_PING;
@@ -1055,15 +1131,18 @@ static enum resp_kind resp_kind(const struct kvf_abi *abi, enum kvf_rpc rpc)
 		return RK_STORAGE;
 	case KVF_RPC_BatchExistKey:
 		return RK_BOOLS;
-	case KVF_RPC_PutStart: case KVF_RPC_UpsertStart:
+	case KVF_RPC_PutStart:
+	case KVF_RPC_UpsertStart:
 		return RK_DESCS;
-	case KVF_RPC_BatchPutStart: case KVF_RPC_BatchUpsertStart:
+	case KVF_RPC_BatchPutStart:
+	case KVF_RPC_BatchUpsertStart:
 		return RK_DESCS_VEC;
 	case KVF_RPC_GetReplicaList:
 		return RK_GRL;
 	case KVF_RPC_BatchGetReplicaList:
 		return RK_GRL_VEC;
-	case KVF_RPC_GetReplicaListByRegex: case KVF_RPC_BatchQueryIp:
+	case KVF_RPC_GetReplicaListByRegex:
+	case KVF_RPC_BatchQueryIp:
 		return RK_MAP;
 	default:
 		break;
@@ -1175,18 +1254,25 @@ static void rd_items(struct kvf_spack_r *r, const struct kvf_abi *abi,
 }
 
 static void rd_value(struct kvf_spack_r *r, const struct kvf_abi *abi,
-		     enum kvf_rpc rpc, enum resp_kind k,
-		     struct kvf_msg_resp *o)
+		     enum kvf_rpc rpc, enum resp_kind k, struct kvf_msg_resp *o)
 {
 	const char *lit = abi->rpc[rpc].resp_literal;
 
 	switch (k) {
 	case RK_VOID:
 		break;
-	case RK_STR: o->str = rd_str(r); break;
-	case RK_BOOL: o->b = kvf_spack_r_bool(r); break;
-	case RK_I32: o->i32 = rd_i32(r); break;
-	case RK_I64: o->i64 = (int64_t)kvf_spack_r_u64(r); break;
+	case RK_STR:
+		o->str = rd_str(r);
+		break;
+	case RK_BOOL:
+		o->b = kvf_spack_r_bool(r);
+		break;
+	case RK_I32:
+		o->i32 = rd_i32(r);
+		break;
+	case RK_I64:
+		o->i64 = (int64_t)kvf_spack_r_u64(r);
+		break;
 	case RK_PING:
 		o->ping_view_version = (int64_t)kvf_spack_r_u64(r);
 		o->ping_status = rd_i32(r);
@@ -1265,8 +1351,8 @@ int kvf_msg_resp_reencode(struct kvf_wbuf *w, const struct kvf_abi *abi,
 			  enum kvf_rpc rpc, const struct kvf_msg_resp *resp)
 {
 	enum resp_kind k = resp_kind(abi, rpc);
-	struct resp_arg a = { .abi = abi, .rpc = rpc, .items = resp->items,
-			      .n = resp->n };
+	struct resp_arg a = {
+		.abi = abi, .rpc = rpc, .items = resp->items, .n = resp->n};
 
 	if (abi->rpc[rpc].shape == KVF_ABI_EXPECTED && resp->code &&
 	    k != RK_OTHER) {
@@ -1274,16 +1360,28 @@ int kvf_msg_resp_reencode(struct kvf_wbuf *w, const struct kvf_abi *abi,
 		return KVF_WIRE_OK;
 	}
 	switch (k) {
-	case RK_VOID: kvf_msg_enc_ok(w, abi, rpc); break;
-	case RK_STR: kvf_msg_enc_str(w, abi, rpc, resp->str); break;
-	case RK_BOOL: kvf_msg_enc_bool(w, abi, rpc, resp->b); break;
-	case RK_I32: kvf_msg_enc_i32(w, abi, rpc, resp->i32); break;
-	case RK_I64: kvf_msg_enc_i64(w, abi, rpc, resp->i64); break;
+	case RK_VOID:
+		kvf_msg_enc_ok(w, abi, rpc);
+		break;
+	case RK_STR:
+		kvf_msg_enc_str(w, abi, rpc, resp->str);
+		break;
+	case RK_BOOL:
+		kvf_msg_enc_bool(w, abi, rpc, resp->b);
+		break;
+	case RK_I32:
+		kvf_msg_enc_i32(w, abi, rpc, resp->i32);
+		break;
+	case RK_I64:
+		kvf_msg_enc_i64(w, abi, rpc, resp->i64);
+		break;
 	case RK_PING:
 		kvf_msg_enc_ping(w, abi, resp->ping_view_version,
 				 resp->ping_status);
 		break;
-	case RK_STORAGE: kvf_msg_enc_storage_config(w, abi, &resp->storage); break;
+	case RK_STORAGE:
+		kvf_msg_enc_storage_config(w, abi, &resp->storage);
+		break;
 	case RK_CODES:
 	case RK_BOOLS:
 		/* per-item codes straight from the decoded items */

@@ -236,6 +236,15 @@ int kvf_msg_req_decode(const struct kvf_abi *abi, enum kvf_rpc rpc,
 int kvf_msg_req_encode(struct kvf_wbuf *w, const struct kvf_abi *abi,
 		       const struct kvf_msg_req *req);
 
+/**
+ * kvf_msg_req_use_arrays() - copy a decoded request's segment and UUID
+ * views into @segs / @uuids (@cap entries each) and point the encode-side
+ * fields at them, so the request can be encoded again (proxies, tests).
+ * Return: false if a view held more than @cap elements (the rest dropped).
+ */
+bool kvf_msg_req_use_arrays(struct kvf_msg_req *q, struct kvf_msg_segment *segs,
+			    struct kvf_uuid *uuids, size_t cap);
+
 /* Iterators over views (return false at the end). */
 bool kvf_msg_view_str(struct kvf_msg_view *v, struct kvf_str *out);
 bool kvf_msg_view_uuid(struct kvf_msg_view *v, struct kvf_uuid *out);
@@ -249,7 +258,7 @@ bool kvf_msg_view_segment(struct kvf_msg_view *v, struct kvf_msg_segment *out);
  */
 struct kvf_msg_desc {
 	uint64_t id;
-	uint8_t kind;   /* enum kvf_mc_desc_kind */
+	uint8_t kind;	/* enum kvf_mc_desc_kind */
 	int32_t status; /* enum kvf_mc_replica_status */
 	uint64_t size;
 	uint64_t addr;

@@ -18,8 +18,8 @@
 const char *kvf_wire_strerror(int status)
 {
 	switch (status) {
-#define KVF_WIRE_CASE(name, value, msg) \
-	case value:                     \
+#define KVF_WIRE_CASE(name, value, msg)                                        \
+	case value:                                                            \
 		return msg;
 		KVF_WIRE_STATUS_LIST(KVF_WIRE_CASE)
 #undef KVF_WIRE_CASE
@@ -29,7 +29,7 @@ const char *kvf_wire_strerror(int status)
 
 void kvf_wbuf_init(struct kvf_wbuf *w)
 {
-	*w = (struct kvf_wbuf){ 0 };
+	*w = (struct kvf_wbuf){0};
 }
 
 void kvf_wbuf_free(struct kvf_wbuf *w)
@@ -88,8 +88,9 @@ int kvf_spack_r_begin(struct kvf_spack_r *r, const void *buf, size_t len,
 		kvf_spack_r_fail(r, KVF_WIRE_ERR_METAINFO);
 	r->width = (uint8_t)(1u << ((meta >> KVF_SPACK_META_WIDTH_SHIFT) & 3));
 	if (meta & KVF_SPACK_META_LITERAL) {
-		const uint8_t *nul = r->p < r->end ?
-			memchr(r->p, 0, (size_t)(r->end - r->p)) : NULL;
+		const uint8_t *nul =
+			r->p < r->end ? memchr(r->p, 0, (size_t)(r->end - r->p))
+				      : NULL;
 
 		if (!nul)
 			kvf_spack_r_fail(r, KVF_WIRE_ERR_TRUNCATED);
@@ -163,13 +164,21 @@ enum {
 static size_t scalar_size(uint8_t t)
 {
 	switch (t) {
-	case LIT_I8: case LIT_U8: case LIT_BOOL: case LIT_CHAR:
+	case LIT_I8:
+	case LIT_U8:
+	case LIT_BOOL:
+	case LIT_CHAR:
 		return 1;
-	case LIT_I16: case LIT_U16:
+	case LIT_I16:
+	case LIT_U16:
 		return 2;
-	case LIT_I32: case LIT_U32: case LIT_F32:
+	case LIT_I32:
+	case LIT_U32:
+	case LIT_F32:
 		return 4;
-	case LIT_I64: case LIT_U64: case LIT_F64:
+	case LIT_I64:
+	case LIT_U64:
+	case LIT_F64:
 		return 8;
 	}
 	return 0;
@@ -185,8 +194,7 @@ static int skip_value(struct kvf_spack_r *r, const uint8_t **lit,
 static void lit_pass(const uint8_t **lit, const uint8_t *end)
 {
 	static const uint8_t nothing;
-	struct kvf_spack_r none = { .p = &nothing, .end = &nothing,
-				    .width = 1 };
+	struct kvf_spack_r none = {.p = &nothing, .end = &nothing, .width = 1};
 
 	(void)skip_value(&none, lit, end);
 }
@@ -257,7 +265,8 @@ static int skip_value(struct kvf_spack_r *r, const uint8_t **lit,
 	case LIT_VECTOR:
 	case LIT_MAP: {
 		const uint8_t *elem = *lit;
-		size_t esz = t == LIT_VECTOR && elem < end ? scalar_size(*elem) : 0;
+		size_t esz =
+			t == LIT_VECTOR && elem < end ? scalar_size(*elem) : 0;
 		uint64_t n = kvf_spack_r_count(r, esz ? esz : 1);
 
 		if (esz) {
@@ -338,7 +347,9 @@ void kvf_spack_w_begin(struct kvf_spack_w *w, struct kvf_wbuf *buf,
 		return;
 	}
 	kvf_spack_w_u32(w, hash | KVF_SPACK_HASH_META);
-	kvf_spack_w_u8(w, (uint8_t)((width == 2 ? 1 : width == 4 ? 2 : 3)
+	kvf_spack_w_u8(w, (uint8_t)((width == 2	  ? 1
+				     : width == 4 ? 2
+						  : 3)
 				    << KVF_SPACK_META_WIDTH_SHIFT));
 }
 

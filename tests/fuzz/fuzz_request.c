@@ -29,36 +29,20 @@ static uint8_t has[FUZZ_ITEMS], has2[FUZZ_ITEMS];
 static struct kvf_msg_segment segs[FUZZ_ITEMS];
 static struct kvf_uuid uuids[FUZZ_ITEMS];
 
-/* Views to arrays, as a client would hold them before encoding. */
-static void to_arrays(struct kvf_msg_req *q)
-{
-	struct kvf_msg_view it = q->segments;
-
-	while (q->nsegments < FUZZ_ITEMS &&
-	       kvf_msg_view_segment(&it, &segs[q->nsegments]))
-		q->nsegments++;
-	q->segment_array = segs;
-	it = q->uuids;
-	while (q->nuuids < FUZZ_ITEMS &&
-	       kvf_msg_view_uuid(&it, &uuids[q->nuuids]))
-		q->nuuids++;
-	q->uuid_array = uuids;
-}
-
 static void round_trip(const struct kvf_abi *abi, struct kvf_msg_req *q)
 {
-	struct kvf_msg_items items2 = { keys2, vals2, has2, FUZZ_ITEMS };
+	struct kvf_msg_items items2 = {keys2, vals2, has2, FUZZ_ITEMS};
 	struct kvf_msg_req q2;
 	struct kvf_wbuf a, b;
 
 	kvf_wbuf_init(&a);
 	kvf_wbuf_init(&b);
-	to_arrays(q);
+	kvf_msg_req_use_arrays(q, segs, uuids, FUZZ_ITEMS);
 	if (kvf_msg_req_encode(&a, abi, q) == 0 && a.len) {
 		if (kvf_msg_req_decode(abi, q->rpc, a.data, a.len, &items2, &q2,
 				       NULL))
 			abort();
-		to_arrays(&q2);
+		kvf_msg_req_use_arrays(&q2, segs, uuids, FUZZ_ITEMS);
 		if (kvf_msg_req_encode(&b, abi, &q2) || a.len != b.len ||
 		    memcmp(a.data, b.data, a.len))
 			abort();
@@ -69,7 +53,7 @@ static void round_trip(const struct kvf_abi *abi, struct kvf_msg_req *q)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	struct kvf_msg_items items = { keys, vals, has, FUZZ_ITEMS };
+	struct kvf_msg_items items = {keys, vals, has, FUZZ_ITEMS};
 	const struct kvf_abi *abi;
 	struct kvf_frame_req h;
 	struct kvf_msg_req q;

@@ -58,13 +58,16 @@ static void fake_descs(struct fake_conn *fc, size_t n, int32_t status)
 {
 	for (size_t i = 0; i < n; i++) {
 		fc->descs[i] = (struct kvf_msg_desc){
-			.id = i, .kind = KVF_MC_DESC_MEMORY, .status = status,
-			.size = 4096, .addr = (1ull << 44) + 4096 * i,
-			.protocol = { "tcp", 3 },
-			.endpoint = { "127.0.0.1:1", 11 },
+			.id = i,
+			.kind = KVF_MC_DESC_MEMORY,
+			.status = status,
+			.size = 4096,
+			.addr = (1ull << 44) + 4096 * i,
+			.protocol = {"tcp", 3},
+			.endpoint = {"127.0.0.1:1", 11},
 		};
 		fc->reps[i] = (struct kvf_msg_replicas){
-			.descs = &fc->descs[i], .n = 1, .lease_ttl_ms = 500 };
+			.descs = &fc->descs[i], .n = 1, .lease_ttl_ms = 500};
 	}
 }
 
@@ -73,8 +76,8 @@ static void fake_answer(struct fake_conn *fc, const struct kvf_frame_req *h,
 			const uint8_t *body, struct kvf_wbuf *w)
 {
 	const struct kvf_abi *abi = fc->abi;
-	struct kvf_msg_items items = { fc->keys, fc->vals, fc->has,
-				       FAKE_MAX_ITEMS };
+	struct kvf_msg_items items = {fc->keys, fc->vals, fc->has,
+				      FAKE_MAX_ITEMS};
 	struct kvf_msg_req q;
 	enum kvf_rpc rpc;
 	uint32_t seq = h->seq_num;
@@ -91,15 +94,15 @@ static void fake_answer(struct fake_conn *fc, const struct kvf_frame_req *h,
 				     KVF_FRAME_MSG_INVALID_ARGS);
 		return;
 	}
-	if (q.nkeys && q.keys[0].len == 7 && !memcmp(q.keys[0].data,
-						     "bad-seq", 7))
+	if (q.nkeys && q.keys[0].len == 7 &&
+	    !memcmp(q.keys[0].data, "bad-seq", 7))
 		seq += 1000;
 	memset(fc->codes, 0, sizeof(fc->codes));
 	memset(fc->bools, 1, sizeof(fc->bools));
 	at = kvf_frame_resp_begin(w);
 	switch (rpc) {
 	case KVF_RPC_ServiceReady:
-		kvf_msg_enc_str(w, abi, rpc, (struct kvf_str){ "2.0.0", 5 });
+		kvf_msg_enc_str(w, abi, rpc, (struct kvf_str){"2.0.0", 5});
 		break;
 	case KVF_RPC_Ping:
 		kvf_msg_enc_ping(w, abi, 0, KVF_MC_CLIENT_OK);
@@ -111,9 +114,10 @@ static void fake_answer(struct fake_conn *fc, const struct kvf_frame_req *h,
 		break;
 	case KVF_RPC_BatchPutStart:
 	case KVF_RPC_BatchGetReplicaList:
-		fake_descs(fc, q.nkeys, rpc == KVF_RPC_BatchPutStart ?
-						KVF_MC_REPLICA_PROCESSING :
-						KVF_MC_REPLICA_COMPLETE);
+		fake_descs(fc, q.nkeys,
+			   rpc == KVF_RPC_BatchPutStart
+				   ? KVF_MC_REPLICA_PROCESSING
+				   : KVF_MC_REPLICA_COMPLETE);
 		kvf_msg_enc_replicas_vec(w, abi, rpc, fc->reps, q.nkeys);
 		break;
 	case KVF_RPC_BatchExistKey:
@@ -225,8 +229,8 @@ static void *fake_accept_thread(void *arg)
 static int fake_start(void **state)
 {
 	struct fake *f = calloc(1, sizeof(*f));
-	struct sockaddr_in a = { .sin_family = AF_INET,
-				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct sockaddr_in a = {.sin_family = AF_INET,
+				.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	socklen_t alen = sizeof(a);
 
 	assert_non_null(f);
@@ -270,20 +274,19 @@ static void test_call(void **state)
 {
 	struct kvf_client *c = connect_fake(state, 4);
 	struct kvf_msg_replicas item;
-	struct kvf_msg_resp resp = { .items = &item, .cap = 1 };
-	struct kvf_msg_req q = { .rpc = KVF_RPC_ServiceReady };
+	struct kvf_msg_resp resp = {.items = &item, .cap = 1};
+	struct kvf_msg_req q = {.rpc = KVF_RPC_ServiceReady};
 
 	assert_int_equal(kvf_client_call(c, &q, 5000, &resp), 0);
 	assert_int_equal(resp.code, 0);
 	assert_int_equal(resp.str.len, 5);
 	assert_memory_equal(resp.str.data, "2.0.0", 5);
-	q = (struct kvf_msg_req){ .rpc = KVF_RPC_Ping,
-				  .client_id = { 1, 2 } };
+	q = (struct kvf_msg_req){.rpc = KVF_RPC_Ping, .client_id = {1, 2}};
 	assert_int_equal(kvf_client_call(c, &q, 5000, &resp), 0);
 	assert_int_equal(resp.ping_status, KVF_MC_CLIENT_OK);
 	/* an answer "not supported" in the RPC's own shape */
-	q = (struct kvf_msg_req){ .rpc = KVF_RPC_GetReplicaList,
-				  .key = { "k", 1 } };
+	q = (struct kvf_msg_req){.rpc = KVF_RPC_GetReplicaList,
+				 .key = {"k", 1}};
 	assert_int_equal(kvf_client_call(c, &q, 5000, &resp), 0);
 	assert_int_equal(resp.code, KVF_MC_NOT_SUPPORTED);
 	kvf_client_close(c);
@@ -295,8 +298,8 @@ static void test_pipeline(void **state)
 	enum { DEPTH = 64, ROUNDS = 5 };
 	struct kvf_client *c = connect_fake(state, DEPTH);
 	struct kvf_key keys[8] = {
-		{ "a", 1 }, { "b", 1 }, { "c", 1 }, { "d", 1 },
-		{ "e", 1 }, { "f", 1 }, { "g", 1 }, { "h", 1 },
+		{"a", 1}, {"b", 1}, {"c", 1}, {"d", 1},
+		{"e", 1}, {"f", 1}, {"g", 1}, {"h", 1},
 	};
 	static struct kvf_msg_replicas items[16];
 	static struct kvf_msg_desc descs[16];
@@ -307,18 +310,20 @@ static void test_pipeline(void **state)
 	for (int round = 0; round < ROUNDS; round++) {
 		for (uint64_t i = 0; i < DEPTH; i++) {
 			struct kvf_msg_req q = {
-				.rpc = i % 2 ? KVF_RPC_BatchExistKey :
-					       KVF_RPC_BatchGetReplicaList,
-				.keys = keys, .nkeys = i % 8 + 1,
-				.tenant = { "default", 7 },
+				.rpc = i % 2 ? KVF_RPC_BatchExistKey
+					     : KVF_RPC_BatchGetReplicaList,
+				.keys = keys,
+				.nkeys = i % 8 + 1,
+				.tenant = {"default", 7},
 			};
 
 			assert_int_equal(kvf_client_send(c, &q, i, NULL), 0);
 		}
 		/* a full table refuses more */
 		{
-			struct kvf_msg_req q = { .rpc = KVF_RPC_BatchExistKey,
-						 .keys = keys, .nkeys = 1 };
+			struct kvf_msg_req q = {.rpc = KVF_RPC_BatchExistKey,
+						.keys = keys,
+						.nkeys = 1};
 
 			assert_int_equal(kvf_client_send(c, &q, 0, NULL),
 					 -EBUSY);
@@ -326,15 +331,18 @@ static void test_pipeline(void **state)
 		while (kvf_client_outstanding(c)) {
 			struct kvf_client_resp r;
 			struct kvf_msg_resp resp = {
-				.items = items, .cap = 16, .descs = descs,
-				.desc_cap = 16, .bools = bools,
+				.items = items,
+				.cap = 16,
+				.descs = descs,
+				.desc_cap = 16,
+				.bools = bools,
 			};
 
 			assert_int_equal(kvf_client_recv(c, 5000, &r), 0);
 			assert_int_equal(r.err_code, 0);
-			assert_int_equal(r.rpc, r.tag % 2 ?
-						KVF_RPC_BatchExistKey :
-						KVF_RPC_BatchGetReplicaList);
+			assert_int_equal(
+				r.rpc, r.tag % 2 ? KVF_RPC_BatchExistKey
+						 : KVF_RPC_BatchGetReplicaList);
 			assert_int_equal(kvf_msg_resp_decode(kvf_abi_find(NULL),
 							     r.rpc, r.body,
 							     r.len, &resp),
@@ -353,9 +361,9 @@ static void test_pipeline(void **state)
 static void test_unknown_seq(void **state)
 {
 	struct kvf_client *c = connect_fake(state, 4);
-	struct kvf_key key = { "bad-seq", 7 };
-	struct kvf_msg_req q = { .rpc = KVF_RPC_BatchExistKey, .keys = &key,
-				 .nkeys = 1 };
+	struct kvf_key key = {"bad-seq", 7};
+	struct kvf_msg_req q = {
+		.rpc = KVF_RPC_BatchExistKey, .keys = &key, .nkeys = 1};
 	struct kvf_client_resp r;
 
 	assert_int_equal(kvf_client_send(c, &q, 0, NULL), 0);
@@ -371,9 +379,9 @@ static void test_timeout(void **state)
 	/* nothing outstanding: nothing arrives */
 	assert_int_equal(kvf_client_recv(c, 50, &r), -ETIMEDOUT);
 	kvf_client_close(c);
-	assert_int_equal(kvf_client_connect("127.0.0.1", 1, kvf_abi_find(NULL),
-					    4, &c),
-			 -ECONNREFUSED);
+	assert_int_equal(
+		kvf_client_connect("127.0.0.1", 1, kvf_abi_find(NULL), 4, &c),
+		-ECONNREFUSED);
 }
 
 /* The load generator runs its whole flow and reports every batch RPC. */

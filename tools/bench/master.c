@@ -39,12 +39,18 @@
 
 enum mb_phase { MB_PUT, MB_GET, MB_EXIST, MB_REMOVE, MB__PHASES };
 
-static const char *const phase_names[MB__PHASES] = { "put", "get", "exist",
-						       "remove" };
+static const char *const phase_names[MB__PHASES] = {"put", "get", "exist",
+						    "remove"};
 
 /* Latency series recorded per batch RPC. */
-enum mb_series { MB_S_PUT_START, MB_S_PUT_END, MB_S_GET, MB_S_EXIST,
-		 MB_S_REMOVE, MB__SERIES };
+enum mb_series {
+	MB_S_PUT_START,
+	MB_S_PUT_END,
+	MB_S_GET,
+	MB_S_EXIST,
+	MB_S_REMOVE,
+	MB__SERIES
+};
 
 static const char *const series_names[MB__SERIES] = {
 	"batch_put_start", "batch_put_end", "batch_get_replica_list",
@@ -72,7 +78,7 @@ struct mb_conn {
 	struct mb_run *run;
 	struct kvf_client *c;
 	unsigned idx;
-	uint64_t lo, hi;   /* its keys */
+	uint64_t lo, hi; /* its keys */
 	enum mb_phase phase;
 	uint64_t deadline; /* time-bounded phases; 0 = by rounds */
 	uint64_t next, passes;
@@ -112,7 +118,7 @@ static size_t make_key(const struct mb_run *run, uint64_t i, char *buf)
 
 static struct kvf_str cstr(const char *s)
 {
-	return (struct kvf_str){ s, strlen(s) };
+	return (struct kvf_str){s, strlen(s)};
 }
 
 /* Keys [first, first + n) of the run into the connection's scratch. */
@@ -130,8 +136,10 @@ static void fill_keys(struct mb_conn *mc, uint64_t first, size_t n)
 static enum kvf_rpc phase_rpc(enum mb_phase p)
 {
 	static const enum kvf_rpc rpc[MB__PHASES] = {
-		KVF_RPC_BatchPutStart, KVF_RPC_BatchGetReplicaList,
-		KVF_RPC_BatchExistKey, KVF_RPC_BatchRemove,
+		KVF_RPC_BatchPutStart,
+		KVF_RPC_BatchGetReplicaList,
+		KVF_RPC_BatchExistKey,
+		KVF_RPC_BatchRemove,
 	};
 
 	return rpc[p];
@@ -141,11 +149,16 @@ static int send_batch(struct mb_conn *mc, enum kvf_rpc rpc, uint64_t first,
 		      size_t n)
 {
 	struct kvf_msg_req q = {
-		.rpc = rpc, .client_id = mc->run->client_id,
-		.tenant = cstr("default"), .keys = mc->keys, .nkeys = n,
-		.vals = mc->sizes, .nvals = n, .force = true,
+		.rpc = rpc,
+		.client_id = mc->run->client_id,
+		.tenant = cstr("default"),
+		.keys = mc->keys,
+		.nkeys = n,
+		.vals = mc->sizes,
+		.nvals = n,
+		.force = true,
 		.replica_type = 4, /* ReplicaType::ALL, as the client sends */
-		.config = { .replica_num = 1 },
+		.config = {.replica_num = 1},
 	};
 
 	fill_keys(mc, first, n);
@@ -178,11 +191,16 @@ static bool next_batch(struct mb_conn *mc, uint64_t *first, size_t *n)
 static enum mb_series series_of(enum kvf_rpc rpc)
 {
 	switch (rpc) {
-	case KVF_RPC_BatchPutStart: return MB_S_PUT_START;
-	case KVF_RPC_BatchPutEnd: return MB_S_PUT_END;
-	case KVF_RPC_BatchGetReplicaList: return MB_S_GET;
-	case KVF_RPC_BatchExistKey: return MB_S_EXIST;
-	default: return MB_S_REMOVE;
+	case KVF_RPC_BatchPutStart:
+		return MB_S_PUT_START;
+	case KVF_RPC_BatchPutEnd:
+		return MB_S_PUT_END;
+	case KVF_RPC_BatchGetReplicaList:
+		return MB_S_GET;
+	case KVF_RPC_BatchExistKey:
+		return MB_S_EXIST;
+	default:
+		return MB_S_REMOVE;
 	}
 }
 
@@ -192,8 +210,11 @@ static int count_failures(struct mb_conn *mc, const struct kvf_client_resp *r,
 {
 	struct kvf_msg_replicas *items = mc->items;
 	struct kvf_msg_resp resp = {
-		.items = items, .cap = mc->run->o->batch, .descs = mc->descs,
-		.desc_cap = mc->run->o->batch, .bools = mc->bools,
+		.items = items,
+		.cap = mc->run->o->batch,
+		.descs = mc->descs,
+		.desc_cap = mc->run->o->batch,
+		.bools = mc->bools,
 	};
 	int rc;
 
@@ -270,8 +291,9 @@ static int call(struct kvf_client *c, const struct kvf_msg_req *q,
 	if (rc)
 		fprintf(stderr, "kvforge-bench: %s failed: %d (%s)\n",
 			kvf_abi_rpc_name(q->rpc), rc,
-			rc < -1000 ? kvf_wire_strerror(rc) :
-			rc < 0	   ? strerror(-rc) : "transport error");
+			rc < -1000 ? kvf_wire_strerror(rc)
+			: rc < 0   ? strerror(-rc)
+				   : "transport error");
 	else if (resp->code)
 		fprintf(stderr, "kvforge-bench: %s answered ErrorCode %d\n",
 			kvf_abi_rpc_name(q->rpc), resp->code);
@@ -282,8 +304,8 @@ static int call(struct kvf_client *c, const struct kvf_msg_req *q,
 static int setup_client(struct mb_run *run, struct kvf_client *c)
 {
 	struct kvf_msg_replicas item;
-	struct kvf_msg_resp resp = { .items = &item, .cap = 1 };
-	struct kvf_msg_req q = { .rpc = KVF_RPC_ServiceReady };
+	struct kvf_msg_resp resp = {.items = &item, .cap = 1};
+	struct kvf_msg_req q = {.rpc = KVF_RPC_ServiceReady};
 	int rc = call(c, &q, &resp);
 
 	if (rc)
@@ -291,20 +313,21 @@ static int setup_client(struct mb_run *run, struct kvf_client *c)
 	if (!getenv("KVF_BENCH_QUIET"))
 		fprintf(stderr, "kvforge-bench: master %s:%u version %.*s\n",
 			run->host, run->port, (int)resp.str.len, resp.str.data);
-	q = (struct kvf_msg_req){ .rpc = KVF_RPC_MountSegment,
-				  .segment = run->seg,
-				  .client_id = run->client_id };
+	q = (struct kvf_msg_req){.rpc = KVF_RPC_MountSegment,
+				 .segment = run->seg,
+				 .client_id = run->client_id};
 	rc = call(c, &q, &resp);
 	if (rc)
 		return rc;
-	q = (struct kvf_msg_req){ .rpc = KVF_RPC_ReMountSegment,
-				  .segment_array = &run->seg, .nsegments = 1,
-				  .client_id = run->client_id };
+	q = (struct kvf_msg_req){.rpc = KVF_RPC_ReMountSegment,
+				 .segment_array = &run->seg,
+				 .nsegments = 1,
+				 .client_id = run->client_id};
 	rc = call(c, &q, &resp);
 	if (rc)
 		return rc;
-	q = (struct kvf_msg_req){ .rpc = KVF_RPC_Ping,
-				  .client_id = run->client_id };
+	q = (struct kvf_msg_req){.rpc = KVF_RPC_Ping,
+				 .client_id = run->client_id};
 	return call(c, &q, &resp);
 }
 
@@ -312,9 +335,9 @@ static void *ping_thread(void *arg)
 {
 	struct mb_run *run = arg;
 	struct kvf_client *c;
-	struct kvf_msg_resp resp = { 0 };
-	struct kvf_msg_req q = { .rpc = KVF_RPC_Ping,
-				 .client_id = run->client_id };
+	struct kvf_msg_resp resp = {0};
+	struct kvf_msg_req q = {.rpc = KVF_RPC_Ping,
+				.client_id = run->client_id};
 
 	if (kvf_client_connect(run->host, run->port, run->abi, 4, &c))
 		return NULL;
@@ -333,7 +356,8 @@ static int parse_master(const char *arg, struct mb_run *run)
 	char *end;
 	unsigned long port;
 
-	if (!colon || colon == arg || (size_t)(colon - arg) >= sizeof(run->host))
+	if (!colon || colon == arg ||
+	    (size_t)(colon - arg) >= sizeof(run->host))
 		return -1;
 	port = strtoul(colon + 1, &end, 10);
 	if (*end || !port || port > 65535)
@@ -398,9 +422,10 @@ static int run_phase(struct mb_run *run, struct mb_conn *conns,
 		struct mb_conn *mc = &conns[i];
 
 		mc->phase = ph;
-		mc->deadline = o->seconds > 0 &&
-					       (ph == MB_GET || ph == MB_EXIST) ?
-				       t0 + (uint64_t)(o->seconds * 1e9) : 0;
+		mc->deadline =
+			o->seconds > 0 && (ph == MB_GET || ph == MB_EXIST)
+				? t0 + (uint64_t)(o->seconds * 1e9)
+				: 0;
 		mc->keys_done = mc->items_failed = 0;
 		for (int s = 0; s < MB__SERIES; s++)
 			mc->lat[s].n = 0;
@@ -485,11 +510,11 @@ static void close_conns(struct mb_conn *conns, unsigned n)
 
 int bench_master(const struct bench_opts *o, struct bench_results *r)
 {
-	struct mb_run run = { .o = o };
+	struct mb_run run = {.o = o};
 	uint64_t seg_size, per;
 	struct mb_conn *conns;
 	pthread_t pinger;
-	struct kvf_msg_resp resp = { 0 };
+	struct kvf_msg_resp resp = {0};
 	struct kvf_msg_req q;
 	int rc = 0;
 
@@ -509,11 +534,11 @@ int bench_master(const struct bench_opts *o, struct bench_results *r)
 		return KVF_ERR_INVALID_ARGUMENT;
 	}
 	run.run_id = random_u64(o->seed);
-	run.client_id = (struct kvf_uuid){ random_u64(run.run_id), run.run_id };
+	run.client_id = (struct kvf_uuid){random_u64(run.run_id), run.run_id};
 	seg_size = (o->objects * MB_VALUE_SIZE / 4 * 5 + (64ull << 20)) /
 		   MB_SEG_ALIGN * MB_SEG_ALIGN;
 	run.seg = (struct kvf_msg_segment){
-		.id = { random_u64(run.run_id + 1), run.run_id + 1 },
+		.id = {random_u64(run.run_id + 1), run.run_id + 1},
 		.name = cstr("kvforge-bench"),
 		.base = 1ull << 44,
 		.size = seg_size,
@@ -530,8 +555,8 @@ int bench_master(const struct bench_opts *o, struct bench_results *r)
 		conns[i].run = &run;
 		conns[i].idx = i;
 		conns[i].lo = i * per < o->objects ? i * per : o->objects;
-		conns[i].hi = (i + 1) * per < o->objects ? (i + 1) * per :
-							   o->objects;
+		conns[i].hi =
+			(i + 1) * per < o->objects ? (i + 1) * per : o->objects;
 		if (alloc_scratch(&conns[i], o->batch)) {
 			close_conns(conns, i + 1);
 			return KVF_ERR_NO_MEMORY;
@@ -539,8 +564,10 @@ int bench_master(const struct bench_opts *o, struct bench_results *r)
 		rc = kvf_client_connect(run.host, run.port, run.abi,
 					o->depth * 2, &conns[i].c);
 		if (rc) {
-			fprintf(stderr, "kvforge-bench: cannot connect to %s: "
-					"%s\n", o->master, strerror(-rc));
+			fprintf(stderr,
+				"kvforge-bench: cannot connect to %s: "
+				"%s\n",
+				o->master, strerror(-rc));
 			close_conns(conns, i + 1);
 			return KVF_ERR_IO;
 		}
@@ -555,9 +582,9 @@ int bench_master(const struct bench_opts *o, struct bench_results *r)
 		rc = run_phase(&run, conns, (enum mb_phase)ph, r);
 	atomic_store(&run.stop_ping, true);
 	pthread_join(pinger, NULL);
-	q = (struct kvf_msg_req){ .rpc = KVF_RPC_UnmountSegment,
-				  .segment_id = run.seg.id,
-				  .client_id = run.client_id };
+	q = (struct kvf_msg_req){.rpc = KVF_RPC_UnmountSegment,
+				 .segment_id = run.seg.id,
+				 .client_id = run.client_id};
 	if (!rc)
 		call(conns[0].c, &q, &resp);
 	close_conns(conns, o->connections);
