@@ -676,7 +676,8 @@ static bool conn_serve(struct kvf_http_server *srv, struct http_conn *c,
 			break; /* socket full: POLLOUT resumes */
 		conn_process(srv, c);
 	}
-	return true;
+	/* To close with nothing to send: an answer that could not be queued. */
+	return !(c->close_after_write && !c->draining && !c->out_len);
 }
 
 static void accept_all(struct kvf_http_server *srv)
