@@ -1259,8 +1259,6 @@ static void rd_value(struct kvf_spack_r *r, const struct kvf_abi *abi,
 	const char *lit = abi->rpc[rpc].resp_literal;
 
 	switch (k) {
-	case RK_VOID:
-		break;
 	case RK_STR:
 		o->str = rd_str(r);
 		break;
@@ -1282,24 +1280,25 @@ static void rd_value(struct kvf_spack_r *r, const struct kvf_abi *abi,
 		o->storage.enable_disk_eviction = kvf_spack_r_bool(r);
 		o->storage.quota_bytes = kvf_spack_r_u64(r);
 		break;
-	case RK_MAP:
-	case RK_VEC: {
-		/* the value's literal follows the 87 of the expected */
+	case RK_VOID:
+		break;
+	default: {
+		/* maps, vectors, other structs: validated by the value's
+		 * literal (after the 87 of the expected), kept as a view */
 		const uint8_t *at = r->p;
 		uint8_t bytes[512];
 		size_t nb = lit_bytes(lit + 2, bytes, sizeof(bytes));
 		const uint8_t *p = bytes;
 		struct kvf_spack_r peek = *r;
 
-		o->map.n = kvf_spack_r_count(&peek, 0);
+		if (k == RK_MAP || k == RK_VEC)
+			o->map.n = kvf_spack_r_count(&peek, 0);
 		o->map.width = r->width;
 		kvf_spack_r_skip(r, &p, bytes + nb);
 		o->map.at = at;
 		o->map.end = r->p;
 		break;
 	}
-	default:
-		break;
 	}
 }
 
@@ -1317,6 +1316,7 @@ int kvf_msg_resp_decode(const struct kvf_abi *abi, enum kvf_rpc rpc,
 	out->code = 0;
 	out->n = 0;
 	out->ndescs = 0;
+	out->map = (struct kvf_msg_view){0};
 	if (kvf_spack_r_begin(&r, body, len, e->resp_hash))
 		return r.err;
 	if (e->shape == KVF_ABI_BARE_I64) {
@@ -1339,8 +1339,6 @@ int kvf_msg_resp_decode(const struct kvf_abi *abi, enum kvf_rpc rpc,
 		out->n = 1;
 		return r.err;
 	}
-	if (k == RK_OTHER)
-		return rd_by_literal(&r, e->resp_literal);
 	out->code = rd_expected(&r);
 	if (!out->code)
 		rd_value(&r, abi, rpc, k, out);
@@ -1354,8 +1352,7 @@ int kvf_msg_resp_reencode(struct kvf_wbuf *w, const struct kvf_abi *abi,
 	struct resp_arg a = {
 		.abi = abi, .rpc = rpc, .items = resp->items, .n = resp->n};
 
-	if (abi->rpc[rpc].shape == KVF_ABI_EXPECTED && resp->code &&
-	    k != RK_OTHER) {
+	if (abi->rpc[rpc].shape == KVF_ABI_EXPECTED && resp->code) {
 		kvf_msg_enc_error(w, abi, rpc, resp->code, 0);
 		return KVF_WIRE_OK;
 	}

@@ -381,7 +381,9 @@ void kvf_msg_enc_empty_vec(struct kvf_wbuf *w, const struct kvf_abi *abi,
  * @items: per item: code, descriptors (into @descs), lease, checksum;
  *	for VE<bool> the value is in @bools.
  * @str, @i64, @i32, @b, @ping_*, @storage: scalar answers.
- * @map: entries of a map answer as a view (not decoded further).
+ * @map: the value of any other answer (maps, task vectors, structs of
+ *	unsupported RPCs) as a view, validated against its type literal but
+ *	not decoded further; @map.n is the entry count of a map or vector.
  */
 struct kvf_msg_resp {
 	int32_t code;

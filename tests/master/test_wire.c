@@ -1044,6 +1044,31 @@ static void check_resp(struct kvf_wbuf *w, const struct kvf_abi *abi,
 	kvf_wbuf_reset(w);
 }
 
+/* A client reads the error back from any RPC's generic error answer. */
+static void check_error_answer(struct kvf_wbuf *w, const struct kvf_abi *abi,
+			       enum kvf_rpc rpc)
+{
+	static struct resp_space s;
+
+	resp_init(&s);
+	assert_int_equal(kvf_msg_resp_decode(abi, rpc, w->data, w->len, &s.r),
+			 0);
+	switch (abi->rpc[rpc].shape) {
+	case KVF_ABI_BARE_I64:
+		assert_int_equal(s.r.i64, KVF_MC_NOT_SUPPORTED);
+		break;
+	case KVF_ABI_EXPECTED_VEC:
+		assert_int_equal(s.r.n, 3);
+		for (size_t i = 0; i < 3; i++)
+			assert_int_equal(s.r.items[i].code,
+					 KVF_MC_NOT_SUPPORTED);
+		break;
+	default:
+		assert_int_equal(s.r.code, KVF_MC_NOT_SUPPORTED);
+		break;
+	}
+}
+
 /* A request with every field set, for @rpc. */
 static void sample_req(struct kvf_msg_req *q, enum kvf_rpc rpc,
 		       struct kvf_key *keys, uint64_t *vals, uint8_t *has,
@@ -1144,6 +1169,7 @@ static void test_codecs_match_literals(void **state)
 			/* the generic error answer, in every RPC's shape */
 			kvf_msg_enc_error(&w, abi, rpc, KVF_MC_NOT_SUPPORTED,
 					  3);
+			check_error_answer(&w, abi, rpc);
 			check_resp(&w, abi, rpc);
 			if (!kvf__msg_req_prog(rpc))
 				continue;
