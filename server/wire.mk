@@ -29,9 +29,10 @@ tests_master_test_wire_LDADD = libkvforge-wire.la $(KVF_TEST_LIBS)
 endif
 
 if HAVE_CMOCKA
-# The C client and kvforge-bench --master against a stand-in master.
+# The C client and kvforge-bench --master against a stand-in master
+# (threads: the stand-in's connections, the bench's pinger; so TSan too).
 check_PROGRAMS += tests/master/test_wire_client
-UNIT_TESTS += tests/master/test_wire_client
+CONCURRENCY_TESTS += tests/master/test_wire_client
 tests_master_test_wire_client_SOURCES = tests/master/test_wire_client.c
 tests_master_test_wire_client_CFLAGS = $(KVF_TEST_CFLAGS) \
 	-DKVF_BENCH_PATH='"$(abs_top_builddir)/tools/kvforge-bench"'
