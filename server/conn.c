@@ -83,11 +83,11 @@ bool kvf_conn_wants_write(const struct kvf_conn *c)
 }
 
 bool kvf_conn_expired(const struct kvf_conn *c, uint64_t now_ns,
-		      uint64_t timeout_ns)
+		      uint64_t idle_ns, uint64_t partial_ns)
 {
-	if (c->frame_start_ns && now_ns - c->frame_start_ns > timeout_ns)
+	if (c->frame_start_ns && now_ns - c->frame_start_ns > partial_ns)
 		return true;
-	return now_ns - c->last_active_ns > timeout_ns;
+	return now_ns - c->last_active_ns > idle_ns;
 }
 
 static int resize_rbuf(struct kvf_conn *c, size_t cap)

@@ -42,7 +42,7 @@ struct kvf_conn_env {
  * @out, @sent: encoded responses and how much of them was sent.
  * @last_active_ns: last byte received or sent.
  * @frame_start_ns: when the partial request at the front began arriving
- *	(0 if none): a request must arrive within the idle timeout.
+ *	(0 if none): a request must arrive within the request timeout.
  * @events: the epoll interest currently registered.
  * @hash_logged: a type-hash mismatch was logged on this connection.
  * @closing: an answer that ends the connection is queued; read no more.
@@ -97,10 +97,10 @@ bool kvf_conn_wants_read(const struct kvf_conn *c);
 bool kvf_conn_wants_write(const struct kvf_conn *c);
 
 /**
- * kvf_conn_expired() - has @c been silent (or stuck mid-request, or not
- * reading its answers) for @timeout_ns?
+ * kvf_conn_expired() - has @c been silent (or not reading its answers)
+ * for @idle_ns, or in the middle of one request for @partial_ns?
  */
 bool kvf_conn_expired(const struct kvf_conn *c, uint64_t now_ns,
-		      uint64_t timeout_ns);
+		      uint64_t idle_ns, uint64_t partial_ns);
 
 #endif /* KVF_SERVER_CONN_H */

@@ -147,8 +147,10 @@ static const struct flag_def flag_table[] = {
 	  "8388608", "largest request body + attachment accepted, bytes" },
 	{ "max_connections", FLAG_U64, F(max_connections), NOSET, "4096",
 	  "open RPC connections at most; more are closed at accept" },
-	{ "idle_timeout_sec", FLAG_U64, F(idle_timeout_sec), NOSET, "300",
-	  "close a connection silent (or mid-frame) this long, s" },
+	{ "idle_timeout_sec", FLAG_U64, F(idle_timeout_sec), NOSET, "3600",
+	  "close a connection silent this long, s" },
+	{ "request_timeout_sec", FLAG_U64, F(request_timeout_sec), NOSET, "30",
+	  "close a connection whose request stays half-sent this long, s" },
 	{ "expected_objects", FLAG_U64, F(expected_objects), NOSET, "1000000",
 	  "objects the index is presized for" },
 	{ "help", FLAG_BOOL, F(help), NOSET, "false", "print this list" },
@@ -710,6 +712,7 @@ static int check_ranges(const struct kvf_master_flags *f, char *err,
 		return KVF_ERR_INVALID_ARGUMENT;
 	}
 	if (!f->max_connections || !f->idle_timeout_sec ||
+	    !f->request_timeout_sec ||
 	    f->rpc_conn_timeout_seconds < 0) {
 		set_err(err, errlen, "--max_connections and the timeouts must "
 				     "be positive");

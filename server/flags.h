@@ -68,6 +68,7 @@ struct kvf_master_flags {
 	uint64_t max_request_bytes;
 	uint64_t max_connections;
 	uint64_t idle_timeout_sec;
+	uint64_t request_timeout_sec;
 	uint64_t expected_objects;
 	bool help;
 	/* which of the above were given (not defaults) */

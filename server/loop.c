@@ -18,9 +18,9 @@
  *
  * Limits: the connection count is one atomic counter across threads;
  * over --max_connections an accepted socket is closed at once. Once a
- * second each thread closes its connections that were silent, stuck in
- * the middle of a request, or not reading their answers, for the idle
- * timeout.
+ * second each thread closes its connections that were silent (or not
+ * reading their answers) for the idle timeout, or stuck in the middle of
+ * a request for the request timeout.
  *
  * Shutdown: an eventfd in every epoll set, written once and never read,
  * so every thread sees it; each closes its connections and exits.
@@ -181,12 +181,13 @@ static void on_conn_event(struct loop_thread *t, struct kvf_conn *c,
 
 static void sweep_idle(struct loop_thread *t, uint64_t now)
 {
-	uint64_t timeout = t->loop->o.idle_timeout_sec * 1000000000ULL;
+	uint64_t idle = t->loop->o.idle_timeout_sec * 1000000000ULL;
+	uint64_t partial = t->loop->o.request_timeout_sec * 1000000000ULL;
 	struct kvf_conn *c = t->conns, *next;
 
 	for (; c; c = next) {
 		next = c->next;
-		if (kvf_conn_expired(c, now, timeout))
+		if (kvf_conn_expired(c, now, idle, partial))
 			close_conn(t, c);
 	}
 }
@@ -294,7 +295,8 @@ int kvf_loop_start(const struct kvf_loop_options *opts, struct kvf_loop **out)
 	int ret;
 
 	if (!opts || !opts->service || !opts->threads || !out ||
-	    !opts->max_connections || !opts->idle_timeout_sec)
+	    !opts->max_connections || !opts->idle_timeout_sec ||
+	    !opts->request_timeout_sec)
 		return KVF_ERR_INVALID_ARGUMENT;
 	l = calloc(1, sizeof(*l));
 	if (!l)

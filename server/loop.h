@@ -20,8 +20,9 @@ struct kvf_service;
  * @threads: event-loop threads (at least 1).
  * @max_request_bytes: largest request body + attachment accepted.
  * @max_connections: open connections at most; more are closed at accept.
- * @idle_timeout_sec: a connection silent this long, or this long in the
- *	middle of one request, is closed.
+ * @idle_timeout_sec: a connection silent this long is closed.
+ * @request_timeout_sec: a connection whose request stays incomplete this
+ *	long is closed.
  * @tcp_nodelay: set TCP_NODELAY on accepted sockets (upstream does).
  * @service: answers the requests. @metrics: connection gauge (or NULL).
  */
@@ -32,6 +33,7 @@ struct kvf_loop_options {
 	size_t max_request_bytes;
 	uint64_t max_connections;
 	uint64_t idle_timeout_sec;
+	uint64_t request_timeout_sec;
 	bool tcp_nodelay;
 	struct kvf_service *service;
 	struct kvf_metrics *metrics;

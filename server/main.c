@@ -111,6 +111,7 @@ static int start_rpc(struct master *m)
 		.idle_timeout_sec = f->rpc_conn_timeout_seconds > 0
 					    ? (uint64_t)f->rpc_conn_timeout_seconds
 					    : f->idle_timeout_sec,
+		.request_timeout_sec = f->request_timeout_sec,
 		.tcp_nodelay = f->rpc_enable_tcp_no_delay,
 		.metrics = m->metrics,
 	};
