@@ -26,8 +26,12 @@ UNIT_TESTS += tests/master/test_master_e2e.sh
 CONCURRENCY_TESTS += tests/master/test_master_concurrent.sh
 
 if HAVE_CMOCKA
-check_PROGRAMS += tests/master/test_master_flags tests/master/test_master_client
-UNIT_TESTS += tests/master/test_master_flags tests/master/test_master_client
+check_PROGRAMS += tests/master/test_master_flags tests/master/test_master_client \
+	tests/master/test_master_registry
+UNIT_TESTS += tests/master/test_master_flags tests/master/test_master_client \
+	tests/master/test_master_registry
+tests_master_test_master_registry_CFLAGS = $(KVF_TEST_CFLAGS)
+tests_master_test_master_registry_LDADD = libkvforge-master.la $(KVF_TEST_LIBS)
 tests_master_test_master_client_CFLAGS = $(KVF_TEST_CFLAGS)
 tests_master_test_master_client_LDADD = libkvforge-master.la $(KVF_TEST_LIBS)
 tests_master_test_master_flags_CFLAGS = $(KVF_TEST_CFLAGS)

@@ -410,13 +410,20 @@ int kvf_registry_open(struct kvf_engine *engine, const char *data_dir,
 		      uint64_t client_ttl_ms, struct kvf_registry **out)
 {
 	struct kvf_registry *r = calloc(1, sizeof(*r));
+	pthread_rwlockattr_t attr;
 	int ret = KVF_ERR_NO_MEMORY;
 
 	if (!r)
 		return ret;
 	r->engine = engine;
 	r->client_ttl_ns = client_ttl_ms * 1000000ULL;
-	pthread_rwlock_init(&r->lock, NULL);
+	/* Writers first: a steady stream of batch readers must not starve a
+	 * mount. Safe because no reader takes the lock twice. */
+	pthread_rwlockattr_init(&attr);
+	pthread_rwlockattr_setkind_np(&attr,
+				      PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	pthread_rwlock_init(&r->lock, &attr);
+	pthread_rwlockattr_destroy(&attr);
 	if (data_dir) {
 		r->dir = strdup(data_dir);
 		r->path = path_join(data_dir, TABLE_FILE);

@@ -16,9 +16,13 @@
  * so recovered objects are described with their protocol before their
  * owner comes back.
  *
- * Concurrency: one rwlock. Lookups on the hot path take it shared once
- * per batch (kvf_registry_read_lock()); mounts and unmounts take it
- * exclusively and are rare.
+ * Concurrency: one rwlock (writers preferred). Lookups on the hot path
+ * take it shared once per request (kvf_registry_read_lock()); mounts and
+ * unmounts take it exclusively across their engine call, so the registry
+ * and the engine never disagree about a segment; they are rare, and a
+ * reader waits for at most one of them (milliseconds: a journal write and
+ * an RCU grace period). No thread waits for the lock inside an engine
+ * read-side section, so a mount's grace period cannot wait on a reader.
  */
 #ifndef KVF_SERVER_REGISTRY_H
 #define KVF_SERVER_REGISTRY_H
