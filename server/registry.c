@@ -398,12 +398,9 @@ static int load(struct kvf_registry *r)
 
 static char *path_join(const char *dir, const char *name)
 {
-	size_t n = strlen(dir) + strlen(name) + 2;
-	char *p = malloc(n);
+	char *p;
 
-	if (p)
-		snprintf(p, n, "%s/%s", dir, name);
-	return p;
+	return asprintf(&p, "%s/%s", dir, name) < 0 ? NULL : p;
 }
 
 int kvf_registry_open(struct kvf_engine *engine, const char *data_dir,
