@@ -14,7 +14,8 @@ KVF_HTTP_TEST_LIBS = libkvforge-master.la $(KVF_TEST_LIBS)
 
 check_PROGRAMS += tests/master/test_metrics
 UNIT_TESTS += tests/master/test_metrics
-tests_master_test_metrics_CFLAGS = $(KVF_TEST_CFLAGS)
+tests_master_test_metrics_CFLAGS = $(KVF_TEST_CFLAGS) \
+	-DKVF_FIXTURES_DIR='"$(abs_top_srcdir)/tests/master/fixtures"'
 tests_master_test_metrics_LDADD = $(KVF_HTTP_TEST_LIBS)
 
 check_PROGRAMS += tests/master/test_http

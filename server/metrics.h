@@ -16,6 +16,10 @@
  * kvforge_. docs/metrics.md lists every family.
  *
  * Contract between the server and the HTTP side: change only additively.
+ * Additions since the first version: kvf_metrics_value_sizes() (call it
+ * with the sizes of the objects a PutStart / BatchPutStart / UpsertStart
+ * created, to fill upstream's master_value_size_bytes), and the three
+ * render functions.
  */
 #ifndef KVF_SERVER_METRICS_H
 #define KVF_SERVER_METRICS_H

@@ -19,6 +19,10 @@
 #include "server/metrics.h"
 #include "tests/master/test_http_util.h"
 
+#ifndef KVF_FIXTURES_DIR
+#error "KVF_FIXTURES_DIR must name tests/master/fixtures"
+#endif
+
 static char *render(struct kvf_metrics *m)
 {
 	char *text, bad[512];
@@ -400,6 +404,128 @@ static void test_checker_refuses(void **state)
 			   bad, sizeof(bad)));
 }
 
+static char *read_fixture(const char *name)
+{
+	char path[512];
+	FILE *f;
+	char *buf;
+	long n;
+
+	snprintf(path, sizeof(path), "%s/http/%s", KVF_FIXTURES_DIR, name);
+	f = fopen(path, "rb");
+	assert_non_null(f);
+	assert_int_equal(fseek(f, 0, SEEK_END), 0);
+	n = ftell(f);
+	rewind(f);
+	buf = malloc((size_t)n + 1);
+	assert_non_null(buf);
+	assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
+	buf[n] = '\0';
+	fclose(f);
+	return buf;
+}
+
+/* The "# HELP name " / "# TYPE name " line of @name in @text, or NULL. */
+static const char *comment_line(const char *text, const char *kind,
+				const char *name, size_t *len)
+{
+	char prefix[192];
+	const char *p = text;
+	size_t pl;
+
+	pl = (size_t)snprintf(prefix, sizeof(prefix), "# %s %s ", kind, name);
+	while ((p = strstr(p, prefix))) {
+		if (p == text || p[-1] == '\n') {
+			*len = (size_t)(strchr(p, '\n') - p);
+			return p;
+		}
+		p += pl;
+	}
+	return NULL;
+}
+
+/*
+ * Against the page captured from upstream's mooncake_master: every
+ * family both pages have is declared with the same type and help text,
+ * the families docs/metrics.md promises are there, and /health answers
+ * upstream's body.
+ */
+static void test_matches_upstream_page(void **state)
+{
+	static const char *const promised[] = {
+		"master_allocated_bytes",
+		"master_total_capacity_bytes",
+		"master_key_count",
+		"master_active_clients",
+		"master_value_size_bytes",
+		"master_exist_key_requests_total",
+		"master_put_start_failures_total",
+		"master_ping_requests_total",
+		"master_fetch_tasks_requests_total",
+		"master_update_task_failures_total",
+		"master_batch_put_end_partial_successes_total",
+		"master_batch_get_replica_list_failed_items_total",
+		"master_batch_replica_clear_items_total",
+		"total_get_nums_",
+		"valid_get_nums_",
+		"mem_cache_hit_nums_",
+		"master_evicted_key_count",
+	};
+	char *up = read_fixture("metrics.txt"),
+	     *health = read_fixture("health.txt");
+	struct kvf_engine *e = open_engine();
+	struct kvf_metrics *m;
+	char *text, *body;
+	size_t len, common = 0;
+
+	(void)state;
+	assert_int_equal(kvf_metrics_new(&m), KVF_OK);
+	kvf_metrics_set_source(m, e, NULL, NULL);
+	text = render(m);
+	for (const char *p = up; (p = strstr(p, "# TYPE ")); p++) {
+		char name[160];
+		const char *mine, *theirs;
+		size_t ml, tl;
+
+		if (sscanf(p, "# TYPE %159s", name) != 1)
+			fail_msg("bad fixture line at %.40s", p);
+		if (!comment_line(text, "TYPE", name, &ml))
+			continue;
+		common++;
+		for (int k = 0; k < 2; k++) {
+			const char *kind = k ? "HELP" : "TYPE";
+
+			mine = comment_line(text, kind, name, &ml);
+			theirs = comment_line(up, kind, name, &tl);
+			assert_non_null(mine);
+			assert_non_null(theirs);
+			if (ml != tl || memcmp(mine, theirs, ml))
+				fail_msg(
+					"%s differs from upstream:\n%.*s\n%.*s",
+					name, (int)ml, mine, (int)tl, theirs);
+		}
+	}
+	for (size_t i = 0; i < sizeof(promised) / sizeof(promised[0]); i++) {
+		if (!comment_line(text, "TYPE", promised[i], &len))
+			fail_msg("%s missing", promised[i]);
+		assert_non_null(comment_line(up, "TYPE", promised[i], &len));
+	}
+	assert_true(common >= 80);
+
+	body = strstr(health, "\r\n\r\n");
+	assert_non_null(body);
+	body += 4;
+	free(text);
+	assert_int_equal(kvf_metrics_render_health(m, &text, &len), KVF_OK);
+	assert_int_equal(len, strcspn(body, "\r\n"));
+	assert_memory_equal(text, body, len);
+	free(text);
+	kvf_metrics_free(m);
+	kvf_engine_close(e);
+	free(up);
+	free(health);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -411,6 +537,7 @@ int main(void)
 		cmocka_unit_test(test_engine_gauges),
 		cmocka_unit_test(test_stage_profile),
 		cmocka_unit_test(test_summary_and_health),
+		cmocka_unit_test(test_matches_upstream_page),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
