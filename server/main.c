@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include <kvforge/engine.h>
@@ -94,6 +95,35 @@ static int open_engine(struct master *m)
 	return ret;
 }
 
+/*
+ * Descriptors: raise the soft limit to the hard one, and keep
+ * --max_connections below it (with room for the engine's and HTTP's own
+ * files); otherwise accept() would fail with EMFILE while the listening
+ * socket stays readable, and the loop threads would spin on it.
+ */
+static void fit_connection_limit(struct kvf_master_flags *f)
+{
+	struct rlimit rl;
+	uint64_t room;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl))
+		return;
+	if (rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl))
+			getrlimit(RLIMIT_NOFILE, &rl);
+	}
+	room = rl.rlim_cur > 128 ? rl.rlim_cur - 128 : 1;
+	if (rl.rlim_cur != RLIM_INFINITY && f->max_connections > room) {
+		fprintf(stderr, "kvforge-master: warning: --max_connections "
+				"%llu lowered to %llu (open file limit %llu)\n",
+			(unsigned long long)f->max_connections,
+			(unsigned long long)room,
+			(unsigned long long)rl.rlim_cur);
+		f->max_connections = room;
+	}
+}
+
 static int start_rpc(struct master *m)
 {
 	const struct kvf_master_flags *f = &m->flags;
@@ -102,7 +132,11 @@ static int start_rpc(struct master *m)
 					  .registry = m->registry,
 					  .metrics = m->metrics,
 					  .flags = f };
-	struct kvf_loop_options lo = {
+	struct kvf_loop_options lo;
+	int ret;
+
+	fit_connection_limit(&m->flags);
+	lo = (struct kvf_loop_options){
 		.address = f->rpc_address,
 		.port = kvf_flags_rpc_port(f),
 		.threads = kvf_flags_rpc_threads(f),
@@ -115,8 +149,7 @@ static int start_rpc(struct master *m)
 		.tcp_nodelay = f->rpc_enable_tcp_no_delay,
 		.metrics = m->metrics,
 	};
-	int ret = kvf_service_new(&so, &m->service);
-
+	ret = kvf_service_new(&so, &m->service);
 	if (ret) {
 		die_status("creating the service", ret);
 		return ret;
