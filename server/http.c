@@ -27,7 +27,9 @@
  *   503  a connection beyond HTTP_MAX_CONNS (answered, then closed).
  * Well-formed requests for an unknown path get 404 and for a known path
  * with another method 405 with Allow; the connection stays open.
- * Connections idle (or stuck mid-request) for HTTP_IDLE_MS are closed.
+ * Connections idle (or stuck mid-request) for the idle timeout (60 s by
+ * default) are closed, so slow or abandoned clients cannot hold the
+ * connection slots.
  *
  * Routes are functions of (server, request) -> response: the metrics
  * server renders through server/metrics.c, the metadata server reads and
@@ -61,7 +63,7 @@
 #define HTTP_MAX_CONNS 128
 #define HTTP_MAX_HEAD (16 * 1024)
 #define HTTP_MAX_HEADERS 64
-#define HTTP_IDLE_MS 60000
+#define HTTP_IDLE_MS_DEFAULT 60000
 #define HTTP_DRAIN_MS 2000
 #define HTTP_POLL_MS 1000
 #define HTTP_READ_CHUNK 16384
@@ -133,6 +135,8 @@ struct kvf_http_server {
 	pthread_t thread;
 	http_route_fn route;
 	size_t max_body;
+	uint64_t idle_ms;
+	int poll_ms;		     /* wakes often enough to enforce idle_ms */
 	struct kvf_metrics *metrics; /* metrics server */
 	struct kvf_metastore *store; /* metadata server, owned */
 	struct http_conn *conns[HTTP_MAX_CONNS];
@@ -740,7 +744,7 @@ static void *server_thread(void *arg)
 				.events = c->out_len ? POLLOUT : POLLIN,
 			};
 		}
-		if (poll(fds, n + 2, HTTP_POLL_MS) < 0 && errno != EINTR)
+		if (poll(fds, n + 2, srv->poll_ms) < 0 && errno != EINTR)
 			break;
 		if (fds[0].revents)
 			break;
@@ -755,7 +759,7 @@ static void *server_thread(void *arg)
 				keep = conn_serve(srv, c, fds[i + 2].revents);
 			else if (c->draining)
 				keep = now < c->drain_until_ms;
-			else if (now - c->last_active_ms > HTTP_IDLE_MS)
+			else if (now - c->last_active_ms > srv->idle_ms)
 				keep = false;
 			if (!keep)
 				drop_conn(srv, i);
@@ -826,6 +830,11 @@ static int server_start(const struct kvf_http_options *opts,
 
 	srv->route = route;
 	srv->max_body = max_body;
+	srv->idle_ms = opts->idle_timeout_ms ? opts->idle_timeout_ms
+					     : HTTP_IDLE_MS_DEFAULT;
+	srv->poll_ms = srv->idle_ms / 4 < HTTP_POLL_MS
+			       ? (int)srv->idle_ms / 4 + 1
+			       : HTTP_POLL_MS;
 	ret = bind_listener(opts, &srv->listen_fd, &srv->port);
 	if (ret != KVF_OK)
 		return ret;

@@ -31,10 +31,15 @@ struct kvf_metrics;
  *	or "" means "127.0.0.1".
  * @port: TCP port; 0 picks an ephemeral port (read it with
  *	kvf_http_port()).
+ * @idle_timeout_ms: a connection with no traffic for this long (idle
+ *	between requests, or stuck in the middle of one) is closed; 0 means
+ *	60000. Added after the first version of this contract (additive:
+ *	initialisers that leave it out get the default).
  */
 struct kvf_http_options {
 	const char *host;
 	uint16_t port;
+	uint32_t idle_timeout_ms;
 };
 
 /**

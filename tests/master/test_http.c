@@ -535,6 +535,95 @@ static void test_connection_bound(void **state)
 	}
 }
 
+/* Idle and half-sent connections are closed after the idle timeout. */
+static void test_idle_timeout(void **state)
+{
+	struct kvf_http_options o = {.port = 0, .idle_timeout_ms = 100};
+	struct kvf_http_server *srv;
+	struct http_conn_buf *idle, *half, *busy;
+	uint16_t port;
+
+	(void)state;
+	assert_int_equal(kvf_http_metadata_start(&o, &srv), KVF_OK);
+	port = kvf_http_port(srv);
+	idle = open_conn(port);
+	half = open_conn(port);
+	send_str(half, "GET /health HTTP/1.1\r\nHost: sl");
+	busy = open_conn(port);
+	/* Both are closed without an answer (the test socket times out at
+	 * 10 s if they are not); a connection in use stays open meanwhile. */
+	for (int i = 0; i < 3; i++) {
+		send_str(busy, "GET /health HTTP/1.1\r\n\r\n");
+		expect_reply(busy, false, 200, "OK");
+		usleep(20000);
+	}
+	assert_true(http_peer_closed(idle));
+	assert_true(http_peer_closed(half));
+	close_conn(idle);
+	close_conn(half);
+	close_conn(busy);
+	roundtrip(port, "GET /health HTTP/1.1\r\n\r\n", 200, "OK");
+	kvf_http_stop(srv);
+}
+
+/*
+ * Random bytes and randomly damaged requests: whatever the server
+ * answers, it must stay up and keep answering (ASan checks the parser's
+ * memory accesses on the way).
+ */
+static void test_garbage(void **state)
+{
+	static const char *const seeds[] = {
+		"GET /metadata?key=a%20b HTTP/1.1\r\nHost: x\r\n\r\n",
+		"PUT /metadata?key=k HTTP/1.1\r\nContent-Length: 5\r\n"
+		"Expect: 100-continue\r\n\r\nhello",
+		"DELETE /metadata?key=k HTTP/1.0\r\nConnection: "
+		"keep-alive\r\n\r\n",
+	};
+	struct servers *s = *state;
+	unsigned seed = 12345;
+	char buf[512];
+
+	for (int round = 0; round < 300; round++) {
+		struct http_conn_buf *cb = open_conn(s->dport);
+		const char *base = seeds[round % 3];
+		size_t n = strlen(base);
+
+		memcpy(buf, base, n);
+		if (round % 4 == 0) { /* pure noise */
+			n = (size_t)(rand_r(&seed) % sizeof(buf));
+			for (size_t i = 0; i < n; i++)
+				buf[i] = (char)rand_r(&seed);
+		} else { /* a few damaged bytes, maybe truncated */
+			for (int k = rand_r(&seed) % 4 + 1; k > 0; k--)
+				buf[rand_r(&seed) % n] = (char)rand_r(&seed);
+			if (rand_r(&seed) % 3 == 0)
+				n = (size_t)rand_r(&seed) % n;
+		}
+		assert_true(http_send_all(cb->fd, buf, n));
+		shutdown(cb->fd, SHUT_WR);
+		/* Whatever the answer, the server closes: EOF, not a timeout.
+		 */
+		for (;;) {
+			ssize_t r = recv(cb->fd, buf, sizeof(buf), 0);
+
+			if (r > 0)
+				continue;
+			if (r < 0 && errno == EINTR)
+				continue;
+			if (r < 0 && errno != ECONNRESET)
+				fail_msg("round %d: %s", round,
+					 strerror(errno));
+			break;
+		}
+		close_conn(cb);
+		if (round % 50 == 49)
+			roundtrip(s->dport, "GET /health HTTP/1.1\r\n\r\n", 200,
+				  "OK");
+	}
+	roundtrip(s->dport, "GET /health HTTP/1.1\r\n\r\n", 200, "OK");
+}
+
 /* ---- the store alone ---- */
 
 /* "k\0ey-<i>": keys are byte strings and may hold NULs. */
@@ -619,6 +708,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_options, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_connection_bound, setup,
 						teardown),
+		cmocka_unit_test(test_idle_timeout),
+		cmocka_unit_test_setup_teardown(test_garbage, setup, teardown),
 		cmocka_unit_test(test_metastore),
 	};
 
