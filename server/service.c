@@ -837,6 +837,34 @@ static void do_storage_config(struct call *c)
 
 /* ---- dispatch ----------------------------------------------------------- */
 
+/*
+ * Disk offload, NoF, DFS, promotion, copy/move tasks and the regex RPCs:
+ * upstream's own "not supported" answer in the RPC's shape. The one
+ * batch among them (BatchEvictDiskReplica: UUID, keys, tenant, type) gets
+ * one error per key, as a client indexes the answers by position; its
+ * body was validated by the decoder, so the key count is there to read.
+ */
+static void answer_unsupported(struct call *c, const uint8_t *body,
+			       size_t len)
+{
+	const struct kvf_abi *abi = c->svc->o.abi;
+	size_t n = 0;
+
+	if (abi->rpc[c->rpc].shape == KVF_ABI_EXPECTED_VEC) {
+		struct kvf_spack_r r;
+
+		if (!kvf_spack_r_begin(&r, body, len, abi->rpc[c->rpc].req_hash)) {
+			kvf_spack_r_take(&r, 16); /* the client's UUID */
+			n = kvf_spack_r_count(&r, 1);
+		}
+	}
+	if (c->svc->o.metrics)
+		kvf_metrics_unsupported(c->svc->o.metrics, c->rpc);
+	kvf_msg_enc_error(c->out, abi, c->rpc, KVF_MC_NOT_SUPPORTED, n);
+	c->failed = true;
+	c->items = c->failed_items = (uint32_t)n;
+}
+
 /* RPCs that take a tenant; anything but "default" is refused. */
 static bool has_tenant(enum kvf_rpc rpc)
 {
@@ -866,7 +894,7 @@ static bool has_tenant(enum kvf_rpc rpc)
 	}
 }
 
-static void dispatch(struct call *c)
+static void dispatch(struct call *c, const uint8_t *body, size_t len)
 {
 	const struct kvf_abi *abi = c->svc->o.abi;
 
@@ -950,11 +978,7 @@ static void dispatch(struct call *c)
 		do_query_ip(c);
 		break;
 	default:
-		/* Disk offload, NoF, DFS, promotion, copy/move tasks and the
-		 * regex RPCs: upstream's own "not supported" answer. */
-		if (c->svc->o.metrics)
-			kvf_metrics_unsupported(c->svc->o.metrics, c->rpc);
-		answer_error(c, KVF_MC_NOT_SUPPORTED);
+		answer_unsupported(c, body, len);
 		break;
 	}
 }
@@ -1009,7 +1033,7 @@ void kvf_service_handle(struct kvf_service *svc,
 	else if (is_batch(c.rpc) && !c.req.nkeys)
 		kvf_msg_enc_codes(out, svc->o.abi, c.rpc, NULL, 0);
 	else
-		dispatch(&c);
+		dispatch(&c, body, hdr->length);
 	kvf_frame_resp_end(out, at, hdr->seq_num, KVF_RPC_ERRC_OK);
 record:
 	if (svc->o.metrics)

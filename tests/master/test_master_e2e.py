@@ -228,6 +228,10 @@ def scenario_flow():
            "tenants other than default are refused")
         eq(err(c.call("MountLocalDiskSegment", me, True)), NOT_SUPPORTED,
            "offload RPCs are not supported")
+        eq([x.get("error") for x in
+            items(c.call("BatchEvictDiskReplica", me, ["a", "b", "c"],
+                         "default", 1))],
+           [NOT_SUPPORTED] * 3, "an unsupported batch: one error per key")
 
         # Soft pin + preferred segment, as fixture 010 sends them.
         seg2 = segment([0xCCCC, 0xDDDD], "seg-two", 0x7E0000000000)
