@@ -18,8 +18,9 @@ tests_master_test_metrics_CFLAGS = $(KVF_TEST_CFLAGS) \
 	-DKVF_FIXTURES_DIR='"$(abs_top_srcdir)/tests/master/fixtures"'
 tests_master_test_metrics_LDADD = $(KVF_HTTP_TEST_LIBS)
 
+# test_http runs the servers' threads against the test's: TSan too.
 check_PROGRAMS += tests/master/test_http
-UNIT_TESTS += tests/master/test_http
+CONCURRENCY_TESTS += tests/master/test_http
 tests_master_test_http_CFLAGS = $(KVF_TEST_CFLAGS)
 tests_master_test_http_LDADD = $(KVF_HTTP_TEST_LIBS)
 
