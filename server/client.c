@@ -12,9 +12,12 @@
  * table-size are outstanding, so a slot is never reused while busy and a
  * lookup is one index plus a seq check.
  */
+#include "config.h"
+
 #include "server/client.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -25,7 +28,6 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
-#include <fcntl.h>
 
 /* Largest response accepted: a batch answer of a few thousand items. */
 #define CLIENT_MAX_FRAME (64u << 20)
@@ -243,14 +245,24 @@ static int make_room(struct kvf_client *c, size_t need)
 	return 0;
 }
 
-static int wait_io(struct kvf_client *c, int timeout_ms)
+/* Wait for input (or output room) until @deadline_ns (UINT64_MAX: none). */
+static int wait_io(struct kvf_client *c, uint64_t deadline_ns)
 {
 	struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
+	struct timespec ts, *tsp = NULL;
 	int n;
 
 	if (c->out_done < c->out.len)
 		pfd.events |= POLLOUT;
-	n = poll(&pfd, 1, timeout_ms);
+	if (deadline_ns != UINT64_MAX) {
+		uint64_t now = kvf_client_now_ns();
+		uint64_t left = deadline_ns > now ? deadline_ns - now : 0;
+
+		ts.tv_sec = (time_t)(left / 1000000000u);
+		ts.tv_nsec = (long)(left % 1000000000u);
+		tsp = &ts;
+	}
+	n = ppoll(&pfd, 1, tsp, NULL);
 	if (n < 0)
 		return errno == EINTR ? 0 : -errno;
 	return n ? 0 : -ETIMEDOUT;
@@ -294,13 +306,9 @@ static int take_frame(struct kvf_client *c, const struct kvf_frame_resp *h,
 	return 0;
 }
 
-int kvf_client_recv(struct kvf_client *c, int timeout_ms,
-		    struct kvf_client_resp *out)
+int kvf_client_recv_by(struct kvf_client *c, uint64_t deadline_ns,
+		       struct kvf_client_resp *out)
 {
-	uint64_t deadline =
-		timeout_ms < 0
-			? UINT64_MAX
-			: kvf_client_now_ns() + (uint64_t)timeout_ms * 1000000;
 	struct kvf_frame_resp h;
 	int rc;
 
@@ -310,7 +318,6 @@ int kvf_client_recv(struct kvf_client *c, int timeout_ms,
 		c->in_head = c->in_tail = 0;
 	for (;;) {
 		size_t total = frame_ready(c, &h);
-		uint64_t now;
 
 		if (total == SIZE_MAX)
 			return -EPROTO;
@@ -326,16 +333,23 @@ int kvf_client_recv(struct kvf_client *c, int timeout_ms,
 			continue;
 		if (rc != -EAGAIN)
 			return rc;
-		now = kvf_client_now_ns();
-		if (now >= deadline)
+		if (kvf_client_now_ns() >= deadline_ns)
 			return -ETIMEDOUT;
-		rc = wait_io(c, deadline == UINT64_MAX
-					? -1
-					: (int)((deadline - now + 999999) /
-						1000000));
+		rc = wait_io(c, deadline_ns);
 		if (rc)
 			return rc;
 	}
+}
+
+int kvf_client_recv(struct kvf_client *c, int timeout_ms,
+		    struct kvf_client_resp *out)
+{
+	return kvf_client_recv_by(
+		c,
+		timeout_ms < 0
+			? UINT64_MAX
+			: kvf_client_now_ns() + (uint64_t)timeout_ms * 1000000u,
+		out);
 }
 
 int kvf_client_call(struct kvf_client *c, const struct kvf_msg_req *req,

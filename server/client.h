@@ -87,6 +87,14 @@ int kvf_client_recv(struct kvf_client *c, int timeout_ms,
 		    struct kvf_client_resp *out);
 
 /**
+ * kvf_client_recv_by() - kvf_client_recv() with an absolute deadline in
+ * kvf_client_now_ns() time (UINT64_MAX: none), for callers that pace
+ * their requests finer than milliseconds.
+ */
+int kvf_client_recv_by(struct kvf_client *c, uint64_t deadline_ns,
+		       struct kvf_client_resp *out);
+
+/**
  * kvf_client_call() - send @req, wait for its answer and decode it into
  * @resp (whose arrays the caller set, see struct kvf_msg_resp). Only with
  * nothing else outstanding. Return: 0, -errno, a negative kvf_wire_status,

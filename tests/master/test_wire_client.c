@@ -384,10 +384,10 @@ static void test_timeout(void **state)
 		-ECONNREFUSED);
 }
 
-/* The load generator runs its whole flow and reports every batch RPC. */
-static void test_bench(void **state)
+/* Run kvforge-bench --master against the stand-in with @extra options
+ * (NULL-terminated, at most 4); return its JSON output. */
+static char *run_bench(struct fake *f, const char *const *extra)
 {
-	struct fake *f = *state;
 	char master[32], out[] = "/tmp/kvf-bench-XXXXXX";
 	int fd = mkstemp(out), status;
 	pid_t pid;
@@ -400,12 +400,27 @@ static void test_bench(void **state)
 	pid = fork();
 	assert_true(pid >= 0);
 	if (!pid) {
+		const char *argv[32] = {
+			"kvforge-bench",
+			"--master",
+			master,
+			"--objects",
+			"3000",
+			"--batch",
+			"128",
+			"--connections",
+			"2",
+			"--depth",
+			"3",
+			"--json",
+		};
+		int argc = 12;
+
+		for (int i = 0; extra[i] && i < 4; i++)
+			argv[argc++] = extra[i];
 		dup2(fd, 1);
 		setenv("KVF_BENCH_QUIET", "1", 1);
-		execl(KVF_BENCH_PATH, "kvforge-bench", "--master", master,
-		      "--objects", "3000", "--batch", "128", "--connections",
-		      "2", "--depth", "3", "--rounds", "2", "--json",
-		      (char *)NULL);
+		execv(KVF_BENCH_PATH, (char *const *)argv);
 		_exit(127);
 	}
 	assert_int_equal(waitpid(pid, &status, 0), pid);
@@ -421,6 +436,21 @@ static void test_bench(void **state)
 	assert_int_equal(fread(json, 1, (size_t)n, fp), (size_t)n);
 	fclose(fp);
 	unlink(out);
+	return json;
+}
+
+static size_t count_of(const char *hay, const char *needle)
+{
+	size_t n = 0;
+
+	for (const char *p = hay; (p = strstr(p, needle)); p++)
+		n++;
+	return n;
+}
+
+/* Every phase and batch RPC reported, every key done, none failed. */
+static void check_bench_json(const char *json)
+{
 	assert_non_null(strstr(json, "\"workload\": \"master\""));
 	for (const char *s = "batch_put_start\0batch_put_end\0"
 			     "batch_get_replica_list\0batch_exist_key\0"
@@ -428,9 +458,33 @@ static void test_bench(void **state)
 	     *s; s += strlen(s) + 1)
 		if (!strstr(json, s))
 			fail_msg("no %s in %s", s, json);
-	/* every phase did its keys and none failed */
-	assert_non_null(strstr(json, "\"failed_items\": 0"));
-	assert_null(strstr(json, "\"failed_items\": 1"));
+	assert_int_equal(count_of(json, "\"failed_items\": 0}"), 4);
+	assert_int_equal(count_of(json, "\"failed_items\""), 4);
+}
+
+/* The load generator runs its whole flow and reports every batch RPC. */
+static void test_bench(void **state)
+{
+	static const char *const extra[] = {"--rounds", "2", NULL};
+	char *json = run_bench(*state, extra);
+
+	check_bench_json(json);
+	/* put and remove cover the 3000 keys once, get and exist twice */
+	assert_int_equal(count_of(json, "\"keys\": 3000,"), 2);
+	assert_int_equal(count_of(json, "\"keys\": 6000,"), 2);
+	free(json);
+}
+
+/* Paced (open loop): the same flow on a schedule. */
+static void test_bench_paced(void **state)
+{
+	static const char *const extra[] = {"--rounds", "1", "--rate", "60000",
+					    NULL};
+	char *json = run_bench(*state, extra);
+
+	check_bench_json(json);
+	assert_int_equal(count_of(json, "\"keys\": 3000,"), 4);
+	assert_non_null(strstr(json, "\"rate\": \"60000\""));
 	free(json);
 }
 
@@ -442,6 +496,7 @@ int main(void)
 		cmocka_unit_test(test_unknown_seq),
 		cmocka_unit_test(test_timeout),
 		cmocka_unit_test(test_bench),
+		cmocka_unit_test(test_bench_paced),
 	};
 
 	return cmocka_run_group_tests(tests, fake_start, fake_stop);

@@ -41,6 +41,7 @@ struct bench_opts {
 	uint32_t connections;    /* --connections, default 1 */
 	uint32_t depth;          /* --depth: batch RPCs in flight per connection */
 	double seconds;          /* --seconds: timed phases; 0 = by --rounds */
+	double rate;             /* --rate: keys/s offered; 0 = closed loop */
 	const char *mooncake_abi; /* --mooncake-abi; NULL = the newest */
 	int argc;                /* unparsed, workload-specific arguments */
 	char **argv;

@@ -234,6 +234,9 @@ static void usage(FILE *f)
 		"                      connection (default 4)\n"
 		"  --seconds S         master: run get and exist S seconds each\n"
 		"                      (default: --rounds passes over the keys)\n"
+		"  --rate KEYS         master: offer KEYS keys/s in all, on a\n"
+		"                      fixed schedule (default: as fast as the\n"
+		"                      pipelines allow)\n"
 		"  --mooncake-abi NAME master: the Mooncake revision spoken\n"
 		"                      (default latest; also v0.3.12.post1)\n"
 		"  --list              list workloads\n"
@@ -308,6 +311,7 @@ static void parse_options(int argc, char **argv, struct bench_opts *o)
 		{ "depth", required_argument, NULL, 'e' },
 		{ "seconds", required_argument, NULL, 'T' },
 		{ "mooncake-abi", required_argument, NULL, 'A' },
+		{ "rate", required_argument, NULL, 'R' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -342,6 +346,7 @@ static void parse_options(int argc, char **argv, struct bench_opts *o)
 		case 'e': o->depth = (uint32_t)parse_u64(optarg); break;
 		case 'T': o->seconds = parse_seconds(optarg); break;
 		case 'A': o->mooncake_abi = optarg; break;
+		case 'R': o->rate = (double)parse_u64(optarg); break;
 		case 'l':
 			for (size_t i = 0; i < NR_WORKLOADS; i++)
 				printf("%-12s %s\n", workloads[i].name,

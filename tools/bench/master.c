@@ -14,7 +14,9 @@
  * (BatchRemove, forced: the gets left read leases). Put and remove cover
  * the --objects keys once; get and exist run --seconds each, or --rounds
  * passes over the keys. Latency is per batch RPC, from queueing the
- * request to decoding its answer.
+ * request to decoding its answer. With --rate, batches are sent on a
+ * fixed schedule (open loop) and latency counts from each batch's due
+ * time, so a master that falls behind shows it in the percentiles.
  *
  * Keys carry a per-run prefix so runs against one master never collide.
  */
@@ -27,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "server/client.h"
@@ -85,6 +88,12 @@ struct mb_conn {
 	uint64_t keys_done, items_failed;
 	struct mb_lat lat[MB__SERIES];
 	int err;
+	/* --rate: one batch per interval_ns; a request's latency counts from
+	 * when it was due (sched[seq & sched_mask]), not from when a full
+	 * pipeline let it go, so falling behind shows in the figures */
+	uint64_t interval_ns, next_due;
+	uint64_t *sched;
+	unsigned sched_mask;
 	/* per-request scratch, --batch entries each */
 	char *keybuf;
 	struct kvf_key *keys;
@@ -145,8 +154,9 @@ static enum kvf_rpc phase_rpc(enum mb_phase p)
 	return rpc[p];
 }
 
+/* Queue one batch RPC, due at @due_ns (its latency counts from then). */
 static int send_batch(struct mb_conn *mc, enum kvf_rpc rpc, uint64_t first,
-		      size_t n)
+		      size_t n, uint64_t due_ns)
 {
 	struct kvf_msg_req q = {
 		.rpc = rpc,
@@ -161,8 +171,14 @@ static int send_batch(struct mb_conn *mc, enum kvf_rpc rpc, uint64_t first,
 		.config = {.replica_num = 1},
 	};
 
+	uint32_t seq;
+	int rc;
+
 	fill_keys(mc, first, n);
-	return kvf_client_send(mc->c, &q, first << 16 | n, NULL);
+	rc = kvf_client_send(mc->c, &q, first << 16 | n, &seq);
+	if (!rc)
+		mc->sched[seq & mc->sched_mask] = due_ns;
+	return rc;
 }
 
 /* The next batch of the phase, or false when the phase has no more. */
@@ -244,41 +260,82 @@ static int on_response(struct mb_conn *mc, const struct kvf_client_resp *r)
 	int rc;
 
 	lat_add(&mc->lat[series_of(r->rpc)],
-		(double)(kvf_client_now_ns() - r->sent_ns) / 1e3);
+		(double)(kvf_client_now_ns() -
+			 mc->sched[r->seq & mc->sched_mask]) /
+			1e3);
 	rc = count_failures(mc, r, n);
 	if (rc)
 		return rc;
 	if (r->rpc == KVF_RPC_BatchPutStart)
-		return send_batch(mc, KVF_RPC_BatchPutEnd, first, n);
+		return send_batch(mc, KVF_RPC_BatchPutEnd, first, n,
+				  kvf_client_now_ns());
 	mc->keys_done += n;
 	return 0;
+}
+
+static void sleep_until(uint64_t ns)
+{
+	struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000u),
+			      .tv_nsec = (long)(ns % 1000000000u)};
+
+	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) ==
+	       EINTR)
+		;
+}
+
+/* Queue every batch that is due (all of them when not paced). */
+static bool send_due(struct mb_conn *mc, uint64_t now)
+{
+	unsigned depth = mc->run->o->depth;
+	uint64_t first;
+	size_t n;
+
+	while (kvf_client_outstanding(mc->c) < depth &&
+	       (!mc->interval_ns || mc->next_due <= now)) {
+		uint64_t due = mc->interval_ns ? mc->next_due : now;
+
+		if (!next_batch(mc, &first, &n))
+			return false;
+		mc->err = send_batch(mc, phase_rpc(mc->phase), first, n, due);
+		mc->next_due += mc->interval_ns;
+		if (mc->err)
+			return false;
+	}
+	return true;
 }
 
 static void *conn_phase(void *arg)
 {
 	struct mb_conn *mc = arg;
-	unsigned depth = mc->run->o->depth;
 	bool more = true;
 
 	bench_pin_thread(mc->run->o, mc->idx);
 	mc->next = mc->lo;
 	mc->passes = 0;
 	while (!mc->err) {
+		uint64_t now = kvf_client_now_ns(), until;
 		struct kvf_client_resp r;
-		uint64_t first;
-		size_t n;
+		int rc;
 
-		while (more && kvf_client_outstanding(mc->c) < depth) {
-			more = next_batch(mc, &first, &n);
-			if (more)
-				mc->err = send_batch(mc, phase_rpc(mc->phase),
-						     first, n);
-		}
-		if (mc->err || !kvf_client_outstanding(mc->c))
+		if (more)
+			more = send_due(mc, now);
+		if (mc->err)
 			break;
-		mc->err = kvf_client_recv(mc->c, MB_TIMEOUT_MS, &r);
-		if (!mc->err)
-			mc->err = on_response(mc, &r);
+		if (!kvf_client_outstanding(mc->c)) {
+			if (!more)
+				break;
+			sleep_until(mc->next_due); /* paced, early */
+			continue;
+		}
+		/* paced with room in the pipeline: wake when the next is due */
+		until = now + (uint64_t)MB_TIMEOUT_MS * 1000000u;
+		if (more && mc->interval_ns &&
+		    kvf_client_outstanding(mc->c) < mc->run->o->depth)
+			until = mc->next_due;
+		rc = kvf_client_recv_by(mc->c, until, &r);
+		if (rc == -ETIMEDOUT && until == mc->next_due)
+			continue;
+		mc->err = rc ? rc : on_response(mc, &r);
 	}
 	return NULL;
 }
@@ -427,6 +484,8 @@ static int run_phase(struct mb_run *run, struct mb_conn *conns,
 				? t0 + (uint64_t)(o->seconds * 1e9)
 				: 0;
 		mc->keys_done = mc->items_failed = 0;
+		/* connections start staggered across one interval */
+		mc->next_due = t0 + mc->interval_ns * i / nconn;
 		for (int s = 0; s < MB__SERIES; s++)
 			mc->lat[s].n = 0;
 		pthread_create(&tid[i], NULL, conn_phase, mc);
@@ -470,10 +529,15 @@ static void record_master_config(const struct mb_run *run,
 		snprintf(buf, sizeof(buf), "%g", run->o->seconds);
 		bench_config(r, "seconds", buf);
 	}
+	if (run->o->rate > 0) {
+		snprintf(buf, sizeof(buf), "%.0f", run->o->rate);
+		bench_config(r, "rate", buf);
+	}
 }
 
 static void free_scratch(struct mb_conn *mc)
 {
+	free(mc->sched);
 	free(mc->keybuf);
 	free(mc->keys);
 	free(mc->sizes);
@@ -482,8 +546,15 @@ static void free_scratch(struct mb_conn *mc)
 	free(mc->bools);
 }
 
-static int alloc_scratch(struct mb_conn *mc, size_t batch)
+static int alloc_scratch(struct mb_conn *mc, size_t batch, unsigned depth)
 {
+	unsigned ring = 1;
+
+	/* due times by seq: more slots than requests ever in flight */
+	while (ring < 2 * depth)
+		ring <<= 1;
+	mc->sched = calloc(ring, sizeof(*mc->sched));
+	mc->sched_mask = ring - 1;
 	mc->keybuf = malloc(batch * MB_KEY_MAX);
 	mc->keys = calloc(batch, sizeof(*mc->keys));
 	mc->sizes = calloc(batch, sizeof(*mc->sizes));
@@ -491,8 +562,8 @@ static int alloc_scratch(struct mb_conn *mc, size_t batch)
 	/* one replica per object is what the bench asks for */
 	mc->descs = calloc(batch, sizeof(*mc->descs));
 	mc->bools = calloc(batch, 1);
-	if (mc->keybuf && mc->keys && mc->sizes && mc->items && mc->descs &&
-	    mc->bools)
+	if (mc->sched && mc->keybuf && mc->keys && mc->sizes && mc->items &&
+	    mc->descs && mc->bools)
 		return 0;
 	return KVF_ERR_NO_MEMORY;
 }
@@ -557,10 +628,14 @@ int bench_master(const struct bench_opts *o, struct bench_results *r)
 		conns[i].lo = i * per < o->objects ? i * per : o->objects;
 		conns[i].hi =
 			(i + 1) * per < o->objects ? (i + 1) * per : o->objects;
-		if (alloc_scratch(&conns[i], o->batch)) {
+		if (alloc_scratch(&conns[i], o->batch, o->depth)) {
 			close_conns(conns, i + 1);
 			return KVF_ERR_NO_MEMORY;
 		}
+		if (o->rate > 0)
+			conns[i].interval_ns =
+				(uint64_t)((double)o->batch * 1e9 *
+					   o->connections / o->rate);
 		rc = kvf_client_connect(run.host, run.port, run.abi,
 					o->depth * 2, &conns[i].c);
 		if (rc) {
