@@ -66,6 +66,7 @@
 #define HTTP_IDLE_MS_DEFAULT 60000
 #define HTTP_DRAIN_MS 2000
 #define HTTP_POLL_MS 1000
+#define HTTP_ACCEPT_BACKOFF_MS 100
 #define HTTP_READ_CHUNK 16384
 /* Metrics requests carry no body worth keeping. */
 #define HTTP_METRICS_MAX_BODY (64 * 1024)
@@ -141,6 +142,7 @@ struct kvf_http_server {
 	struct kvf_metastore *store; /* metadata server, owned */
 	struct http_conn *conns[HTTP_MAX_CONNS];
 	unsigned nconns;
+	uint64_t accept_resume_ms; /* accepting paused until then */
 };
 
 /* ---- responses ---- */
@@ -695,8 +697,18 @@ static void accept_all(struct kvf_http_server *srv)
 				 SOCK_NONBLOCK | SOCK_CLOEXEC);
 		struct http_conn *c;
 
-		if (fd < 0)
-			return; /* EAGAIN, or a transient error: retry later */
+		if (fd < 0) {
+			/*
+			 * Out of descriptors or memory: the listener stays
+			 * readable, so stop polling it for a moment rather
+			 * than spin. Other errors concern one connection.
+			 */
+			if (errno == EMFILE || errno == ENFILE ||
+			    errno == ENOBUFS || errno == ENOMEM)
+				srv->accept_resume_ms =
+					now_ms() + HTTP_ACCEPT_BACKOFF_MS;
+			return;
+		}
 		if (srv->nconns == HTTP_MAX_CONNS) {
 			ssize_t ignored =
 				send(fd, busy, sizeof(busy) - 1, MSG_NOSIGNAL);
@@ -733,8 +745,11 @@ static void *server_thread(void *arg)
 		uint64_t now;
 
 		fds[0] = (struct pollfd){.fd = srv->wake_fd, .events = POLLIN};
-		fds[1] =
-			(struct pollfd){.fd = srv->listen_fd, .events = POLLIN};
+		/* A negative fd is ignored by poll(): accepting paused. */
+		fds[1] = (struct pollfd){.fd = now_ms() < srv->accept_resume_ms
+						       ? -1
+						       : srv->listen_fd,
+					 .events = POLLIN};
 		for (i = 0; i < n; i++) {
 			struct http_conn *c = srv->conns[i];
 
