@@ -10,8 +10,11 @@
  * shares a thread with the RPC workers: a slow or hostile HTTP client
  * cannot delay an RPC.
  *
- * A connection owns an input buffer (bounded by HTTP_MAX_HEAD plus the
- * server's body limit) and an output buffer. Requests are answered one at
+ * A connection owns an input buffer, HTTP_MAX_HEAD bytes until a parsed
+ * head announces a larger body; it then grows to hold that one request
+ * (at most the server's body limit, and only while all connections'
+ * buffers stay within HTTP_BUFFER_BUDGET) and shrinks back once it is
+ * answered. It also owns an output buffer. Requests are answered one at
  * a time, in order: a connection is read only while it has nothing left
  * to write, so a client that pipelines requests without reading answers
  * stalls only itself, and memory per connection stays bounded.
@@ -24,7 +27,8 @@
  *   431  a head over HTTP_MAX_HEAD bytes or HTTP_MAX_HEADERS lines;
  *   501  Transfer-Encoding (bodies must carry Content-Length);
  *   417  an Expect other than 100-continue;
- *   503  a connection beyond HTTP_MAX_CONNS (answered, then closed).
+ *   503  a connection beyond HTTP_MAX_CONNS (answered, then closed), or a
+ *        body that would take the buffers past HTTP_BUFFER_BUDGET.
  * Well-formed requests for an unknown path get 404 and for a known path
  * with another method 405 with Allow; the connection stays open.
  * Connections idle (or stuck mid-request) for the idle timeout (60 s by
@@ -67,7 +71,8 @@
 #define HTTP_DRAIN_MS 2000
 #define HTTP_POLL_MS 1000
 #define HTTP_ACCEPT_BACKOFF_MS 100
-#define HTTP_READ_CHUNK 16384
+/* Input buffers of one server together, beyond each one's first head. */
+#define HTTP_BUFFER_BUDGET (64 * 1024 * 1024)
 /* Metrics requests carry no body worth keeping. */
 #define HTTP_METRICS_MAX_BODY (64 * 1024)
 /* A transfer engine's segment descriptor is JSON of a few KiB to MiBs. */
@@ -143,6 +148,7 @@ struct kvf_http_server {
 	struct http_conn *conns[HTTP_MAX_CONNS];
 	unsigned nconns;
 	uint64_t accept_resume_ms; /* accepting paused until then */
+	size_t in_bytes;	   /* sum of the connections' in_cap */
 };
 
 /* ---- responses ---- */
@@ -525,6 +531,42 @@ static void dispatch(struct kvf_http_server *srv, struct http_conn *c,
 	free(resp.body);
 }
 
+/* Resize @c's input buffer to @cap bytes, keeping the server's total. */
+static bool conn_resize(struct kvf_http_server *srv, struct http_conn *c,
+			size_t cap)
+{
+	char *p = realloc(c->in, cap);
+
+	if (!p)
+		return false;
+	srv->in_bytes = srv->in_bytes - c->in_cap + cap;
+	c->in = p;
+	c->in_cap = cap;
+	return true;
+}
+
+/*
+ * Make room for a whole request of @total bytes, within the budget all
+ * connections share, so that a burst of large uploads cannot take more
+ * than HTTP_BUFFER_BUDGET.
+ */
+static bool conn_fit(struct kvf_http_server *srv, struct http_conn *c,
+		     size_t total)
+{
+	if (total <= c->in_cap)
+		return true;
+	if (srv->in_bytes - c->in_cap + total > HTTP_BUFFER_BUDGET)
+		return false;
+	return conn_resize(srv, c, total);
+}
+
+/* Give back a large request's buffer once it has been answered. */
+static void conn_shrink(struct kvf_http_server *srv, struct http_conn *c)
+{
+	if (c->in_cap > HTTP_MAX_HEAD && c->in_len <= HTTP_MAX_HEAD)
+		conn_resize(srv, c, HTTP_MAX_HEAD);
+}
+
 /*
  * Answer the complete requests at the front of @c->in, one at a time and
  * only while nothing is waiting to be written.
@@ -547,6 +589,10 @@ static void conn_process(struct kvf_http_server *srv, struct http_conn *c)
 			return;
 		}
 		total = h.len + h.content_length;
+		if (!conn_fit(srv, c, total)) {
+			refuse(c, 503, "too many large requests at once");
+			return;
+		}
 		if (c->in_len < total) {
 			if (h.expect_continue && !c->sent_continue) {
 				static const char cont[] =
@@ -562,6 +608,7 @@ static void conn_process(struct kvf_http_server *srv, struct http_conn *c)
 		memmove(c->in, c->in + total, c->in_len - total);
 		c->in_len -= total;
 		c->sent_continue = false;
+		conn_shrink(srv, c);
 	}
 }
 
@@ -572,28 +619,17 @@ static void conn_process(struct kvf_http_server *srv, struct http_conn *c)
  */
 static bool conn_read(struct kvf_http_server *srv, struct http_conn *c)
 {
-	size_t limit = HTTP_MAX_HEAD + srv->max_body;
+	/*
+	 * The buffer holds one head (HTTP_MAX_HEAD) until conn_fit() makes
+	 * it as large as the request it parsed; reading stops when it is
+	 * full, and the parser then always has a decision to make.
+	 */
+	if (!c->in && !conn_resize(srv, c, HTTP_MAX_HEAD))
+		return false;
+	while (c->in_len < c->in_cap) {
+		ssize_t n = recv(c->fd, c->in + c->in_len,
+				 c->in_cap - c->in_len, 0);
 
-	for (;;) {
-		ssize_t n;
-
-		if (c->in_cap - c->in_len < HTTP_READ_CHUNK &&
-		    c->in_cap < limit) {
-			size_t cap =
-				c->in_cap ? c->in_cap * 2 : HTTP_READ_CHUNK;
-			char *p;
-
-			if (cap > limit)
-				cap = limit;
-			p = realloc(c->in, cap);
-			if (!p)
-				return false;
-			c->in = p;
-			c->in_cap = cap;
-		}
-		if (c->in_len == c->in_cap)
-			return true; /* full: the parser decides */
-		n = recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len, 0);
 		if (n > 0) {
 			c->in_len += (size_t)n;
 			c->last_active_ms = now_ms();
@@ -607,6 +643,7 @@ static bool conn_read(struct kvf_http_server *srv, struct http_conn *c)
 			continue;
 		return errno == EAGAIN || errno == EWOULDBLOCK;
 	}
+	return true;
 }
 
 /* Discard input while draining; false once the client is gone. */
@@ -730,6 +767,7 @@ static void accept_all(struct kvf_http_server *srv)
 
 static void drop_conn(struct kvf_http_server *srv, unsigned i)
 {
+	srv->in_bytes -= srv->conns[i]->in_cap;
 	conn_free(srv->conns[i]);
 	srv->conns[i] = srv->conns[--srv->nconns];
 }

@@ -624,6 +624,63 @@ static void test_garbage(void **state)
 	roundtrip(s->dport, "GET /health HTTP/1.1\r\n\r\n", 200, "OK");
 }
 
+/*
+ * Large bodies share a budget: announced 7 MiB bodies are accepted
+ * (100 Continue) until the buffers would pass it (503), and the budget
+ * comes back when those connections close.
+ */
+static void test_body_budget(void **state)
+{
+	static const char head[] = "PUT /metadata?key=big HTTP/1.1\r\n"
+				   "Expect: 100-continue\r\n"
+				   "Content-Length: 7340032\r\n\r\n";
+	struct servers *s = *state;
+	struct http_conn_buf *cb[16];
+	struct http_reply r;
+	int n = 0, refused_at = -1;
+	char *body;
+
+	for (; n < 16 && refused_at < 0; n++) {
+		cb[n] = open_conn(s->dport);
+		send_str(cb[n], head);
+		assert_true(http_read_reply(cb[n], false, &r));
+		if (r.status == 503) {
+			refused_at = n;
+			assert_true(http_peer_closed(cb[n]));
+		} else {
+			assert_int_equal(r.status, 100);
+		}
+		http_reply_free(&r);
+	}
+	/* 64 MiB hold nine of them, not ten. */
+	assert_int_equal(refused_at, 9);
+	while (n--)
+		close_conn(cb[n]);
+
+	/* Once the server noticed the closes, a big upload goes through. */
+	body = calloc(1, 7340032);
+	assert_non_null(body);
+	for (int tries = 0;; tries++) {
+		struct http_conn_buf *c = open_conn(s->dport);
+
+		send_str(c, head);
+		assert_true(http_read_reply(c, false, &r));
+		if (r.status == 100) {
+			http_reply_free(&r);
+			assert_true(http_send_all(c->fd, body, 7340032));
+			expect_reply(c, false, 200, "metadata updated");
+			close_conn(c);
+			break;
+		}
+		assert_int_equal(r.status, 503);
+		http_reply_free(&r);
+		close_conn(c);
+		assert_true(tries < 100);
+		usleep(10000);
+	}
+	free(body);
+}
+
 /* ---- the store alone ---- */
 
 /* "k\0ey-<i>": keys are byte strings and may hold NULs. */
@@ -707,6 +764,8 @@ int main(void)
 			test_metadata_large_and_continue, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_options, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_connection_bound, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_body_budget, setup,
 						teardown),
 		cmocka_unit_test(test_idle_timeout),
 		cmocka_unit_test_setup_teardown(test_garbage, setup, teardown),
