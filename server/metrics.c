@@ -83,6 +83,7 @@ struct rpc_cell {
 	_Atomic uint64_t items;
 	_Atomic uint64_t failed_items;
 	_Atomic uint64_t unsupported;
+	_Atomic uint64_t valid_gets; /* the get RPCs only: see record_gets() */
 };
 
 struct shard {
@@ -110,6 +111,7 @@ struct rpc_totals {
 	uint64_t items;
 	uint64_t failed_items;
 	uint64_t unsupported;
+	uint64_t valid_gets;
 };
 
 static const char *const rpc_names[KVF_RPC__COUNT] = {
@@ -251,6 +253,27 @@ static unsigned latency_bucket(uint64_t ns)
 	return i;
 }
 
+/*
+ * Upstream's valid_get_nums_ counts gets that returned a replica. It is
+ * counted, not derived at render time as requests - failures: the two
+ * are read a moment apart, and a difference of counters can go down
+ * between scrapes, which Prometheus takes for a counter reset.
+ */
+static void record_gets(struct rpc_cell *c, enum kvf_rpc rpc, bool failed,
+			uint32_t items, uint32_t failed_items)
+{
+	uint64_t valid;
+
+	if (rpc == KVF_RPC_GetReplicaList)
+		valid = !failed;
+	else if (rpc == KVF_RPC_BatchGetReplicaList)
+		valid = items - failed_items;
+	else
+		return;
+	if (valid)
+		add(&c->valid_gets, valid);
+}
+
 void kvf_metrics_rpc_done(struct kvf_metrics *m, enum kvf_rpc rpc,
 			  uint64_t latency_ns, bool failed, uint32_t items,
 			  uint32_t failed_items)
@@ -259,15 +282,16 @@ void kvf_metrics_rpc_done(struct kvf_metrics *m, enum kvf_rpc rpc,
 
 	if (!m || (unsigned)rpc >= KVF_RPC__COUNT)
 		return;
+	if (failed_items > items)
+		failed_items = items;
 	c = &this_thread_shard(m)->rpc[rpc];
 	add(&c->latency[latency_bucket(latency_ns)], 1);
 	add(&c->latency_sum_ns, latency_ns);
 	if (failed)
 		add(&c->failures, 1);
+	record_gets(c, rpc, failed, items, failed_items);
 	if (items == 0)
 		return;
-	if (failed_items > items)
-		failed_items = items;
 	add(&c->items, items);
 	if (failed_items == 0)
 		return;
@@ -343,6 +367,7 @@ static void sum_rpc(const struct kvf_metrics *m, enum kvf_rpc rpc,
 		t->items += load(&c->items);
 		t->failed_items += load(&c->failed_items);
 		t->unsupported += load(&c->unsupported);
+		t->valid_gets += load(&c->valid_gets);
 	}
 }
 
@@ -531,8 +556,7 @@ static void render_upstream_gets(struct text *t, const struct rpc_totals *tot)
 	const struct rpc_totals *one = &tot[KVF_RPC_GetReplicaList];
 	const struct rpc_totals *batch = &tot[KVF_RPC_BatchGetReplicaList];
 	uint64_t total = one->requests + batch->items;
-	uint64_t valid = (one->requests - one->failures) +
-			 (batch->items - batch->failed_items);
+	uint64_t valid = one->valid_gets + batch->valid_gets;
 
 	single(t, "mem_cache_hit_nums_", "counter",
 	       "Total number of GetReplicaList results served from the memory "

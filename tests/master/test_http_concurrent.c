@@ -77,6 +77,11 @@ static void *recorder(void *arg)
 				     (uint64_t)(i % 7) * 3000, false, 4,
 				     i % 4 == 0 ? 1 : 0);
 		kvf_metrics_rpc_done(m, KVF_RPC_Ping, 1000, i % 10 == 0, 0, 0);
+		/* Gets: every 3rd fails, every 5th batch loses all 8 keys. */
+		kvf_metrics_rpc_done(m, KVF_RPC_GetReplicaList, 2000,
+				     i % 3 == 0, 0, 0);
+		kvf_metrics_rpc_done(m, KVF_RPC_BatchGetReplicaList, 9000,
+				     i % 5 == 0, 8, i % 5 == 0 ? 8 : 0);
 		if (i % 100 == 0) {
 			kvf_metrics_unsupported(m, KVF_RPC_MoveStart);
 			kvf_metrics_connections(m, 1);
@@ -94,6 +99,8 @@ static const char *const monotonic_series[] = {
 	"master_ping_requests_total",
 	"master_ping_failures_total",
 	"master_value_size_bytes_count",
+	"valid_get_nums_",
+	"total_get_nums_",
 	"kvforge_rpc_not_supported_total{rpc=\"MoveStart\"}",
 };
 #define N_MONO (sizeof(monotonic_series) / sizeof(monotonic_series[0]))
@@ -305,6 +312,13 @@ static void test_concurrent(void **state)
 		RECORDERS * RECORDS / 4);
 	assert_true(prom_value(body, "master_ping_failures_total") ==
 		    RECORDERS * RECORDS / 10);
+	/* i % 3 == 0 for (RECORDS + 2) / 3 of the i, i % 5 == 0 for RECORDS
+	 * / 5. */
+	assert_true(prom_value(body, "valid_get_nums_") ==
+		    RECORDERS * (RECORDS - (RECORDS + 2) / 3 +
+				 8.0 * (RECORDS - RECORDS / 5)));
+	assert_true(prom_value(body, "total_get_nums_") ==
+		    RECORDERS * 9.0 * RECORDS);
 	assert_true(prom_value(body,
 			       "kvforge_rpc_not_supported_total{rpc="
 			       "\"MoveStart\"}") == RECORDERS * RECORDS / 100);
