@@ -7,7 +7,7 @@
  * picks its shard once (round robin, kept in a thread-local) and adds
  * there with relaxed atomic increments. With no more workers than shards
  * each worker owns its cache lines, so recording costs a few uncontended
- * atomic adds (2 for a successful single RPC, at most 6); with more, two
+ * atomic adds (2 for a successful single RPC, at most 7); with more, two
  * threads may share a shard and the adds stay correct, just contended.
  * Nothing is allocated, locked or waited for on this path.
  *
