@@ -51,7 +51,7 @@ static int start_master(void **state)
 		close(fds[0]);
 		close(fds[1]);
 		execl(bin, bin, "--rpc_port=0", "--enable_metric_reporting=false",
-		      "--default_kv_lease_ttl=200ms", "--rpc_thread_num=2",
+		      "--default_kv_lease_ttl=2000ms", "--rpc_thread_num=2",
 		      "--expected_objects=4096", (char *)NULL);
 		_exit(127);
 	}
@@ -205,7 +205,7 @@ static void test_client_flow(void **state)
 		assert_int_equal(a.items[i].descs->addr, addr[i]);
 		assert_int_equal(a.items[i].descs->status,
 				 KVF_MC_REPLICA_COMPLETE);
-		assert_int_equal(a.items[i].lease_ttl_ms, 200);
+		assert_int_equal(a.items[i].lease_ttl_ms, 2000);
 	}
 	assert_int_equal(a.items[3].code, -704);
 
