@@ -21,6 +21,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -79,6 +80,22 @@ class Master:
             self.p.kill()
             raise Fail("master did not start: %r" % cmd)
         self.addr = "127.0.0.1:%d" % self.port
+        self.metrics_port = None
+        if "--metrics_port=0" in args:
+            line = self.p.stdout.readline()
+            check("metrics listening on" in line, "metrics line")
+            self.metrics_port = int(line.split()[4].rsplit(":", 1)[1])
+
+    def metrics(self):
+        """The /metrics page as {series: value}."""
+        url = "http://127.0.0.1:%d/metrics" % self.metrics_port
+        page = urllib.request.urlopen(url, timeout=30).read().decode()
+        out = {}
+        for line in page.splitlines():
+            if line and not line.startswith("#"):
+                k, v = line.rsplit(" ", 1)
+                out[k] = float(v)
+        return out
 
     def client(self):
         return mc.Client(self.addr)
@@ -426,6 +443,26 @@ def scenario_dead_client():
         put(c, me, "d2")
 
 
+def scenario_metrics():
+    """Every answered RPC is counted, unsupported ones too."""
+    with Master("--enable_metric_reporting=true", "--metrics_port=0") as m:
+        c = m.client()
+        me = [0x3131, 0x3232]
+        mounted(c, me, segment([0x3333, 0x3434], "metrics-seg",
+                               0x7A0000000000))
+        c.call("ExistKey", "a", "default")
+        c.call("ExistKey", "b", "default")
+        c.call("BatchExistKey", ["a", "b", "c"], "default")
+        c.call("MountLocalDiskSegment", me, True)
+        got = m.metrics()
+        eq(got.get("master_exist_key_requests_total"), 2.0, "ExistKey")
+        eq(got.get("master_batch_exist_key_items_total"), 3.0, "items")
+        eq(got.get('kvforge_rpc_not_supported_total'
+                   '{rpc="MountLocalDiskSegment"}'), 1.0, "unsupported")
+        eq(got.get("master_active_clients"), 1.0, "live clients")
+        eq(got.get("kvforge_rpc_connections"), 1.0, "open connections")
+
+
 def scenario_concurrent():
     """Clients on several connections and threads at once."""
     with Master("--rpc_thread_num=3") as m:
@@ -553,6 +590,7 @@ SCENARIOS = {
     "restart": scenario_restart,
     "dead_client": scenario_dead_client,
     "concurrent": scenario_concurrent,
+    "metrics": scenario_metrics,
     "replay": scenario_replay,
 }
 
