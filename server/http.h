@@ -10,9 +10,10 @@
  * and GET /health (docs/metrics.md gives the status codes and bodies).
  *
  * Each server runs its own thread with a non-blocking poll() loop:
- * keep-alive, bounded request line, header count and body size, and
- * 400/404/405/413 answers for what it refuses. Neither touches the RPC
- * workers, so a slow scraper never delays an RPC.
+ * keep-alive, bounded request line, header count, body size, connection
+ * count and idle time, and 400/404/405/413/417/431/501/503 answers for
+ * what it refuses (server/http.c says which when). Neither touches the
+ * RPC workers, so a slow scraper never delays an RPC.
  *
  * Contract between the server and the HTTP side: change only additively.
  */
