@@ -7,11 +7,11 @@
  * Input: bytes are read into one receive buffer; every complete request
  * in it is answered in place (the service decodes keys as views into
  * it), then the unanswered tail (at most one partial request) moves to
- * the front. The buffer grows only when a header announces a request
- * larger than the buffer, after its length was checked against
- * --max_request_bytes: an oversized request is refused from its header,
- * before anything is allocated for it. After a large request the buffer
- * shrinks back, so an idle connection holds KVF_CONN_RBUF_MIN bytes.
+ * the front. An oversized request (--max_request_bytes) is refused from
+ * its header, before anything is allocated for it; a large one grows the
+ * buffer by doubling as its bytes arrive, so a header alone cannot make
+ * the server allocate. After a large request the buffer shrinks back,
+ * so an idle connection holds KVF_CONN_RBUF_MIN bytes.
  *
  * Output: every answer is encoded straight into one per-connection
  * buffer behind its header, so the answers to everything one read
@@ -115,7 +115,9 @@ static void refuse_oversized(struct kvf_conn *c, const struct kvf_frame_req *h)
 /*
  * Size the buffer for the partial request at its front (its length was
  * checked when its header was first seen), or shrink it back when only
- * a few bytes are left after a large request.
+ * a few bytes are left after a large request. A full buffer doubles, up
+ * to the request's size: memory follows the bytes that actually arrived,
+ * not what a header announces.
  */
 static enum kvf_conn_rc fit_rbuf(struct kvf_conn *c)
 {
@@ -127,10 +129,13 @@ static enum kvf_conn_rc fit_rbuf(struct kvf_conn *c)
 			resize_rbuf(c, KVF_CONN_RBUF_MIN); /* else keep it */
 		return KVF_CONN_KEEP;
 	}
+	if (c->rlen < c->rcap)
+		return KVF_CONN_KEEP;
 	if (kvf_frame_req_parse(c->rbuf, &h))
 		return KVF_CONN_CLOSE;
 	total = KVF_FRAME_REQ_LEN + (size_t)h.length + h.attach_length;
-	if (total > c->rcap && resize_rbuf(c, total))
+	if (total > c->rcap &&
+	    resize_rbuf(c, total < 2 * c->rcap ? total : 2 * c->rcap))
 		return KVF_CONN_CLOSE;
 	return KVF_CONN_KEEP;
 }
@@ -213,8 +218,10 @@ enum kvf_conn_rc kvf_conn_readable(struct kvf_conn *c,
 	for (int round = 0; round < 8 && kvf_conn_wants_read(c); round++) {
 		ssize_t n;
 
+		if (c->rlen == c->rcap && fit_rbuf(c))
+			return KVF_CONN_CLOSE;
 		if (c->rlen == c->rcap)
-			break; /* waiting for the output to drain */
+			break; /* complete requests wait for the output */
 		n = recv(c->fd, c->rbuf + c->rlen, c->rcap - c->rlen,
 			 MSG_DONTWAIT);
 		if (n == 0)

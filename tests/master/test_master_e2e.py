@@ -321,6 +321,19 @@ def scenario_pipeline():
             eq(errc, 0, "pipelined answer")
             seqs.add(seq)
         eq(seqs, set(range(1000, 1000 + n)), "every seq_num answered")
+        # A request far larger than the receive buffer, then a small one
+        # pipelined behind it in the same write.
+        keys = ["large-request-key-%06d" % i for i in range(20000)]
+        lit = mc.load_table()["BatchExistKey"]["req"]
+        big = frame(mc.func_id("BatchExistKey"),
+                    mc.encode(lit, [keys, "default"]), 7)
+        s.sendall(big + frame(fid, exist_body("after"), 8))
+        errc, seq, body = read_response(s)
+        eq((errc, seq), (0, 7), "large request answered")
+        r = mc.mcwp.decode_body(body, mc.load_table()["BatchExistKey"]
+                                ["resp"])
+        eq(len(r["decoded"]), 20000, "one answer per key")
+        eq(read_response(s)[:2], (0, 8), "the request behind it")
 
 
 def scenario_bad_input():

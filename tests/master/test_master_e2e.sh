@@ -6,8 +6,8 @@
 # flow, pipelining, bad input and limits, a restart with a data
 # directory, a dead client's cleanup, the captured upstream runs
 # replayed, and the metrics of answered RPCs (test_master_e2e.py lists
-# the scenarios). Run from the build
-# directory; KVF_MASTER_BIN overrides ./kvforge-master.
+# the scenarios). Run from the build directory; KVF_MASTER_BIN overrides
+# ./kvforge-master.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 bin=${KVF_MASTER_BIN:-./kvforge-master}
