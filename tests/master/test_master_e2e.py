@@ -334,6 +334,13 @@ def scenario_pipeline():
                                 ["resp"])
         eq(len(r["decoded"]), 20000, "one answer per key")
         eq(read_response(s)[:2], (0, 8), "the request behind it")
+        # More keys than the engine takes in one batch: undecodable.
+        many = mc.encode(lit, [["k%d" % i for i in range(65537)],
+                               "default"])
+        s.sendall(frame(mc.func_id("BatchExistKey"), many, 9))
+        eq(read_response(s)[:2], (4, 9), "over the batch limit")
+        s.sendall(frame(fid, exist_body("still"), 10))
+        eq(read_response(s)[:2], (0, 10), "connection still usable")
 
 
 def scenario_bad_input():
