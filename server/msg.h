@@ -27,6 +27,11 @@
  *   their type literal only (so they can be answered NOT_SUPPORTED, or
  *   invalid_rpc_arguments when the body is bad, as upstream).
  * - kvf_msg_enc_error() answers any RPC with an ErrorCode in its own shape.
+ * - Added: kvf_msg_req_use_arrays() (a decoded request's views to the
+ *   arrays the encoder reads); struct kvf_msg_resp's @map also carries
+ *   the value of untyped answers, whose ErrorCode now lands in @code.
+ * - The codec links as libkvforge-wire.la (server/wire.mk), which
+ *   libkvforge-master.la pulls in; tools and tests may link it alone.
  */
 #ifndef KVF_SERVER_MSG_H
 #define KVF_SERVER_MSG_H
