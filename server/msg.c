@@ -1159,7 +1159,7 @@ static enum resp_kind resp_kind(const struct kvf_abi *abi, enum kvf_rpc rpc)
 static void rd_desc(struct kvf_spack_r *r, const struct kvf_abi *abi,
 		    struct kvf_msg_desc *d)
 {
-	memset(d, 0, sizeof(*d));
+	/* only the fields of the descriptor's kind are set (hot path) */
 	d->id = kvf_spack_r_u64(r);
 	d->kind = kvf_spack_r_u8(r);
 	if (d->kind >= abi->desc_variants) {

@@ -259,7 +259,8 @@ bool kvf_msg_view_segment(struct kvf_msg_view *v, struct kvf_msg_segment *out);
  * struct kvf_msg_desc - a Replica::Descriptor. @kind selects the fields:
  * MEMORY/NOF: @size, @addr (buffer_address_), @protocol, @endpoint;
  * DISK: @path, @size; LOCAL_DISK: @client_id, @size, @endpoint;
- * DFS: @path, @offset, @size, @aligned_size, @shard_idx.
+ * DFS: @path, @offset, @size, @aligned_size, @shard_idx. Decoding sets
+ * only the fields of the decoded kind.
  */
 struct kvf_msg_desc {
 	uint64_t id;

@@ -100,15 +100,6 @@ int kvf_spack_r_begin(struct kvf_spack_r *r, const void *buf, size_t len,
 	return r->err;
 }
 
-bool kvf_spack_r_bool(struct kvf_spack_r *r)
-{
-	uint8_t v = kvf_spack_r_u8(r);
-
-	if (v > 1)
-		kvf_spack_r_fail(r, KVF_WIRE_ERR_VALUE);
-	return v == 1;
-}
-
 uint64_t kvf__spack_r_len_slow(struct kvf_spack_r *r)
 {
 	const uint8_t *p = kvf_spack_r_take(r, r->width);
@@ -119,20 +110,6 @@ uint64_t kvf__spack_r_len_slow(struct kvf_spack_r *r)
 	for (unsigned i = 0; i < r->width; i++)
 		v |= (uint64_t)p[i] << (8 * i);
 	return v;
-}
-
-uint64_t kvf_spack_r_count(struct kvf_spack_r *r, size_t min)
-{
-	uint64_t n = kvf__spack_r_len(r);
-	size_t left = (size_t)(r->end - r->p);
-
-	if (r->err)
-		return 0;
-	if (min && n > left / min) {
-		kvf_spack_r_fail(r, KVF_WIRE_ERR_LENGTH);
-		return 0;
-	}
-	return n;
 }
 
 /* Literal bytes (protocol.md §3.4). */

@@ -212,7 +212,14 @@ static inline uint64_t kvf_spack_r_u64(struct kvf_spack_r *r)
 
 /** kvf_spack_r_bool() - a bool or a 0/1 flag (optional, expected): other
  * values are refused with %KVF_WIRE_ERR_VALUE. */
-bool kvf_spack_r_bool(struct kvf_spack_r *r);
+static inline bool kvf_spack_r_bool(struct kvf_spack_r *r)
+{
+	uint8_t v = kvf_spack_r_u8(r);
+
+	if (v > 1)
+		kvf_spack_r_fail(r, KVF_WIRE_ERR_VALUE);
+	return v == 1;
+}
 
 /* kvf__spack_r_len_slow() - a container length of any width (internal). */
 uint64_t kvf__spack_r_len_slow(struct kvf_spack_r *r);
@@ -231,7 +238,19 @@ static inline uint64_t kvf__spack_r_len(struct kvf_spack_r *r)
  * Return: the count, or 0 with %KVF_WIRE_ERR_LENGTH when the rest of the
  * message cannot hold that many.
  */
-uint64_t kvf_spack_r_count(struct kvf_spack_r *r, size_t min);
+static inline uint64_t kvf_spack_r_count(struct kvf_spack_r *r, size_t min)
+{
+	uint64_t n = kvf__spack_r_len(r), need;
+	size_t left = (size_t)(r->end - r->p);
+
+	if (r->err)
+		return 0;
+	if (__builtin_mul_overflow(n, (uint64_t)min, &need) || need > left) {
+		kvf_spack_r_fail(r, KVF_WIRE_ERR_LENGTH);
+		return 0;
+	}
+	return n;
+}
 
 /**
  * kvf_spack_r_str() - a string as a view into the message; "" (and
