@@ -3,15 +3,17 @@
 #
 # The whole test suite, as CI runs it: make check plain, then under
 # AddressSanitizer + UndefinedBehaviorSanitizer, then the concurrency tests
-# under ThreadSanitizer, then `make distcheck` (the release tarball builds,
-# passes make check and installs cleanly). Warnings are errors. Set
-# KVF_TEST_TIERS to a subset of "plain asan tsan dist" to run fewer.
+# under ThreadSanitizer, then a short libFuzzer run of the wire decoders
+# (scripts/fuzz.sh, 20 s per harness; skipped without clang), then `make
+# distcheck` (the release tarball builds, passes make check and installs
+# cleanly). Warnings are errors. Set KVF_TEST_TIERS to a subset of
+# "plain asan tsan fuzz dist" to run fewer.
 set -euo pipefail
 . "$(dirname "$0")/setup.sh"
 kvf_install_deps
 kvf_bootstrap
 
-tiers=${KVF_TEST_TIERS:-plain asan tsan dist}
+tiers=${KVF_TEST_TIERS:-plain asan tsan fuzz dist}
 failed=()
 
 run_tier() {
@@ -48,6 +50,14 @@ for t in $tiers; do
 	asan) run_tier asan build-asan --enable-sanitizers=address,undefined ;;
 	tsan) run_tier tsan build-tsan --enable-sanitizers=thread ;;
 	dist) run_dist ;;
+	fuzz)
+		if command -v clang >/dev/null; then
+			kvf_log "tier fuzz"
+			"$KVF_TOP/scripts/fuzz.sh" 20 || failed+=("fuzz")
+		else
+			kvf_log "tier fuzz skipped: no clang"
+		fi
+		;;
 	*) kvf_log "unknown tier $t"; exit 2 ;;
 	esac
 done

@@ -15,8 +15,9 @@ tools_kvforge_bench_SOURCES = \
 	tools/bench/syncprobe.c \
 	tools/bench/recovery.c \
 	tools/bench/lifecycle.c \
-	tools/bench/compare.c
-tools_kvforge_bench_LDADD = libkvforge-core.la
+	tools/bench/compare.c \
+	tools/bench/master.c
+tools_kvforge_bench_LDADD = libkvforge-wire.la libkvforge-core.la
 
 dist_man1_MANS = tools/man/kvforge-bench.1 tools/man/kvforge-inspect.1
 
