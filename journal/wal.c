@@ -816,13 +816,26 @@ static void want_wal_prefault(struct kvf__journal *j)
 /*
  * With @mu held: wait until @bytes fit, or return the error of a move or
  * sync that failed meanwhile (the side log is full and cannot be freed).
+ * @appender: the caller is a side log append, which also waits while a
+ * direct append owns the order (see "Direct appends" below). It takes
+ * its sequences when this returns, with @mu held throughout, so no
+ * direct commit can start between the check and the frame: a check made
+ * before sleeping here once let a direct commit and a side log frame
+ * take the same sequences (acknowledged batches lost, replicas
+ * overlapping after recovery).
  */
-static int wait_room(struct kvf__journal *j, uint64_t bytes)
+static int wait_room(struct kvf__journal *j, uint64_t bytes, bool appender)
 {
 	struct kvf__jwal *w = &j->wal;
 	uint64_t mgen = w->move_gen, sgen = w->sync_gen;
 
-	while (!room(j, bytes)) {
+	for (;;) {
+		if (appender && w->direct) {
+			pthread_cond_wait(&w->cv, &j->mu);
+			continue;
+		}
+		if (room(j, bytes))
+			return KVF_OK;
 		if (j->stop)
 			return KVF_ERR_CLOSED;
 		if (w->move_gen != mgen && w->move_err)
@@ -835,7 +848,6 @@ static int wait_room(struct kvf__journal *j, uint64_t bytes)
 		pthread_cond_wait(&w->cv, &j->mu);
 		w->sync_now--;
 	}
-	return KVF_OK;
 }
 
 int kvf__wal_append(struct kvf__journal *j, struct kvf__jreq *req,
@@ -845,13 +857,13 @@ int kvf__wal_append(struct kvf__journal *j, struct kvf__jreq *req,
 	uint64_t bytes = kvf__wal_frame_bytes(req->len);
 	int rc = KVF_OK;
 
-	while (w->direct)
-		pthread_cond_wait(&w->cv, &j->mu);
 	if (w->sync_failed)
 		return w->sync_failed;
 	rc = kvf__take_errno_fault(j);
 	if (!rc)
-		rc = wait_room(j, bytes);
+		rc = wait_room(j, bytes, true);
+	if (!rc && w->sync_failed)
+		rc = w->sync_failed; /* failed while we waited */
 	if (!rc) {
 		kvf__wal_put(j, req, hash, w->acked_seq + 1);
 		w->acked_seq += req->nr_recs;
@@ -874,10 +886,12 @@ int kvf__wal_append(struct kvf__journal *j, struct kvf__jreq *req,
 }
 
 /*
- * With @mu held: wait until everything acknowledged is in the LMDB log,
- * or a move fails meanwhile (its status is returned).
+ * With @mu held: wait until the LMDB log ends at the side log's movable
+ * end (@all: at its acknowledged end, which in STRICT mode also counts
+ * frames written but not synced yet), or a move or sync fails meanwhile
+ * (its status is returned).
  */
-int kvf__wal_drain(struct kvf__journal *j)
+static int drain_to(struct kvf__journal *j, bool all)
 {
 	struct kvf__jwal *w = &j->wal;
 	uint64_t gen = w->move_gen;
@@ -887,7 +901,7 @@ int kvf__wal_drain(struct kvf__journal *j)
 		return KVF_OK;
 	w->drain++;
 	pthread_cond_signal(&j->work_cv);
-	while (j->st.last_seq != kvf__wal_movable(w)) {
+	while (j->st.last_seq != (all ? w->acked_seq : kvf__wal_movable(w))) {
 		if (w->move_gen != gen && w->move_err) {
 			rc = w->move_err;
 			break;
@@ -907,12 +921,25 @@ int kvf__wal_drain(struct kvf__journal *j)
 }
 
 /*
+ * With @mu held: wait until everything acknowledged is in the LMDB log,
+ * or a move fails meanwhile (its status is returned).
+ */
+int kvf__wal_drain(struct kvf__journal *j)
+{
+	return drain_to(j, false);
+}
+
+/*
  * Direct appends. A batch larger than half a file goes to LMDB directly
- * (writer.c), in sequence order: further side log appends are held, and
- * every acknowledged batch is moved first. Its sequences are then
- * missing from the side log, so a skip frame records them, or recovery
- * would see a gap and stop before the frames that follow. Its room is
- * taken before the commit, so writing it cannot fail afterwards.
+ * (writer.c), in sequence order. Its sequences are decided by @direct:
+ * once it is set, no side log frame is written (wait_room()) until
+ * kvf__wal_direct_end(); every frame written before is moved into LMDB
+ * first (in STRICT mode including frames still waiting for their sync),
+ * so LMDB's log ends exactly at the last sequence handed out and the
+ * direct commit takes the next ones. Its sequences are then missing from
+ * the side log, so a skip frame records them, or recovery would see a
+ * gap and stop before the frames that follow. Its room is taken before
+ * the commit, so writing it cannot fail afterwards.
  */
 int kvf__wal_direct_begin(struct kvf__journal *j)
 {
@@ -922,9 +949,11 @@ int kvf__wal_direct_begin(struct kvf__journal *j)
 	while (w->direct)
 		pthread_cond_wait(&w->cv, &j->mu);
 	w->direct = 1;
-	rc = kvf__wal_drain(j);
+	rc = w->sync_failed;
 	if (!rc)
-		rc = wait_room(j, KVF__WAL_HDR);
+		rc = drain_to(j, true);
+	if (!rc)
+		rc = wait_room(j, KVF__WAL_HDR, false);
 	if (rc) {
 		w->direct = 0;
 		pthread_cond_broadcast(&w->cv);
