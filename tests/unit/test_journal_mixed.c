@@ -36,24 +36,6 @@ struct worker {
 	int failed; /* the status of the first failed append */
 };
 
-/* About how many generated records fill half a side log file. */
-static size_t direct_records(void)
-{
-	struct kvf__jrec r = { .type = KVF__JREC_OBJECT_PUT };
-	uint8_t buf[256];
-	char key[MX_KEY_LEN];
-
-	mx_key(key, 0, 10000);
-	r.obj.key = key;
-	r.obj.key_len = MX_KEY_LEN;
-	r.obj.size = 4096;
-	r.obj.nr_replicas = 1;
-	r.obj.replicas[0].segment_id = 1;
-	r.obj.replicas[0].offset = 10000ull * 4096;
-	assert_true(kvf__jrec_encoded_max(&r) <= sizeof(buf));
-	return WAL_BYTES / 2 / kvf__jrec_encode(&r, buf);
-}
-
 static void *appender(void *arg)
 {
 	struct worker *w = arg;
@@ -81,7 +63,7 @@ static void run(enum kvf_durability d, uint64_t ckpt)
 	struct mx_replay m;
 	char dir[512], cmd[600];
 	struct kvf__journal *j;
-	size_t direct = direct_records();
+	size_t direct = mx_direct_records(WAL_BYTES);
 
 	snprintf(dir, sizeof(dir), "%s/jmixed-XXXXXX", base ? base : "/tmp");
 	assert_non_null(mkdtemp(dir));

@@ -513,6 +513,28 @@ static inline void mx_grow(uint8_t **state, uint32_t *cap, uint32_t id)
 	*cap = n;
 }
 
+/*
+ * About how many generated records fill half a side log file of
+ * @wal_bytes: the direct threshold, in records.
+ */
+static inline size_t mx_direct_records(uint64_t wal_bytes)
+{
+	struct kvf__jrec r = { .type = KVF__JREC_OBJECT_PUT };
+	uint8_t buf[256];
+	char key[MX_KEY_LEN];
+
+	mx_key(key, 0, 10000);
+	r.obj.key = key;
+	r.obj.key_len = MX_KEY_LEN;
+	r.obj.size = 4096;
+	r.obj.nr_replicas = 1;
+	r.obj.replicas[0].segment_id = 1;
+	r.obj.replicas[0].offset = 10000ull * 4096;
+	if (kvf__jrec_encoded_max(&r) > sizeof(buf))
+		abort();
+	return (size_t)(wal_bytes / 2 / kvf__jrec_encode(&r, buf));
+}
+
 /* @max: the largest batch mgen_batch() may be asked for. */
 static inline void mgen_init(struct mgen *g, uint64_t seed, int thread,
 			     size_t max)
