@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "journal/jint.h"
+#include "metadata/hash.h"
 #include "test_journal_model.h"
 
 struct tctx {
@@ -1020,6 +1021,93 @@ static void test_side_log_damage(void **state)
 	kvf__journal_close(j);
 }
 
+/* The meta state of @dir, read-only. */
+static void read_state(const char *dir, struct kvf__jstate *st)
+{
+	struct kvf__jdbs dbs;
+	MDB_env *env;
+	MDB_txn *txn;
+
+	assert_int_equal(kvf__jenv_open(dir, MDB_RDONLY, 0, &env), 0);
+	assert_int_equal(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn), 0);
+	assert_int_equal(kvf__jdbs_open(txn, &dbs, 0), 0);
+	assert_int_equal(kvf__jstate_read(txn, &dbs, st), 0);
+	mdb_txn_abort(txn);
+	mdb_env_close(env);
+}
+
+/*
+ * Write a format-2 side log (no file header; frames from offset 0, their
+ * check keyed by the journal id alone) holding @n records from @seq.
+ */
+static void write_legacy_side_log(const char *dir, uint64_t id, uint64_t seq,
+				  const struct kvf__jrec *recs, size_t n)
+{
+	static uint8_t file[64 << 10];
+	struct {
+		uint32_t magic, len;
+		uint64_t first_seq;
+		uint32_t nr_recs, nr_frames;
+		uint64_t check;
+	} h = { 0x5746564bu, 0, seq, (uint32_t)n, 1, 0 };
+	uint8_t *payload = file + sizeof(h), *p = payload + 6;
+	uint32_t vlen;
+	char path[700];
+	int fd;
+
+	memset(file, 0, sizeof(file));
+	for (size_t i = 0; i < n; i++)
+		p += kvf__jrec_encode(&recs[i], p);
+	vlen = (uint32_t)(p - payload - 4);
+	memcpy(payload, &vlen, 4);
+	payload[4] = (uint8_t)n;
+	payload[5] = (uint8_t)(n >> 8);
+	h.len = (uint32_t)(p - payload);
+	h.check = XXH3_64bits_withSeed(&h, 24,
+				       XXH3_64bits(payload, h.len) ^ id);
+	memcpy(file, &h, sizeof(h));
+	for (int i = 0; i < 2; i++) {
+		snprintf(path, sizeof(path), "%s/wal-%d.log", dir, i);
+		fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		assert_true(fd >= 0);
+		if (i == 1)
+			memset(file, 0, sizeof(file));
+		assert_int_equal(write(fd, file, sizeof(file)), sizeof(file));
+		close(fd);
+	}
+}
+
+/*
+ * Upgrade: a format version 2 directory (side log files without a
+ * header) whose side log holds acknowledged records opens with every one
+ * of them; the files get headers and the directory version 3, and it
+ * reopens as such.
+ */
+static void test_upgrade_v2(void **state)
+{
+	struct tctx *t = *state;
+	struct kvf__journal *j = jopen(t->dir);
+	struct kvf__jstate st;
+	uint32_t v = KVF__JOURNAL_FORMAT_UPGRADABLE, no = 0;
+	size_t n;
+
+	append_batches(t, j, 3, 32, 1);
+	kvf__journal_close(j); /* everything in LMDB */
+	poke_meta(t->dir, KVF__META_VERSION, &v, sizeof(v));
+	poke_meta(t->dir, KVF__META_SIDE_LOG, &no, sizeof(no));
+	read_state(t->dir, &st);
+	n = jgen_batch(&t->g, 40, 1);
+	write_legacy_side_log(t->dir, st.id, st.last_seq + 1, t->g.recs, n);
+
+	j = jopen(t->dir);
+	j = reopen_check(t, j);
+	kvf__journal_close(j);
+	read_state(t->dir, &st);
+	assert_int_equal(st.version, KVF__JOURNAL_FORMAT_VERSION);
+	assert_int_equal(st.wal_created, 1);
+	assert_true(wal_size(t->dir, 0) == 64 << 10);
+}
+
 /*
  * data.mdb truncated or with damaged meta pages: refused before LMDB maps
  * it (no SIGBUS), naming the file; restored, it opens with everything.
@@ -1145,6 +1233,7 @@ int main(void)
 		T(test_side_log_files_changed),
 		T(test_side_log_damage),
 		T(test_data_file_damage),
+		T(test_upgrade_v2),
 		T(test_side_log_recovery_grows),
 	};
 
