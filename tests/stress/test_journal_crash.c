@@ -24,6 +24,9 @@
  * thread's recovered keys must equal its generator's state after its
  * last acknowledged batch or the one after it.
  *
+ * The parent reopens with a side log size other than the child's in two
+ * iterations of three (reopen()).
+ *
  * KVF_STRESS_ITERATIONS (default 6) sets the number of iterations; odd
  * iterations use STRICT, even ones BOUNDED.
  */
@@ -210,14 +213,23 @@ static FILE *run_child(const char *self, const char *role, const char *dir,
 	return f;
 }
 
-static struct kvf__journal *reopen(const char *dir, int strict)
+/*
+ * Reopen after the kill, with another side log size than the child's
+ * most of the time (64 KiB, 128 KiB or 1 MiB by @seed): the geometry
+ * must come from the files, whatever the configuration says.
+ */
+static struct kvf__journal *reopen(const char *dir, int strict, uint64_t seed)
 {
 	struct kvf__journal_config cfg = config(dir, strict);
 	struct kvf__journal *j;
-	int rc = kvf__journal_open(&cfg, &j);
+	int rc;
 
+	cfg.wal_bytes = (64u << 10) << (seed / 7 % 3 == 2 ? 4 : seed / 7 % 3);
+	rc = kvf__journal_open(&cfg, &j);
 	if (rc != KVF_OK)
-		fprintf(stderr, "reopen: %s\n", kvf_status_name(rc));
+		fprintf(stderr, "reopen (side log %llu bytes): %s: %s\n",
+			(unsigned long long)cfg.wal_bytes, kvf_status_name(rc),
+			kvf__journal_error());
 	CHECK(rc == KVF_OK);
 	return j;
 }
@@ -236,7 +248,7 @@ static bool mixed_iteration(const char *self, const char *dir, int strict,
 
 	read_mixed_acks(f, acked);
 	fclose(f);
-	j = reopen(dir, strict);
+	j = reopen(dir, strict, seed);
 	kvf__journal_get_stats(j, st);
 	mx_replay_init(&m, st->checkpoint_seq);
 	CHECK(kvf__journal_replay(j, &ops, &m) == KVF_OK);
@@ -268,7 +280,7 @@ static bool model_iteration(const char *self, const char *dir, int strict,
 
 	*acked = read_acks(f);
 	fclose(f);
-	j = reopen(dir, strict);
+	j = reopen(dir, strict, seed);
 	kvf__journal_get_stats(j, st);
 	jm_replay_init(&m, st->checkpoint_seq);
 	CHECK(kvf__journal_replay(j, &ops, &m) == KVF_OK);
