@@ -15,9 +15,12 @@
  * side log before they return (kvf__wal_strict_sync(): group sync).
  *
  * Files: DIR/wal-0.log and DIR/wal-1.log, @size bytes each, allocated on
- * disk at open (posix_fallocate: a store into the mapping can never hit a
- * block the file system cannot provide, so no SIGBUS; a full disk is an
- * error at open) and mapped whole. Appends fill one file from offset 0;
+ * disk when created (posix_fallocate: a store into the mapping can never
+ * hit a block the file system cannot provide, so no SIGBUS; a full disk
+ * is an error at open) and mapped whole. Each starts with a header page
+ * (struct wal_file_hdr: the file's own size, the journal id, an epoch
+ * new at every open, the boot); recovery takes the geometry from it,
+ * never from the configuration. Appends fill one file from KVF__WAL_DATA;
  * when the next frame does not fit, they switch to the other file, which
  * is allowed only once every frame in it is in LMDB and LMDB has been
  * synced since (@hi_seq <= @durable_seq): a reused file may then be
@@ -27,27 +30,26 @@
  * Frame (host byte order, 8-byte aligned): a 32-byte header, u32 magic
  * "KVFW", u32 payload length, u64 first sequence, u32 records, u32 LMDB
  * frames, u64 check = XXH3-64(header[0..24), seed XXH3-64(payload) ^ the
- * journal's random id from its meta database, so frames of side log
- * files that outlived their LMDB file never check out); then
+ * file's key, from the journal id and the epoch, so frames of another
+ * journal or of an earlier open never check out); then
  * the payload: the batch's LMDB log frames exactly as writer.c encodes
  * them (u32 length, value), so moving a batch into LMDB copies nothing.
  * Frames are written under the journal mutex, one after another, so every
  * frame before an acknowledged one is complete.
  *
  * Recovery (kvf__wal_open, before the replay): each file's valid prefix is
- * the frames from offset 0 whose check holds and whose sequences are
- * contiguous. A torn frame was never acknowledged (a process crash cannot
- * tear an acknowledged frame: its copy had finished; an OS crash may lose
- * pages written after the last sync, which is the documented window). A
- * valid frame that does not continue the sequence is left from the
- * file's previous use: it is older than everything before it and was in
- * synced LMDB before the file was reused. The frames after LMDB's last
- * sequence are chained across the two prefixes, checked to decode, put
- * into the LMDB log and synced; a gap ends the chain (only an OS crash
- * leaves one). Then the first header of both files is zeroed and synced,
- * so frames stranded beyond a gap can never be chained to new ones, and
- * appends start again at wal-0.log offset 0. A crash anywhere in this is
- * harmless: frames already in LMDB are skipped.
+ * the frames of its epoch whose check holds and whose sequences are
+ * contiguous; a valid frame that does not continue the sequence is left
+ * from the file's previous use in the same epoch (older than everything
+ * before it, in synced LMDB before the file was reused). The frames after
+ * LMDB's last sequence are chained across the two prefixes and read
+ * (every record decoded) before anything is written; the end of the
+ * chain is judged (check_tail(): a torn tail, or damage in the middle,
+ * refused); then they are put into the LMDB log and synced; a skip frame
+ * LMDB lacks ends the chain (only an OS crash leaves one). Then each file
+ * gets a header for a new epoch (prepare_file()), and appends start again
+ * at wal-0.log. A crash anywhere in this is harmless: frames already in
+ * LMDB are skipped. docs/journal.md has the verdicts and their reasons.
  *
  * Writing frames: BOUNDED copies a frame into the mapping (no system
  * call on the caller's path). STRICT writes it with pwritev() instead:

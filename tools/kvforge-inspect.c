@@ -4,20 +4,23 @@
  *
  *   kvforge-inspect [--verify] [--json] DIR
  *
- * Opens the environment read-only (MDB_RDONLY, one read transaction), so it
- * can run beside a live engine and sees one consistent snapshot. Never
- * takes DIR/kvforge.lock and never writes the data file.
+ * The summary checks data.mdb as open does, opens the environment
+ * read-only (MDB_RDONLY, one read transaction), so it can run beside a
+ * live engine and sees one consistent snapshot, and counts the side log
+ * records after LMDB's end with open's own side log reader and verdict
+ * (kvf__wal_scan()). Never takes DIR/kvforge.lock, never writes DIR.
  *
- * A BOUNDED journal's side log (journal/wal.c) may hold acknowledged
- * records that are not in LMDB yet (after a crash; the next open moves
- * them): the summary counts them ("side log pending"), and --verify
- * replays them after the log.
+ * --verify runs open's real recovery (kvf__journal_open()) and replay on
+ * a scratch copy of the directory, so it fails exactly where open would,
+ * then checks the replayed state in a private model with the journal's
+ * record rules (journal/journal.h): every replica references a mounted
+ * segment, lies inside it and does not overlap another replica in that
+ * segment; an object's replicas are in distinct segments.
  *
- * --verify replays image + log into a private model, with the journal's
- * own record rules (journal/journal.h), and checks the final state: every
- * replica references a mounted segment, lies inside it and does not
- * overlap another replica in that segment; an object's replicas are in
- * distinct segments; sequences are contiguous (checked by the scan).
+ * Everything runs in a child process: LMDB has no page checksums, and a
+ * damaged page may end in an assertion (abort) inside it; the tool then
+ * reports damage instead of dying.
+ *
  * Exit status: 0 consistent, 1 inconsistent (message names the problem),
  * 2 usage or open error.
  */
