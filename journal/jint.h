@@ -280,7 +280,8 @@ uint64_t kvf__wal_prefix(const uint8_t *map, uint64_t base, uint64_t size,
  * that follows @st->last_seq (LMDB's last sequence), as the next open
  * would move them, with its sequence; *@records counts them. The same
  * reader and verdict as open's recovery (headers, missing files, damage
- * before the end). Returns 0, @fn's non-zero result or a kvf_status
+ * before the end; the end is not judged while an engine holds DIR's
+ * lock, as its appends race with the read). Returns 0, @fn's non-zero result or a kvf_status
  * (kvf__journal_error() names the file and frame).
  */
 int kvf__wal_scan(const char *dir, const struct kvf__jstate *st,

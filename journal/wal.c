@@ -79,6 +79,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -752,8 +753,12 @@ static bool later_frame(const struct wal_src *s, uint64_t seq, uint64_t *off,
 		uint32_t magic;
 
 		memcpy(&magic, s->map + o, sizeof(magic));
-		if (magic == WAL_MAGIC && frame_at(s->map, s->size, s->key, o, &h) &&
-		    h.first_seq + h.nr_recs - 1 > seq) {
+		if (magic != WAL_MAGIC)
+			continue;
+		memcpy(&h, s->map + o, sizeof(h));
+		/* the range first: only a later frame is worth its hash */
+		if (h.first_seq + h.nr_recs - 1 > seq &&
+		    frame_at(s->map, s->size, s->key, o, &h)) {
 			*off = o;
 			*first = h.first_seq;
 			return true;
@@ -796,22 +801,21 @@ static int check_tail(const struct wal_src s[2], const struct chain_part p[2],
 }
 
 /*
- * Read what recovery would move after LMDB's @last_seq, calling @fn (may
- * be NULL) per record, and judge the end (check_tail()). *@end receives
+ * Read what recovery would move after LMDB's @last_seq from @parts
+ * (part_init(); not changed), calling @fn (may be NULL) per record, and judge the end (check_tail()). *@end receives
  * the last sequence of the chain. A kvf_status.
  */
-static int read_chain(const struct wal_src s[2], uint64_t last_seq,
+static int read_chain(const struct wal_src s[2],
+		      const struct chain_part parts[2], uint64_t last_seq,
 		      uint64_t boot,
 		      int (*fn)(void *arg, const struct kvf__jrec *rec,
 				uint64_t seq),
 		      void *arg, uint64_t *records, uint64_t *end)
 {
 	struct scan sc = { .fn = fn, .arg = arg, .seq = last_seq };
-	struct chain_part p[2];
+	struct chain_part p[2] = { parts[0], parts[1] };
 	int rc;
 
-	for (int i = 0; i < 2; i++)
-		part_init(&p[i], &s[i], i);
 	rc = chain(p, last_seq, scan_part, &sc);
 	if (rc == WAL_GAP)
 		rc = 0;
@@ -924,11 +928,12 @@ static int recover(struct kvf__journal *j, const struct wal_src s[2],
 	uint64_t records, end;
 	int rc;
 
-	rc = read_chain(s, j->st.last_seq, boot, NULL, NULL, &records, &end);
-	if (rc || !records)
-		return rc;
 	for (int i = 0; i < 2; i++)
 		part_init(&p[i], &s[i], i);
+	rc = read_chain(s, p, j->st.last_seq, boot, NULL, NULL, &records,
+			&end);
+	if (rc || !records)
+		return rc;
 	rc = chain(p, j->st.last_seq, recover_fn, j);
 	if (rc == WAL_GAP)
 		rc = 0;
@@ -943,11 +948,34 @@ static int recover(struct kvf__journal *j, const struct wal_src s[2],
 
 /* --- Reading without opening (kvforge-inspect). --- */
 
+/*
+ * Whether an engine has DIR open (holds kvforge.lock): its appends may
+ * land after the chain was read, so check_tail() cannot judge the end
+ * (read_chain() is given no boot). The probe takes a shared lock for an
+ * instant.
+ */
+static bool live(const char *dir)
+{
+	char path[4096];
+	bool held = false;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/kvforge.lock", dir);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	if (flock(fd, LOCK_SH | LOCK_NB))
+		held = errno == EWOULDBLOCK;
+	close(fd);
+	return held;
+}
+
 int kvf__wal_scan(const char *dir, const struct kvf__jstate *st,
 		  int (*fn)(void *arg, const struct kvf__jrec *rec,
 			    uint64_t seq),
 		  void *arg, uint64_t *records)
 {
+	struct chain_part p[2];
 	struct wal_src s[2];
 	uint64_t end;
 	int rc;
@@ -957,7 +985,10 @@ int kvf__wal_scan(const char *dir, const struct kvf__jstate *st,
 		       st->wal_created, s);
 	if (rc)
 		return kvf__journal_status(rc);
-	rc = read_chain(s, st->last_seq, boot_hash(), fn, arg, records, &end);
+	for (int i = 0; i < 2; i++)
+		part_init(&p[i], &s[i], i);
+	rc = read_chain(s, p, st->last_seq, live(dir) ? 0 : boot_hash(), fn,
+			arg, records, &end);
 	srcs_close(s);
 	return rc;
 }
