@@ -241,15 +241,21 @@ struct jgen {
 	size_t n;
 };
 
-static inline uint64_t jgen_rand(struct jgen *g)
+/* xorshift64*: the next number of the sequence kept in *@state. */
+static inline uint64_t jm_rand(uint64_t *state)
 {
-	uint64_t x = g->rng; /* xorshift64* */
+	uint64_t x = *state;
 
 	x ^= x >> 12;
 	x ^= x << 25;
 	x ^= x >> 27;
-	g->rng = x;
+	*state = x;
 	return x * 0x2545f4914f6cdd1dull;
+}
+
+static inline uint64_t jgen_rand(struct jgen *g)
+{
+	return jm_rand(&g->rng);
 }
 
 static inline void jgen_init(struct jgen *g, uint64_t seed)
@@ -560,13 +566,7 @@ static inline void mgen_free(struct mgen *g)
 
 static inline uint64_t mgen_rand(struct mgen *g)
 {
-	uint64_t x = g->rng;
-
-	x ^= x >> 12;
-	x ^= x << 25;
-	x ^= x >> 27;
-	g->rng = x;
-	return x * 0x2545f4914f6cdd1dull;
+	return jm_rand(&g->rng);
 }
 
 /*
