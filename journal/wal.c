@@ -457,8 +457,10 @@ static void srcs_close(struct wal_src s[2])
 
 /*
  * Open both files for reading. Missing files are refused once the
- * journal has recorded that it created them (@created: the meta key,
- * journal.c), and one file without the other always.
+ * journal has recorded that it created both (@created: the meta key,
+ * journal.c); before, the first open was interrupted while creating them,
+ * before any append, so whatever exists is read and the rest created. A
+ * version 2 directory (@legacy) always had both.
  */
 static int srcs_open(const char *dir, uint64_t id, bool legacy, bool created,
 		     struct wal_src s[2])
@@ -468,10 +470,10 @@ static int srcs_open(const char *dir, uint64_t id, bool legacy, bool created,
 	memset(s, 0, 2 * sizeof(*s));
 	for (int i = 0; i < 2 && !rc; i++)
 		rc = src_open(dir, i, id, legacy, &s[i]);
-	if (!rc && s[0].present != s[1].present) {
+	if (!rc && (created || legacy) && s[0].present != s[1].present) {
 		kvf__jerr("wal-%d.log is missing", s[0].present ? 1 : 0);
 		rc = KVF_ERR_JOURNAL_CORRUPT;
-	} else if (!rc && !s[0].present && created && !legacy) {
+	} else if (!rc && !s[0].present && created) {
 		kvf__jerr("wal-0.log and wal-1.log are missing");
 		rc = KVF_ERR_JOURNAL_CORRUPT;
 	}

@@ -24,6 +24,11 @@
  * thread's recovered keys must equal its generator's state after its
  * last acknowledged batch or the one after it.
  *
+ * Every fourth iteration also damages a file before the reopen when it
+ * can: a byte of a pending side log frame that has a successor (damage in
+ * the middle); open must refuse it, naming a frame, and once the byte is
+ * restored the iteration goes on as usual (damaged()).
+ *
  * The parent reopens with a side log size other than the child's in two
  * iterations of three (reopen()).
  *
@@ -33,6 +38,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -42,7 +48,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "journal/journal.h"
+#include "journal/jint.h"
 #include "tests/unit/test_journal_model.h"
 #include "tests/stress/check.h"
 
@@ -234,6 +240,107 @@ static struct kvf__journal *reopen(const char *dir, int strict, uint64_t seed)
 	return j;
 }
 
+/*
+ * LMDB's last sequence in @dir into *@last, read-only (no engine is
+ * open); false if the child died before the journal was initialised.
+ */
+static bool lmdb_last_seq(const char *dir, uint64_t *last)
+{
+	struct kvf__jstate st;
+	struct kvf__jdbs dbs;
+	MDB_env *env;
+	MDB_txn *txn;
+	bool ok;
+
+	if (kvf__jenv_open(dir, MDB_RDONLY, 0, &env))
+		return false;
+	CHECK(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn) == 0);
+	ok = !kvf__jdbs_open(txn, &dbs, 0) &&
+	     !kvf__jstate_read(txn, &dbs, &st);
+	mdb_txn_abort(txn);
+	mdb_env_close(env);
+	*last = st.last_seq;
+	return ok;
+}
+
+/*
+ * The offset of a frame of wal-@i.log past LMDB's @last sequence that is
+ * followed by the next one in the same file, or 0.
+ */
+static uint64_t middle_frame(int fd, uint64_t last)
+{
+	uint8_t h[KVF__WAL_HDR];
+	uint64_t off = KVF__WAL_DATA, prev = 0, next = 0, first;
+	uint32_t magic, len, nr;
+
+	while (pread(fd, h, sizeof(h), (off_t)off) == (ssize_t)sizeof(h)) {
+		memcpy(&magic, h, 4);
+		memcpy(&len, h + 4, 4);
+		memcpy(&first, h + 8, 8);
+		memcpy(&nr, h + 16, 4);
+		if (magic != 0x5746564bu || (next && first != next))
+			break;
+		if (prev && len)
+			return prev; /* @prev has a successor: this frame */
+		prev = first > last && len ? off : 0;
+		next = first + nr;
+		off += KVF__WAL_HDR + ((len + 7) & ~7u);
+	}
+	return 0;
+}
+
+static void flip(int fd, uint64_t off)
+{
+	uint8_t b;
+
+	CHECK(pread(fd, &b, 1, (off_t)off) == 1);
+	b ^= 0x5a;
+	CHECK(pwrite(fd, &b, 1, (off_t)off) == 1);
+}
+
+/*
+ * Damage a pending side log frame in the middle, if there is one: the
+ * reopen must refuse (KVF_ERR_JOURNAL_CORRUPT, naming a frame) and change
+ * nothing; the byte is then restored. Returns whether it damaged one.
+ */
+static bool damaged(const char *dir, int strict, uint64_t seed)
+{
+	struct kvf__journal_config cfg = config(dir, strict);
+	uint64_t last, off = 0;
+	struct kvf__journal *j;
+	char path[600];
+	int fd = -1, rc;
+
+	if (!lmdb_last_seq(dir, &last))
+		return false;
+	for (int i = 0; i < 2 && !off; i++) {
+		if (fd >= 0)
+			close(fd);
+		snprintf(path, sizeof(path), "%s/wal-%d.log", dir, i);
+		fd = open(path, O_RDWR);
+		CHECK(fd >= 0 || errno == ENOENT); /* killed before it */
+		off = fd >= 0 ? middle_frame(fd, last) : 0;
+	}
+	if (!off) {
+		if (fd >= 0)
+			close(fd);
+		return false;
+	}
+	off += KVF__WAL_HDR + 6 + seed % 8; /* in the first record */
+	flip(fd, off);
+	rc = kvf__journal_open(&cfg, &j);
+	if (rc == KVF_OK)
+		kvf__journal_close(j);
+	else
+		printf("  damaged %s at %llu: %s\n", path,
+		       (unsigned long long)off, kvf__journal_error());
+	CHECK(rc == KVF_ERR_JOURNAL_CORRUPT);
+	CHECK(strstr(kvf__journal_error(), "follows a damaged"));
+	flip(fd, off);
+	close(fd);
+	return true;
+}
+
 /* A mixed iteration (see the top of the file); true if it holds. */
 static bool mixed_iteration(const char *self, const char *dir, int strict,
 			    uint64_t seed, struct kvf__journal_stats *st,
@@ -248,6 +355,8 @@ static bool mixed_iteration(const char *self, const char *dir, int strict,
 
 	read_mixed_acks(f, acked);
 	fclose(f);
+	if (seed % 4 == 1)
+		damaged(dir, strict, seed);
 	j = reopen(dir, strict, seed);
 	kvf__journal_get_stats(j, st);
 	mx_replay_init(&m, st->checkpoint_seq);
@@ -280,6 +389,8 @@ static bool model_iteration(const char *self, const char *dir, int strict,
 
 	*acked = read_acks(f);
 	fclose(f);
+	if (seed % 4 == 1)
+		damaged(dir, strict, seed);
 	j = reopen(dir, strict, seed);
 	kvf__journal_get_stats(j, st);
 	jm_replay_init(&m, st->checkpoint_seq);

@@ -1082,6 +1082,31 @@ static void test_upgrade_v2(void **state)
 }
 
 /*
+ * A first open killed while creating the side log files (one renamed into
+ * place, not the other; the meta key not set yet): nothing was appended,
+ * so the next open creates what is missing. Once both exist (key set), a
+ * missing file is refused (test_side_log_files_changed).
+ */
+static void test_side_log_first_open_interrupted(void **state)
+{
+	struct tctx *t = *state;
+	struct kvf__journal *j = jopen(t->dir);
+	uint32_t no = 0;
+	char p[700];
+
+	kvf__journal_close(j);
+	poke_meta(t->dir, KVF__META_SIDE_LOG, &no, sizeof(no));
+	snprintf(p, sizeof(p), "%s/wal-1.log", t->dir);
+	assert_int_equal(unlink(p), 0);
+	j = jopen(t->dir);
+	append_batches(t, j, 2, 16, 0);
+	j = reopen_check(t, j);
+	kvf__journal_close(j);
+	assert_int_equal(unlink(p), 0);
+	assert_int_equal(try_open(t->dir), KVF_ERR_JOURNAL_CORRUPT);
+}
+
+/*
  * data.mdb truncated or with damaged meta pages: refused before LMDB maps
  * it (no SIGBUS), naming the file; restored, it opens with everything.
  */
@@ -1207,6 +1232,7 @@ int main(void)
 		T(test_side_log_damage),
 		T(test_data_file_damage),
 		T(test_upgrade_v2),
+		T(test_side_log_first_open_interrupted),
 		T(test_side_log_recovery_grows),
 	};
 
