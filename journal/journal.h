@@ -187,9 +187,15 @@ struct kvf__journal_replay_ops {
  * @cfg: configuration; copied.
  * @out: receives the journal on success.
  *
- * Checks the magic and format version, that the log starts right after the
- * checkpoint and that its last frame decodes (kvf__journal_replay() checks
- * every record); runs mdb_reader_check(). Takes an exclusive lock on
+ * Checks data.mdb's meta pages before LMDB maps it, the magic and format
+ * version (upgrading a version 2 directory), that the log starts right
+ * after the checkpoint and that its last frame decodes
+ * (kvf__journal_replay() checks every record); runs mdb_reader_check().
+ * Recovers the side log with the geometry its files record (then
+ * resizes them to @cfg->wal_bytes): a torn tail is dropped, damage before
+ * the end, files extended, truncated, missing or another journal's, and
+ * side log files beside a missing or empty data.mdb are refused
+ * (kvf__journal_error() says which file and frame). Takes an exclusive lock on
  * DIR/kvforge.lock so two engines never write one journal. Nothing is ever
  * discarded or rewritten to "repair" a directory. The writer thread starts
  * after the replay or at the first append.
