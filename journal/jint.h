@@ -32,6 +32,8 @@
 #define KVF__META_CKPT_SEQ "checkpoint_seq"
 #define KVF__META_CKPT_COUNT "checkpoints"
 #define KVF__META_JOURNAL_ID "journal_id"
+/* Present (u32 1) once the side log files were created (wal.c). */
+#define KVF__META_SIDE_LOG "side_log"
 #define KVF__MAGIC_VALUE "KVForge-journal"
 
 /* The LMDB handles of one environment. */
@@ -54,6 +56,7 @@ struct kvf__jstate {
 	uint64_t objects;
 	uint64_t segments;
 	uint64_t clients;
+	uint32_t wal_created; /* KVF__META_SIDE_LOG is set */
 };
 
 /* One caller's batch, encoded, waiting for the writer. */
@@ -76,10 +79,14 @@ struct kvf__jwal_file {
 	uint64_t end;     /* end of the last frame written since (re)use */
 	uint64_t hi_seq;  /* last sequence written since (re)use, 0: none */
 	uint64_t zap_to;  /* unmapped below this (syncer, see wal.c) */
+	uint64_t key;     /* check key of this open's frames (wal.c) */
 	int dirty;        /* written since the syncer last synced it */
 };
 
+/* Bytes of a side log frame header. */
 #define KVF__WAL_HDR 32u
+/* Offset of the first frame of a side log file (the file header's page). */
+#define KVF__WAL_DATA 4096u
 
 /*
  * The side log (wal.c; the writer and syncer threads in writer.c). Under the
@@ -199,11 +206,24 @@ struct kvf__journal {
 };
 
 /* journal.c */
+/* Record why open refused (this thread's kvf__journal_error()). */
+void kvf__jerr(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int kvf__jdbs_open(MDB_txn *txn, struct kvf__jdbs *dbs, int create);
 int kvf__jstate_read(MDB_txn *txn, const struct kvf__jdbs *dbs,
 		     struct kvf__jstate *st);
 int kvf__jenv_open(const char *dir, unsigned flags, uint64_t map_size,
 		   MDB_env **out);
+/*
+ * kvf__jdir_check() - before LMDB opens DIR/data.mdb (and would create,
+ * extend or map it). A directory whose side log files exist while
+ * data.mdb is missing or empty lost its journal: initialising a new one
+ * would drop everything silently, so it is refused. data.mdb's meta pages
+ * are checked: a file shorter than the pages its current meta page uses,
+ * or meta pages that are not LMDB's, would crash the process inside LMDB
+ * (SIGBUS). Returns 0 (also for a new directory), an errno value, or
+ * KVF_ERR_JOURNAL_CORRUPT (kvf__journal_error() says why).
+ */
+int kvf__jdir_check(const char *dir);
 
 /* image.c: apply one record to the image databases inside @txn. */
 int kvf__image_apply(MDB_txn *txn, const struct kvf__jdbs *dbs,
@@ -249,18 +269,22 @@ uint64_t kvf__wal_payload_hash(const struct kvf__jreq *req);
 void kvf__wal_put(struct kvf__journal *j, const struct kvf__jreq *req,
 		  uint64_t hash, uint64_t first_seq);
 /*
- * The valid prefix of a side log file's bytes (see wal.c): returns its
- * end; *@first and *@last are its sequences (both 0 if it is empty).
+ * The valid prefix of a side log file's bytes from @base (see wal.c):
+ * returns its end; *@first and *@last are its sequences (both 0 if it is
+ * empty). @key: the check key of the file's frames.
  */
-uint64_t kvf__wal_prefix(const uint8_t *map, uint64_t size, uint64_t id,
-			 uint64_t *first, uint64_t *last);
+uint64_t kvf__wal_prefix(const uint8_t *map, uint64_t base, uint64_t size,
+			 uint64_t key, uint64_t *first, uint64_t *last);
 /*
  * kvf__wal_scan() - read-only: call @fn for each record of DIR's side log
- * that follows @last_seq (LMDB's last sequence), as the next open would
- * move them, with its sequence; *@records counts them. No side log files:
- * nothing. Returns 0, @fn's non-zero result or KVF_ERR_JOURNAL_CORRUPT.
+ * that follows @st->last_seq (LMDB's last sequence), as the next open
+ * would move them, with its sequence; *@records counts them. The same
+ * reader and verdict as open's recovery (headers, missing files, damage
+ * before the end; the end is not judged while an engine holds DIR's
+ * lock, as its appends race with the read). Returns 0, @fn's non-zero result or a kvf_status
+ * (kvf__journal_error() names the file and frame).
  */
-int kvf__wal_scan(const char *dir, uint64_t id, uint64_t last_seq,
+int kvf__wal_scan(const char *dir, const struct kvf__jstate *st,
 		  int (*fn)(void *arg, const struct kvf__jrec *rec,
 			    uint64_t seq),
 		  void *arg, uint64_t *records);

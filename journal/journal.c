@@ -41,6 +41,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,6 +63,23 @@
 /* Map growth steps (kvf__jmap_step()). */
 #define MAP_STEP_ALIGN (64ull << 10)
 #define MAP_STEP_MAX (1ull << 30)
+
+/* Why the last refusal on this thread happened (kvf__journal_error()). */
+static __thread char jerr_buf[256];
+
+void kvf__jerr(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(jerr_buf, sizeof(jerr_buf), fmt, ap);
+	va_end(ap);
+}
+
+const char *kvf__journal_error(void)
+{
+	return jerr_buf;
+}
 
 int kvf__journal_status(int rc)
 {
@@ -179,6 +197,14 @@ static int meta_get(MDB_txn *txn, MDB_dbi dbi, const char *name, void *out,
 	return 0;
 }
 
+/* Whether the meta database holds @name (an optional key). */
+static bool meta_has(MDB_txn *txn, MDB_dbi dbi, const char *name)
+{
+	MDB_val key = { strlen(name), (void *)name }, val;
+
+	return mdb_get(txn, dbi, &key, &val) != MDB_NOTFOUND;
+}
+
 static int meta_put(MDB_txn *txn, MDB_dbi dbi, const char *name,
 		    const void *data, size_t len)
 {
@@ -264,7 +290,8 @@ int kvf__jstate_read(MDB_txn *txn, const struct kvf__jdbs *dbs,
 		      sizeof(st->version));
 	if (rc)
 		return rc;
-	if (st->version != KVF__JOURNAL_FORMAT_VERSION)
+	if (st->version != KVF__JOURNAL_FORMAT_VERSION &&
+	    st->version != KVF__JOURNAL_FORMAT_UPGRADABLE)
 		return 0; /* the caller reports the version */
 	rc = meta_get(txn, dbs->meta, KVF__META_CKPT_SEQ, &st->ckpt_seq,
 		      sizeof(st->ckpt_seq));
@@ -274,6 +301,9 @@ int kvf__jstate_read(MDB_txn *txn, const struct kvf__jdbs *dbs,
 	if (!rc)
 		rc = meta_get(txn, dbs->meta, KVF__META_JOURNAL_ID, &st->id,
 			      sizeof(st->id));
+	if (!rc && meta_has(txn, dbs->meta, KVF__META_SIDE_LOG))
+		rc = meta_get(txn, dbs->meta, KVF__META_SIDE_LOG,
+			      &st->wal_created, sizeof(st->wal_created));
 	if (!rc)
 		rc = log_ends(txn, dbs, st);
 	if (!rc)
@@ -360,7 +390,12 @@ static int load(struct kvf__journal *j)
 		rc = kvf__jstate_read(txn, &j->dbs, &j->st);
 	if (rc)
 		goto abort;
-	if (j->st.version != KVF__JOURNAL_FORMAT_VERSION) {
+	if (j->st.version != KVF__JOURNAL_FORMAT_VERSION &&
+	    j->st.version != KVF__JOURNAL_FORMAT_UPGRADABLE) {
+		kvf__jerr("data.mdb: format version %u, this build reads %u "
+			  "(and upgrades %u)", j->st.version,
+			  KVF__JOURNAL_FORMAT_VERSION,
+			  KVF__JOURNAL_FORMAT_UPGRADABLE);
 		rc = KVF_ERR_JOURNAL_VERSION;
 		goto abort;
 	}
@@ -663,11 +698,189 @@ static void journal_free(struct kvf__journal *j)
 	free(j);
 }
 
+/*
+ * Checking data.mdb before LMDB maps it. LMDB maps the whole file and
+ * trusts its meta pages: a page beyond the end of a truncated file is a
+ * SIGBUS on first touch, and LMDB has no page checksums, so damage inside
+ * a B-tree page is caught only by its structural checks (MDB_CORRUPTED,
+ * MDB_PAGE_NOTFOUND) or an assertion (abort). What can be checked from
+ * outside is the meta pages (docs/journal.md lists what cannot): the two
+ * copies at the start of the file, LMDB 0.9's MDB_meta after a 16-byte
+ * page header (offsets below); LMDB uses the one with the higher
+ * transaction id, which must describe a file at least as long as its
+ * last page and roots inside it.
+ */
+#define LMDB_MAGIC 0xBEEFC0DEu
+#define LMDB_DATA_VERSION 1u
+#define LMDB_PAGE_HDR 16u
+#define LMDB_META_BYTES 136u
+#define LMDB_NO_PAGE UINT64_MAX
+
+struct lmdb_meta {
+	uint32_t magic, version, psize;
+	uint64_t free_root, main_root, last_pg, txnid;
+};
+
+static uint32_t get_le32(const uint8_t *p)
+{
+	uint32_t v;
+
+	memcpy(&v, p, 4);
+	return v;
+}
+
+static uint64_t get_le64(const uint8_t *p)
+{
+	uint64_t v;
+
+	memcpy(&v, p, 8);
+	return v;
+}
+
+/* Read the meta page at @off; false if it cannot be read. */
+static bool read_meta(int fd, uint64_t off, struct lmdb_meta *m)
+{
+	uint8_t b[LMDB_PAGE_HDR + LMDB_META_BYTES];
+	const uint8_t *p = b + LMDB_PAGE_HDR;
+
+	if (pread(fd, b, sizeof(b), (off_t)off) != (ssize_t)sizeof(b))
+		return false;
+	m->magic = get_le32(p);
+	m->version = get_le32(p + 4);
+	m->psize = get_le32(p + 24);      /* mm_dbs[FREE_DBI].md_pad */
+	m->free_root = get_le64(p + 64);  /* mm_dbs[FREE_DBI].md_root */
+	m->main_root = get_le64(p + 112); /* mm_dbs[MAIN_DBI].md_root */
+	m->last_pg = get_le64(p + 120);
+	m->txnid = get_le64(p + 128);
+	return true;
+}
+
+static bool meta_sane(const struct lmdb_meta *m)
+{
+	return m->magic == LMDB_MAGIC && m->version == LMDB_DATA_VERSION &&
+	       m->psize >= 512 && m->psize <= 65536 &&
+	       !(m->psize & (m->psize - 1));
+}
+
+static int check_data_file(const char *dir)
+{
+	char *path = path_join(dir, "data.mdb");
+	struct lmdb_meta m[2], *cur;
+	uint64_t size, pages;
+	struct stat sb;
+	int fd, rc = 0;
+
+	if (!path)
+		return ENOMEM;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	free(path);
+	if (fd < 0)
+		return errno == ENOENT ? 0 : errno;
+	if (fstat(fd, &sb)) {
+		rc = errno;
+		goto out;
+	}
+	size = (uint64_t)sb.st_size;
+	if (!size)
+		goto out; /* a new file: LMDB initialises it */
+	if (!read_meta(fd, 0, &m[0]) || !meta_sane(&m[0]) ||
+	    size < 2ull * m[0].psize || !read_meta(fd, m[0].psize, &m[1]) ||
+	    !meta_sane(&m[1]) || m[1].psize != m[0].psize) {
+		kvf__jerr("data.mdb: %llu bytes, no valid pair of LMDB meta "
+			  "pages", (unsigned long long)size);
+		rc = KVF_ERR_JOURNAL_CORRUPT;
+		goto out;
+	}
+	cur = &m[m[0].txnid < m[1].txnid];
+	pages = size / cur->psize;
+	if (cur->last_pg >= pages ||
+	    (cur->main_root != LMDB_NO_PAGE && cur->main_root > cur->last_pg) ||
+	    (cur->free_root != LMDB_NO_PAGE && cur->free_root > cur->last_pg)) {
+		kvf__jerr("data.mdb: %llu bytes (%llu pages), but its meta "
+			  "page (transaction %llu) uses pages up to %llu "
+			  "(truncated or damaged)", (unsigned long long)size,
+			  (unsigned long long)pages,
+			  (unsigned long long)cur->txnid,
+			  (unsigned long long)cur->last_pg);
+		rc = KVF_ERR_JOURNAL_CORRUPT;
+	}
+out:
+	close(fd);
+	return rc;
+}
+
+/*
+ * After the side log files were created or upgraded (wal.c): record it,
+ * with the current format version, so that from now on missing side log
+ * files are refused, and so that an older build refuses the directory.
+ */
+static int mark_side_log(struct kvf__journal *j)
+{
+	uint32_t one = 1, version = KVF__JOURNAL_FORMAT_VERSION;
+	MDB_txn *txn;
+	int rc;
+
+	if (j->st.wal_created && j->st.version == version)
+		return 0;
+	rc = mdb_txn_begin(j->env, NULL, 0, &txn);
+	if (rc)
+		return rc;
+	rc = meta_put(txn, j->dbs.meta, KVF__META_SIDE_LOG, &one, sizeof(one));
+	if (!rc)
+		rc = meta_put(txn, j->dbs.meta, KVF__META_VERSION, &version,
+			      sizeof(version));
+	if (rc) {
+		mdb_txn_abort(txn);
+		return rc;
+	}
+	rc = mdb_txn_commit(txn);
+	if (!rc)
+		rc = mdb_env_sync(j->env, 1);
+	if (!rc) {
+		j->st.wal_created = 1;
+		j->st.version = version;
+	}
+	return rc;
+}
+
+static uint64_t path_size(const char *dir, const char *name, bool *exists)
+{
+	char *p = path_join(dir, name);
+	struct stat sb;
+	uint64_t sz = 0;
+
+	*exists = false;
+	if (p && !stat(p, &sb)) {
+		*exists = true;
+		sz = (uint64_t)sb.st_size;
+	}
+	free(p);
+	return sz;
+}
+
+int kvf__jdir_check(const char *dir)
+{
+	bool data, wal0, wal1;
+	uint64_t size = path_size(dir, "data.mdb", &data);
+
+	path_size(dir, "wal-0.log", &wal0);
+	path_size(dir, "wal-1.log", &wal1);
+	if (!size && (wal0 || wal1)) {
+		kvf__jerr("data.mdb is %s but side log files exist: not "
+			  "initialising a new journal over them",
+			  data ? "empty" : "missing");
+		return KVF_ERR_JOURNAL_CORRUPT;
+	}
+	return size ? check_data_file(dir) : 0;
+}
+
 static int open_env(struct kvf__journal *j)
 {
 	int dead, rc;
 
-	rc = jenv_open_rw(j);
+	rc = kvf__jdir_check(j->dir);
+	if (!rc)
+		rc = jenv_open_rw(j);
 	if (rc)
 		return rc;
 	mdb_reader_check(j->env, &dead); /* slots of crashed processes */
@@ -676,6 +889,8 @@ static int open_env(struct kvf__journal *j)
 		j->wal.size = j->cfg.wal_bytes;
 		rc = kvf__wal_open(j); /* moves acknowledged frames into LMDB */
 	}
+	if (!rc)
+		rc = mark_side_log(j);
 	if (!rc)
 		rc = maybe_compact(j);
 	return rc;
@@ -687,6 +902,7 @@ int kvf__journal_open(const struct kvf__journal_config *cfg,
 	struct kvf__journal *j;
 	int rc;
 
+	kvf__jerr("%s", "");
 	rc = check_config(cfg);
 	if (rc)
 		return rc;

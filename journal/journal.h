@@ -42,8 +42,13 @@
 /*
  * 2: BOUNDED acknowledges through the side log files wal-0.log and
  * wal-1.log (journal/wal.c); a version 1 reader would ignore them.
+ * 3: the side log files start with a header (their geometry, journal id,
+ * epoch); a version 2 reader would read it as an empty side log. Open
+ * upgrades a version 2 directory (docs/journal.md).
  */
-#define KVF__JOURNAL_FORMAT_VERSION 2u
+#define KVF__JOURNAL_FORMAT_VERSION 3u
+/* The older version open upgrades in place. */
+#define KVF__JOURNAL_FORMAT_UPGRADABLE 2u
 
 /* Longest key a record may carry. */
 #define KVF__JREC_KEY_MAX 65535u
@@ -182,9 +187,15 @@ struct kvf__journal_replay_ops {
  * @cfg: configuration; copied.
  * @out: receives the journal on success.
  *
- * Checks the magic and format version, that the log starts right after the
- * checkpoint and that its last frame decodes (kvf__journal_replay() checks
- * every record); runs mdb_reader_check(). Takes an exclusive lock on
+ * Checks data.mdb's meta pages before LMDB maps it, the magic and format
+ * version (upgrading a version 2 directory), that the log starts right
+ * after the checkpoint and that its last frame decodes
+ * (kvf__journal_replay() checks every record); runs mdb_reader_check().
+ * Recovers the side log with the geometry its files record (then
+ * resizes them to @cfg->wal_bytes): a torn tail is dropped, damage before
+ * the end, files extended, truncated, missing or another journal's, and
+ * side log files beside a missing or empty data.mdb are refused
+ * (kvf__journal_error() says which file and frame). Takes an exclusive lock on
  * DIR/kvforge.lock so two engines never write one journal. Nothing is ever
  * discarded or rewritten to "repair" a directory. The writer thread starts
  * after the replay or at the first append.
@@ -199,6 +210,16 @@ struct kvf__journal_replay_ops {
  */
 int kvf__journal_open(const struct kvf__journal_config *cfg,
 		      struct kvf__journal **out);
+
+/**
+ * kvf__journal_error() - why the last refusal on this thread happened.
+ *
+ * After kvf__journal_open() or kvf__wal_scan() refused a directory
+ * (%KVF_ERR_JOURNAL_CORRUPT, %KVF_ERR_JOURNAL_VERSION), a sentence naming
+ * the file and, for a damaged side log, the frame; "" if nothing was
+ * recorded. Thread-local; valid until the thread's next open.
+ */
+const char *kvf__journal_error(void);
 
 /**
  * kvf__journal_object_estimate() - upper bound on objects after replay.

@@ -27,6 +27,11 @@ check_PROGRAMS += tests/unit/test_journal_concurrent
 CONCURRENCY_TESTS += tests/unit/test_journal_concurrent
 tests_unit_test_journal_concurrent_CFLAGS = $(KVF_TEST_CFLAGS)
 tests_unit_test_journal_concurrent_LDADD = $(KVF_TEST_LIBS)
+# Batch sizes straddling the side log's direct threshold.
+check_PROGRAMS += tests/unit/test_journal_mixed
+CONCURRENCY_TESTS += tests/unit/test_journal_mixed
+tests_unit_test_journal_mixed_CFLAGS = $(KVF_TEST_CFLAGS)
+tests_unit_test_journal_mixed_LDADD = $(KVF_TEST_LIBS)
 endif
 
 # Crash/recovery harness: a few iterations in make check, more with

@@ -15,9 +15,12 @@
  * side log before they return (kvf__wal_strict_sync(): group sync).
  *
  * Files: DIR/wal-0.log and DIR/wal-1.log, @size bytes each, allocated on
- * disk at open (posix_fallocate: a store into the mapping can never hit a
- * block the file system cannot provide, so no SIGBUS; a full disk is an
- * error at open) and mapped whole. Appends fill one file from offset 0;
+ * disk when created (posix_fallocate: a store into the mapping can never
+ * hit a block the file system cannot provide, so no SIGBUS; a full disk
+ * is an error at open) and mapped whole. Each starts with a header page
+ * (struct wal_file_hdr: the file's own size, the journal id, an epoch
+ * new at every open, the boot); recovery takes the geometry from it,
+ * never from the configuration. Appends fill one file from KVF__WAL_DATA;
  * when the next frame does not fit, they switch to the other file, which
  * is allowed only once every frame in it is in LMDB and LMDB has been
  * synced since (@hi_seq <= @durable_seq): a reused file may then be
@@ -27,27 +30,26 @@
  * Frame (host byte order, 8-byte aligned): a 32-byte header, u32 magic
  * "KVFW", u32 payload length, u64 first sequence, u32 records, u32 LMDB
  * frames, u64 check = XXH3-64(header[0..24), seed XXH3-64(payload) ^ the
- * journal's random id from its meta database, so frames of side log
- * files that outlived their LMDB file never check out); then
+ * file's key, from the journal id and the epoch, so frames of another
+ * journal or of an earlier open never check out); then
  * the payload: the batch's LMDB log frames exactly as writer.c encodes
  * them (u32 length, value), so moving a batch into LMDB copies nothing.
  * Frames are written under the journal mutex, one after another, so every
  * frame before an acknowledged one is complete.
  *
  * Recovery (kvf__wal_open, before the replay): each file's valid prefix is
- * the frames from offset 0 whose check holds and whose sequences are
- * contiguous. A torn frame was never acknowledged (a process crash cannot
- * tear an acknowledged frame: its copy had finished; an OS crash may lose
- * pages written after the last sync, which is the documented window). A
- * valid frame that does not continue the sequence is left from the
- * file's previous use: it is older than everything before it and was in
- * synced LMDB before the file was reused. The frames after LMDB's last
- * sequence are chained across the two prefixes, checked to decode, put
- * into the LMDB log and synced; a gap ends the chain (only an OS crash
- * leaves one). Then the first header of both files is zeroed and synced,
- * so frames stranded beyond a gap can never be chained to new ones, and
- * appends start again at wal-0.log offset 0. A crash anywhere in this is
- * harmless: frames already in LMDB are skipped.
+ * the frames of its epoch whose check holds and whose sequences are
+ * contiguous; a valid frame that does not continue the sequence is left
+ * from the file's previous use in the same epoch (older than everything
+ * before it, in synced LMDB before the file was reused). The frames after
+ * LMDB's last sequence are chained across the two prefixes and read
+ * (every record decoded) before anything is written; the end of the
+ * chain is judged (check_tail(): a torn tail, or damage in the middle,
+ * refused); then they are put into the LMDB log and synced; a skip frame
+ * LMDB lacks ends the chain (only an OS crash leaves one). Then each file
+ * gets a header for a new epoch (prepare_file()), and appends start again
+ * at wal-0.log. A crash anywhere in this is harmless: frames already in
+ * LMDB are skipped. docs/journal.md has the verdicts and their reasons.
  *
  * Writing frames: BOUNDED copies a frame into the mapping (no system
  * call on the caller's path). STRICT writes it with pwritev() instead:
@@ -77,7 +79,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -189,7 +193,7 @@ void kvf__wal_put(struct kvf__journal *j, const struct kvf__jreq *req,
 	};
 	uint8_t *p = f->map + f->end;
 
-	h.check = hdr_check(&h, hash, j->st.id);
+	h.check = hdr_check(&h, hash, f->key);
 	if (w->strict) { /* see "Writing frames" above */
 		write_frame(f, &h, req);
 	} else {
@@ -258,14 +262,14 @@ static int walk(const uint8_t *map, uint64_t from, uint64_t to,
 	return 0;
 }
 
-uint64_t kvf__wal_prefix(const uint8_t *map, uint64_t size, uint64_t id,
-			 uint64_t *first, uint64_t *last)
+uint64_t kvf__wal_prefix(const uint8_t *map, uint64_t base, uint64_t size,
+			 uint64_t key, uint64_t *first, uint64_t *last)
 {
-	uint64_t off = 0, next = 0;
+	uint64_t off = base, next = 0;
 	struct wal_hdr h;
 
 	*first = *last = 0;
-	while (frame_at(map, size, id, off, &h) &&
+	while (frame_at(map, size, key, off, &h) &&
 	       (!next || h.first_seq == next)) {
 		if (!next)
 			*first = h.first_seq;
@@ -276,11 +280,206 @@ uint64_t kvf__wal_prefix(const uint8_t *map, uint64_t size, uint64_t id,
 	return off;
 }
 
-/* --- Opening and recovery. --- */
+/* --- Side log files: the header, the geometry. --- */
 
-static void wal_path(char *buf, size_t len, const char *dir, int i)
+/*
+ * File header. The first KVF__WAL_DATA bytes of a file hold two header
+ * slots; the valid one with the higher @gen is the header (a header
+ * rewritten at open goes to the other slot, so a torn write leaves the
+ * previous one). The geometry comes from here, never from the caller's
+ * configuration: @size is fixed when the file is created (a file of
+ * another size is refused: it was extended or truncated); a new size is
+ * a new file (prepare_file()). @epoch is new at every open and keys the
+ * check of every frame written until the next open, so frames of an
+ * earlier open can never chain to, or be mistaken for, current ones.
+ * @boot identifies the kernel boot of that open: recovery in the same
+ * boot knows the page cache kept every store (see check_tail()).
+ */
+#define WAL_FILE_MAGIC 0x4b56465753494431ull /* "KVFWSID1" */
+#define WAL_FILE_VERSION 1u
+#define WAL_SLOT_STRIDE 512u
+
+struct wal_file_hdr {
+	uint64_t magic;
+	uint32_t version;
+	uint32_t index;      /* 0: wal-0.log, 1: wal-1.log */
+	uint64_t size;       /* bytes of the file */
+	uint64_t journal_id; /* the LMDB file's (struct kvf__jstate) */
+	uint64_t epoch;
+	uint64_t boot;
+	uint64_t gen;
+	uint64_t check;      /* XXH3-64 of the fields above */
+};
+
+_Static_assert(sizeof(struct wal_file_hdr) == 64, "side log file header");
+_Static_assert(2 * WAL_SLOT_STRIDE <= KVF__WAL_DATA, "header slots");
+
+static uint64_t file_hdr_check(const struct wal_file_hdr *h)
 {
-	snprintf(buf, len, "%s/wal-%d.log", dir, i);
+	return XXH3_64bits(h, offsetof(struct wal_file_hdr, check));
+}
+
+/* The check key of the frames of an epoch (0: legacy files, no header). */
+static uint64_t frame_key(uint64_t id, uint64_t epoch)
+{
+	return epoch ? XXH3_64bits_withSeed(&epoch, sizeof(epoch), id) : id;
+}
+
+/* A hash of the kernel's boot id; 0 if unknown. */
+static uint64_t boot_hash(void)
+{
+	char buf[64];
+	ssize_t n = -1;
+	int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+
+	if (fd >= 0) {
+		n = read(fd, buf, sizeof(buf));
+		close(fd);
+	}
+	return n > 0 ? XXH3_64bits(buf, (size_t)n) | 1 : 0;
+}
+
+static void wal_path(char *buf, size_t len, const char *dir, int i,
+		     const char *suffix)
+{
+	snprintf(buf, len, "%s/wal-%d.log%s", dir, i, suffix);
+}
+
+/* One side log file as recovery (and kvforge-inspect) reads it. */
+struct wal_src {
+	uint8_t *map;   /* read-only mapping of the whole file, or NULL */
+	uint64_t size;  /* bytes of the file (legacy: whole 4 KiB pages) */
+	uint64_t base;  /* offset of the first frame */
+	uint64_t key;   /* check key of its frames */
+	struct wal_file_hdr hdr; /* when @has_hdr */
+	bool present, has_hdr;
+};
+
+/* Read and check the header of file @i (open at @fd, @st_size bytes). */
+static int read_hdr(int fd, int i, uint64_t id, uint64_t st_size,
+		    struct wal_src *s)
+{
+	uint8_t page[2 * WAL_SLOT_STRIDE];
+	struct wal_file_hdr h, *best = NULL;
+
+	if (st_size < KVF__WAL_DATA) {
+		kvf__jerr("wal-%d.log: %llu bytes, too short for a side log "
+			  "file", i, (unsigned long long)st_size);
+		return KVF_ERR_JOURNAL_CORRUPT;
+	}
+	if (pread(fd, page, sizeof(page), 0) != (ssize_t)sizeof(page))
+		return errno ? errno : EIO;
+	for (int k = 0; k < 2; k++) {
+		memcpy(&h, page + k * WAL_SLOT_STRIDE, sizeof(h));
+		if (h.magic != WAL_FILE_MAGIC || file_hdr_check(&h) != h.check)
+			continue;
+		if (!best || h.gen > best->gen) {
+			s->hdr = h;
+			best = &s->hdr;
+		}
+	}
+	if (!best) {
+		kvf__jerr("wal-%d.log: no valid header (damaged, or written "
+			  "by a format before side log headers)", i);
+		return KVF_ERR_JOURNAL_CORRUPT;
+	}
+	if (best->version != WAL_FILE_VERSION) {
+		kvf__jerr("wal-%d.log: header version %u, this build reads %u",
+			  i, best->version, WAL_FILE_VERSION);
+		return KVF_ERR_JOURNAL_VERSION;
+	}
+	if (best->journal_id != id || best->index != (uint32_t)i) {
+		kvf__jerr("wal-%d.log: belongs to another journal or file "
+			  "(id %016llx, index %u)", i,
+			  (unsigned long long)best->journal_id, best->index);
+		return KVF_ERR_JOURNAL_CORRUPT;
+	}
+	if (best->size != st_size) {
+		kvf__jerr("wal-%d.log: %llu bytes, its header says %llu "
+			  "(extended or truncated)", i,
+			  (unsigned long long)st_size,
+			  (unsigned long long)best->size);
+		return KVF_ERR_JOURNAL_CORRUPT;
+	}
+	s->has_hdr = true;
+	s->size = st_size;
+	s->base = KVF__WAL_DATA;
+	s->key = frame_key(id, best->epoch);
+	return 0;
+}
+
+/*
+ * Open DIR/wal-@i.log for reading; a missing file leaves @s->present
+ * false. @legacy: a format version 2 journal, whose files have no header
+ * (frames from offset 0, keyed by the journal id alone). Returns 0, an
+ * errno value or a kvf_status (kvf__jerr() says which file and why).
+ */
+static int src_open(const char *dir, int i, uint64_t id, bool legacy,
+		    struct wal_src *s)
+{
+	char path[4096];
+	struct stat sb;
+	int fd, rc = 0;
+
+	memset(s, 0, sizeof(*s));
+	wal_path(path, sizeof(path), dir, i, "");
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? 0 : errno;
+	s->present = true;
+	if (fstat(fd, &sb))
+		rc = errno;
+	else if (legacy)
+		s->size = (uint64_t)sb.st_size & ~(uint64_t)4095;
+	else
+		rc = read_hdr(fd, i, id, (uint64_t)sb.st_size, s);
+	if (legacy)
+		s->key = frame_key(id, 0);
+	if (!rc && s->size) {
+		s->map = mmap(NULL, s->size, PROT_READ, MAP_SHARED, fd, 0);
+		if (s->map == MAP_FAILED) {
+			s->map = NULL;
+			rc = errno;
+		}
+	}
+	close(fd);
+	return rc;
+}
+
+static void srcs_close(struct wal_src s[2])
+{
+	for (int i = 0; i < 2; i++) {
+		if (s[i].map)
+			munmap(s[i].map, s[i].size);
+		s[i].map = NULL;
+	}
+}
+
+/*
+ * Open both files for reading. Missing files are refused once the
+ * journal has recorded that it created both (@created: the meta key,
+ * journal.c); before, the first open was interrupted while creating them,
+ * before any append, so whatever exists is read and the rest created. A
+ * version 2 directory (@legacy) always had both.
+ */
+static int srcs_open(const char *dir, uint64_t id, bool legacy, bool created,
+		     struct wal_src s[2])
+{
+	int rc = 0;
+
+	memset(s, 0, 2 * sizeof(*s));
+	for (int i = 0; i < 2 && !rc; i++)
+		rc = src_open(dir, i, id, legacy, &s[i]);
+	if (!rc && (created || legacy) && s[0].present != s[1].present) {
+		kvf__jerr("wal-%d.log is missing", s[0].present ? 1 : 0);
+		rc = KVF_ERR_JOURNAL_CORRUPT;
+	} else if (!rc && !s[0].present && created) {
+		kvf__jerr("wal-0.log and wal-1.log are missing");
+		rc = KVF_ERR_JOURNAL_CORRUPT;
+	}
+	if (rc)
+		srcs_close(s);
+	return rc;
 }
 
 /*
@@ -289,61 +488,91 @@ static void wal_path(char *buf, size_t len, const char *dir, int i)
  * write into each then has to convert it, a journal commit, with its own
  * cache flush, inside the next fdatasync(): STRICT appends paid two
  * flushes per sync on the first pass through a file. Zeros are written
- * once (they are never a valid frame), and synced. The fallocate first
- * makes a full disk fail here, cleanly, not halfway.
+ * once (they are never a valid frame). The fallocate first makes a full
+ * disk fail here, cleanly, not halfway. Only for a new file.
  */
 static int fill_file(int fd, uint64_t size)
 {
 	static const uint8_t zeros[1 << 16];
-	struct stat sb;
-	uint64_t off;
-	int rc;
+	int rc = posix_fallocate(fd, 0, (off_t)size);
 
-	if (fstat(fd, &sb))
-		return errno;
-	off = (uint64_t)sb.st_blocks * 512 >= size ? size : 0;
-	if (off == size)
-		return 0; /* written before (blocks for the whole size) */
-	rc = posix_fallocate(fd, 0, (off_t)size);
-	for (; !rc && off < size; off += sizeof(zeros)) {
+	for (uint64_t off = 0; !rc && off < size; off += sizeof(zeros)) {
 		size_t n = size - off < sizeof(zeros) ? size - off :
 							 sizeof(zeros);
 
 		if (pwrite(fd, zeros, n, (off_t)off) != (ssize_t)n)
 			rc = errno ? errno : EIO;
 	}
-	if (!rc && fdatasync(fd))
+	return rc;
+}
+
+static int write_hdr(int fd, const struct wal_file_hdr *h)
+{
+	off_t at = (off_t)(h->gen % 2) * WAL_SLOT_STRIDE;
+
+	if (pwrite(fd, h, sizeof(*h), at) != (ssize_t)sizeof(*h))
+		return errno ? errno : EIO;
+	return fdatasync(fd) ? errno : 0;
+}
+
+static int sync_dir(const char *dir)
+{
+	int rc = 0, fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	if (fd < 0)
+		return errno;
+	if (fsync(fd))
 		rc = errno;
+	close(fd);
 	return rc;
 }
 
 /*
- * Open (creating) both files; the file size is the configured one, or
- * that of a larger existing file (a smaller wal_bytes than last time must
- * not hide frames). Returns 0 or an errno value.
+ * Make file @i ready for appends, everything in it being in synced LMDB:
+ * a header for a new epoch, in place if the file already has the
+ * configured size and a header; otherwise a new file of the configured
+ * size (written aside and renamed over the old one, so a crash leaves
+ * either file whole). The file stays open in f[@i].
  */
-static int open_files(struct kvf__journal *j)
+static int prepare_file(struct kvf__journal *j, int i,
+			const struct wal_src *s, uint64_t epoch,
+			uint64_t boot)
 {
-	struct stat sb;
-	char path[4096];
+	struct kvf__jwal_file *f = &j->wal.f[i];
+	struct wal_file_hdr h = {
+		.magic = WAL_FILE_MAGIC,
+		.version = WAL_FILE_VERSION,
+		.index = (uint32_t)i,
+		.size = j->wal.size,
+		.journal_id = j->st.id,
+		.epoch = epoch,
+		.boot = boot,
+		.gen = s->has_hdr ? s->hdr.gen + 1 : 0,
+	};
+	char path[4096], tmp[4096];
+	int rc;
 
-	for (int i = 0; i < 2; i++) {
-		struct kvf__jwal_file *f = &j->wal.f[i];
-
-		wal_path(path, sizeof(path), j->dir, i);
-		f->fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-		if (f->fd < 0 || fstat(f->fd, &sb))
-			return errno;
-		if ((uint64_t)sb.st_size > j->wal.size)
-			j->wal.size = (uint64_t)sb.st_size & ~(uint64_t)4095;
+	h.check = file_hdr_check(&h);
+	f->key = frame_key(j->st.id, epoch);
+	wal_path(path, sizeof(path), j->dir, i, "");
+	if (s->has_hdr && s->size == j->wal.size) {
+		f->fd = open(path, O_RDWR | O_CLOEXEC);
+		return f->fd < 0 ? errno : write_hdr(f->fd, &h);
 	}
-	for (int i = 0; i < 2; i++) {
-		int rc = fill_file(j->wal.f[i].fd, j->wal.size);
-
-		if (rc)
-			return rc;
-	}
-	return 0;
+	wal_path(tmp, sizeof(tmp), j->dir, i, ".tmp");
+	f->fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (f->fd < 0)
+		return errno;
+	rc = fill_file(f->fd, j->wal.size);
+	if (!rc)
+		rc = write_hdr(f->fd, &h);
+	if (!rc && rename(tmp, path))
+		rc = errno;
+	if (!rc)
+		rc = sync_dir(j->dir);
+	if (rc)
+		unlink(tmp);
+	return rc;
 }
 
 static int map_file(struct kvf__journal *j, int i)
@@ -359,11 +588,14 @@ static int map_file(struct kvf__journal *j, int i)
 	return 0;
 }
 
+/* --- Recovery: reading the chain. --- */
+
 /* One file's chainable frames: [@from, @to) holds sequences @first.. */
 struct chain_part {
 	const uint8_t *map;
 	uint64_t from, to;
 	uint64_t first, last;
+	int file;
 };
 
 /* Skip the frames of @p at or below @seq; false if one straddles it. */
@@ -381,14 +613,6 @@ static bool skip_to(struct chain_part *p, uint64_t seq)
 		p->first = h.first_seq + h.nr_recs;
 	}
 	return true;
-}
-
-static int count_rec(void *arg, const struct kvf__jrec *rec, uint32_t idx)
-{
-	(void)arg;
-	(void)rec;
-	(void)idx;
-	return 0;
 }
 
 /*
@@ -425,13 +649,192 @@ static int decode_payload(const uint8_t *payload, uint32_t len,
 	return off == len && recs == nr_recs ? 0 : KVF_ERR_JOURNAL_CORRUPT;
 }
 
+static void part_init(struct chain_part *p, const struct wal_src *s, int i)
+{
+	p->map = s->map;
+	p->file = i;
+	p->from = p->to = s->base;
+	p->first = p->last = 0;
+	if (s->map)
+		p->to = kvf__wal_prefix(s->map, s->base, s->size, s->key,
+					&p->first, &p->last);
+}
+
+/*
+ * Call @fn on the parts of @p that chain after @seq, in sequence order:
+ * the part that continues @seq, then the other if it follows on. A gap
+ * ends the chain. Returns @fn's first non-zero result, or
+ * KVF_ERR_JOURNAL_CORRUPT if a frame straddles @seq.
+ */
+static int chain(struct chain_part p[2], uint64_t seq,
+		 int (*fn)(void *arg, struct chain_part *part), void *arg)
+{
+	for (int pass = 0; pass < 2; pass++) {
+		for (int i = 0; i < 2; i++) {
+			int rc;
+
+			if (p[i].from == p[i].to || p[i].last <= seq ||
+			    p[i].first > seq + 1)
+				continue;
+			if (!skip_to(&p[i], seq)) {
+				kvf__jerr("wal-%d.log: a frame straddles "
+					  "sequence %llu, the end of the LMDB "
+					  "log", p[i].file,
+					  (unsigned long long)seq);
+				return KVF_ERR_JOURNAL_CORRUPT;
+			}
+			rc = fn(arg, &p[i]);
+			if (rc)
+				return rc;
+			seq = p[i].last;
+		}
+	}
+	return 0;
+}
+
+/* Reading the chain's records (a dry run before recovery; inspect). */
+struct scan {
+	int (*fn)(void *arg, const struct kvf__jrec *rec, uint64_t seq);
+	void *arg;
+	uint64_t seq, records;
+	const struct chain_part *part;
+	uint64_t off; /* of the frame being read */
+};
+
+static int scan_rec(void *arg, const struct kvf__jrec *rec, uint32_t idx)
+{
+	struct scan *sc = arg;
+
+	(void)idx;
+	sc->records++;
+	return sc->fn ? sc->fn(sc->arg, rec, ++sc->seq) : (++sc->seq, 0);
+}
+
+static int scan_frame(void *arg, const uint8_t *payload, uint32_t len,
+		      uint64_t first_seq, uint32_t nr_recs, uint32_t nr_frames)
+{
+	struct scan *sc = arg;
+	uint64_t seq = sc->seq;
+	int rc;
+
+	if (!nr_frames)
+		return WAL_GAP; /* LMDB lacks a direct batch: the chain ends */
+	rc = first_seq == seq + 1 ?
+		     decode_payload(payload, len, nr_recs, nr_frames, scan_rec,
+				    sc) :
+		     KVF_ERR_JOURNAL_CORRUPT;
+	if (rc == KVF_ERR_JOURNAL_CORRUPT)
+		kvf__jerr("wal-%d.log: the frame at offset %llu (sequence "
+			  "%llu) checks out but does not decode",
+			  sc->part->file,
+			  (unsigned long long)(payload - KVF__WAL_HDR -
+					       sc->part->map),
+			  (unsigned long long)first_seq);
+	return rc;
+}
+
+static int scan_part(void *arg, struct chain_part *part)
+{
+	struct scan *sc = arg;
+
+	sc->part = part;
+	return walk(part->map, part->from, part->to, scan_frame, sc);
+}
+
+/*
+ * The first frame of @s's epoch with a sequence beyond @seq, at *@off;
+ * false if there is none.
+ */
+static bool later_frame(const struct wal_src *s, uint64_t seq, uint64_t *off,
+			uint64_t *first)
+{
+	struct wal_hdr h;
+
+	for (uint64_t o = s->base; s->map && o + KVF__WAL_HDR <= s->size;
+	     o += 8) {
+		uint32_t magic;
+
+		memcpy(&magic, s->map + o, sizeof(magic));
+		if (magic != WAL_MAGIC)
+			continue;
+		memcpy(&h, s->map + o, sizeof(h));
+		/* the range first: only a later frame is worth its hash */
+		if (h.first_seq + h.nr_recs - 1 > seq &&
+		    frame_at(s->map, s->size, s->key, o, &h)) {
+			*off = o;
+			*first = h.first_seq;
+			return true;
+		}
+	}
+	return false;
+}
+
+/*
+ * The verdict on where the chain ended (@seq): a torn tail or damage. A
+ * process crash cannot tear an acknowledged frame, and every frame after
+ * a torn one was written later, hence not acknowledged either; so after
+ * the end of the chain nothing of the epoch may follow. If a frame with a
+ * later sequence checks out anyway, a frame in between was damaged (or
+ * its file replaced), and the journal is refused with that frame named:
+ * unless the files were written in an earlier boot, when an OS crash may
+ * have lost pages written after the last sync in any order (the loss
+ * window of docs/journal.md); legacy files carry no boot and are read as
+ * before.
+ */
+static int check_tail(const struct wal_src s[2], const struct chain_part p[2],
+		      uint64_t seq, uint64_t boot)
+{
+	uint64_t off, first;
+
+	for (int i = 0; i < 2; i++) {
+		if (!s[i].has_hdr || !boot || s[i].hdr.boot != boot ||
+		    !later_frame(&s[i], seq, &off, &first))
+			continue;
+		kvf__jerr("wal-%d.log: the frame at offset %llu (sequences "
+			  "from %llu) follows a damaged or missing frame after "
+			  "sequence %llu (valid frames end at offset %llu of "
+			  "wal-0.log, %llu of wal-1.log)", i,
+			  (unsigned long long)off, (unsigned long long)first,
+			  (unsigned long long)seq, (unsigned long long)p[0].to,
+			  (unsigned long long)p[1].to);
+		return KVF_ERR_JOURNAL_CORRUPT;
+	}
+	return 0;
+}
+
+/*
+ * Read what recovery would move after LMDB's @last_seq from @parts
+ * (part_init(); not changed), calling @fn (may be NULL) per record, and judge the end (check_tail()). *@end receives
+ * the last sequence of the chain. A kvf_status.
+ */
+static int read_chain(const struct wal_src s[2],
+		      const struct chain_part parts[2], uint64_t last_seq,
+		      uint64_t boot,
+		      int (*fn)(void *arg, const struct kvf__jrec *rec,
+				uint64_t seq),
+		      void *arg, uint64_t *records, uint64_t *end)
+{
+	struct scan sc = { .fn = fn, .arg = arg, .seq = last_seq };
+	struct chain_part p[2] = { parts[0], parts[1] };
+	int rc;
+
+	rc = chain(p, last_seq, scan_part, &sc);
+	if (rc == WAL_GAP)
+		rc = 0;
+	if (!rc)
+		rc = check_tail(s, p, sc.seq, boot);
+	*records = sc.records;
+	*end = sc.seq;
+	return rc;
+}
+
 /* --- Putting side log frames into the LMDB log (moves, recovery). --- */
 
 /* Frames [@from, @to) of a mapped file, for kvf__commit_frames(). */
 struct frame_range {
 	const uint8_t *map;
 	uint64_t from, to;
-	bool recovering; /* check each frame decodes; a gap ends the chain */
+	bool recovering; /* a gap ends the chain */
 	bool gap;        /* stopped at a skip frame LMDB does not have */
 };
 
@@ -449,16 +852,14 @@ static int put_frame(void *arg, const uint8_t *payload, uint32_t len,
 {
 	struct frame_put *m = arg;
 
+	(void)len;
 	if (!nr_frames) {
 		if (first_seq + nr_recs - 1 <= *m->seq)
 			return 0; /* a skip frame: LMDB has these (direct) */
 		m->gap = true; /* only recovery can meet one LMDB lacks */
 		return 1;
 	}
-	if (first_seq != *m->seq + 1 ||
-	    (m->r->recovering &&
-	     decode_payload(payload, len, nr_recs, nr_frames, count_rec,
-			    NULL))) {
+	if (first_seq != *m->seq + 1) {
 		m->rc = MDB_CORRUPTED;
 		return 1;
 	}
@@ -485,8 +886,8 @@ static int put_range(struct kvf__journal *j, MDB_txn *txn, void *arg,
 /*
  * Put @p's frames into the LMDB log, one transaction per WAL_RECOVER_TXN
  * bytes, through the writer's own commit (kvf__commit_frames(): map
- * growth included, whether a put or the commit itself does not fit),
- * checking that each frame decodes first. Returns a kvf_status, or
+ * growth included, whether a put or the commit itself does not fit).
+ * read_chain() has decoded every one of them. Returns a kvf_status, or
  * WAL_GAP if a skip frame LMDB does not have ended the chain.
  */
 static int recover_part(struct kvf__journal *j, struct chain_part *p)
@@ -511,161 +912,110 @@ static int recover_part(struct kvf__journal *j, struct chain_part *p)
 	return rc ? rc : r.gap ? WAL_GAP : 0;
 }
 
-/* Zero the first header of both files and sync them. */
-static int reset_files(struct kvf__journal *j)
-{
-	for (int i = 0; i < 2; i++) {
-		struct kvf__jwal_file *f = &j->wal.f[i];
-
-		memset(f->map, 0, KVF__WAL_HDR);
-		if (msync(f->map, KVF__WAL_HDR, MS_SYNC))
-			return errno;
-		f->end = 0;
-		f->hi_seq = 0;
-		f->dirty = 0;
-		f->zap_to = 0;
-	}
-	return 0;
-}
-
-static void part_init(struct chain_part *p, const uint8_t *map,
-		      uint64_t size, uint64_t id)
-{
-	p->map = map;
-	p->from = 0;
-	p->to = map ? kvf__wal_prefix(map, size, id, &p->first, &p->last) : 0;
-}
-
-/*
- * Call @fn on the parts of @p that chain after @seq, in sequence order:
- * the part that continues @seq, then the other if it follows on. A gap
- * ends the chain. Returns @fn's first non-zero result, or
- * KVF_ERR_JOURNAL_CORRUPT if a frame straddles @seq.
- */
-static int chain(struct chain_part p[2], uint64_t seq,
-		 int (*fn)(void *arg, struct chain_part *part), void *arg)
-{
-	for (int pass = 0; pass < 2; pass++) {
-		for (int i = 0; i < 2; i++) {
-			int rc;
-
-			if (p[i].from == p[i].to || p[i].last <= seq ||
-			    p[i].first > seq + 1)
-				continue;
-			if (!skip_to(&p[i], seq))
-				return KVF_ERR_JOURNAL_CORRUPT;
-			rc = fn(arg, &p[i]);
-			if (rc)
-				return rc;
-			seq = p[i].last;
-		}
-	}
-	return 0;
-}
-
 static int recover_fn(void *arg, struct chain_part *part)
 {
 	return recover_part(arg, part);
 }
 
 /*
- * Chain the prefixes of both files after LMDB's last sequence and move
- * them into LMDB. Returns a kvf_status, or an errno/LMDB code of the
- * final sync or reset.
+ * Recovery: read the chain after LMDB's last sequence (every record
+ * decoded, the end judged: read_chain()), then move it into LMDB and
+ * sync. Nothing is written when the verdict is damage. Returns a
+ * kvf_status or an errno/LMDB code.
  */
-static int recover(struct kvf__journal *j)
+static int recover(struct kvf__journal *j, const struct wal_src s[2],
+		   uint64_t boot)
 {
 	struct chain_part p[2];
+	uint64_t records, end;
 	int rc;
 
 	for (int i = 0; i < 2; i++)
-		part_init(&p[i], j->wal.f[i].map, j->wal.size, j->st.id);
+		part_init(&p[i], &s[i], i);
+	rc = read_chain(s, p, j->st.last_seq, boot, NULL, NULL, &records,
+			&end);
+	if (rc || !records)
+		return rc;
 	rc = chain(p, j->st.last_seq, recover_fn, j);
 	if (rc == WAL_GAP)
 		rc = 0;
-	if (!rc)
-		rc = mdb_env_sync(j->env, 1);
-	return rc ? rc : reset_files(j);
+	if (!rc && j->st.last_seq != end) {
+		kvf__jerr("side log recovery ended at sequence %llu, not %llu",
+			  (unsigned long long)j->st.last_seq,
+			  (unsigned long long)end);
+		rc = KVF_ERR_JOURNAL_CORRUPT;
+	}
+	return rc ? rc : mdb_env_sync(j->env, 1);
 }
 
 /* --- Reading without opening (kvforge-inspect). --- */
 
-struct scan {
-	int (*fn)(void *arg, const struct kvf__jrec *rec, uint64_t seq);
-	void *arg;
-	uint64_t seq, records;
-};
-
-static int scan_rec(void *arg, const struct kvf__jrec *rec, uint32_t idx)
+/*
+ * Whether an engine has DIR open (holds kvforge.lock): its appends may
+ * land after the chain was read, so check_tail() cannot judge the end
+ * (read_chain() is given no boot). The probe takes a shared lock for an
+ * instant.
+ */
+static bool live(const char *dir)
 {
-	struct scan *sc = arg;
+	char path[4096];
+	bool held = false;
+	int fd;
 
-	(void)idx;
-	sc->records++;
-	return sc->fn(sc->arg, rec, ++sc->seq);
+	snprintf(path, sizeof(path), "%s/kvforge.lock", dir);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	if (flock(fd, LOCK_SH | LOCK_NB))
+		held = errno == EWOULDBLOCK;
+	close(fd);
+	return held;
 }
 
-static int scan_frame(void *arg, const uint8_t *payload, uint32_t len,
-		      uint64_t first_seq, uint32_t nr_recs, uint32_t nr_frames)
-{
-	struct scan *sc = arg;
-
-	if (first_seq != sc->seq + 1)
-		return KVF_ERR_JOURNAL_CORRUPT;
-	if (!nr_frames)
-		return WAL_GAP;
-	return decode_payload(payload, len, nr_recs, nr_frames, scan_rec, sc);
-}
-
-static int scan_part(void *arg, struct chain_part *part)
-{
-	struct scan *sc = arg;
-
-	return walk(part->map, part->from, part->to, scan_frame, sc);
-}
-
-int kvf__wal_scan(const char *dir, uint64_t id, uint64_t last_seq,
+int kvf__wal_scan(const char *dir, const struct kvf__jstate *st,
 		  int (*fn)(void *arg, const struct kvf__jrec *rec,
 			    uint64_t seq),
 		  void *arg, uint64_t *records)
 {
-	struct scan sc = { .fn = fn, .arg = arg, .seq = last_seq };
 	struct chain_part p[2];
-	uint8_t *map[2] = { NULL, NULL };
-	uint64_t size[2] = { 0, 0 };
-	char path[4096];
-	int rc = 0;
+	struct wal_src s[2];
+	uint64_t end;
+	int rc;
 
-	for (int i = 0; i < 2; i++) {
-		struct stat sb;
-		int fd;
+	*records = 0;
+	rc = srcs_open(dir, st->id, st->version < KVF__JOURNAL_FORMAT_VERSION,
+		       st->wal_created, s);
+	if (rc)
+		return kvf__journal_status(rc);
+	for (int i = 0; i < 2; i++)
+		part_init(&p[i], &s[i], i);
+	rc = read_chain(s, p, st->last_seq, live(dir) ? 0 : boot_hash(), fn,
+			arg, records, &end);
+	srcs_close(s);
+	return rc;
+}
 
-		wal_path(path, sizeof(path), dir, i);
-		fd = open(path, O_RDONLY | O_CLOEXEC);
-		if (fd < 0)
-			continue; /* no side log: nothing pending */
-		if (!fstat(fd, &sb) && sb.st_size > 0) {
-			size[i] = (uint64_t)sb.st_size;
-			map[i] = mmap(NULL, size[i], PROT_READ, MAP_SHARED, fd,
-				      0);
-			if (map[i] == MAP_FAILED)
-				map[i] = NULL;
-		}
-		close(fd);
-	}
-	for (int i = 0; i < 2; i++)
-		part_init(&p[i], map[i], size[i], id);
-	/* Both files always have the same size (kvf__wal_open). */
-	if (size[0] == size[1] || !map[0] || !map[1])
-		rc = chain(p, last_seq, scan_part, &sc);
-	else
-		rc = KVF_ERR_JOURNAL_CORRUPT;
-	if (rc == WAL_GAP)
-		rc = 0;
-	for (int i = 0; i < 2; i++)
-		if (map[i])
-			munmap(map[i], size[i]);
-	*records = sc.records;
+/*
+ * Recover the files found (any geometry, from their headers), then make
+ * both ready for appends at the configured size with a new epoch.
+ */
+static int open_files(struct kvf__journal *j)
+{
+	bool legacy = j->st.version < KVF__JOURNAL_FORMAT_VERSION;
+	uint64_t boot = boot_hash(), epoch = 0;
+	struct wal_src s[2];
+	int rc;
+
+	rc = srcs_open(j->dir, j->st.id, legacy, j->st.wal_created, s);
+	if (rc)
+		return rc;
+	rc = recover(j, s, boot);
+	while (!rc && !epoch)
+		if (getrandom(&epoch, sizeof(epoch), 0) != sizeof(epoch))
+			epoch = kvf__now_ns() ^ (uint64_t)getpid() << 40;
+	for (int i = 0; i < 2 && !rc; i++)
+		rc = prepare_file(j, i, &s[i], epoch, boot);
+	srcs_close(s);
 	return rc;
 }
 
@@ -692,13 +1042,17 @@ int kvf__wal_open(struct kvf__journal *j)
 	rc = open_files(j);
 	for (int i = 0; i < 2 && !rc; i++)
 		rc = map_file(j, i);
-	if (!rc)
-		rc = recover(j);
 	if (rc)
 		return rc;
+	for (int i = 0; i < 2; i++) {
+		w->f[i].end = KVF__WAL_DATA;
+		w->f[i].hi_seq = 0;
+		w->f[i].dirty = 0;
+		w->f[i].zap_to = 0;
+	}
 	w->cur = 0;
 	w->ing = 0;
-	w->ing_off = 0;
+	w->ing_off = KVF__WAL_DATA;
 	w->acked_seq = j->st.last_seq;
 	w->durable_seq = j->st.last_seq;
 	w->synced_seq = j->st.last_seq;
@@ -790,11 +1144,11 @@ static bool room(struct kvf__journal *j, uint64_t bytes)
 	 * start of the file just filled, if the mover is still in @o. */
 	if (w->ing == !w->cur) {
 		w->ing = w->cur;
-		w->ing_off = 0;
+		w->ing_off = KVF__WAL_DATA;
 		w->ing_gen++;
 	}
 	w->cur = !w->cur;
-	o->end = 0;
+	o->end = KVF__WAL_DATA;
 	o->hi_seq = 0;
 	o->zap_to = 0;
 	w->pf_to = 0;
@@ -816,13 +1170,26 @@ static void want_wal_prefault(struct kvf__journal *j)
 /*
  * With @mu held: wait until @bytes fit, or return the error of a move or
  * sync that failed meanwhile (the side log is full and cannot be freed).
+ * @appender: the caller is a side log append, which also waits while a
+ * direct append owns the order (see "Direct appends" below). It takes
+ * its sequences when this returns, with @mu held throughout, so no
+ * direct commit can start between the check and the frame: a check made
+ * before sleeping here once let a direct commit and a side log frame
+ * take the same sequences (acknowledged batches lost, replicas
+ * overlapping after recovery).
  */
-static int wait_room(struct kvf__journal *j, uint64_t bytes)
+static int wait_room(struct kvf__journal *j, uint64_t bytes, bool appender)
 {
 	struct kvf__jwal *w = &j->wal;
 	uint64_t mgen = w->move_gen, sgen = w->sync_gen;
 
-	while (!room(j, bytes)) {
+	for (;;) {
+		if (appender && w->direct) {
+			pthread_cond_wait(&w->cv, &j->mu);
+			continue;
+		}
+		if (room(j, bytes))
+			return KVF_OK;
 		if (j->stop)
 			return KVF_ERR_CLOSED;
 		if (w->move_gen != mgen && w->move_err)
@@ -835,7 +1202,6 @@ static int wait_room(struct kvf__journal *j, uint64_t bytes)
 		pthread_cond_wait(&w->cv, &j->mu);
 		w->sync_now--;
 	}
-	return KVF_OK;
 }
 
 int kvf__wal_append(struct kvf__journal *j, struct kvf__jreq *req,
@@ -845,13 +1211,13 @@ int kvf__wal_append(struct kvf__journal *j, struct kvf__jreq *req,
 	uint64_t bytes = kvf__wal_frame_bytes(req->len);
 	int rc = KVF_OK;
 
-	while (w->direct)
-		pthread_cond_wait(&w->cv, &j->mu);
 	if (w->sync_failed)
 		return w->sync_failed;
 	rc = kvf__take_errno_fault(j);
 	if (!rc)
-		rc = wait_room(j, bytes);
+		rc = wait_room(j, bytes, true);
+	if (!rc && w->sync_failed)
+		rc = w->sync_failed; /* failed while we waited */
 	if (!rc) {
 		kvf__wal_put(j, req, hash, w->acked_seq + 1);
 		w->acked_seq += req->nr_recs;
@@ -874,10 +1240,12 @@ int kvf__wal_append(struct kvf__journal *j, struct kvf__jreq *req,
 }
 
 /*
- * With @mu held: wait until everything acknowledged is in the LMDB log,
- * or a move fails meanwhile (its status is returned).
+ * With @mu held: wait until the LMDB log ends at the side log's movable
+ * end (@all: at its acknowledged end, which in STRICT mode also counts
+ * frames written but not synced yet), or a move or sync fails meanwhile
+ * (its status is returned).
  */
-int kvf__wal_drain(struct kvf__journal *j)
+static int drain_to(struct kvf__journal *j, bool all)
 {
 	struct kvf__jwal *w = &j->wal;
 	uint64_t gen = w->move_gen;
@@ -887,7 +1255,7 @@ int kvf__wal_drain(struct kvf__journal *j)
 		return KVF_OK;
 	w->drain++;
 	pthread_cond_signal(&j->work_cv);
-	while (j->st.last_seq != kvf__wal_movable(w)) {
+	while (j->st.last_seq != (all ? w->acked_seq : kvf__wal_movable(w))) {
 		if (w->move_gen != gen && w->move_err) {
 			rc = w->move_err;
 			break;
@@ -907,12 +1275,25 @@ int kvf__wal_drain(struct kvf__journal *j)
 }
 
 /*
+ * With @mu held: wait until everything acknowledged is in the LMDB log,
+ * or a move fails meanwhile (its status is returned).
+ */
+int kvf__wal_drain(struct kvf__journal *j)
+{
+	return drain_to(j, false);
+}
+
+/*
  * Direct appends. A batch larger than half a file goes to LMDB directly
- * (writer.c), in sequence order: further side log appends are held, and
- * every acknowledged batch is moved first. Its sequences are then
- * missing from the side log, so a skip frame records them, or recovery
- * would see a gap and stop before the frames that follow. Its room is
- * taken before the commit, so writing it cannot fail afterwards.
+ * (writer.c), in sequence order. Its sequences are decided by @direct:
+ * once it is set, no side log frame is written (wait_room()) until
+ * kvf__wal_direct_end(); every frame written before is moved into LMDB
+ * first (in STRICT mode including frames still waiting for their sync),
+ * so LMDB's log ends exactly at the last sequence handed out and the
+ * direct commit takes the next ones. Its sequences are then missing from
+ * the side log, so a skip frame records them, or recovery would see a
+ * gap and stop before the frames that follow. Its room is taken before
+ * the commit, so writing it cannot fail afterwards.
  */
 int kvf__wal_direct_begin(struct kvf__journal *j)
 {
@@ -922,9 +1303,11 @@ int kvf__wal_direct_begin(struct kvf__journal *j)
 	while (w->direct)
 		pthread_cond_wait(&w->cv, &j->mu);
 	w->direct = 1;
-	rc = kvf__wal_drain(j);
+	rc = w->sync_failed;
 	if (!rc)
-		rc = wait_room(j, KVF__WAL_HDR);
+		rc = drain_to(j, true);
+	if (!rc)
+		rc = wait_room(j, KVF__WAL_HDR, false);
 	if (rc) {
 		w->direct = 0;
 		pthread_cond_broadcast(&w->cv);
@@ -1056,7 +1439,7 @@ static void next_range(struct kvf__jwal *w, struct frame_range *r)
 
 	if (w->ing != w->cur && w->ing_off == w->f[w->ing].end) {
 		w->ing = w->cur;
-		w->ing_off = 0;
+		w->ing_off = KVF__WAL_DATA;
 	}
 	f = &w->f[w->ing];
 	r->map = f->map;

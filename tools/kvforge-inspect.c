@@ -4,31 +4,38 @@
  *
  *   kvforge-inspect [--verify] [--json] DIR
  *
- * Opens the environment read-only (MDB_RDONLY, one read transaction), so it
- * can run beside a live engine and sees one consistent snapshot. Never
- * takes DIR/kvforge.lock and never writes the data file.
+ * The summary checks data.mdb as open does, opens the environment
+ * read-only (MDB_RDONLY, one read transaction), so it can run beside a
+ * live engine and sees one consistent snapshot, and counts the side log
+ * records after LMDB's end with open's own side log reader and verdict
+ * (kvf__wal_scan()). Never takes DIR/kvforge.lock, never writes DIR.
  *
- * A BOUNDED journal's side log (journal/wal.c) may hold acknowledged
- * records that are not in LMDB yet (after a crash; the next open moves
- * them): the summary counts them ("side log pending"), and --verify
- * replays them after the log.
+ * --verify runs open's real recovery (kvf__journal_open()) and replay on
+ * a scratch copy of the directory, so it fails exactly where open would,
+ * then checks the replayed state in a private model with the journal's
+ * record rules (journal/journal.h): every replica references a mounted
+ * segment, lies inside it and does not overlap another replica in that
+ * segment; an object's replicas are in distinct segments.
  *
- * --verify replays image + log into a private model, with the journal's
- * own record rules (journal/journal.h), and checks the final state: every
- * replica references a mounted segment, lies inside it and does not
- * overlap another replica in that segment; an object's replicas are in
- * distinct segments; sequences are contiguous (checked by the scan).
+ * Everything runs in a child process: LMDB has no page checksums, and a
+ * damaged page may end in an assertion (abort) inside it; the tool then
+ * reports damage instead of dying.
+ *
  * Exit status: 0 consistent, 1 inconsistent (message names the problem),
  * 2 usage or open error.
  */
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "journal/jint.h"
 #include "metadata/hash.h"
@@ -359,8 +366,7 @@ static void print_summary(const char *dir, const struct kvf__jstate *st,
 {
 	unsigned long long log = st->last_seq - st->ckpt_seq;
 	uint64_t pending = 0;
-	int wrc = kvf__wal_scan(dir, st->id, st->last_seq, count_record, NULL,
-				&pending);
+	int wrc = kvf__wal_scan(dir, st, count_record, NULL, &pending);
 
 	if (json) {
 		printf("{\"format_version\": %u, \"objects\": %llu, "
@@ -368,7 +374,8 @@ static void print_summary(const char *dir, const struct kvf__jstate *st,
 		       "\"log_records\": %llu, \"log_frames\": %llu, "
 		       "\"last_seq\": %llu, \"checkpoint_seq\": %llu, "
 		       "\"checkpoints\": %llu, \"file_size\": %llu, "
-		       "\"map_size\": %llu, \"side_log_pending\": %llu",
+		       "\"map_size\": %llu, \"side_log_pending\": %llu, "
+		       "\"side_log_ok\": %s",
 		       st->version, (unsigned long long)st->objects,
 		       (unsigned long long)st->segments,
 		       (unsigned long long)st->clients, log,
@@ -378,7 +385,7 @@ static void print_summary(const char *dir, const struct kvf__jstate *st,
 		       (unsigned long long)st->ckpt_count,
 		       (unsigned long long)data_size(dir),
 		       (unsigned long long)map_size,
-		       (unsigned long long)pending);
+		       (unsigned long long)pending, wrc ? "false" : "true");
 		return;
 	}
 	printf("journal:          %s\n", dir);
@@ -395,36 +402,116 @@ static void print_summary(const char *dir, const struct kvf__jstate *st,
 	printf("file size:        %llu\n",
 	       (unsigned long long)data_size(dir));
 	printf("map size:         %llu\n", (unsigned long long)map_size);
-	printf("side log pending: %llu records%s\n",
-	       (unsigned long long)pending,
-	       wrc ? " (then a damaged frame)" : "");
+	printf("side log pending: %llu records%s%s\n",
+	       (unsigned long long)pending, wrc ? ", then refused: " : "",
+	       wrc ? kvf__journal_error() : "");
 }
 
-static int verify(const char *dir, MDB_txn *txn,
-		  const struct kvf__jdbs *dbs, const struct kvf__jstate *st,
-		  int json)
-{
-	uint64_t pending;
-	struct kvf__journal_replay_ops ops = { .record = model_record };
-	struct model m = { 0 };
-	uint64_t last = 0;
-	int rc;
+/* The files of a journal directory, as a scratch copy needs them. */
+static const char *const journal_files[] = {
+	"data.mdb", "wal-0.log", "wal-1.log",
+};
 
-	if (model_init(&m, st->objects + (st->last_seq - st->ckpt_seq))) {
-		fprintf(stderr, "kvforge-inspect: out of memory\n");
-		model_free(&m);
+static int copy_file(const char *from_dir, const char *to_dir,
+		     const char *name)
+{
+	char from[4096], to[4096], buf[1 << 16];
+	int in, out, rc = 0;
+	ssize_t n;
+
+	snprintf(from, sizeof(from), "%s/%s", from_dir, name);
+	snprintf(to, sizeof(to), "%s/%s", to_dir, name);
+	in = open(from, O_RDONLY | O_CLOEXEC);
+	if (in < 0)
+		return errno == ENOENT ? 0 : errno; /* absent: absent */
+	out = open(to, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	if (out < 0) {
+		rc = errno;
+		close(in);
+		return rc;
+	}
+	while (!rc && (n = read(in, buf, sizeof(buf))) != 0) {
+		if (n < 0 || write(out, buf, (size_t)n) != n)
+			rc = errno ? errno : EIO;
+	}
+	close(in);
+	close(out);
+	return rc;
+}
+
+static int remove_entry(const char *path, const struct stat *sb, int flag,
+			struct FTW *ftw)
+{
+	(void)sb;
+	(void)flag;
+	(void)ftw;
+	return remove(path);
+}
+
+/* Side log geometry for the scratch open: the file's, when it is one. */
+static uint64_t wal_bytes_of(const char *dir)
+{
+	char path[4096];
+	struct stat sb;
+
+	snprintf(path, sizeof(path), "%s/wal-0.log", dir);
+	if (stat(path, &sb) || sb.st_size < (64 << 10) || sb.st_size % 4096)
+		return 0;
+	return (uint64_t)sb.st_size;
+}
+
+/*
+ * --verify: run the real recovery (kvf__journal_open(), which moves the
+ * side log into LMDB and refuses what open refuses) and replay on a
+ * scratch copy of DIR, so it fails exactly where open would, then check
+ * the replayed state.
+ */
+static int verify(const char *dir, int json)
+{
+	const char *tmp = getenv("TMPDIR");
+	struct kvf__journal_replay_ops ops = { .record = model_record };
+	struct kvf__journal_config cfg = {
+		.durability = KVF_DURABILITY_BOUNDED,
+		.checkpoint_records = UINT64_MAX,
+		.wal_bytes = wal_bytes_of(dir),
+	};
+	struct model m = { 0 };
+	struct kvf__journal *j = NULL;
+	char scratch[4096];
+	int rc = 0;
+
+	snprintf(scratch, sizeof(scratch), "%s/kvforge-inspect-XXXXXX",
+		 tmp && *tmp ? tmp : "/tmp");
+	if (!mkdtemp(scratch)) {
+		fprintf(stderr, "kvforge-inspect: scratch directory: %s\n",
+			strerror(errno));
 		return 2;
 	}
-	rc = kvf__jscan(txn, dbs, st->ckpt_seq, &ops, &m, &last);
-	if (!rc && last == st->last_seq)
-		rc = kvf__wal_scan(dir, st->id, last, model_record, &m,
-				   &pending);
+	for (size_t i = 0; i < sizeof(journal_files) / sizeof(*journal_files) &&
+			   !rc; i++)
+		rc = copy_file(dir, scratch, journal_files[i]);
 	if (rc) {
-		snprintf(m.msg, sizeof(m.msg), "scan failed: %s (%s)",
+		fprintf(stderr, "kvforge-inspect: copying %s to %s: %s\n", dir,
+			scratch, strerror(rc));
+		rc = 2;
+		goto out;
+	}
+	cfg.dir = scratch;
+	rc = kvf__journal_open(&cfg, &j);
+	if (rc) {
+		snprintf(m.msg, sizeof(m.msg), "open refuses it: %s (%s)%s%s",
+			 kvf_status_name(rc), kvf_strerror(rc),
+			 *kvf__journal_error() ? ": " : "",
+			 kvf__journal_error());
+		m.problem = m.msg;
+	} else if (model_init(&m, kvf__journal_object_estimate(j))) {
+		fprintf(stderr, "kvforge-inspect: out of memory\n");
+		rc = 2;
+		goto out;
+	} else if ((rc = kvf__journal_replay(j, &ops, &m))) {
+		snprintf(m.msg, sizeof(m.msg), "replay fails: %s (%s)",
 			 kvf_status_name(rc), kvf_strerror(rc));
 		m.problem = m.msg;
-	} else if (last != st->last_seq) {
-		m.problem = "log ends before its last frame";
 	} else {
 		model_check(&m);
 	}
@@ -441,13 +528,70 @@ static int verify(const char *dir, MDB_txn *txn,
 	if (m.problem)
 		fprintf(stderr, "kvforge-inspect: %s\n", m.problem);
 	rc = m.problem ? 1 : 0;
+out:
+	kvf__journal_close(j);
 	model_free(&m);
+	nftw(scratch, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 	return rc;
 }
 
 static void usage(void)
 {
 	fprintf(stderr, "usage: kvforge-inspect [--verify] [--json] DIR\n");
+}
+
+/* Summary (read-only snapshot) and, with @do_verify, verify(). */
+static int inspect(const char *dir, int do_verify, int json)
+{
+	struct kvf__jstate st;
+	struct kvf__jdbs dbs;
+	MDB_envinfo info;
+	MDB_env *env;
+	MDB_txn *txn;
+	int rc;
+
+	rc = kvf__jdir_check(dir);
+	if (rc) {
+		fprintf(stderr, "kvforge-inspect: %s: %s\n", dir,
+			rc > 0 ? strerror(rc) : kvf__journal_error());
+		return do_verify ? 1 : 2;
+	}
+	rc = kvf__jenv_open(dir, MDB_RDONLY, 0, &env);
+	if (rc) {
+		fprintf(stderr, "kvforge-inspect: %s: %s\n", dir,
+			mdb_strerror(rc));
+		return do_verify && rc != ENOENT ? 1 : 2;
+	}
+	rc = mdb_txn_begin(env, NULL, MDB_RDONLY, &txn);
+	if (!rc)
+		rc = kvf__jdbs_open(txn, &dbs, 0);
+	if (!rc)
+		rc = kvf__jstate_read(txn, &dbs, &st);
+	if (!rc && st.version != KVF__JOURNAL_FORMAT_VERSION &&
+	    st.version != KVF__JOURNAL_FORMAT_UPGRADABLE) {
+		fprintf(stderr, "kvforge-inspect: format version %u, this "
+			"tool reads %u and %u\n", st.version,
+			KVF__JOURNAL_FORMAT_VERSION,
+			KVF__JOURNAL_FORMAT_UPGRADABLE);
+		rc = -1;
+	} else if (rc) {
+		fprintf(stderr, "kvforge-inspect: %s: not a readable journal: "
+			"%s\n", dir, mdb_strerror(rc));
+	}
+	if (rc) {
+		mdb_env_close(env);
+		return do_verify && rc != ENOENT ? 1 : 2;
+	}
+	mdb_env_info(env, &info);
+	print_summary(dir, &st, info.me_mapsize, json);
+	mdb_txn_abort(txn);
+	mdb_env_close(env);
+	fflush(stdout);
+	if (do_verify)
+		return verify(dir, json);
+	if (json)
+		printf("}\n");
+	return 0;
 }
 
 int main(int argc, char **argv)
@@ -458,12 +602,8 @@ int main(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	int do_verify = 0, json = 0, c, rc;
-	struct kvf__jstate st;
-	struct kvf__jdbs dbs;
-	MDB_envinfo info;
-	MDB_env *env;
-	MDB_txn *txn;
+	int do_verify = 0, json = 0, c, status;
+	pid_t pid;
 
 	while ((c = getopt_long(argc, argv, "vjh", opts, NULL)) != -1) {
 		if (c == 'v')
@@ -479,37 +619,28 @@ int main(int argc, char **argv)
 		usage();
 		return 2;
 	}
-	rc = kvf__jenv_open(argv[optind], MDB_RDONLY, 0, &env);
-	if (rc) {
-		fprintf(stderr, "kvforge-inspect: %s: %s\n", argv[optind],
-			mdb_strerror(rc));
+	/*
+	 * The reading runs in a child: damage LMDB cannot detect (it has no
+	 * page checksums) may end in an assertion (abort) inside LMDB; the
+	 * tool then reports the journal as damaged instead of dying.
+	 */
+	fflush(stdout);
+	pid = fork();
+	if (pid < 0)
+		return inspect(argv[optind], do_verify, json);
+	if (pid == 0) {
+		int rc = inspect(argv[optind], do_verify, json);
+
+		fflush(stdout);
+		_exit(rc);
+	}
+	if (waitpid(pid, &status, 0) != pid)
 		return 2;
-	}
-	rc = mdb_txn_begin(env, NULL, MDB_RDONLY, &txn);
-	if (!rc)
-		rc = kvf__jdbs_open(txn, &dbs, 0);
-	if (!rc)
-		rc = kvf__jstate_read(txn, &dbs, &st);
-	if (!rc && st.version != KVF__JOURNAL_FORMAT_VERSION) {
-		fprintf(stderr, "kvforge-inspect: format version %u, this "
-			"tool reads %u\n", st.version,
-			KVF__JOURNAL_FORMAT_VERSION);
-		rc = -1;
-	} else if (rc) {
-		fprintf(stderr, "kvforge-inspect: %s: not a readable journal: "
-			"%s\n", argv[optind], mdb_strerror(rc));
-	}
-	if (rc) {
-		mdb_env_close(env);
-		return do_verify && rc != ENOENT ? 1 : 2;
-	}
-	mdb_env_info(env, &info);
-	print_summary(argv[optind], &st, info.me_mapsize, json);
-	if (do_verify)
-		rc = verify(argv[optind], txn, &dbs, &st, json);
-	else if (json)
-		printf("}\n");
-	mdb_txn_abort(txn);
-	mdb_env_close(env);
-	return rc;
+	if (WIFEXITED(status))
+		return WEXITSTATUS(status);
+	fprintf(stderr, "kvforge-inspect: %s: reading the journal killed the "
+		"reader (signal %d, %s): data.mdb is damaged in a way LMDB "
+		"does not detect\n", argv[optind], WTERMSIG(status),
+		strsignal(WTERMSIG(status)));
+	return do_verify ? 1 : 2;
 }

@@ -13,7 +13,7 @@ fail() { echo "FAIL: $*"; exit 1; }
 "$mk" "$tmp/good" good || fail "could not build the good journal"
 out=$("$inspect" "$tmp/good") || fail "summary exited $?"
 echo "$out"
-echo "$out" | grep -q '^format version: *2$' || fail "no format version"
+echo "$out" | grep -q "^format version: *3$" || fail "no format version"
 echo "$out" | grep -q '^checkpoint: *seq [1-9]' || fail "no checkpoint"
 "$inspect" --verify "$tmp/good" || fail "--verify rejected a good journal"
 "$inspect" --verify --json "$tmp/good" | grep -q '"ok": true' ||
@@ -41,6 +41,38 @@ pend=$(echo "$out" | sed -n 's/^side log pending: *\([0-9]*\) records$/\1/p')
 [ $((last + pend)) -eq "$total" ] ||
 	fail "crashed: $last in LMDB + $pend pending != $total acknowledged"
 "$inspect" --verify "$tmp/crashed" || fail "--verify rejected the crashed journal"
+
+# Damage: --verify runs open's own recovery on a copy, so it fails exactly
+# where open would, with open's reason; the directory is left untouched.
+"$mk" "$tmp/damaged" damaged || fail "could not build damaged"
+msg=$("$inspect" --verify "$tmp/damaged" 2>&1 >/dev/null)
+rc=$?
+echo "damaged: exit $rc: $msg"
+[ $rc -eq 1 ] || fail "damaged side log: --verify exited $rc, expected 1"
+echo "$msg" | grep -q "follows a damaged or missing frame" ||
+	fail "damaged side log: the frame is not named"
+"$inspect" "$tmp/damaged" | grep -q "then refused" ||
+	fail "damaged side log: the summary does not say so"
+# Garbage appended to a side log file: refused by open, so by --verify.
+cp -r "$tmp/crashed" "$tmp/extended"
+head -c 65536 /dev/urandom >> "$tmp/extended/wal-0.log"
+msg=$("$inspect" --verify "$tmp/extended" 2>&1 >/dev/null)
+rc=$?
+echo "extended: exit $rc: $msg"
+[ $rc -eq 1 ] || fail "extended side log: --verify exited $rc, expected 1"
+echo "$msg" | grep -q "extended or truncated" || fail "extended: no reason"
+# A truncated data.mdb: refused, never a crash (SIGBUS) of the tool.
+cp -r "$tmp/good" "$tmp/truncated"
+truncate -s 8192 "$tmp/truncated/data.mdb"
+msg=$("$inspect" --verify "$tmp/truncated" 2>&1 >/dev/null)
+rc=$?
+echo "truncated: exit $rc: $msg"
+[ $rc -eq 1 ] || fail "truncated data.mdb: --verify exited $rc, expected 1"
+# data.mdb missing beside side log files: refused.
+cp -r "$tmp/crashed" "$tmp/nodata"
+rm "$tmp/nodata/data.mdb"
+"$inspect" --verify "$tmp/nodata" >/dev/null 2>&1
+[ $? -eq 1 ] || fail "missing data.mdb: --verify did not fail"
 
 "$inspect" --verify "$tmp/nonexistent" >/dev/null 2>&1
 [ $? -ne 0 ] || fail "a missing directory verified"

@@ -10,10 +10,12 @@
  */
 #include "config.h"
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "journal/jint.h"
 #include "tests/unit/test_journal_model.h"
 
 static struct jgen g;
@@ -29,6 +31,37 @@ static struct kvf__jrec put(const char *key, uint64_t seg, uint64_t off)
 	r.obj.replicas[0].segment_id = seg;
 	r.obj.replicas[0].offset = off;
 	return r;
+}
+
+/* Flip a payload byte of the frame of DIR/wal-0.log starting at @seq. */
+static bool flip_frame(const char *dir, uint64_t seq)
+{
+	uint8_t h[KVF__WAL_HDR], byte;
+	uint64_t off = KVF__WAL_DATA, first;
+	uint32_t len;
+	bool done = false;
+	char path[4096];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/wal-0.log", dir);
+	fd = open(path, O_RDWR);
+	while (fd >= 0 && !done &&
+	       pread(fd, h, sizeof(h), (off_t)off) == (ssize_t)sizeof(h)) {
+		memcpy(&len, h + 4, 4);
+		memcpy(&first, h + 8, 8);
+		if (first == seq &&
+		    pread(fd, &byte, 1, (off_t)off + KVF__WAL_HDR + 9) == 1) {
+			byte ^= 0x5a;
+			done = pwrite(fd, &byte, 1,
+				      (off_t)off + KVF__WAL_HDR + 9) == 1;
+		}
+		if (!len && !first)
+			break;
+		off += KVF__WAL_HDR + ((len + 7) & ~7u);
+	}
+	if (fd >= 0)
+		close(fd);
+	return done;
 }
 
 int main(int argc, char **argv)
@@ -69,6 +102,23 @@ int main(int argc, char **argv)
 	}
 	if (!rc && nbad)
 		rc = kvf__journal_append(j, bad, nbad);
+	if (!rc && !strcmp(argv[2], "damaged")) {
+		/* Five batches held in the side log (every move fails),
+		 * then a byte of the first of them flipped: damage in the
+		 * middle of what recovery must move. */
+		struct kvf__journal_stats st;
+
+		kvf__journal_get_stats(j, &st);
+		kvf__journal_inject_fault(j, MDB_BAD_TXN, UINT32_MAX);
+		for (b = 0; b < 5 && !rc; b++) {
+			size_t n = jgen_batch(&g, 100, 1);
+
+			rc = kvf__journal_append(j, g.recs, n);
+		}
+		if (!rc && flip_frame(argv[1], st.last_seq + 1))
+			_exit(0);
+		return 1;
+	}
 	if (!rc && !strcmp(argv[2], "crashed")) {
 		/* Acknowledged batches, likely still only in the side log:
 		 * no close, no move. Print how many records exist. */

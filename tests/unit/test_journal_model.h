@@ -13,6 +13,7 @@
 #ifndef KVF_TEST_JOURNAL_MODEL_H
 #define KVF_TEST_JOURNAL_MODEL_H
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -240,15 +241,21 @@ struct jgen {
 	size_t n;
 };
 
-static inline uint64_t jgen_rand(struct jgen *g)
+/* xorshift64*: the next number of the sequence kept in *@state. */
+static inline uint64_t jm_rand(uint64_t *state)
 {
-	uint64_t x = g->rng; /* xorshift64* */
+	uint64_t x = *state;
 
 	x ^= x >> 12;
 	x ^= x << 25;
 	x ^= x >> 27;
-	g->rng = x;
+	*state = x;
 	return x * 0x2545f4914f6cdd1dull;
+}
+
+static inline uint64_t jgen_rand(struct jgen *g)
+{
+	return jm_rand(&g->rng);
 }
 
 static inline void jgen_init(struct jgen *g, uint64_t seed)
@@ -442,6 +449,270 @@ static inline size_t jgen_batch(struct jgen *g, size_t n, int churn)
 			jgen_put(g);
 	}
 	return g->n;
+}
+
+/*
+ * --- Mixed batch sizes: per-thread generators for concurrent appenders. ---
+ *
+ * Each appending thread owns its keys ("mx-<thread>-<id>", never reused):
+ * it puts new ones and removes some of its live ones, in batches whose
+ * sizes straddle the side log's direct threshold (a batch over half a side
+ * log file goes to LMDB directly, the others through the side log). Its
+ * state is independent of the other threads', so a thread's state after
+ * its k-th batch is known whatever the interleaving.
+ */
+#define MX_KEY_LEN 16
+#define MX_MAX_THREADS 8
+
+enum { MX_NEVER = 0, MX_LIVE = 1, MX_GONE = 2 };
+
+struct mgen {
+	uint64_t rng;
+	int thread;
+	uint32_t next_id, nr_live;
+	uint32_t cap;        /* bytes at @state */
+	uint8_t *state;      /* per id: MX_NEVER, MX_LIVE, MX_GONE */
+	struct kvf__jrec *recs;
+	char (*keys)[MX_KEY_LEN];
+	size_t max, n;       /* records allocated, in the last batch */
+	uint64_t batches;
+};
+
+static inline void mx_key(char *buf, int thread, uint32_t id)
+{
+	char tmp[32];
+
+	snprintf(tmp, sizeof(tmp), "mx-%d-%010u", thread, id);
+	memcpy(buf, tmp, MX_KEY_LEN);
+}
+
+/* Parse a key made by mx_key(); false if it is not one. */
+static inline bool mx_parse(const struct kvf__jrec *r, int *thread,
+			    uint32_t *id)
+{
+	char tmp[MX_KEY_LEN + 1];
+	unsigned t, i;
+
+	if (r->obj.key_len != MX_KEY_LEN)
+		return false;
+	memcpy(tmp, r->obj.key, MX_KEY_LEN);
+	tmp[MX_KEY_LEN] = '\0';
+	if (sscanf(tmp, "mx-%u-%u", &t, &i) != 2 || t >= MX_MAX_THREADS)
+		return false;
+	*thread = (int)t;
+	*id = i;
+	return true;
+}
+
+static inline void mx_grow(uint8_t **state, uint32_t *cap, uint32_t id)
+{
+	uint32_t n = *cap ? *cap : 4096;
+
+	if (id < *cap)
+		return;
+	while (n <= id)
+		n *= 2;
+	*state = realloc(*state, n);
+	if (!*state)
+		abort();
+	memset(*state + *cap, MX_NEVER, n - *cap);
+	*cap = n;
+}
+
+/*
+ * About how many generated records fill half a side log file of
+ * @wal_bytes: the direct threshold, in records.
+ */
+static inline size_t mx_direct_records(uint64_t wal_bytes)
+{
+	struct kvf__jrec r = { .type = KVF__JREC_OBJECT_PUT };
+	uint8_t buf[256];
+	char key[MX_KEY_LEN];
+
+	mx_key(key, 0, 10000);
+	r.obj.key = key;
+	r.obj.key_len = MX_KEY_LEN;
+	r.obj.size = 4096;
+	r.obj.nr_replicas = 1;
+	r.obj.replicas[0].segment_id = 1;
+	r.obj.replicas[0].offset = 10000ull * 4096;
+	if (kvf__jrec_encoded_max(&r) > sizeof(buf))
+		abort();
+	return (size_t)(wal_bytes / 2 / kvf__jrec_encode(&r, buf));
+}
+
+/* @max: the largest batch mgen_batch() may be asked for. */
+static inline void mgen_init(struct mgen *g, uint64_t seed, int thread,
+			     size_t max)
+{
+	memset(g, 0, sizeof(*g));
+	g->rng = (seed + (uint64_t)thread * 0x9e3779b97f4a7c15ull) *
+			 2654435761u + 88172645463325252ull;
+	g->thread = thread;
+	g->max = max;
+	g->recs = calloc(max, sizeof(*g->recs));
+	g->keys = calloc(max, sizeof(*g->keys));
+	if (!g->recs || !g->keys)
+		abort();
+}
+
+static inline void mgen_free(struct mgen *g)
+{
+	free(g->state);
+	free(g->recs);
+	free(g->keys);
+	memset(g, 0, sizeof(*g));
+}
+
+static inline uint64_t mgen_rand(struct mgen *g)
+{
+	return jm_rand(&g->rng);
+}
+
+/*
+ * A batch size around @direct_recs (about as many records as fill half a
+ * side log file): a third small, a third within a quarter of the
+ * threshold on either side, a third up to twice it.
+ */
+static inline size_t mgen_size(struct mgen *g, size_t direct_recs)
+{
+	size_t lo, span;
+
+	switch (mgen_rand(g) % 3) {
+	case 0:
+		lo = 1;
+		span = direct_recs / 8;
+		break;
+	case 1:
+		lo = direct_recs * 3 / 4;
+		span = direct_recs / 2;
+		break;
+	default:
+		lo = direct_recs;
+		span = direct_recs;
+		break;
+	}
+	lo += mgen_rand(g) % (span + 1);
+	return lo < g->max ? lo : g->max;
+}
+
+static inline struct kvf__jrec *mgen_rec(struct mgen *g,
+					 enum kvf__jrec_type type, uint32_t id)
+{
+	struct kvf__jrec *r = &g->recs[g->n];
+
+	memset(r, 0, sizeof(*r));
+	r->type = type;
+	mx_key(g->keys[g->n], g->thread, id);
+	r->obj.key = g->keys[g->n];
+	r->obj.key_len = MX_KEY_LEN;
+	g->n++;
+	return r;
+}
+
+/* Generate a batch of @n records (a few removes, puts) into g->recs. */
+static inline size_t mgen_batch(struct mgen *g, size_t n)
+{
+	g->n = 0;
+	while (g->n < n) {
+		uint32_t id = g->next_id ?
+				      (uint32_t)(mgen_rand(g) % g->next_id) : 0;
+		struct kvf__jrec *r;
+
+		if (g->nr_live && mgen_rand(g) % 8 == 0 &&
+		    g->state[id] == MX_LIVE) {
+			mgen_rec(g, KVF__JREC_OBJECT_REMOVE, id);
+			g->state[id] = MX_GONE;
+			g->nr_live--;
+			continue;
+		}
+		id = g->next_id++;
+		mx_grow(&g->state, &g->cap, id);
+		r = mgen_rec(g, KVF__JREC_OBJECT_PUT, id);
+		r->obj.size = 4096;
+		r->obj.nr_replicas = 1;
+		r->obj.replicas[0].segment_id = (uint64_t)g->thread + 1;
+		r->obj.replicas[0].offset = (uint64_t)id * 4096;
+		g->state[id] = MX_LIVE;
+		g->nr_live++;
+	}
+	g->batches++;
+	return g->n;
+}
+
+/* What a replay of mgen batches holds: per thread, the state of each id. */
+struct mx_replay {
+	uint8_t *state[MX_MAX_THREADS];
+	uint32_t cap[MX_MAX_THREADS];
+	uint64_t image_seq, next_seq;
+	int bad; /* a line number: unknown key, put twice, bad sequence */
+};
+
+static inline void mx_replay_init(struct mx_replay *m, uint64_t ckpt_seq)
+{
+	memset(m, 0, sizeof(*m));
+	m->image_seq = ckpt_seq;
+	m->next_seq = ckpt_seq + 1;
+}
+
+static inline void mx_replay_free(struct mx_replay *m)
+{
+	for (int t = 0; t < MX_MAX_THREADS; t++)
+		free(m->state[t]);
+	memset(m, 0, sizeof(*m));
+}
+
+/* Replay callback for kvf__journal_replay(); the image comes first. */
+static inline int mx_replay_cb(void *arg, const struct kvf__jrec *r,
+			       uint64_t seq)
+{
+	struct mx_replay *m = arg;
+	uint8_t *st;
+	uint32_t id;
+	int t;
+
+	if (seq != m->image_seq || m->next_seq != m->image_seq + 1) {
+		if (seq != m->next_seq && !m->bad)
+			m->bad = __LINE__;
+		m->next_seq = seq + 1;
+	}
+	if ((r->type != KVF__JREC_OBJECT_PUT &&
+	     r->type != KVF__JREC_OBJECT_REMOVE) ||
+	    !mx_parse(r, &t, &id)) {
+		m->bad = m->bad ? m->bad : __LINE__;
+		return 0;
+	}
+	mx_grow(&m->state[t], &m->cap[t], id);
+	st = &m->state[t][id];
+	if (r->type == KVF__JREC_OBJECT_PUT) {
+		if (*st != MX_NEVER && !m->bad)
+			m->bad = __LINE__; /* keys are never put twice */
+		*st = MX_LIVE;
+	} else {
+		*st = MX_GONE;
+	}
+	return 0;
+}
+
+/*
+ * 0 if thread @g->thread's replayed state equals @g's (every id it put is
+ * live or gone exactly as generated), else the first id that differs + 1.
+ * The image forgets removed keys, so "gone" and "never" compare equal.
+ */
+static inline uint64_t mx_diff(const struct mx_replay *m, const struct mgen *g)
+{
+	const uint8_t *st = m->state[g->thread];
+	uint32_t cap = m->cap[g->thread];
+	uint32_t n = g->next_id > cap ? g->next_id : cap;
+
+	for (uint32_t id = 0; id < n; id++) {
+		int want = id < g->next_id && g->state[id] == MX_LIVE;
+		int got = id < cap && st[id] == MX_LIVE;
+
+		if (want != got)
+			return (uint64_t)id + 1;
+	}
+	return 0;
 }
 
 #endif /* KVF_TEST_JOURNAL_MODEL_H */
