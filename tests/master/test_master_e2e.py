@@ -484,16 +484,19 @@ def scenario_metrics():
 
 
 def old_table():
-    """The v0.3.12.post1 revision's RPC table, as mc.load_table() reads
-    the newest one."""
-    table = {}
-    for line in open(os.path.join(FIXTURES, "rpc_table_v0.3.12.post1.tsv")):
-        if line.startswith("#") or not line.strip():
-            continue
-        f = line.rstrip("\n").split("\t")
-        table[f[0]] = {"id": int(f[1], 16), "nargs": int(f[2]),
-                       "req": None if f[4] == "-" else f[4], "resp": f[6]}
-    return table
+    """The v0.3.12.post1 revision's RPC table, read by the client's own
+    loader (it reads rpc_table.tsv from the folder mc._here names)."""
+    d = os.path.join(TMP, "old-abi-table-%d" % os.getpid())
+    os.makedirs(d, exist_ok=True)
+    link = os.path.join(d, "rpc_table.tsv")
+    if not os.path.exists(link):
+        os.symlink(os.path.join(FIXTURES, "rpc_table_v0.3.12.post1.tsv"),
+                   link)
+    saved, mc._here = mc._here, d
+    try:
+        return mc.load_table()
+    finally:
+        mc._here = saved
 
 
 def scenario_old_abi():
