@@ -121,8 +121,8 @@ int kvf_flags_parse(struct kvf_master_flags *f, int argc, char **argv,
  *
  * Return: %KVF_OK or %KVF_ERR_INVALID_ARGUMENT.
  */
-int kvf_flags_load_json(struct kvf_master_flags *f, const char *text,
-			char *err, size_t errlen);
+int kvf_flags_load_json(struct kvf_master_flags *f, const char *text, char *err,
+			size_t errlen);
 
 /**
  * kvf_flags_engine_config() - translate @f into an engine configuration.
