@@ -46,7 +46,7 @@ enum flag_kind {
 	FLAG_U64,
 	FLAG_DBL,
 	FLAG_BOOL,
-	FLAG_MS, /* u64 milliseconds, suffixes accepted */
+	FLAG_MS,  /* u64 milliseconds, suffixes accepted */
 	FLAG_SEC, /* u64 seconds, suffixes accepted */
 };
 
@@ -64,96 +64,96 @@ struct flag_def {
 
 static const struct flag_def flag_table[] = {
 	/* upstream mooncake_master */
-	{ "rpc_address", FLAG_STR, F(rpc_address), NOSET, "127.0.0.1",
-	  "address the RPC server binds (upstream: 0.0.0.0)" },
-	{ "rpc_port", FLAG_I64, F(rpc_port), F(rpc_port_set), "50051",
-	  "RPC port; 0 picks an ephemeral port, printed on stdout" },
-	{ "port", FLAG_I64, F(port), NOSET, "50051",
-	  "deprecated spelling of --rpc_port (used when --rpc_port is not given)" },
-	{ "rpc_thread_num", FLAG_I64, F(rpc_thread_num),
-	  F(rpc_thread_num_set), "0",
-	  "RPC event-loop threads; 0 = min(online CPUs, --max_threads)" },
-	{ "max_threads", FLAG_I64, F(max_threads), NOSET, "4",
-	  "deprecated: thread cap when --rpc_thread_num is 0" },
-	{ "rpc_conn_timeout_seconds", FLAG_I64, F(rpc_conn_timeout_seconds),
-	  NOSET, "0",
-	  "idle connection timeout in seconds; 0 = use --idle_timeout_sec" },
-	{ "rpc_enable_tcp_no_delay", FLAG_BOOL, F(rpc_enable_tcp_no_delay),
-	  NOSET, "true", "set TCP_NODELAY on RPC connections" },
-	{ "enable_metric_reporting", FLAG_BOOL, F(enable_metric_reporting),
-	  NOSET, "true", "serve /metrics, /metrics/summary and /health" },
-	{ "metrics_port", FLAG_I64, F(metrics_port), NOSET, "9003",
-	  "HTTP metrics port; 0 picks an ephemeral port" },
-	{ "metrics_host", FLAG_STR, F(metrics_host), F(metrics_host_set),
-	  "127.0.0.1",
-	  "address the metrics server binds (default: --rpc_address)" },
-	{ "default_kv_lease_ttl", FLAG_MS, F(default_kv_lease_ttl_ms), NOSET,
-	  "10000", "read lease granted by Get/Exist, ms" },
-	{ "default_kv_soft_pin_ttl", FLAG_MS, F(default_kv_soft_pin_ttl_ms),
-	  NOSET, "1800000", "soft pin lifetime, ms" },
-	{ "max_kv_soft_pin_ttl", FLAG_MS, F(max_kv_soft_pin_ttl_ms), NOSET,
-	  "86400000", "largest soft_pin_ttl_ms a put may ask for, ms" },
-	{ "allow_evict_soft_pinned_objects", FLAG_BOOL,
-	  F(allow_evict_soft_pinned_objects), NOSET, "true",
-	  "soft-pinned objects may be evicted (always last)" },
-	{ "eviction_ratio", FLAG_DBL, F(eviction_ratio), NOSET, "0.05",
-	  "fraction of capacity one eviction pass frees, 0..1" },
-	{ "eviction_high_watermark_ratio", FLAG_DBL,
-	  F(eviction_high_watermark_ratio), NOSET, "0.90",
-	  "eviction starts above this used/total ratio, 0..1" },
-	{ "client_ttl", FLAG_SEC, F(client_ttl_s), NOSET, "10",
-	  "a client without Ping this long is dead, s" },
-	{ "allocation_strategy", FLAG_STR, F(allocation_strategy),
-	  F(allocation_strategy_set), "random",
-	  "upstream placement name: random | free_ratio_first" },
-	{ "memory_allocator", FLAG_STR, F(memory_allocator), NOSET, "offset",
-	  "accepted for compatibility; KVForge has one allocator" },
-	{ "put_start_discard_timeout_sec", FLAG_SEC,
-	  F(put_start_discard_timeout_sec), NOSET, "30",
-	  "a put unfinished this long may be pre-empted, s" },
-	{ "put_start_release_timeout_sec", FLAG_SEC,
-	  F(put_start_release_timeout_sec), NOSET, "600",
-	  "buffers of a pre-empted put are freed after this, s" },
-	{ "enable_http_metadata_server", FLAG_BOOL,
-	  F(enable_http_metadata_server), NOSET, "false",
-	  "serve the transfer engine's HTTP metadata store" },
-	{ "http_metadata_server_port", FLAG_I64, F(http_metadata_server_port),
-	  NOSET, "8080", "HTTP metadata server port" },
-	{ "http_metadata_server_host", FLAG_STR, F(http_metadata_server_host),
-	  NOSET, "127.0.0.1",
-	  "address the metadata server binds (upstream: 0.0.0.0)" },
-	{ "root_fs_dir", FLAG_STR, F(root_fs_dir), NOSET, "",
-	  "storage root reported by GetFsdir/GetStorageConfig" },
-	{ "cluster_id", FLAG_STR, F(cluster_id), NOSET, "mooncake_cluster",
-	  "cluster id, appended to --root_fs_dir in GetFsdir" },
-	{ "enable_disk_eviction", FLAG_BOOL, F(enable_disk_eviction), NOSET,
-	  "true", "reported by GetStorageConfig" },
-	{ "quota_bytes", FLAG_U64, F(quota_bytes), NOSET, "0",
-	  "reported by GetStorageConfig" },
-	{ "config_path", FLAG_STR, F(config_path), NOSET, "",
-	  "JSON file of the same keys; the command line overrides it" },
+	{"rpc_address", FLAG_STR, F(rpc_address), NOSET, "127.0.0.1",
+	 "address the RPC server binds (upstream: 0.0.0.0)"},
+	{"rpc_port", FLAG_I64, F(rpc_port), F(rpc_port_set), "50051",
+	 "RPC port; 0 picks an ephemeral port, printed on stdout"},
+	{"port", FLAG_I64, F(port), NOSET, "50051",
+	 "deprecated spelling of --rpc_port (used when --rpc_port is not "
+	 "given)"},
+	{"rpc_thread_num", FLAG_I64, F(rpc_thread_num), F(rpc_thread_num_set),
+	 "0", "RPC event-loop threads; 0 = min(online CPUs, --max_threads)"},
+	{"max_threads", FLAG_I64, F(max_threads), NOSET, "4",
+	 "deprecated: thread cap when --rpc_thread_num is 0"},
+	{"rpc_conn_timeout_seconds", FLAG_I64, F(rpc_conn_timeout_seconds),
+	 NOSET, "0",
+	 "idle connection timeout in seconds; 0 = use --idle_timeout_sec"},
+	{"rpc_enable_tcp_no_delay", FLAG_BOOL, F(rpc_enable_tcp_no_delay),
+	 NOSET, "true", "set TCP_NODELAY on RPC connections"},
+	{"enable_metric_reporting", FLAG_BOOL, F(enable_metric_reporting),
+	 NOSET, "true", "serve /metrics, /metrics/summary and /health"},
+	{"metrics_port", FLAG_I64, F(metrics_port), NOSET, "9003",
+	 "HTTP metrics port; 0 picks an ephemeral port"},
+	{"metrics_host", FLAG_STR, F(metrics_host), F(metrics_host_set),
+	 "127.0.0.1",
+	 "address the metrics server binds (default: --rpc_address)"},
+	{"default_kv_lease_ttl", FLAG_MS, F(default_kv_lease_ttl_ms), NOSET,
+	 "10000", "read lease granted by Get/Exist, ms"},
+	{"default_kv_soft_pin_ttl", FLAG_MS, F(default_kv_soft_pin_ttl_ms),
+	 NOSET, "1800000", "soft pin lifetime, ms"},
+	{"max_kv_soft_pin_ttl", FLAG_MS, F(max_kv_soft_pin_ttl_ms), NOSET,
+	 "86400000", "largest soft_pin_ttl_ms a put may ask for, ms"},
+	{"allow_evict_soft_pinned_objects", FLAG_BOOL,
+	 F(allow_evict_soft_pinned_objects), NOSET, "true",
+	 "soft-pinned objects may be evicted (always last)"},
+	{"eviction_ratio", FLAG_DBL, F(eviction_ratio), NOSET, "0.05",
+	 "fraction of capacity one eviction pass frees, 0..1"},
+	{"eviction_high_watermark_ratio", FLAG_DBL,
+	 F(eviction_high_watermark_ratio), NOSET, "0.90",
+	 "eviction starts above this used/total ratio, 0..1"},
+	{"client_ttl", FLAG_SEC, F(client_ttl_s), NOSET, "10",
+	 "a client without Ping this long is dead, s"},
+	{"allocation_strategy", FLAG_STR, F(allocation_strategy),
+	 F(allocation_strategy_set), "random",
+	 "upstream placement name: random | free_ratio_first"},
+	{"memory_allocator", FLAG_STR, F(memory_allocator), NOSET, "offset",
+	 "accepted for compatibility; KVForge has one allocator"},
+	{"put_start_discard_timeout_sec", FLAG_SEC,
+	 F(put_start_discard_timeout_sec), NOSET, "30",
+	 "a put unfinished this long may be pre-empted, s"},
+	{"put_start_release_timeout_sec", FLAG_SEC,
+	 F(put_start_release_timeout_sec), NOSET, "600",
+	 "buffers of a pre-empted put are freed after this, s"},
+	{"enable_http_metadata_server", FLAG_BOOL,
+	 F(enable_http_metadata_server), NOSET, "false",
+	 "serve the transfer engine's HTTP metadata store"},
+	{"http_metadata_server_port", FLAG_I64, F(http_metadata_server_port),
+	 NOSET, "8080", "HTTP metadata server port"},
+	{"http_metadata_server_host", FLAG_STR, F(http_metadata_server_host),
+	 NOSET, "127.0.0.1",
+	 "address the metadata server binds (upstream: 0.0.0.0)"},
+	{"root_fs_dir", FLAG_STR, F(root_fs_dir), NOSET, "",
+	 "storage root reported by GetFsdir/GetStorageConfig"},
+	{"cluster_id", FLAG_STR, F(cluster_id), NOSET, "mooncake_cluster",
+	 "cluster id, appended to --root_fs_dir in GetFsdir"},
+	{"enable_disk_eviction", FLAG_BOOL, F(enable_disk_eviction), NOSET,
+	 "true", "reported by GetStorageConfig"},
+	{"quota_bytes", FLAG_U64, F(quota_bytes), NOSET, "0",
+	 "reported by GetStorageConfig"},
+	{"config_path", FLAG_STR, F(config_path), NOSET, "",
+	 "JSON file of the same keys; the command line overrides it"},
 	/* KVForge's own */
-	{ "data-dir", FLAG_STR, F(data_dir), NOSET, "",
-	  "journal directory; empty = metadata in memory only" },
-	{ "durability", FLAG_STR, F(durability), NOSET, "bounded",
-	  "bounded | strict | none (none without --data-dir)" },
-	{ "index", FLAG_STR, F(index), NOSET, "bucket", "bucket | lfht" },
-	{ "placement", FLAG_STR, F(placement), F(placement_set),
-	  "fragmentation_aware",
-	  "fragmentation_aware | random | free_ratio_first" },
-	{ "mooncake-abi", FLAG_STR, F(mooncake_abi), NOSET, "",
-	  "Mooncake revision spoken; empty = the newest tabled" },
-	{ "max_request_bytes", FLAG_U64, F(max_request_bytes), NOSET,
-	  "8388608", "largest request body + attachment accepted, bytes" },
-	{ "max_connections", FLAG_U64, F(max_connections), NOSET, "4096",
-	  "open RPC connections at most; more are closed at accept" },
-	{ "idle_timeout_sec", FLAG_U64, F(idle_timeout_sec), NOSET, "3600",
-	  "close a connection silent this long, s" },
-	{ "request_timeout_sec", FLAG_U64, F(request_timeout_sec), NOSET, "30",
-	  "close a connection whose request stays half-sent this long, s" },
-	{ "expected_objects", FLAG_U64, F(expected_objects), NOSET, "1000000",
-	  "objects the index is presized for" },
-	{ "help", FLAG_BOOL, F(help), NOSET, "false", "print this list" },
+	{"data-dir", FLAG_STR, F(data_dir), NOSET, "",
+	 "journal directory; empty = metadata in memory only"},
+	{"durability", FLAG_STR, F(durability), NOSET, "bounded",
+	 "bounded | strict | none (none without --data-dir)"},
+	{"index", FLAG_STR, F(index), NOSET, "bucket", "bucket | lfht"},
+	{"placement", FLAG_STR, F(placement), F(placement_set),
+	 "fragmentation_aware",
+	 "fragmentation_aware | random | free_ratio_first"},
+	{"mooncake-abi", FLAG_STR, F(mooncake_abi), NOSET, "",
+	 "Mooncake revision spoken; empty = the newest tabled"},
+	{"max_request_bytes", FLAG_U64, F(max_request_bytes), NOSET, "8388608",
+	 "largest request body + attachment accepted, bytes"},
+	{"max_connections", FLAG_U64, F(max_connections), NOSET, "4096",
+	 "open RPC connections at most; more are closed at accept"},
+	{"idle_timeout_sec", FLAG_U64, F(idle_timeout_sec), NOSET, "3600",
+	 "close a connection silent this long, s"},
+	{"request_timeout_sec", FLAG_U64, F(request_timeout_sec), NOSET, "30",
+	 "close a connection whose request stays half-sent this long, s"},
+	{"expected_objects", FLAG_U64, F(expected_objects), NOSET, "1000000",
+	 "objects the index is presized for"},
+	{"help", FLAG_BOOL, F(help), NOSET, "false", "print this list"},
 };
 
 #define NFLAGS (sizeof(flag_table) / sizeof(flag_table[0]))
@@ -203,8 +203,8 @@ static const struct flag_def *find_flag(const char *name, size_t n)
 
 static int parse_bool(const char *v, bool *out)
 {
-	static const char *const yes[] = { "true", "1", "yes", "t", "y" };
-	static const char *const no[] = { "false", "0", "no", "f", "n" };
+	static const char *const yes[] = {"true", "1", "yes", "t", "y"};
+	static const char *const no[] = {"false", "0", "no", "f", "n"};
 
 	for (size_t i = 0; i < 5; i++) {
 		if (!strcasecmp(v, yes[i])) {
@@ -259,8 +259,7 @@ static int parse_duration(const char *v, uint64_t unit_ms, uint64_t *out)
 	static const struct {
 		const char *sfx;
 		uint64_t ms;
-	} sfx[] = { { "ms", 1 }, { "s", 1000 }, { "m", 60000 },
-		    { "h", 3600000 } };
+	} sfx[] = {{"ms", 1}, {"s", 1000}, {"m", 60000}, {"h", 3600000}};
 	uint64_t n, mult = unit_ms, ms;
 	char digits[32];
 	size_t len = strspn(v, "0123456789");
@@ -401,8 +400,7 @@ struct json {
 
 static void json_ws(struct json *j)
 {
-	while (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' ||
-	       *j->p == '\r')
+	while (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r')
 		j->p++;
 }
 
@@ -523,19 +521,20 @@ static int json_member(struct kvf_master_flags *f, struct json *j,
 	 * booleans; numbers may also be quoted ("10s" needs quotes). */
 	if ((d->kind == FLAG_STR && !is_str) ||
 	    (d->kind == FLAG_BOOL && is_str)) {
-		set_err(j->err, j->errlen, "config: key '%s' has the wrong type",
-			key);
+		set_err(j->err, j->errlen,
+			"config: key '%s' has the wrong type", key);
 		return KVF_ERR_INVALID_ARGUMENT;
 	}
 	ret = set_value(f, d, val, j->err, j->errlen);
 	return ret;
 }
 
-int kvf_flags_load_json(struct kvf_master_flags *f, const char *text,
-			char *err, size_t errlen)
+int kvf_flags_load_json(struct kvf_master_flags *f, const char *text, char *err,
+			size_t errlen)
 {
-	struct json j = { .p = text, .start = text, .err = err, .errlen = errlen };
-	struct ignored ig = { .len = 0 };
+	struct json j = {
+		.p = text, .start = text, .err = err, .errlen = errlen};
+	struct ignored ig = {.len = 0};
 	int ret;
 
 	json_ws(&j);
@@ -582,8 +581,8 @@ static int load_config_file(struct kvf_master_flags *f, const char *path,
 	}
 	if (fseek(fp, 0, SEEK_END) || (size = ftell(fp)) < 0 ||
 	    size > (1 << 20) || fseek(fp, 0, SEEK_SET)) {
-		set_err(err, errlen, "--config_path %s: unreadable or over 1 MiB",
-			path);
+		set_err(err, errlen,
+			"--config_path %s: unreadable or over 1 MiB", path);
 		goto out;
 	}
 	text = malloc((size_t)size + 1);
@@ -593,7 +592,8 @@ static int load_config_file(struct kvf_master_flags *f, const char *path,
 	}
 	text[size] = 0;
 	if (strlen(text) != (size_t)size) {
-		set_err(err, errlen, "--config_path %s: NUL byte in file", path);
+		set_err(err, errlen, "--config_path %s: NUL byte in file",
+			path);
 		ret = KVF_ERR_INVALID_ARGUMENT;
 		goto out;
 	}
@@ -626,8 +626,8 @@ static bool split_arg(const char *a, const char **name, size_t *n,
 }
 
 /* Apply one flag; *i advances past a separate value argument. */
-static int apply_arg(struct kvf_master_flags *f, int argc, char **argv,
-		     int *i, struct ignored *ig, char *err, size_t errlen)
+static int apply_arg(struct kvf_master_flags *f, int argc, char **argv, int *i,
+		     struct ignored *ig, char *err, size_t errlen)
 {
 	const char *name, *val;
 	const struct flag_def *d;
@@ -685,8 +685,8 @@ static int check_ranges(const struct kvf_master_flags *f, char *err,
 			size_t errlen)
 {
 	if (f->rpc_port < 0 || f->rpc_port > 65535 || f->port < 0 ||
-	    f->port > 65535 || f->metrics_port < 0 ||
-	    f->metrics_port > 65535 || f->http_metadata_server_port < 0 ||
+	    f->port > 65535 || f->metrics_port < 0 || f->metrics_port > 65535 ||
+	    f->http_metadata_server_port < 0 ||
 	    f->http_metadata_server_port > 65535) {
 		set_err(err, errlen, "a port is outside 0..65535");
 		return KVF_ERR_INVALID_ARGUMENT;
@@ -703,8 +703,9 @@ static int check_ranges(const struct kvf_master_flags *f, char *err,
 		return KVF_ERR_INVALID_ARGUMENT;
 	}
 	if (!f->client_ttl_s || !f->default_kv_lease_ttl_ms) {
-		set_err(err, errlen, "--client_ttl and --default_kv_lease_ttl "
-				     "must be positive");
+		set_err(err, errlen,
+			"--client_ttl and --default_kv_lease_ttl "
+			"must be positive");
 		return KVF_ERR_INVALID_ARGUMENT;
 	}
 	if (f->max_request_bytes < 4096 || f->max_request_bytes > (1u << 30)) {
@@ -712,10 +713,10 @@ static int check_ranges(const struct kvf_master_flags *f, char *err,
 		return KVF_ERR_INVALID_ARGUMENT;
 	}
 	if (!f->max_connections || !f->idle_timeout_sec ||
-	    !f->request_timeout_sec ||
-	    f->rpc_conn_timeout_seconds < 0) {
-		set_err(err, errlen, "--max_connections and the timeouts must "
-				     "be positive");
+	    !f->request_timeout_sec || f->rpc_conn_timeout_seconds < 0) {
+		set_err(err, errlen,
+			"--max_connections and the timeouts must "
+			"be positive");
 		return KVF_ERR_INVALID_ARGUMENT;
 	}
 	return KVF_OK;
@@ -724,7 +725,7 @@ static int check_ranges(const struct kvf_master_flags *f, char *err,
 int kvf_flags_parse(struct kvf_master_flags *f, int argc, char **argv,
 		    char *err, size_t errlen)
 {
-	struct ignored ig = { .len = 0 };
+	struct ignored ig = {.len = 0};
 	const char *cfg = find_config_path(argc, argv);
 	int ret;
 
@@ -760,11 +761,11 @@ static int pick(const char *v, const char *const *names, const int *vals,
 static int engine_placement(const struct kvf_master_flags *f, int *out,
 			    char *err, size_t errlen)
 {
-	static const char *const names[] = { "fragmentation_aware", "random",
-					     "free_ratio_first" };
-	static const int vals[] = { KVF_PLACEMENT_FRAGMENTATION_AWARE,
-				    KVF_PLACEMENT_RANDOM,
-				    KVF_PLACEMENT_FREE_RATIO_FIRST };
+	static const char *const names[] = {"fragmentation_aware", "random",
+					    "free_ratio_first"};
+	static const int vals[] = {KVF_PLACEMENT_FRAGMENTATION_AWARE,
+				   KVF_PLACEMENT_RANDOM,
+				   KVF_PLACEMENT_FREE_RATIO_FIRST};
 	const char *v = f->placement;
 
 	if (!f->placement_set && f->allocation_strategy_set)
@@ -782,17 +783,17 @@ static int engine_placement(const struct kvf_master_flags *f, int *out,
 int kvf_flags_engine_config(const struct kvf_master_flags *f,
 			    struct kvf_config *cfg, char *err, size_t errlen)
 {
-	static const char *const dnames[] = { "bounded", "strict", "none" };
-	static const int dvals[] = { KVF_DURABILITY_BOUNDED,
-				     KVF_DURABILITY_STRICT,
-				     KVF_DURABILITY_NONE };
-	static const char *const inames[] = { "bucket", "lfht" };
-	static const int ivals[] = { KVF_INDEX_BUCKET, KVF_INDEX_LFHT };
+	static const char *const dnames[] = {"bounded", "strict", "none"};
+	static const int dvals[] = {KVF_DURABILITY_BOUNDED,
+				    KVF_DURABILITY_STRICT, KVF_DURABILITY_NONE};
+	static const char *const inames[] = {"bucket", "lfht"};
+	static const int ivals[] = {KVF_INDEX_BUCKET, KVF_INDEX_LFHT};
 	int durability, index, placement, ret;
 
 	kvf_config_init(cfg);
 	if (pick(f->durability, dnames, dvals, 3, &durability)) {
-		set_err(err, errlen, "unknown --durability '%s'", f->durability);
+		set_err(err, errlen, "unknown --durability '%s'",
+			f->durability);
 		return KVF_ERR_INVALID_ARGUMENT;
 	}
 	if (pick(f->index, inames, ivals, 2, &index)) {
@@ -840,8 +841,8 @@ uint16_t kvf_flags_rpc_port(const struct kvf_master_flags *f)
 
 void kvf_flags_help(FILE *out)
 {
-	static const char *const kind[] = { "string", "int", "uint", "double",
-					    "bool", "ms", "s" };
+	static const char *const kind[] = {"string", "int", "uint", "double",
+					   "bool",   "ms",  "s"};
 
 	fprintf(out, "usage: kvforge-master [--flag=value ...]\n\n"
 		     "Flags (gflags syntax: --name=value, --name value, "

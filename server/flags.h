@@ -94,11 +94,12 @@ void kvf_flags_defaults(struct kvf_master_flags *f);
  * @errlen: size of @err.
  *
  * A --config_path on the line is read first (wherever it appears), then
- * the remaining flags override it, as upstream. Flags of mooncake_master
- * that KVForge has no use for (HA, offload, CXL, task manager ...) are
- * accepted; their names are collected and reported once on stderr. Any
- * other unknown flag, a bad value or a positional argument is an error
- * and @f must be discarded.
+ * the remaining flags override it, as upstream. Unknown flags (those of
+ * mooncake_master that KVForge has no use for: HA, offload, CXL, task
+ * manager ...; upstream keeps adding them, so no list is kept) are
+ * accepted; their names are collected and reported once on stderr. A
+ * bad value, a missing value or a positional argument is an error and
+ * @f must be discarded.
  *
  * Return: %KVF_OK or %KVF_ERR_INVALID_ARGUMENT (with @err filled), or
  * %KVF_ERR_IO when the config file cannot be read.
@@ -114,13 +115,14 @@ int kvf_flags_parse(struct kvf_master_flags *f, int argc, char **argv,
  *
  * The file is one JSON object whose keys are flag names (upstream's
  * config key client_live_ttl_sec is accepted for client_ttl) and whose
- * values are strings, numbers or booleans. Strict: a syntax error, a
- * duplicate-free unknown key or a value of the wrong kind is refused.
+ * values are strings, numbers or booleans. Strict about syntax and
+ * kinds: a syntax error or a value of the wrong kind is refused; unknown
+ * keys are reported once on stderr, as unknown flags are.
  *
  * Return: %KVF_OK or %KVF_ERR_INVALID_ARGUMENT.
  */
-int kvf_flags_load_json(struct kvf_master_flags *f, const char *text,
-			char *err, size_t errlen);
+int kvf_flags_load_json(struct kvf_master_flags *f, const char *text, char *err,
+			size_t errlen);
 
 /**
  * kvf_flags_engine_config() - translate @f into an engine configuration.

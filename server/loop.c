@@ -65,7 +65,7 @@ struct kvf_loop {
 	int listen_fd;
 	int stop_fd;
 	uint16_t port;
-	uint64_t nconns; /* atomic */
+	uint64_t nconns;  /* atomic */
 	bool full_logged; /* atomic */
 	unsigned nthreads;
 	struct loop_thread *threads;
@@ -78,7 +78,7 @@ static int set_interest(struct loop_thread *t, struct kvf_conn *c)
 {
 	uint32_t ev = (kvf_conn_wants_read(c) ? EPOLLIN : 0) |
 		      (kvf_conn_wants_write(c) ? EPOLLOUT : 0);
-	struct epoll_event e = { .events = ev, .data.ptr = c };
+	struct epoll_event e = {.events = ev, .data.ptr = c};
 
 	if (ev == c->events)
 		return 0;
@@ -122,7 +122,7 @@ static void refuse_full(struct kvf_loop *l, int fd)
 static void add_conn(struct loop_thread *t, int fd)
 {
 	struct kvf_loop *l = t->loop;
-	struct epoll_event e = { .events = EPOLLIN };
+	struct epoll_event e = {.events = EPOLLIN};
 	struct kvf_conn *c;
 
 	if (__atomic_fetch_add(&l->nconns, 1, __ATOMIC_RELAXED) >=
@@ -230,10 +230,10 @@ out:
 
 static int bind_listener(struct kvf_loop *l)
 {
-	struct addrinfo hints = { .ai_family = AF_UNSPEC,
-				  .ai_socktype = SOCK_STREAM,
-				  .ai_flags = AI_NUMERICHOST | AI_PASSIVE |
-					      AI_NUMERICSERV };
+	struct addrinfo hints = {.ai_family = AF_UNSPEC,
+				 .ai_socktype = SOCK_STREAM,
+				 .ai_flags = AI_NUMERICHOST | AI_PASSIVE |
+					     AI_NUMERICSERV};
 	struct sockaddr_storage ss;
 	socklen_t sl = sizeof(ss);
 	struct addrinfo *ai;
@@ -269,9 +269,9 @@ static int bind_listener(struct kvf_loop *l)
 
 static int thread_init(struct kvf_loop *l, struct loop_thread *t)
 {
-	struct epoll_event le = { .events = EPOLLIN | EPOLLEXCLUSIVE,
-				  .data.ptr = &listen_tag };
-	struct epoll_event se = { .events = EPOLLIN, .data.ptr = &stop_tag };
+	struct epoll_event le = {.events = EPOLLIN | EPOLLEXCLUSIVE,
+				 .data.ptr = &listen_tag};
+	struct epoll_event se = {.events = EPOLLIN, .data.ptr = &stop_tag};
 
 	t->loop = l;
 	t->env.service = l->o.service;

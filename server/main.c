@@ -59,14 +59,14 @@ static uint64_t live_clients(void *ctx)
 
 static int pick_abi(struct master *m)
 {
-	const char *name = m->flags.mooncake_abi[0] ? m->flags.mooncake_abi
-						    : NULL;
+	const char *name =
+		m->flags.mooncake_abi[0] ? m->flags.mooncake_abi : NULL;
 
 	m->abi = kvf_abi_find(name);
 	if (m->abi)
 		return KVF_OK;
-	fprintf(stderr, "kvforge-master: unknown --mooncake-abi '%s'; known:",
-		name);
+	fprintf(stderr,
+		"kvforge-master: unknown --mooncake-abi '%s'; known:", name);
 	for (size_t i = 0; i < kvf_abi_count(); i++)
 		fprintf(stderr, " %s", kvf_abi_at(i)->name);
 	fputc('\n', stderr);
@@ -115,8 +115,9 @@ static void fit_connection_limit(struct kvf_master_flags *f)
 	}
 	room = rl.rlim_cur > 128 ? rl.rlim_cur - 128 : 1;
 	if (rl.rlim_cur != RLIM_INFINITY && f->max_connections > room) {
-		fprintf(stderr, "kvforge-master: warning: --max_connections "
-				"%llu lowered to %llu (open file limit %llu)\n",
+		fprintf(stderr,
+			"kvforge-master: warning: --max_connections "
+			"%llu lowered to %llu (open file limit %llu)\n",
 			(unsigned long long)f->max_connections,
 			(unsigned long long)room,
 			(unsigned long long)rl.rlim_cur);
@@ -127,11 +128,11 @@ static void fit_connection_limit(struct kvf_master_flags *f)
 static int start_rpc(struct master *m)
 {
 	const struct kvf_master_flags *f = &m->flags;
-	struct kvf_service_options so = { .abi = m->abi,
-					  .engine = m->engine,
-					  .registry = m->registry,
-					  .metrics = m->metrics,
-					  .flags = f };
+	struct kvf_service_options so = {.abi = m->abi,
+					 .engine = m->engine,
+					 .registry = m->registry,
+					 .metrics = m->metrics,
+					 .flags = f};
 	struct kvf_loop_options lo;
 	int ret;
 
@@ -142,9 +143,10 @@ static int start_rpc(struct master *m)
 		.threads = kvf_flags_rpc_threads(f),
 		.max_request_bytes = f->max_request_bytes,
 		.max_connections = f->max_connections,
-		.idle_timeout_sec = f->rpc_conn_timeout_seconds > 0
-					    ? (uint64_t)f->rpc_conn_timeout_seconds
-					    : f->idle_timeout_sec,
+		.idle_timeout_sec =
+			f->rpc_conn_timeout_seconds > 0
+				? (uint64_t)f->rpc_conn_timeout_seconds
+				: f->idle_timeout_sec,
 		.request_timeout_sec = f->request_timeout_sec,
 		.tcp_nodelay = f->rpc_enable_tcp_no_delay,
 		.metrics = m->metrics,
@@ -175,16 +177,16 @@ static int start_http(struct master *m)
 	int ret;
 
 	if (f->enable_metric_reporting) {
-		struct kvf_http_options o = {
-			.host = f->metrics_host_set ? f->metrics_host
-						    : f->rpc_address,
-			.port = (uint16_t)f->metrics_port
-		};
+		struct kvf_http_options o = {.host = f->metrics_host_set
+							     ? f->metrics_host
+							     : f->rpc_address,
+					     .port = (uint16_t)f->metrics_port};
 
 		ret = kvf_http_metrics_start(&o, m->metrics, &m->http_metrics);
 		if (ret) {
-			fprintf(stderr, "kvforge-master: metrics server on "
-					"%s:%u: %s\n",
+			fprintf(stderr,
+				"kvforge-master: metrics server on "
+				"%s:%u: %s\n",
 				o.host, o.port, kvf_strerror(ret));
 			return ret;
 		}
@@ -194,13 +196,13 @@ static int start_http(struct master *m)
 	if (f->enable_http_metadata_server) {
 		struct kvf_http_options o = {
 			.host = f->http_metadata_server_host,
-			.port = (uint16_t)f->http_metadata_server_port
-		};
+			.port = (uint16_t)f->http_metadata_server_port};
 
 		ret = kvf_http_metadata_start(&o, &m->http_metadata);
 		if (ret) {
-			fprintf(stderr, "kvforge-master: metadata server on "
-					"%s:%u: %s\n",
+			fprintf(stderr,
+				"kvforge-master: metadata server on "
+				"%s:%u: %s\n",
 				o.host, o.port, kvf_strerror(ret));
 			return ret;
 		}
@@ -214,7 +216,7 @@ static int start_http(struct master *m)
 /* Wait for SIGINT/SIGTERM; sweep the registry once a second. */
 static void serve(struct master *m, const sigset_t *sigs)
 {
-	struct timespec tick = { .tv_sec = 1 };
+	struct timespec tick = {.tv_sec = 1};
 
 	for (;;) {
 		int sig = sigtimedwait(sigs, NULL, &tick);
@@ -243,7 +245,7 @@ static void shutdown_master(struct master *m)
 
 int main(int argc, char **argv)
 {
-	struct master m = { .abi = NULL };
+	struct master m = {.abi = NULL};
 	sigset_t sigs;
 	char err[512];
 	int ret;

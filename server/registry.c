@@ -173,8 +173,9 @@ static int reindex(struct kvf_registry *r)
 {
 	int ret = idx_rebuild(&r->seg_idx, r->nsegs, seg_id_of, r->segs);
 
-	return ret ? ret : idx_rebuild(&r->cli_idx, r->nclients, cli_id_of,
-				       r->clients);
+	return ret ? ret
+		   : idx_rebuild(&r->cli_idx, r->nclients, cli_id_of,
+				 r->clients);
 }
 
 static int grow(void **arr, size_t *cap, size_t need, size_t size)
@@ -220,8 +221,7 @@ static struct client_ent *client_get(struct kvf_registry *r,
 		 sizeof(*r->clients)))
 		return NULL;
 	r->clients[r->nclients] = (struct client_ent){
-		.uuid = uuid, .id = id, .last_ping_ns = now_ns()
-	};
+		.uuid = uuid, .id = id, .last_ping_ns = now_ns()};
 	return &r->clients[r->nclients++];
 }
 
@@ -360,8 +360,8 @@ static int parse_line(const char *line, struct kvf_uuid *seg,
 		   p) != 5 ||
 	    (!protocol_ok(p, strlen(p)) && strcmp(p, "-")))
 		return KVF_ERR_JOURNAL_CORRUPT;
-	*seg = (struct kvf_uuid){ a, b };
-	*cli = (struct kvf_uuid){ c, d };
+	*seg = (struct kvf_uuid){a, b};
+	*cli = (struct kvf_uuid){c, d};
 	strcpy(proto, strcmp(p, "-") ? p : "");
 	return KVF_OK;
 }
@@ -417,8 +417,8 @@ int kvf_registry_open(struct kvf_engine *engine, const char *data_dir,
 	/* Writers first: a steady stream of batch readers must not starve a
 	 * mount. Safe because no reader takes the lock twice. */
 	pthread_rwlockattr_init(&attr);
-	pthread_rwlockattr_setkind_np(&attr,
-				      PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	pthread_rwlockattr_setkind_np(
+		&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
 	pthread_rwlock_init(&r->lock, &attr);
 	pthread_rwlockattr_destroy(&attr);
 	if (data_dir) {
@@ -486,15 +486,16 @@ static int mount_locked(struct kvf_registry *r, struct kvf_uuid client,
 {
 	char name[KVF_SEGMENT_NAME_MAX + 1], ep[KVF_ENDPOINT_MAX + 1];
 	uint64_t cid = kvf_registry_id(client);
-	struct kvf_segment_desc d = { .id = kvf_registry_id(seg->id),
-				      .name = name, .base = seg->base,
-				      .size = seg->size, .endpoint = ep };
+	struct kvf_segment_desc d = {.id = kvf_registry_id(seg->id),
+				     .name = name,
+				     .base = seg->base,
+				     .size = seg->size,
+				     .endpoint = ep};
 	struct kvf_segment_info info;
 	int ret;
 
 	if (!copy_str(name, sizeof(name), seg->name, seg->name_len) ||
-	    !copy_str(ep, sizeof(ep), seg->te_endpoint,
-		      seg->te_endpoint_len) ||
+	    !copy_str(ep, sizeof(ep), seg->te_endpoint, seg->te_endpoint_len) ||
 	    !protocol_ok(seg->protocol, seg->protocol_len) ||
 	    collides(r, seg, client))
 		return KVF_ERR_INVALID_PARAMS;
@@ -610,8 +611,8 @@ static bool sweep_needed(struct kvf_registry *r, uint64_t now)
 			return true;
 	for (size_t i = 0; i < r->nclients; i++) {
 		const struct client_ent *c = &r->clients[i];
-		uint64_t seen = __atomic_load_n(&c->last_ping_ns,
-						__ATOMIC_RELAXED);
+		uint64_t seen =
+			__atomic_load_n(&c->last_ping_ns, __ATOMIC_RELAXED);
 
 		if (!c->nsegs && seen + r->client_ttl_ns < now)
 			return true;
@@ -675,9 +676,9 @@ const struct kvf_seg_entry *kvf_registry_segment(struct kvf_registry *r,
 	return seg_find(r, id);
 }
 
-const struct kvf_seg_entry *
-kvf_registry_segment_by_name(struct kvf_registry *r, const char *name,
-			     size_t len)
+const struct kvf_seg_entry *kvf_registry_segment_by_name(struct kvf_registry *r,
+							 const char *name,
+							 size_t len)
 {
 	for (size_t i = 0; i < r->nsegs; i++)
 		if (r->segs[i].name_len == len &&
@@ -686,19 +687,18 @@ kvf_registry_segment_by_name(struct kvf_registry *r, const char *name,
 	return NULL;
 }
 
-const struct kvf_seg_entry *
-kvf_registry_segment_by_uuid(struct kvf_registry *r, struct kvf_uuid id)
+const struct kvf_seg_entry *kvf_registry_segment_by_uuid(struct kvf_registry *r,
+							 struct kvf_uuid id)
 {
 	const struct kvf_seg_entry *e = seg_find(r, kvf_registry_id(id));
 
 	return e && uuid_eq(e->uuid, id) ? e : NULL;
 }
 
-size_t kvf_registry_client_segments(struct kvf_registry *r,
-				    struct kvf_uuid client,
-				    void (*fn)(const struct kvf_seg_entry *,
-					       void *),
-				    void *ctx)
+size_t
+kvf_registry_client_segments(struct kvf_registry *r, struct kvf_uuid client,
+			     void (*fn)(const struct kvf_seg_entry *, void *),
+			     void *ctx)
 {
 	size_t n = 0;
 

@@ -192,10 +192,9 @@ kvf_registry_segment_by_uuid(struct kvf_registry *reg, struct kvf_uuid id);
  * kvf_registry_client_segments() - visit @client's segments (read lock
  * held). Return: how many were visited.
  */
-size_t kvf_registry_client_segments(struct kvf_registry *reg,
-				    struct kvf_uuid client,
-				    void (*fn)(const struct kvf_seg_entry *,
-					       void *),
-				    void *ctx);
+size_t
+kvf_registry_client_segments(struct kvf_registry *reg, struct kvf_uuid client,
+			     void (*fn)(const struct kvf_seg_entry *, void *),
+			     void *ctx);
 
 #endif /* KVF_SERVER_REGISTRY_H */

@@ -256,7 +256,7 @@ static bool tenant_ok(const struct kvf_str *t)
 /* The request's keys: a batch's array, or the single key as a batch of 1. */
 static void single_key(struct call *c)
 {
-	c->s->keys[0] = (struct kvf_key){ c->req.key.data, c->req.key.len };
+	c->s->keys[0] = (struct kvf_key){c->req.key.data, c->req.key.len};
 	c->req.keys = c->s->keys;
 	c->req.nkeys = 1;
 }
@@ -371,16 +371,16 @@ static void fill_desc(struct call *c, struct kvf_msg_desc *d,
 	d->size = r->size;
 	d->addr = r->addr;
 	if (e) {
-		d->protocol = (struct kvf_str){ e->protocol, e->protocol_len };
-		d->endpoint = (struct kvf_str){ e->endpoint, e->endpoint_len };
+		d->protocol = (struct kvf_str){e->protocol, e->protocol_len};
+		d->endpoint = (struct kvf_str){e->endpoint, e->endpoint_len};
 	} else {
 		const struct kvf_segment_info *info =
 			fallback_segment(c, r->segment_id);
 
-		d->protocol = (struct kvf_str){ "tcp", 3 };
+		d->protocol = (struct kvf_str){"tcp", 3};
 		if (info)
-			d->endpoint = (struct kvf_str){ info->endpoint,
-							strlen(info->endpoint) };
+			d->endpoint = (struct kvf_str){info->endpoint,
+						       strlen(info->endpoint)};
 	}
 }
 
@@ -459,8 +459,7 @@ static void do_exist(struct call *c)
 					 s->bools[0]);
 		return;
 	}
-	kvf_msg_enc_bools(c->out, c->svc->o.abi, c->rpc, s->codes, s->bools,
-			  n);
+	kvf_msg_enc_bools(c->out, c->svc->o.abi, c->rpc, s->codes, s->bools, n);
 	count_items(c, s->codes, n);
 }
 
@@ -468,8 +467,8 @@ static int get_one(struct call *c, size_t i)
 {
 	enum kvf_status st;
 
-	kvf_batch_get(c->svc->o.engine, &c->req.keys[i], 1, &c->s->reps[i],
-		      &st, NULL);
+	kvf_batch_get(c->svc->o.engine, &c->req.keys[i], 1, &c->s->reps[i], &st,
+		      NULL);
 	return st;
 }
 
@@ -523,8 +522,7 @@ static uint32_t preferred(struct call *c, uint64_t *ids, uint32_t cap)
 }
 
 /* ReplicateConfig -> engine placement; false for values refused. */
-static bool put_config(struct call *c, struct kvf_put_config *pc,
-		       uint64_t *ids)
+static bool put_config(struct call *c, struct kvf_put_config *pc, uint64_t *ids)
 {
 	const struct kvf_msg_replicate_config *rc = &c->req.config;
 	const struct kvf_master_flags *f = c->svc->o.flags;
@@ -601,8 +599,8 @@ static void do_put_start(struct call *c, bool upsert)
 }
 
 /* PutEnd / PutRevoke and their batch and upsert forms. */
-typedef int (*finish_fn)(struct kvf_engine *, uint64_t,
-			 const struct kvf_key *, size_t, enum kvf_status *);
+typedef int (*finish_fn)(struct kvf_engine *, uint64_t, const struct kvf_key *,
+			 size_t, enum kvf_status *);
 
 static bool replica_type_ok(int32_t t)
 {
@@ -633,8 +631,8 @@ static void do_finish(struct call *c, finish_fn fn, bool has_type)
 		fn(c->svc->o.engine, client, c->req.keys, n, s->status);
 		for (size_t i = 0; i < n; i++)
 			if (s->status[i] == KVF_ERR_DUPLICATE_KEY)
-				fn(c->svc->o.engine, client, &c->req.keys[i],
-				   1, &s->status[i]);
+				fn(c->svc->o.engine, client, &c->req.keys[i], 1,
+				   &s->status[i]);
 	}
 	status_codes(c);
 	if (is_batch(c->rpc)) {
@@ -721,8 +719,8 @@ static void do_remount(struct call *c)
 
 	while (kvf_msg_view_segment(&it, &m)) {
 		struct kvf_seg_view v = seg_view(&m);
-		int r = kvf_registry_mount(c->svc->o.registry,
-					   c->req.client_id, &v);
+		int r = kvf_registry_mount(c->svc->o.registry, c->req.client_id,
+					   &v);
 
 		if (r && !ret)
 			ret = r;
@@ -734,9 +732,9 @@ static void do_remount(struct call *c)
 
 static void do_unmount(struct call *c)
 {
-	answer_status(c, kvf_registry_unmount(c->svc->o.registry,
-					      c->req.client_id,
-					      c->req.segment_id));
+	answer_status(c,
+		      kvf_registry_unmount(c->svc->o.registry, c->req.client_id,
+					   c->req.segment_id));
 }
 
 static void do_ping(struct call *c)
@@ -782,7 +780,7 @@ static void add_ip(const struct kvf_seg_entry *e, void *ctx)
 		    !memcmp(l->ips[i].data, e->endpoint, len))
 			return;
 	if (l->n < 16)
-		l->ips[l->n++] = (struct kvf_str){ e->endpoint, len };
+		l->ips[l->n++] = (struct kvf_str){e->endpoint, len};
 }
 
 static void do_query_ip(struct call *c)
@@ -808,8 +806,7 @@ static void do_query_ip(struct call *c)
 	while (kvf_msg_view_uuid(&it, &u)) {
 		if (!kvf_registry_client_segments(reg, u, add_ip, &lists[n]))
 			continue;
-		e[n] = (struct kvf_msg_client_ips){ u, lists[n].ips,
-						    lists[n].n };
+		e[n] = (struct kvf_msg_client_ips){u, lists[n].ips, lists[n].n};
 		n++;
 	}
 	kvf_msg_enc_ip_map(c->out, c->svc->o.abi, e, n);
@@ -821,7 +818,7 @@ static void do_query_ip(struct call *c)
 static void do_storage_config(struct call *c)
 {
 	const struct kvf_master_flags *f = c->svc->o.flags;
-	struct kvf_str fsdir = { c->svc->fsdir, strlen(c->svc->fsdir) };
+	struct kvf_str fsdir = {c->svc->fsdir, strlen(c->svc->fsdir)};
 
 	if (c->rpc == KVF_RPC_GetFsdir) {
 		kvf_msg_enc_str(c->out, c->svc->o.abi, c->rpc, fsdir);
@@ -832,7 +829,7 @@ static void do_storage_config(struct call *c)
 		&(struct kvf_msg_storage_config){
 			.fsdir = fsdir,
 			.enable_disk_eviction = f->enable_disk_eviction,
-			.quota_bytes = f->quota_bytes });
+			.quota_bytes = f->quota_bytes});
 }
 
 /* ---- dispatch ----------------------------------------------------------- */
@@ -844,8 +841,7 @@ static void do_storage_config(struct call *c)
  * one error per key, as a client indexes the answers by position; its
  * body was validated by the decoder, so the key count is there to read.
  */
-static void answer_unsupported(struct call *c, const uint8_t *body,
-			       size_t len)
+static void answer_unsupported(struct call *c, const uint8_t *body, size_t len)
 {
 	const struct kvf_abi *abi = c->svc->o.abi;
 	size_t n = 0;
@@ -853,7 +849,8 @@ static void answer_unsupported(struct call *c, const uint8_t *body,
 	if (abi->rpc[c->rpc].shape == KVF_ABI_EXPECTED_VEC) {
 		struct kvf_spack_r r;
 
-		if (!kvf_spack_r_begin(&r, body, len, abi->rpc[c->rpc].req_hash)) {
+		if (!kvf_spack_r_begin(&r, body, len,
+				       abi->rpc[c->rpc].req_hash)) {
 			kvf_spack_r_take(&r, 16); /* the client's UUID */
 			n = kvf_spack_r_count(&r, 1);
 		}
@@ -900,10 +897,10 @@ static void dispatch(struct call *c, const uint8_t *body, size_t len)
 
 	switch (c->rpc) {
 	case KVF_RPC_ServiceReady:
-		kvf_msg_enc_str(c->out, abi, c->rpc,
-				(struct kvf_str){ KVF_SERVICE_VERSION,
-						  sizeof(KVF_SERVICE_VERSION) -
-							  1 });
+		kvf_msg_enc_str(
+			c->out, abi, c->rpc,
+			(struct kvf_str){KVF_SERVICE_VERSION,
+					 sizeof(KVF_SERVICE_VERSION) - 1});
 		break;
 	case KVF_RPC_GetStorageConfig:
 	case KVF_RPC_GetFsdir:
@@ -997,15 +994,14 @@ static void log_hash_mismatch(const struct kvf_service *svc, enum kvf_rpc rpc,
 		svc->o.abi->rpc[rpc].req_hash);
 }
 
-void kvf_service_handle(struct kvf_service *svc,
-			struct kvf_service_scratch *s,
+void kvf_service_handle(struct kvf_service *svc, struct kvf_service_scratch *s,
 			const struct kvf_frame_req *hdr, const uint8_t *body,
 			struct kvf_wbuf *out, uint64_t arrival_ns,
 			bool *hash_logged)
 {
-	struct kvf_msg_items items = { s->keys, s->vals, s->has_val,
-				       svc->max_batch };
-	struct call c = { .svc = svc, .s = s, .out = out };
+	struct kvf_msg_items items = {s->keys, s->vals, s->has_val,
+				      svc->max_batch};
+	struct call c = {.svc = svc, .s = s, .out = out};
 	uint32_t found = 0;
 	size_t at;
 	int ret;

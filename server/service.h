@@ -80,8 +80,7 @@ void kvf_service_scratch_free(struct kvf_service_scratch *s);
  *
  * Context: an event-loop thread; may block on the engine's journal.
  */
-void kvf_service_handle(struct kvf_service *svc,
-			struct kvf_service_scratch *s,
+void kvf_service_handle(struct kvf_service *svc, struct kvf_service_scratch *s,
 			const struct kvf_frame_req *hdr, const uint8_t *body,
 			struct kvf_wbuf *out, uint64_t arrival_ns,
 			bool *hash_logged);

@@ -50,7 +50,8 @@ static int start_master(void **state)
 		dup2(fds[1], STDOUT_FILENO);
 		close(fds[0]);
 		close(fds[1]);
-		execl(bin, bin, "--rpc_port=0", "--enable_metric_reporting=false",
+		execl(bin, bin, "--rpc_port=0",
+		      "--enable_metric_reporting=false",
 		      "--default_kv_lease_ttl=2000ms", "--rpc_thread_num=2",
 		      "--expected_objects=4096", (char *)NULL);
 		_exit(127);
@@ -116,28 +117,29 @@ static struct kvf_msg_resp *call(struct kvf_client *c,
 
 static struct kvf_key key(const char *s)
 {
-	return (struct kvf_key){ s, strlen(s) };
+	return (struct kvf_key){s, strlen(s)};
 }
 
-static const struct kvf_str dflt = { "default", 7 };
+static const struct kvf_str dflt = {"default", 7};
 
 static void mount(struct kvf_client *c, struct kvf_uuid me,
 		  const struct kvf_msg_segment *seg)
 {
-	struct kvf_msg_req q = { .rpc = KVF_RPC_MountSegment,
-				 .client_id = me, .segment = *seg };
+	struct kvf_msg_req q = {
+		.rpc = KVF_RPC_MountSegment, .client_id = me, .segment = *seg};
 	struct answer a;
 
 	assert_int_equal(call(c, &q, &a)->code, 0);
-	q = (struct kvf_msg_req){ .rpc = KVF_RPC_ReMountSegment,
-				  .client_id = me, .segment_array = seg,
-				  .nsegments = 1 };
+	q = (struct kvf_msg_req){.rpc = KVF_RPC_ReMountSegment,
+				 .client_id = me,
+				 .segment_array = seg,
+				 .nsegments = 1};
 	assert_int_equal(call(c, &q, &a)->code, 0);
 }
 
 static int32_t ping(struct kvf_client *c, struct kvf_uuid me)
 {
-	struct kvf_msg_req q = { .rpc = KVF_RPC_Ping, .client_id = me };
+	struct kvf_msg_req q = {.rpc = KVF_RPC_Ping, .client_id = me};
 	struct answer a;
 
 	assert_int_equal(call(c, &q, &a)->code, 0);
@@ -146,19 +148,21 @@ static int32_t ping(struct kvf_client *c, struct kvf_uuid me)
 
 static void test_client_flow(void **state)
 {
-	struct kvf_uuid me = { 0xC1, 0xC2 };
+	struct kvf_uuid me = {0xC1, 0xC2};
 	struct kvf_msg_segment seg = {
-		.id = { 0xE1, 0xE2 }, .name = { "c-seg", 5 },
-		.base = 0x7B0000000000ULL, .size = 64 * MIB,
-		.te_endpoint = { "127.0.0.1:23456", 15 },
-		.protocol = { "tcp", 3 },
+		.id = {0xE1, 0xE2},
+		.name = {"c-seg", 5},
+		.base = 0x7B0000000000ULL,
+		.size = 64 * MIB,
+		.te_endpoint = {"127.0.0.1:23456", 15},
+		.protocol = {"tcp", 3},
 	};
-	struct kvf_key keys[3] = { key("c1"), key("c2"), key("c3") };
-	struct kvf_key probe[4] = { key("c1"), key("c2"), key("c3"),
-				    key("missing") };
-	uint64_t sizes[3] = { 4096, 8192, 100 };
+	struct kvf_key keys[3] = {key("c1"), key("c2"), key("c3")};
+	struct kvf_key probe[4] = {key("c1"), key("c2"), key("c3"),
+				   key("missing")};
+	uint64_t sizes[3] = {4096, 8192, 100};
 	struct kvf_client *c = connect_latest();
-	struct kvf_msg_req q = { .rpc = KVF_RPC_ServiceReady };
+	struct kvf_msg_req q = {.rpc = KVF_RPC_ServiceReady};
 	uint64_t addr[3];
 	struct answer a;
 
@@ -170,9 +174,13 @@ static void test_client_flow(void **state)
 	mount(c, me, &seg);
 	assert_int_equal(ping(c, me), KVF_MC_CLIENT_OK);
 
-	q = (struct kvf_msg_req){ .rpc = KVF_RPC_BatchPutStart,
-				  .client_id = me, .keys = keys, .nkeys = 3,
-				  .vals = sizes, .nvals = 3, .tenant = dflt };
+	q = (struct kvf_msg_req){.rpc = KVF_RPC_BatchPutStart,
+				 .client_id = me,
+				 .keys = keys,
+				 .nkeys = 3,
+				 .vals = sizes,
+				 .nvals = 3,
+				 .tenant = dflt};
 	q.config.replica_num = 1;
 	call(c, &q, &a);
 	assert_int_equal(a.r.n, 3);
@@ -188,16 +196,21 @@ static void test_client_flow(void **state)
 		assert_memory_equal(d->endpoint.data, "127.0.0.1:23456", 15);
 		addr[i] = d->addr;
 	}
-	q = (struct kvf_msg_req){ .rpc = KVF_RPC_BatchPutEnd, .client_id = me,
-				  .keys = keys, .nkeys = 3,
-				  .replica_type = 4, .tenant = dflt };
+	q = (struct kvf_msg_req){.rpc = KVF_RPC_BatchPutEnd,
+				 .client_id = me,
+				 .keys = keys,
+				 .nkeys = 3,
+				 .replica_type = 4,
+				 .tenant = dflt};
 	call(c, &q, &a);
 	assert_int_equal(a.r.n, 3);
 	for (int i = 0; i < 3; i++)
 		assert_int_equal(a.items[i].code, 0);
 
-	q = (struct kvf_msg_req){ .rpc = KVF_RPC_BatchGetReplicaList,
-				  .keys = probe, .nkeys = 4, .tenant = dflt };
+	q = (struct kvf_msg_req){.rpc = KVF_RPC_BatchGetReplicaList,
+				 .keys = probe,
+				 .nkeys = 4,
+				 .tenant = dflt};
 	call(c, &q, &a);
 	assert_int_equal(a.r.n, 4);
 	for (int i = 0; i < 3; i++) {
@@ -209,44 +222,56 @@ static void test_client_flow(void **state)
 	}
 	assert_int_equal(a.items[3].code, -704);
 
-	q = (struct kvf_msg_req){ .rpc = KVF_RPC_BatchExistKey,
-				  .keys = probe, .nkeys = 4, .tenant = dflt };
+	q = (struct kvf_msg_req){.rpc = KVF_RPC_BatchExistKey,
+				 .keys = probe,
+				 .nkeys = 4,
+				 .tenant = dflt};
 	call(c, &q, &a);
 	assert_int_equal(a.r.n, 4);
 	assert_true(a.bools[0] && a.bools[1] && a.bools[2] && !a.bools[3]);
 
-	q = (struct kvf_msg_req){ .rpc = KVF_RPC_PutStart, .client_id = me,
-				  .key = { "c1", 2 }, .u64 = 10,
-				  .tenant = dflt };
+	q = (struct kvf_msg_req){.rpc = KVF_RPC_PutStart,
+				 .client_id = me,
+				 .key = {"c1", 2},
+				 .u64 = 10,
+				 .tenant = dflt};
 	q.config.replica_num = 1;
 	assert_int_equal(call(c, &q, &a)->code, -705);
 
-	q = (struct kvf_msg_req){ .rpc = KVF_RPC_Remove, .key = { "c1", 2 },
-				  .tenant = dflt };
+	q = (struct kvf_msg_req){
+		.rpc = KVF_RPC_Remove, .key = {"c1", 2}, .tenant = dflt};
 	assert_int_equal(call(c, &q, &a)->code, -706); /* leased */
-	q = (struct kvf_msg_req){ .rpc = KVF_RPC_BatchRemove, .keys = probe,
-				  .nkeys = 4, .force = true, .tenant = dflt };
+	q = (struct kvf_msg_req){.rpc = KVF_RPC_BatchRemove,
+				 .keys = probe,
+				 .nkeys = 4,
+				 .force = true,
+				 .tenant = dflt};
 	call(c, &q, &a);
 	assert_int_equal(a.r.n, 4);
 	assert_int_equal(a.items[0].code, 0);
 	assert_int_equal(a.items[3].code, -704);
 
-	q = (struct kvf_msg_req){ .rpc = KVF_RPC_PutStart, .client_id = me,
-				  .key = { "rv", 2 }, .u64 = 10,
-				  .tenant = dflt };
+	q = (struct kvf_msg_req){.rpc = KVF_RPC_PutStart,
+				 .client_id = me,
+				 .key = {"rv", 2},
+				 .u64 = 10,
+				 .tenant = dflt};
 	q.config.replica_num = 1;
 	assert_int_equal(call(c, &q, &a)->code, 0);
-	q = (struct kvf_msg_req){ .rpc = KVF_RPC_PutRevoke, .client_id = me,
-				  .key = { "rv", 2 }, .replica_type = 4,
-				  .tenant = dflt };
+	q = (struct kvf_msg_req){.rpc = KVF_RPC_PutRevoke,
+				 .client_id = me,
+				 .key = {"rv", 2},
+				 .replica_type = 4,
+				 .tenant = dflt};
 	assert_int_equal(call(c, &q, &a)->code, 0);
 
-	q = (struct kvf_msg_req){ .rpc = KVF_RPC_RemoveAll, .force = true,
-				  .tenant = dflt };
+	q = (struct kvf_msg_req){
+		.rpc = KVF_RPC_RemoveAll, .force = true, .tenant = dflt};
 	call(c, &q, &a);
 	assert_int_equal(a.r.i64, 0);
-	q = (struct kvf_msg_req){ .rpc = KVF_RPC_UnmountSegment,
-				  .client_id = me, .segment_id = seg.id };
+	q = (struct kvf_msg_req){.rpc = KVF_RPC_UnmountSegment,
+				 .client_id = me,
+				 .segment_id = seg.id};
 	assert_int_equal(call(c, &q, &a)->code, 0);
 	kvf_client_close(c);
 }
@@ -256,15 +281,16 @@ static void test_client_pipeline(void **state)
 {
 	struct kvf_client *c = connect_latest();
 	enum { N = 48 };
-	bool seen[N] = { false };
+	bool seen[N] = {false};
 	char names[N][16];
 	struct kvf_key k[N];
 
 	(void)state;
 	for (int i = 0; i < N; i++) {
-		struct kvf_msg_req q = { .rpc = KVF_RPC_BatchExistKey,
-					 .keys = &k[i], .nkeys = 1,
-					 .tenant = dflt };
+		struct kvf_msg_req q = {.rpc = KVF_RPC_BatchExistKey,
+					.keys = &k[i],
+					.nkeys = 1,
+					.tenant = dflt};
 
 		snprintf(names[i], sizeof(names[i]), "pipe-%d", i);
 		k[i] = key(names[i]);
@@ -288,20 +314,23 @@ static void test_client_pipeline(void **state)
 static void test_client_other_revision(void **state)
 {
 	const struct kvf_abi *old = kvf_abi_find("v0.3.12.post1");
-	struct kvf_uuid me = { 0xD1, 0xD2 };
+	struct kvf_uuid me = {0xD1, 0xD2};
 	struct kvf_key k = key("old");
 	uint64_t size = 64;
-	struct kvf_msg_req q = { .rpc = KVF_RPC_BatchPutStart,
-				 .client_id = me, .keys = &k, .nkeys = 1,
-				 .vals = &size, .nvals = 1, .tenant = dflt };
+	struct kvf_msg_req q = {.rpc = KVF_RPC_BatchPutStart,
+				.client_id = me,
+				.keys = &k,
+				.nkeys = 1,
+				.vals = &size,
+				.nvals = 1,
+				.tenant = dflt};
 	struct kvf_client *c = NULL;
 	struct answer a;
 
 	(void)state;
 	assert_non_null(old);
-	assert_int_equal(kvf_client_connect("127.0.0.1", master_port, old, 4,
-					    &c),
-			 0);
+	assert_int_equal(
+		kvf_client_connect("127.0.0.1", master_port, old, 4, &c), 0);
 	q.config.replica_num = 1;
 	memset(&a, 0, sizeof(a));
 	a.r.items = a.items;
@@ -310,7 +339,7 @@ static void test_client_other_revision(void **state)
 	a.r.desc_cap = 64;
 	assert_int_equal(kvf_client_call(c, &q, TIMEOUT_MS, &a.r),
 			 KVF_RPC_ERRC_INVALID_RPC_ARGUMENTS);
-	q = (struct kvf_msg_req){ .rpc = KVF_RPC_ServiceReady };
+	q = (struct kvf_msg_req){.rpc = KVF_RPC_ServiceReady};
 	assert_int_equal(call(c, &q, &a)->code, 0);
 	kvf_client_close(c);
 }

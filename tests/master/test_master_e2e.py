@@ -483,6 +483,49 @@ def scenario_metrics():
         eq(got.get("kvforge_rpc_connections"), 1.0, "open connections")
 
 
+def old_table():
+    """The v0.3.12.post1 revision's RPC table, read by the client's own
+    loader (it reads rpc_table.tsv from the folder mc._here names)."""
+    d = os.path.join(TMP, "old-abi-table-%d" % os.getpid())
+    os.makedirs(d, exist_ok=True)
+    link = os.path.join(d, "rpc_table.tsv")
+    if not os.path.exists(link):
+        os.symlink(os.path.join(FIXTURES, "rpc_table_v0.3.12.post1.tsv"),
+                   link)
+    saved, mc._here = mc._here, d
+    try:
+        return mc.load_table()
+    finally:
+        mc._here = saved
+
+
+def scenario_old_abi():
+    """A client of Mooncake v0.3.12.post1 against --mooncake-abi for it;
+    the newest revision's data-path requests are refused there."""
+    with Master("--mooncake-abi=v0.3.12.post1") as m:
+        c = m.client()
+        c.table = old_table()
+        me = [0x4141, 0x4242]
+        seg = segment([0x4343, 0x4444], "old-seg", 0x790000000000)
+        mounted(c, me, seg)
+        eq(ping(c, me), OK_STATUS, "live")
+        cfg = [1, 0, False, False, [], "", [], False, 0, "", None]
+        d = ok(c.call("PutStart", me, "old-k", 512, cfg, "default"),
+               "PutStart (old ReplicateConfig)")
+        ok(c.call("PutEnd", me, "old-k", 4, "default"), "PutEnd (key)")
+        g = ok(c.call("GetReplicaList", "old-k", "default"), "Get")
+        eq(len(g), 2, "old GetReplicaListResponse: no checksum field")
+        eq(desc_fields(g[0][0])[:2], desc_fields(d[0])[:2], "same replica")
+        eq(items(c.call("BatchPutStart", me, ["o1", "o2"], [1, 2], cfg,
+                        "default"))[1].get("ok") is not None, True,
+           "BatchPutStart")
+        eq(items(c.call("BatchPutEnd", me, ["o1", "o2"], 4, "default")),
+           [{"ok": "void"}, {"ok": "void"}], "BatchPutEnd (keys)")
+        new = m.client()
+        r = new.call("PutStart", me, "new-k", 512, CFG, "default")
+        eq(r.get("transport_error"), 4, "newest-revision PutStart refused")
+
+
 def scenario_concurrent():
     """Clients on several connections and threads at once."""
     with Master("--rpc_thread_num=3") as m:
@@ -611,6 +654,7 @@ SCENARIOS = {
     "dead_client": scenario_dead_client,
     "concurrent": scenario_concurrent,
     "metrics": scenario_metrics,
+    "old_abi": scenario_old_abi,
     "replay": scenario_replay,
 }
 

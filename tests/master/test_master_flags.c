@@ -22,7 +22,7 @@
 
 static int parse(struct kvf_master_flags *f, char *err, ...)
 {
-	char *argv[32] = { "kvforge-master" };
+	char *argv[32] = {"kvforge-master"};
 	int argc = 1;
 	va_list ap;
 	char *a;
@@ -152,7 +152,8 @@ static void test_unknown_upstream_flags(void **state)
 	/* HA/offload flags of mooncake_master: accepted, one warning; a
 	 * separate value is consumed with them. */
 	assert_int_equal(PARSE(&f, err, "--enable_ha", "--etcd_endpoints",
-			       "a:1;b:2", "--rpc_port=5", "--enable_offload=true"),
+			       "a:1;b:2", "--rpc_port=5",
+			       "--enable_offload=true"),
 			 KVF_OK);
 	assert_int_equal(kvf_flags_rpc_port(&f), 5);
 }
@@ -163,8 +164,10 @@ static void test_json_config(void **state)
 	char err[256], path[] = "/tmp/kvf-flags-XXXXXX";
 	const char *text =
 		"{ \"rpc_port\": 6000, \"client_live_ttl_sec\": 7,\n"
-		"  \"enable_metric_reporting\": false, \"eviction_ratio\": 0.1,\n"
-		"  \"default_kv_lease_ttl\": \"2s\", \"rpc_address\": \"0.0.0.0\",\n"
+		"  \"enable_metric_reporting\": false, \"eviction_ratio\": "
+		"0.1,\n"
+		"  \"default_kv_lease_ttl\": \"2s\", \"rpc_address\": "
+		"\"0.0.0.0\",\n"
 		"  \"root_fs_dir\": \"/mnt\\/fs\", \"enable_ha\": false }";
 	int fd = mkstemp(path);
 	char arg[64];
@@ -187,9 +190,9 @@ static void test_json_config(void **state)
 
 	/* Strict: syntax errors and wrong kinds are refused. */
 	kvf_flags_defaults(&f);
-	assert_int_equal(kvf_flags_load_json(&f, "{\"rpc_port\": 1,}", err,
-					     sizeof(err)),
-			 KVF_ERR_INVALID_ARGUMENT);
+	assert_int_equal(
+		kvf_flags_load_json(&f, "{\"rpc_port\": 1,}", err, sizeof(err)),
+		KVF_ERR_INVALID_ARGUMENT);
 	assert_int_equal(kvf_flags_load_json(&f, "{\"rpc_address\": 5}", err,
 					     sizeof(err)),
 			 KVF_ERR_INVALID_ARGUMENT);
@@ -197,9 +200,9 @@ static void test_json_config(void **state)
 					     "{\"enable_ha\": true} trailing",
 					     err, sizeof(err)),
 			 KVF_ERR_INVALID_ARGUMENT);
-	assert_int_equal(kvf_flags_load_json(&f, "{\"a\": \"\\q\"}", err,
-					     sizeof(err)),
-			 KVF_ERR_INVALID_ARGUMENT);
+	assert_int_equal(
+		kvf_flags_load_json(&f, "{\"a\": \"\\q\"}", err, sizeof(err)),
+		KVF_ERR_INVALID_ARGUMENT);
 	assert_int_equal(kvf_flags_load_json(&f, "", err, sizeof(err)),
 			 KVF_ERR_INVALID_ARGUMENT);
 	assert_int_equal(kvf_flags_load_json(&f, "{}", err, sizeof(err)),
@@ -226,7 +229,8 @@ static void test_engine_config(void **state)
 	assert_int_equal(cfg.put_release_timeout_ms, 600000);
 
 	/* An explicit upstream strategy is honoured; --placement wins. */
-	assert_int_equal(PARSE(&f, err, "--allocation_strategy=free_ratio_first",
+	assert_int_equal(PARSE(&f, err,
+			       "--allocation_strategy=free_ratio_first",
 			       "--data-dir=/d", "--durability=strict"),
 			 KVF_OK);
 	assert_int_equal(kvf_flags_engine_config(&f, &cfg, err, sizeof(err)),
@@ -267,7 +271,7 @@ static void test_help_lists_every_flag(void **state)
 
 static void test_uuid_ids(void **state)
 {
-	struct kvf_uuid a = { 1, 2 }, b = { 2, 1 }, z = { 0, 0 };
+	struct kvf_uuid a = {1, 2}, b = {2, 1}, z = {0, 0};
 
 	(void)state;
 	assert_int_equal(kvf_registry_id(a), kvf_registry_id(a));

@@ -39,12 +39,15 @@ static struct kvf_engine *open_engine(const char *dir)
 static struct kvf_seg_view seg(struct kvf_uuid id, const char *name,
 			       uint64_t base, const char *proto)
 {
-	return (struct kvf_seg_view){ .id = id, .name = name,
-				      .name_len = strlen(name), .base = base,
-				      .size = 16 * MIB,
-				      .te_endpoint = "127.0.0.1:1",
-				      .te_endpoint_len = 11, .protocol = proto,
-				      .protocol_len = strlen(proto) };
+	return (struct kvf_seg_view){.id = id,
+				     .name = name,
+				     .name_len = strlen(name),
+				     .base = base,
+				     .size = 16 * MIB,
+				     .te_endpoint = "127.0.0.1:1",
+				     .te_endpoint_len = 11,
+				     .protocol = proto,
+				     .protocol_len = strlen(proto)};
 }
 
 /* Undo x ^= x >> s. */
@@ -77,16 +80,15 @@ static struct kvf_uuid collide(struct kvf_uuid u, uint64_t second)
 	t = unxorshift(t, 27);
 	t *= inverse(0xbf58476d1ce4e5b9ULL);
 	t = unxorshift(t, 30);
-	return (struct kvf_uuid){ t ^ (second * 0x9e3779b97f4a7c15ULL),
-				  second };
+	return (struct kvf_uuid){t ^ (second * 0x9e3779b97f4a7c15ULL), second};
 }
 
 static void test_ids_and_collisions(void **state)
 {
 	struct kvf_engine *e = open_engine(NULL);
 	struct kvf_registry *r = NULL;
-	struct kvf_uuid me = { 10, 20 }, other = { 11, 21 };
-	struct kvf_uuid a = { 1, 2 };
+	struct kvf_uuid me = {10, 20}, other = {11, 21};
+	struct kvf_uuid a = {1, 2};
 	struct kvf_uuid b = collide(a, 99), c2 = collide(me, 77);
 	struct kvf_seg_view v;
 
@@ -102,10 +104,10 @@ static void test_ids_and_collisions(void **state)
 	v = seg(b, "seg-b", 2ULL << 40, "tcp");
 	assert_int_equal(kvf_registry_mount(r, me, &v),
 			 KVF_ERR_INVALID_PARAMS); /* segment id collision */
-	v = seg((struct kvf_uuid){ 5, 6 }, "seg-c", 3ULL << 40, "tcp");
+	v = seg((struct kvf_uuid){5, 6}, "seg-c", 3ULL << 40, "tcp");
 	assert_int_equal(kvf_registry_mount(r, c2, &v),
 			 KVF_ERR_INVALID_PARAMS); /* client id collision */
-	v = seg((struct kvf_uuid){ 5, 6 }, "seg-c", 3ULL << 40, "t c p");
+	v = seg((struct kvf_uuid){5, 6}, "seg-c", 3ULL << 40, "t c p");
 	assert_int_equal(kvf_registry_mount(r, me, &v),
 			 KVF_ERR_INVALID_PARAMS); /* not a protocol word */
 
@@ -145,7 +147,7 @@ static char *tmpdir(void)
 static void test_persisted_table(void **state)
 {
 	char *dir = tmpdir(), path[600];
-	struct kvf_uuid me = { 30, 40 }, id = { 3, 4 };
+	struct kvf_uuid me = {30, 40}, id = {3, 4};
 	struct kvf_seg_view v = seg(id, "seg-p", 1ULL << 41, "rdma");
 	struct kvf_registry *r = NULL;
 	struct kvf_engine *e = open_engine(dir);
