@@ -212,6 +212,27 @@ int kvf_client_heartbeat(struct kvf_engine *e, uint64_t client_id)
 	return c ? KVF_OK : KVF_ERR_CLIENT_NOT_FOUND;
 }
 
+int kvf_client_register(struct kvf_engine *e, uint64_t client_id)
+{
+	struct kvf__client *c;
+
+	if (!e || !client_id)
+		return KVF_ERR_INVALID_ARGUMENT;
+	kvf__rcu_ensure_registered();
+	/* Fast path: a known client is only touched, as by a heartbeat. */
+	if (kvf_client_heartbeat(e, client_id) == KVF_OK)
+		return KVF_OK;
+	/* seg_lock serialises adds with mounts, expiry and unregister. */
+	pthread_mutex_lock(&e->seg_lock);
+	kvf__rcu_read_lock();
+	c = client_get_or_add(e, client_id);
+	if (c)
+		client_touch(e, c);
+	kvf__rcu_read_unlock();
+	pthread_mutex_unlock(&e->seg_lock);
+	return c ? KVF_OK : KVF_ERR_NO_MEMORY;
+}
+
 /* ---- mount -------------------------------------------------------------- */
 
 static int check_desc(const struct kvf_segment_desc *d)

@@ -23,8 +23,7 @@
  *
  * Differences from upstream that the engine imposes (docs/master.md has
  * the full table): tenants other than "default" are refused with
- * INVALID_PARAMS; a put needs a client that mounted a segment
- * (CLIENT_NOT_FOUND otherwise); Upsert of an existing object removes it
+ * INVALID_PARAMS; Upsert of an existing object removes it
  * first (not atomic for readers); regex RPCs answer NOT_SUPPORTED; a
  * per-put soft pin TTL is bounded by --max_kv_soft_pin_ttl but the engine
  * applies --default_kv_soft_pin_ttl; checksums are not kept.
@@ -589,9 +588,15 @@ static void do_put_start(struct call *c, bool upsert)
 	}
 	ps.client = kvf_registry_id(c->req.client_id);
 	c->put = &ps;
-	kvf_batch_put_start(c->svc->o.engine, ps.client, c->req.keys,
-			    c->req.vals, c->req.nkeys, &ps.pc, s->reps,
-			    s->status);
+	/* Upstream lets any client put, also one that mounted nothing: the
+	 * engine learns such a client at its first put (off the hot path). */
+	if (kvf_batch_put_start(c->svc->o.engine, ps.client, c->req.keys,
+				c->req.vals, c->req.nkeys, &ps.pc, s->reps,
+				s->status) == KVF_ERR_CLIENT_NOT_FOUND &&
+	    kvf_client_register(c->svc->o.engine, ps.client) == KVF_OK)
+		kvf_batch_put_start(c->svc->o.engine, ps.client, c->req.keys,
+				    c->req.vals, c->req.nkeys, &ps.pc, s->reps,
+				    s->status);
 	redo_duplicates(c, put_one);
 	if (upsert)
 		upsert_existing(c);

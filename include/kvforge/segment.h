@@ -122,6 +122,26 @@ int kvf_segment_query(struct kvf_engine *engine, uint64_t segment_id,
 int kvf_client_heartbeat(struct kvf_engine *engine, uint64_t client_id);
 
 /**
+ * kvf_client_register() - make a client known without mounting a segment.
+ * @engine: the engine.
+ * @client_id: the client (non-zero).
+ *
+ * A client that lends no memory may still write objects into other
+ * clients' segments; put_start requires a known client, so such a client
+ * registers first (a known client is only touched, as by a heartbeat). It
+ * then lives by its heartbeats and expires after &kvf_config.client_ttl_ms
+ * like any client. Not journaled: a client known only this way is unknown
+ * after a reopen and registers again (its complete objects survive; puts it
+ * left processing never do).
+ *
+ * Context: any thread; may take the segment lock briefly; never blocks on
+ * I/O.
+ * Return: %KVF_OK, %KVF_ERR_INVALID_ARGUMENT (NULL engine or client 0),
+ * %KVF_ERR_NO_MEMORY.
+ */
+int kvf_client_register(struct kvf_engine *engine, uint64_t client_id);
+
+/**
  * kvf_client_unregister() - a client leaves: unmount all its segments.
  * @engine: the engine.
  * @client_id: the client.

@@ -136,6 +136,56 @@ static void test_client_known_until_removed(void **state)
 	free(dir);
 }
 
+/*
+ * A client that lends no memory registers, writes into another client's
+ * segment, lives by heartbeats, expires like any client, and is unknown
+ * after a reopen (registration is not journaled) while its objects stay.
+ */
+static void test_register_without_segment(void **state)
+{
+	struct fixture f;
+	char *dir = test_tmpdir("contracts-register");
+
+	(void)state;
+	fixture_config(&f);
+	f.cfg.durability = KVF_DURABILITY_BOUNDED;
+	f.cfg.data_dir = dir;
+	assert_int_equal(kvf_engine_open(&f.cfg, &f.e), KVF_OK);
+	assert_int_equal(kvf_client_register(f.e, 0), KVF_ERR_INVALID_ARGUMENT);
+	assert_int_equal(kvf_client_register(NULL, C1),
+			 KVF_ERR_INVALID_ARGUMENT);
+	assert_int_equal(mount(f.e, C2, 2, 8 * MIB), KVF_OK);
+	assert_int_equal(put1(f.e, C1, "early", 4096, 1, NULL),
+			 KVF_ERR_CLIENT_NOT_FOUND);
+	assert_int_equal(kvf_client_register(f.e, C1), KVF_OK);
+	assert_int_equal(kvf_client_register(f.e, C1), KVF_OK); /* idempotent */
+	assert_int_equal(stats_of(f.e).clients, 2);
+	assert_int_equal(put1(f.e, C1, "mine", 4096, 1, NULL), KVF_OK);
+	assert_int_equal(end1(f.e, C1, "mine"), KVF_OK);
+	/* Heartbeats keep it; silence past the TTL expires it. */
+	test_clock_advance_ms(&f.clock, f.cfg.client_ttl_ms / 2);
+	assert_int_equal(kvf_client_heartbeat(f.e, C1), KVF_OK);
+	assert_int_equal(kvf_client_heartbeat(f.e, C2), KVF_OK);
+	test_clock_advance_ms(&f.clock, f.cfg.client_ttl_ms / 2 + 1);
+	assert_int_equal(kvf_engine_tick(f.e), KVF_OK);
+	assert_int_equal(kvf_client_heartbeat(f.e, C1), KVF_OK);
+	test_clock_advance_ms(&f.clock, f.cfg.client_ttl_ms + 1);
+	assert_int_equal(kvf_client_heartbeat(f.e, C2), KVF_OK);
+	assert_int_equal(kvf_engine_tick(f.e), KVF_OK);
+	assert_int_equal(kvf_client_heartbeat(f.e, C1),
+			 KVF_ERR_CLIENT_NOT_FOUND);
+	assert_int_equal(get1(f.e, "mine", NULL), KVF_OK);
+	/* Registered again, then reopened: unknown, its object kept. */
+	assert_int_equal(kvf_client_register(f.e, C1), KVF_OK);
+	kvf_engine_close(f.e);
+	assert_int_equal(kvf_engine_open(&f.cfg, &f.e), KVF_OK);
+	assert_int_equal(kvf_client_heartbeat(f.e, C1),
+			 KVF_ERR_CLIENT_NOT_FOUND);
+	assert_int_equal(get1(f.e, "mine", NULL), KVF_OK);
+	kvf_engine_close(f.e);
+	free(dir);
+}
+
 static int mount_at(struct kvf_engine *e, uint64_t client, uint64_t id,
 		    uint64_t base, uint64_t size)
 {
@@ -423,6 +473,7 @@ int main(void)
 		cmocka_unit_test(test_explicit_durability_needs_dir),
 		cmocka_unit_test(test_default_with_dir_journals),
 		cmocka_unit_test(test_client_known_until_removed),
+		cmocka_unit_test(test_register_without_segment),
 		cmocka_unit_test_setup_teardown(test_overlap_rules,
 						fixture_setup,
 						fixture_teardown),
