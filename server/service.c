@@ -600,6 +600,9 @@ static void do_put_start(struct call *c, bool upsert)
 	redo_duplicates(c, put_one);
 	if (upsert)
 		upsert_existing(c);
+	if (c->svc->o.metrics)
+		kvf_metrics_value_sizes(c->svc->o.metrics, c->req.vals,
+					s->status, c->req.nkeys);
 	answer_replicas(c, KVF_MC_REPLICA_PROCESSING, 0);
 }
 

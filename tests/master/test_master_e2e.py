@@ -480,7 +480,13 @@ def scenario_metrics():
         c.call("ExistKey", "b", "default")
         c.call("BatchExistKey", ["a", "b", "c"], "default")
         c.call("MountLocalDiskSegment", me, True)
+        items(c.call("BatchPutStart", me, ["v1", "v2", "v2"], [4096, 2 << 20, 1],
+                     CFG, "default"))
         got = m.metrics()
+        eq(got.get("master_value_size_bytes_count"), 2.0,
+           "sizes of the objects puts created (not the refused duplicate)")
+        eq(got.get("master_value_size_bytes_sum"), 4096.0 + (2 << 20),
+           "their bytes")
         eq(got.get("master_exist_key_requests_total"), 2.0, "ExistKey")
         eq(got.get("master_batch_exist_key_items_total"), 3.0, "items")
         eq(got.get('kvforge_rpc_not_supported_total'
