@@ -16,7 +16,7 @@ tools_kvforge_bench_SOURCES = \
 	tools/bench/recovery.c \
 	tools/bench/lifecycle.c \
 	tools/bench/compare.c
-tools_kvforge_bench_LDADD = libkvforge-core.la
+tools_kvforge_bench_LDADD = $(KVF_TOOLS_LIB) libkvforge-core.la
 
 dist_man1_MANS = tools/man/kvforge-bench.1 tools/man/kvforge-inspect.1
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * profiling/json_read.c - recursive-descent JSON reader (RFC 8259 subset:
+ * tools/lib/json_read.c - recursive-descent JSON reader (RFC 8259 subset:
  * \u escapes outside ASCII become '?').
  *
  * The parser keeps the current path in one buffer, appending ".key" on the
@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "profiling/json_read.h"
+#include "tools/lib/json_read.h"
 
 #define JSON_MAX_DEPTH 32
 #define JSON_MAX_PATH 256
