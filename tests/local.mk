@@ -86,3 +86,8 @@ CONCURRENCY_TESTS += tests/unit/test_embed
 tests_unit_test_embed_CFLAGS = $(KVF_TEST_CFLAGS)
 tests_unit_test_embed_LDADD = $(KVF_TEST_LIBS)
 endif
+
+# The include graph against the documented layer order.
+dist_check_SCRIPTS += tests/unit/test_layers.sh
+UNIT_TESTS += tests/unit/test_layers.sh
+EXTRA_DIST += scripts/check-layers.py
