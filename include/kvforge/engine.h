@@ -40,8 +40,8 @@
  *
  * Reporting: what a return code cannot say (which journal record made an
  * open refuse, which counter tier the profiler fell back to) goes to
- * &kvf_config.log, stderr by default. Modules outside an engine (RDMA
- * probe) still write to stderr.
+ * &kvf_config.log, stderr by default. The RDMA probe (kvforge/rdma.h),
+ * which runs without an engine, writes to stderr.
  */
 #ifndef KVFORGE_ENGINE_H
 #define KVFORGE_ENGINE_H
