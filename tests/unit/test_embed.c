@@ -11,7 +11,11 @@
  */
 #include "config.h"
 
+#include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "tests/unit/helpers.h"
 
@@ -289,6 +293,42 @@ static void test_engine_registers_unowned_thread(void **state)
 	run_on_fresh_thread(engine_registers);
 }
 
+/*
+ * A host calling a grace-period-waiting engine call (unmount) from inside
+ * its own read-side section would deadlock; the engine aborts instead,
+ * saying why. Runs in a child (SIGALRM there means it hung). Not under
+ * TSan, which does not follow fork() in a threaded process.
+ */
+static void test_call_inside_host_section_aborts(void **state)
+{
+	int status;
+	pid_t pid;
+
+	(void)state;
+#if defined(__SANITIZE_THREAD__)
+	skip();
+#endif
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct fixture f;
+		int null = open("/dev/null", O_WRONLY);
+
+		if (null >= 0)
+			dup2(null, STDERR_FILENO);
+		alarm(10);
+		fixture_config(&f); /* open registers the thread, if need be */
+		if (kvf_engine_open(&f.cfg, &f.e) || mount(f.e, 1, 1, 16 * MIB))
+			_exit(3);
+		urcu_memb_read_lock();
+		kvf_segment_unmount(f.e, 1, 1);
+		_exit(4); /* returned: neither aborted nor hung */
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFSIGNALED(status));
+	assert_int_equal(WTERMSIG(status), SIGABRT);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -298,6 +338,7 @@ int main(void)
 		cmocka_unit_test(test_host_registered_first),
 		cmocka_unit_test(test_host_unregisters_between_calls),
 		cmocka_unit_test(test_engine_registers_unowned_thread),
+		cmocka_unit_test(test_call_inside_host_section_aborts),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
