@@ -24,7 +24,7 @@ LAYERS = [
     ["journal"],
     ["engine"],
     ["batch"],
-    ["tools/lib"],  # tool-only helpers, never linked into the library
+    ["tools/lib"],  # code only the tools use, never in the library
     ["tools", "server"],
 ]
 
