@@ -273,6 +273,7 @@ int kvf_engine_open(const struct kvf_config *cfg, struct kvf_engine **out)
 	ret = kvf__prof_create(&e->prof);
 	if (ret)
 		goto err_locks;
+	kvf__prof_set_log(e->prof, cfg->log, cfg->log_ctx);
 	expected = cfg->expected_objects;
 	ret = open_journal(e, &expected);
 	if (ret)

@@ -21,6 +21,8 @@
 #include <urcu/rculfhash.h>
 #include <urcu/compiler.h>
 
+#include "engine/die.h"
+
 #if defined(__SANITIZE_THREAD__)
 void __tsan_acquire(void *addr);
 void __tsan_release(void *addr);
@@ -32,10 +34,12 @@ void __tsan_release(void *addr);
 #endif
 
 /**
- * kvf__rcu_ensure_registered() - register the calling thread on first use.
+ * kvf__rcu_ensure_registered() - make sure the calling thread is registered.
  *
- * Cheap after the first call (one thread-local load). Installs a
- * thread-exit destructor that unregisters the thread.
+ * A thread the host registered with urcu-memb itself is used as it is and
+ * never unregistered by the library. Otherwise the first call registers
+ * the thread (taking liburcu's registry lock) and installs a thread-exit
+ * destructor that unregisters it; later calls cost one thread-local load.
  */
 void kvf__rcu_ensure_registered(void);
 
@@ -66,9 +70,23 @@ static inline void kvf__rcu_callback_enter(void)
 	kvf__tsan_acquire(&kvf__rcu_gp_token);
 }
 
+/*
+ * A wait for a grace period inside a read-side section never ends (or, for
+ * a barrier, is refused by liburcu): the engine's own code never does it,
+ * so one here comes from a host calling in from its own section.
+ */
+static inline void kvf__rcu_assert_outside_section(const char *what)
+{
+	if (__builtin_expect(urcu_memb_read_ongoing(), 0))
+		kvf__die("%s inside an RCU read-side section: do not call the "
+			 "engine while holding rcu_read_lock()",
+			 what);
+}
+
 /* Wait for a grace period. Never call inside a read-side section. */
 static inline void kvf__rcu_synchronize(void)
 {
+	kvf__rcu_assert_outside_section("grace period wait");
 	urcu_memb_synchronize_rcu();
 	kvf__tsan_acquire(&kvf__rcu_gp_token);
 }
@@ -83,6 +101,7 @@ static inline void kvf__rcu_call(struct rcu_head *head,
 /* Wait until every callback queued so far by kvf__rcu_call() has run. */
 static inline void kvf__rcu_barrier(void)
 {
+	kvf__rcu_assert_outside_section("call_rcu barrier");
 	urcu_memb_barrier();
 }
 

@@ -30,15 +30,14 @@
  * Nothing read from disk is trusted: a record that cannot be applied (a
  * replica outside or overlapping, a replica set that is not a subset of
  * the object's, a free of space the object does not hold) stops the
- * replay with KVF_ERR_JOURNAL_CORRUPT and a line on stderr naming the
- * record; kvf__die() is kept for the engine's own invariants.
+ * replay with KVF_ERR_JOURNAL_CORRUPT and a log line (kvf_config.log)
+ * naming the record; kvf__die() is kept for the engine's own invariants.
  *
  * Runs single-threaded inside kvf_engine_open(), before the background
  * thread starts, with seg_lock held for the helpers that expect it.
  */
 #include "config.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -407,9 +406,9 @@ static void show_key(char *out, const char *key, size_t len)
 }
 
 /*
- * The open is refused: say which record and why on stderr, the only
- * channel an open that returns no engine has (the status alone cannot
- * name the record).
+ * The open is refused: say which record and why through the log (the
+ * status alone cannot name the record, and an open that fails returns no
+ * engine to ask).
  */
 static void report_refusal(const struct replay *rp, const struct kvf__jrec *r,
 			   uint64_t seq)
@@ -421,11 +420,11 @@ static void report_refusal(const struct replay *rp, const struct kvf__jrec *r,
 
 	if (obj)
 		show_key(key, r->obj.key, r->obj.key_len);
-	fprintf(stderr,
-		"kvforge: journal %s record %s (sequence %llu%s%s): %s; "
-		"refusing to open\n",
-		rp->in_log ? "log" : "image", jrec_name(r->type),
-		(unsigned long long)seq, obj ? ", key " : "", key, rp->why);
+	kvf__log(rp->e->cfg.log, rp->e->cfg.log_ctx, KVF_LOG_ERROR,
+		 "journal %s record %s (sequence %llu%s%s): %s; "
+		 "refusing to open",
+		 rp->in_log ? "log" : "image", jrec_name(r->type),
+		 (unsigned long long)seq, obj ? ", key " : "", key, rp->why);
 }
 
 static int apply_one(struct replay *rp, const struct kvf__jrec *r)
@@ -491,12 +490,13 @@ static int reserve_image(void *arg)
 						 rp->pend[i].offset,
 						 rp->pend[i].size,
 						 rp->pend[i].tag) != KVF_OK) {
-			fprintf(stderr,
-				"kvforge: journal image: replica at segment "
-				"%llu offset %#llx is outside its segment or "
-				"overlaps another; refusing to open\n",
-				(unsigned long long)rp->pend[i].seg->id,
-				(unsigned long long)rp->pend[i].offset);
+			kvf__log(rp->e->cfg.log, rp->e->cfg.log_ctx,
+				 KVF_LOG_ERROR,
+				 "journal image: replica at segment %llu "
+				 "offset %#llx is outside its segment or "
+				 "overlaps another; refusing to open",
+				 (unsigned long long)rp->pend[i].seg->id,
+				 (unsigned long long)rp->pend[i].offset);
 			ret = KVF_ERR_JOURNAL_CORRUPT;
 		}
 	free(rp->pend);

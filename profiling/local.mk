@@ -8,11 +8,7 @@ libkvforge_core_la_SOURCES += \
 	profiling/tier_clock.c \
 	profiling/tier_perf_sw.c \
 	profiling/profile.c \
-	profiling/render.c \
-	profiling/stats.h \
-	profiling/stats.c \
-	profiling/json_read.h \
-	profiling/json_read.c
+	profiling/render.c
 if HAVE_PFM
 libkvforge_core_la_SOURCES += profiling/tier_pfm.c
 else
@@ -22,7 +18,7 @@ endif
 # Measures profiling overhead against a live engine (not run by make check).
 noinst_PROGRAMS += profiling/kvf-prof-overhead
 profiling_kvf_prof_overhead_SOURCES = profiling/overhead.c
-profiling_kvf_prof_overhead_LDADD = libkvforge-core.la
+profiling_kvf_prof_overhead_LDADD = $(KVF_TOOLS_LIB) libkvforge-core.la
 
 dist_noinst_SCRIPTS += \
 	profiling/scripts/perf-common.sh \
@@ -33,28 +29,16 @@ dist_noinst_SCRIPTS += \
 	profiling/scripts/plots.py
 
 if HAVE_CMOCKA
-check_PROGRAMS += tests/unit/test_profile tests/unit/test_stats \
-	tests/unit/test_compare tests/unit/test_profile_threads
-UNIT_TESTS += tests/unit/test_profile tests/unit/test_stats \
-	tests/unit/test_compare
+check_PROGRAMS += tests/unit/test_profile tests/unit/test_profile_threads
+UNIT_TESTS += tests/unit/test_profile
 CONCURRENCY_TESTS += tests/unit/test_profile_threads
 
 tests_unit_test_profile_SOURCES = tests/unit/test_profile.c
 tests_unit_test_profile_CFLAGS = $(KVF_TEST_CFLAGS)
-tests_unit_test_profile_LDADD = $(KVF_TEST_LIBS)
+# The JSON reader checks the profile table's JSON form.
+tests_unit_test_profile_LDADD = $(KVF_TOOLS_LIB) $(KVF_TEST_LIBS)
 
 tests_unit_test_profile_threads_SOURCES = tests/unit/test_profile_threads.c
 tests_unit_test_profile_threads_CFLAGS = $(KVF_TEST_CFLAGS)
 tests_unit_test_profile_threads_LDADD = $(KVF_TEST_LIBS)
-
-tests_unit_test_stats_SOURCES = tests/unit/test_stats.c
-tests_unit_test_stats_CFLAGS = $(KVF_TEST_CFLAGS)
-tests_unit_test_stats_LDADD = $(KVF_TEST_LIBS)
-
-# compare.c is also linked into kvforge-bench (tools/local.mk); here it
-# runs against a fake bench script.
-tests_unit_test_compare_SOURCES = tests/unit/test_compare.c \
-	tools/bench/compare.c
-tests_unit_test_compare_CFLAGS = $(KVF_TEST_CFLAGS)
-tests_unit_test_compare_LDADD = $(KVF_TEST_LIBS)
 endif

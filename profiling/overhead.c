@@ -26,7 +26,7 @@
 #include <kvforge.h>
 
 #include "profiling/stage.h"
-#include "profiling/stats.h"
+#include "tools/lib/stats.h"
 #include "profiling/tier.h"
 
 #define KEY_LEN 68

@@ -37,6 +37,11 @@
  * as a baseline that snapshots subtract (sums only grow, also across
  * retirement, so the difference is never negative).
  *
+ * Discovery is reported once: to the engine's log callback once per
+ * profiler (each embedder hears about its own engine), or, with the
+ * default stderr sink, once per process (a process with many engines
+ * prints one line), unless KVF_PROFILE_QUIET=1.
+ *
  * Publication: the tier, the counter set and the clock are fixed before
  * "ready" is stored with release; begin loads it with acquire, so batch
  * threads see them complete. Batches start only once enabled, which is
@@ -46,9 +51,11 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <kvforge/engine.h>
 #include <kvforge/status.h>
 
 #include "engine/die.h"
@@ -103,6 +110,9 @@ struct kvf_profiler {
 	struct kvf__ctr_set set;
 	struct kvf_profile_tier_info tiers[KVF__TIER_COUNT];
 	struct kvf_profiler *reg_next; /* under reg_mu */
+	/* Set before first use, then fixed; NULL means stderr. */
+	void (*log)(void *ctx, int level, const char *msg);
+	void *log_ctx;
 };
 
 static const char *const op_names[] = {
@@ -363,26 +373,40 @@ static void discover(struct kvf_profiler *p)
 	p->tier = (enum kvf__tier)i;
 }
 
-/* One stderr line per process naming the missing tiers. */
-static void report_once(struct kvf_profiler *p)
+/* The default stderr sink hears about the first profiler only. */
+static bool first_stderr_report(void)
 {
 	const char *quiet = getenv("KVF_PROFILE_QUIET");
-	bool print;
+	bool first;
 
-	if (p->tier == KVF__TIER_HARDWARE || (quiet && *quiet == '1'))
-		return;
+	if (quiet && *quiet == '1')
+		return false;
 	pthread_mutex_lock(&reg_mu);
-	print = !reg_reported;
+	first = !reg_reported;
 	reg_reported = true;
 	pthread_mutex_unlock(&reg_mu);
-	if (!print)
+	return first;
+}
+
+/* One line naming the tier chosen and why the faster ones are missing. */
+static void report_once(struct kvf_profiler *p)
+{
+	char line[512];
+	size_t len;
+
+	if (p->tier == KVF__TIER_HARDWARE)
 		return;
-	fprintf(stderr, "kvforge: profile tier %s", tier_names[p->tier]);
-	for (int i = 0; i < (int)p->tier; i++)
+	if (!p->log && !first_stderr_report())
+		return;
+	len = (size_t)snprintf(line, sizeof(line), "profile tier %s",
+			       tier_names[p->tier]);
+	for (int i = 0; i < (int)p->tier && len < sizeof(line); i++)
 		if (p->tiers[i].tried)
-			fprintf(stderr, "; %s unavailable: %s", tier_names[i],
-				p->tiers[i].reason);
-	fputc('\n', stderr);
+			len += (size_t)snprintf(line + len, sizeof(line) - len,
+						"; %s unavailable: %s",
+						tier_names[i],
+						p->tiers[i].reason);
+	kvf__log(p->log, p->log_ctx, KVF_LOG_INFO, "%s", line);
 }
 
 static void ensure_ready(struct kvf_profiler *p)
@@ -422,6 +446,14 @@ int kvf__prof_create(struct kvf_profiler **out)
 	pthread_mutex_unlock(&reg_mu);
 	*out = p;
 	return KVF_OK;
+}
+
+void kvf__prof_set_log(struct kvf_profiler *p,
+		       void (*fn)(void *ctx, int level, const char *msg),
+		       void *ctx)
+{
+	p->log = fn;
+	p->log_ctx = ctx;
 }
 
 void kvf__prof_destroy(struct kvf_profiler *p)

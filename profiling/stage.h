@@ -85,6 +85,13 @@ struct kvf__prof_span {
 };
 
 int kvf__prof_create(struct kvf_profiler **out);
+/*
+ * Send the profiler's one discovery line to @fn(@ctx) (a kvf_log_fn; NULL:
+ * stderr). Call before the profiler is first enabled or snapshotted.
+ */
+void kvf__prof_set_log(struct kvf_profiler *p,
+		       void (*fn)(void *ctx, int level, const char *msg),
+		       void *ctx);
 void kvf__prof_destroy(struct kvf_profiler *p);
 
 void kvf__prof_begin_slow(struct kvf__prof_span *sp);

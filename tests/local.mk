@@ -77,3 +77,17 @@ UNIT_TESTS += tests/unit/test_replay_refusal
 tests_unit_test_replay_refusal_CFLAGS = $(KVF_TEST_CFLAGS)
 tests_unit_test_replay_refusal_LDADD = $(KVF_TEST_LIBS)
 endif
+
+# Embedding: the log callback, and a host that uses urcu-memb itself
+# (threads: also under TSan).
+if HAVE_CMOCKA
+check_PROGRAMS += tests/unit/test_embed
+CONCURRENCY_TESTS += tests/unit/test_embed
+tests_unit_test_embed_CFLAGS = $(KVF_TEST_CFLAGS)
+tests_unit_test_embed_LDADD = $(KVF_TEST_LIBS)
+endif
+
+# The include graph against the documented layer order.
+dist_check_SCRIPTS += tests/unit/test_layers.sh
+UNIT_TESTS += tests/unit/test_layers.sh
+EXTRA_DIST += scripts/check-layers.py

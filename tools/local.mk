@@ -17,7 +17,8 @@ tools_kvforge_bench_SOURCES = \
 	tools/bench/lifecycle.c \
 	tools/bench/compare.c \
 	tools/bench/master.c
-tools_kvforge_bench_LDADD = libkvforge-wire.la libkvforge-core.la
+tools_kvforge_bench_LDADD = $(KVF_TOOLS_LIB) libkvforge-wire.la \
+	libkvforge-core.la
 
 dist_man1_MANS = tools/man/kvforge-bench.1 tools/man/kvforge-inspect.1
 

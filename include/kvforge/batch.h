@@ -19,10 +19,12 @@
  * more than once in one batch gives %KVF_ERR_DUPLICATE_KEY to every
  * occurrence.
  *
- * Concurrency: all calls are thread-safe and lock-free for readers
- * (get/exist never wait for writers). The calling thread is registered with
- * RCU on first use. Calls that mutate metadata may block on the journal
- * (&kvf_config.durability); get and exist never block.
+ * Concurrency (as in kvforge/engine.h): all calls are thread-safe, and
+ * kvf_engine_close() must not overlap any of them. Readers are lock-free
+ * (get/exist never wait for writers). A thread's first call registers it
+ * with RCU and takes liburcu's registry lock once; after that get and
+ * exist never block and take no lock. Calls that mutate metadata may block
+ * on the journal (&kvf_config.durability).
  */
 #ifndef KVFORGE_BATCH_H
 #define KVFORGE_BATCH_H

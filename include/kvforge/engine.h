@@ -3,24 +3,45 @@
  * kvforge/engine.h - opening, configuring and driving an engine.
  *
  * An engine is the metadata state of one store master: clients, their
- * mounted segments, and the objects whose replicas live in them. Every
- * public call but kvf_engine_close() is thread-safe: any number of threads
- * may call any operation at the same time. kvf_engine_close() must not
- * overlap any other call on the engine, nor be followed by one.
+ * mounted segments, and the objects whose replicas live in them.
  *
- * RCU and threads: lookups run inside liburcu (urcu-memb flavour) read-side
- * critical sections. A thread is registered with RCU either explicitly with
- * kvf_thread_register() or transparently on its first engine call (which
- * then takes liburcu's registry lock once); in both cases it is
- * unregistered automatically when it exits. A thread that never registers
- * cannot corrupt anything: the engine registers it on demand.
+ * Thread safety (every header of the library says the same): every public
+ * call but kvf_engine_close() is thread-safe, so any number of threads may
+ * call any operation on one engine at the same time. kvf_engine_close() is
+ * not thread-safe: it must not overlap any other call on the engine, nor
+ * be followed by one. No call may be made from a signal handler.
+ *
+ * RCU: lookups run inside liburcu (urcu-memb flavour) read-side critical
+ * sections, so a calling thread must be registered with urcu-memb. A
+ * thread's first call registers it (explicitly with kvf_thread_register(),
+ * or transparently with any engine call), and that first call takes
+ * liburcu's registry lock once; calls documented as lock-free or
+ * never-blocking are so from then on. The engine unregisters the
+ * registrations it made when their thread exits (or at
+ * kvf_thread_unregister()).
+ *
+ * A host that uses urcu-memb itself keeps its own registrations: a thread
+ * it registered before the thread's first engine call is used as it is,
+ * never registered twice and never unregistered by the library (also not
+ * by kvf_thread_unregister() or kvf_engine_close()). The host must not
+ * register a thread the engine registered (kvf_thread_unregister() it
+ * first), and must not call the engine from inside its own read-side
+ * critical section: several calls wait for grace periods, and such a call
+ * aborts the process instead of deadlocking.
  *
  * Threads the library starts, per engine, all joined by kvf_engine_close():
  *  - housekeeping, when &kvf_config.background (kvf_engine_tick());
  *  - record memory prefault, when &kvf_config.background;
  *  - the journal writer, with a journal (BOUNDED or STRICT);
  *  - the journal syncer, with %KVF_DURABILITY_BOUNDED.
- * liburcu also runs its own call_rcu worker thread, one per process.
+ * liburcu runs its own threads, one each per process and kept after close:
+ * the call_rcu worker (deferred frees) and the lock-free hash table's
+ * resize worker (the client table and %KVF_INDEX_LFHT).
+ *
+ * Reporting: what a return code cannot say (which journal record made an
+ * open refuse, which counter tier the profiler fell back to) goes to
+ * &kvf_config.log, stderr by default. The RDMA probe (kvforge/rdma.h),
+ * which runs without an engine, writes to stderr.
  */
 #ifndef KVFORGE_ENGINE_H
 #define KVFORGE_ENGINE_H
@@ -85,6 +106,35 @@ enum kvf_index_kind {
  * never go backwards.
  */
 typedef uint64_t (*kvf_clock_fn)(void *ctx);
+
+/**
+ * enum kvf_log_level - severity of a line the library reports.
+ *
+ * The values are syslog's, so a callback can pass them on unchanged.
+ */
+enum kvf_log_level {
+	/** An operation was refused or failed; the line says why (for
+	 *  example which journal record made kvf_engine_open() refuse). */
+	KVF_LOG_ERROR = 3,
+	/** Working, but not as configured or asked. */
+	KVF_LOG_WARNING = 4,
+	/** What the library found or chose (for example the profiler's
+	 *  counter tier and why faster tiers are unavailable). */
+	KVF_LOG_INFO = 6,
+};
+
+/**
+ * typedef kvf_log_fn - receives the lines the library reports.
+ * @ctx: &kvf_config.log_ctx.
+ * @level: an &enum kvf_log_level.
+ * @msg: one line, NUL-terminated, without a trailing newline; valid only
+ *       during the call.
+ *
+ * Called on whichever thread hit the condition, possibly from several at
+ * once (must be thread-safe), and possibly inside kvf_engine_open()
+ * before it returns. Must not call back into the engine.
+ */
+typedef void (*kvf_log_fn)(void *ctx, int level, const char *msg);
 
 /**
  * struct kvf_config - engine configuration.
@@ -170,6 +220,13 @@ struct kvf_config {
 	void *clock_ctx;
 	/** Seed for placement randomness; 0 picks one from the clock. */
 	uint64_t seed;
+	/** Where the engine reports what the caller cannot see in a
+	 *  return code. Default NULL: lines go to stderr, prefixed
+	 *  "kvforge: ". Only broken internal invariants, which abort the
+	 *  process, always write to stderr. */
+	kvf_log_fn log;
+	/** Argument passed to @log. */
+	void *log_ctx;
 };
 
 /** struct kvf_engine_stats - a consistent-enough snapshot of counters. */
@@ -225,8 +282,10 @@ int kvf_engine_open(const struct kvf_config *cfg, struct kvf_engine **out);
  * kvf_engine_close() - stop background work, flush the journal, free all.
  * @engine: engine to close; NULL is ignored.
  *
- * No other thread may use @engine during or after this call.
- * Context: blocks (joins threads, syncs the journal, waits for RCU).
+ * Not thread-safe: no other thread may use @engine during or after this
+ * call. Never unregisters a thread the host registered with RCU.
+ * Context: blocks (joins threads, syncs the journal, waits for RCU); not
+ * inside an RCU read-side section.
  */
 void kvf_engine_close(struct kvf_engine *engine);
 
@@ -289,22 +348,26 @@ struct kvf_profiler *kvf_engine_profiler(struct kvf_engine *engine);
 /**
  * kvf_thread_register() - register the calling thread with RCU.
  *
- * Optional: every engine call registers its thread on first use. A
- * registered thread is unregistered automatically at thread exit. Calling
- * it twice is harmless.
+ * Optional: every engine call registers its thread on first use. A thread
+ * the engine registers is unregistered automatically at thread exit; a
+ * thread the host registered with urcu-memb itself is left as it is.
+ * Calling it twice is harmless.
  *
- * Context: any thread; may block briefly (takes liburcu's registry lock).
+ * Context: any thread, outside an RCU read-side section; the first call on
+ * a thread may block briefly (takes liburcu's registry lock).
  * Return: %KVF_OK.
  */
 int kvf_thread_register(void);
 
 /**
- * kvf_thread_unregister() - unregister the calling thread from RCU now.
+ * kvf_thread_unregister() - give back the engine's RCU registration now.
  *
- * Optional; harmless if the thread is not registered. The thread may call
+ * Optional; harmless if the engine did not register the thread, and it
+ * never removes a registration the host made itself. The thread may call
  * the engine again later (it will be registered again).
  *
- * Context: must not be called inside an engine call.
+ * Context: outside any engine call and any RCU read-side section (the
+ * latter aborts); may block briefly (takes liburcu's registry lock).
  */
 void kvf_thread_unregister(void);
 

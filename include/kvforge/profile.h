@@ -15,10 +15,14 @@
  *
  * The tier is discovered at run time, the first time the profiler is
  * enabled or queried: a tier that cannot be opened is recorded with its
- * reason (and reported once per process on stderr) and the next one is
- * used; profiling never fails for lack of counters. The environment
- * variable KVF_PROFILE_TIER=hardware|software|clock starts the search at
- * that tier (tests use it); KVF_PROFILE_QUIET=1 silences the stderr line.
+ * reason (and reported in one line: to the engine's &kvf_config.log, or
+ * once per process on stderr without one) and the next one is used;
+ * profiling never fails for lack of counters. The environment variable
+ * KVF_PROFILE_TIER=hardware|software|clock starts the search at that tier
+ * (tests use it); KVF_PROFILE_QUIET=1 silences the stderr line.
+ *
+ * Thread safety: every call is thread-safe; a profiler lives as long as
+ * its engine (until kvf_engine_close(), which no call may overlap).
  *
  * What is measured when:
  *   - Elapsed time, calls and keys: every stage of every batch (one clock
@@ -128,8 +132,8 @@ struct kvf_profile_snapshot {
  * @on: new state.
  *
  * The first call with @on true discovers the counter tier (opens and
- * closes a counter group on the calling thread; may print one line on
- * stderr if a tier is missing).
+ * closes a counter group on the calling thread; may report one line, see
+ * above, if a tier is missing).
  *
  * Context: any thread; takes the profiler's mutex the first time only.
  * Batches already running finish in the state they started with.

@@ -20,7 +20,7 @@
 
 #include <cmocka.h>
 
-#include "profiling/json_read.h"
+#include "tools/lib/json_read.h"
 #include "tools/bench/bench.h"
 
 static char dir[4096];

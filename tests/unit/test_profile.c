@@ -21,7 +21,7 @@
 
 #include <kvforge/status.h>
 
-#include "profiling/json_read.h"
+#include "tools/lib/json_read.h"
 #include "profiling/stage.h"
 
 static struct kvf_profiler *new_prof(const char *tier)

@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "profiling/stats.h"
+#include "tools/lib/stats.h"
 
 #define assert_near(x, y, eps)                                                 \
 	do {                                                                   \

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * profiling/stats.c - paired-difference statistics.
+ * tools/lib/stats.c - paired-difference statistics.
  *
  * Why paired: memory speed on these VMs drifts 2-3x between processes and
  * minutes, so A and B runs are interleaved (A B B A ...) and each round
@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "profiling/stats.h"
+#include "tools/lib/stats.h"
 
 /* Continued fraction of I_x(a, b), valid for x < (a + 1) / (a + b + 2). */
 static double beta_cf(double a, double b, double x)

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * profiling/json_read.c - recursive-descent JSON reader (RFC 8259 subset:
+ * tools/lib/json_read.c - recursive-descent JSON reader (RFC 8259 subset:
  * \u escapes outside ASCII become '?').
  *
  * The parser keeps the current path in one buffer, appending ".key" on the
@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "profiling/json_read.h"
+#include "tools/lib/json_read.h"
 
 #define JSON_MAX_DEPTH 32
 #define JSON_MAX_PATH 256
@@ -198,18 +198,29 @@ static void pop(struct jr *j, size_t saved)
 
 static int parse_value(struct jr *j, int depth);
 
+/* Parse the value of member or element @seg, one level below @depth. */
+static int parse_under(struct jr *j, const char *seg, int depth)
+{
+	size_t saved;
+	int ret;
+
+	if (push(j, seg, &saved))
+		return -1;
+	ret = parse_value(j, depth + 1);
+	pop(j, saved);
+	return ret;
+}
+
 static int parse_object(struct jr *j, int depth)
 {
 	if (eat(j, '}'))
 		return 0;
 	do {
-		size_t saved;
 		int ret;
 
-		if (parse_string(j) || !eat(j, ':') || push(j, j->str, &saved))
+		if (parse_string(j) || !eat(j, ':'))
 			return -1;
-		ret = parse_value(j, depth + 1);
-		pop(j, saved);
+		ret = parse_under(j, j->str, depth);
 		if (ret)
 			return ret;
 	} while (eat(j, ','));
@@ -224,14 +235,10 @@ static int parse_array(struct jr *j, int depth)
 		return 0;
 	do {
 		char seg[16];
-		size_t saved;
 		int ret;
 
 		snprintf(seg, sizeof(seg), "%u", idx++);
-		if (push(j, seg, &saved))
-			return -1;
-		ret = parse_value(j, depth + 1);
-		pop(j, saved);
+		ret = parse_under(j, seg, depth);
 		if (ret)
 			return ret;
 	} while (eat(j, ','));
