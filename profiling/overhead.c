@@ -10,7 +10,7 @@
  * one process (off on on off ...), because memory speed here drifts more
  * between processes than the effect being measured. Reports the mean
  * paired difference (on - off) of the time per batch, with its 95%
- * interval (profiling/stats.c). "Off" cost, which is the inline check in
+ * interval (tools/lib/stats.c). "Off" cost, which is the inline check in
  * stage.h, cannot be compared against a build without hooks in one
  * process, so it is measured directly: a span with every mark, profiling
  * off, in a tight loop, against the batch time.

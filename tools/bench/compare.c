@@ -11,7 +11,7 @@
  * ("get.keys_per_sec"). Runs go A B B A A B B A ...: memory speed on these
  * VMs drifts over minutes, and the ABBA order cancels a linear drift
  * within each pair of rounds, while each round yields one paired
- * difference b - a (profiling/stats.c computes the interval). A metric
+ * difference b - a (tools/lib/stats.c computes the interval). A metric
  * clears the threshold only if its whole confidence interval lies beyond
  * it; the direction of "better" is guessed from the metric's name.
  *
@@ -32,8 +32,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "profiling/json_read.h"
-#include "profiling/stats.h"
+#include "tools/lib/json_read.h"
+#include "tools/lib/stats.h"
 #include "tools/bench/bench.h"
 
 struct cmp_metric {

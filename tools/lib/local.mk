@@ -3,16 +3,12 @@
 # Code only the tools use (kvforge-bench compare, kvf-prof-overhead): a
 # convenience library of its own, so none of it is linked into
 # libkvforge. It depends on libc and libm only, never on the engine.
-# The two profiling/ headers only forward to these, for the include path
-# kvforge-bench still uses.
 noinst_LTLIBRARIES += tools/lib/libkvforge-tools.la
 tools_lib_libkvforge_tools_la_SOURCES = \
 	tools/lib/json_read.h \
 	tools/lib/json_read.c \
 	tools/lib/stats.h \
-	tools/lib/stats.c \
-	profiling/json_read.h \
-	profiling/stats.h
+	tools/lib/stats.c
 tools_lib_libkvforge_tools_la_LIBADD = -lm
 KVF_TOOLS_LIB = tools/lib/libkvforge-tools.la
 
