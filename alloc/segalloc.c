@@ -1099,8 +1099,8 @@ static bool free_in_leaf(struct kvf__segalloc *a, struct path *p,
  * Free (@offset, @size) if it is exactly one used block: NULL. If it is
  * not, nothing changes and the reason is returned.
  */
-static const char *release(struct kvf__segalloc *a, uint64_t offset,
-			   uint64_t size)
+static const char *release_locked(struct kvf__segalloc *a, uint64_t offset,
+				  uint64_t size)
 {
 	uint64_t need = size ? rounded(a, size) : 0, end, start;
 	struct blk b = { 0, 0, 0 }, prev = { 0, USED, 0 }, next = { 0, USED, 0 }, m;
@@ -1109,7 +1109,6 @@ static const char *release(struct kvf__segalloc *a, uint64_t offset,
 	struct path p;
 	uint32_t i;
 
-	pthread_mutex_lock(&a->lock);
 	if (offset < a->pub.capacity) {
 		l = lookup(a, offset, &p);
 		i = p.idx[0];
@@ -1129,11 +1128,9 @@ static const char *release(struct kvf__segalloc *a, uint64_t offset,
 			next = block_at(a, end);
 	}
 	if (b.off != offset || !(b.val & USED) || !need ||
-	    blk_size(b.val) != need) {
-		pthread_mutex_unlock(&a->lock);
+	    blk_size(b.val) != need)
 		return b.off == offset && (b.val & USED) ? "wrong size" :
 							   "not allocated";
-	}
 	/* Merge with free neighbours: the merged block starts at @start. */
 	start = prev.val & USED ? offset : prev.off;
 	m = (struct blk){ start,
@@ -1158,9 +1155,20 @@ static const char *release(struct kvf__segalloc *a, uint64_t offset,
 done:
 	a->free_bytes += need;
 	a->allocs--;
-	publish(a);
-	pthread_mutex_unlock(&a->lock);
 	return NULL;
+}
+
+static const char *release(struct kvf__segalloc *a, uint64_t offset,
+			   uint64_t size)
+{
+	const char *why;
+
+	pthread_mutex_lock(&a->lock);
+	why = release_locked(a, offset, size);
+	if (!why)
+		publish(a);
+	pthread_mutex_unlock(&a->lock);
+	return why;
 }
 
 int kvf__segalloc_release(struct kvf__segalloc *a, uint64_t offset,
@@ -1178,6 +1186,30 @@ void kvf__segalloc_free(struct kvf__segalloc *a, uint64_t offset,
 		kvf__die("free of [%#llx, +%llu): %s",
 			 (unsigned long long)offset, (unsigned long long)size,
 			 why);
+}
+
+void kvf__segalloc_free_many(struct kvf__segalloc *a,
+			     const struct kvf__segalloc_range *r, size_t n)
+{
+	const char *why = NULL;
+	size_t i;
+
+	if (!n)
+		return;
+	pthread_mutex_lock(&a->lock);
+	for (i = 0; i < n && !why; i++) {
+		why = release_locked(a, r[i].offset, r[i].size);
+#ifdef KVF_SEGALLOC_CHECK
+		if (!why)
+			publish(a);
+#endif
+	}
+	publish(a);
+	pthread_mutex_unlock(&a->lock);
+	if (why)
+		kvf__die("free of [%#llx, +%llu): %s",
+			 (unsigned long long)r[i - 1].offset,
+			 (unsigned long long)r[i - 1].size, why);
 }
 
 int kvf__segalloc_reserve(struct kvf__segalloc *a, uint64_t offset,
