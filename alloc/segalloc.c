@@ -85,6 +85,11 @@
  * free only removes blocks, so it never allocates and cannot fail. Spare
  * nodes are kept per allocator so steady churn does not call malloc.
  *
+ * Batched frees (kvf__segalloc_free_many, a batch remove's frees in one
+ * segment): one lock hold and one publish for all of them, and a run of
+ * frees that merge in place in one leaf rescans that leaf and raises its
+ * path once, at the end of the run, instead of once per free.
+ *
  * Concurrency: one mutex per allocator guards everything. After each change
  * the lock holder publishes free_bytes, largest_free and the allocation
  * count with atomic stores, so placement reads them lock-free (possibly
@@ -1069,11 +1074,35 @@ int kvf__segalloc_try_alloc_tagged(struct kvf__segalloc *a, uint64_t size,
 }
 
 /*
+ * A leaf whose summaries a batch of frees has not fixed yet
+ * (kvf__segalloc_free_many): frees that merge in place in one leaf, one
+ * after another (a fill's neighbours freed in address order), rescan it
+ * and raise its path once instead of once each. Frees only grow blocks,
+ * so one raise from the first value to the last leaves every node's max
+ * what the single raises would, and sub a valid bound; nothing but
+ * lookups by offset (which read no summary) may run while one is pending.
+ */
+struct pending_leaf {
+	struct path p;
+	bool set;
+};
+
+static void pending_flush(struct kvf__segalloc *a, struct pending_leaf *pl)
+{
+	if (pl && pl->set) {
+		fix_path_freed(a, &pl->p);
+		pl->set = false;
+	}
+}
+
+/*
  * Merge the block at leaf position @i of @p with the free neighbours the
  * caller found in the same leaf, in place, if the leaf stays full enough.
+ * With @pl (a batch) the leaf's summaries are fixed later.
  */
 static bool free_in_leaf(struct kvf__segalloc *a, struct path *p,
-			 bool merge_prev, bool merge_next, struct blk m)
+			 bool merge_prev, bool merge_next, struct blk m,
+			 struct pending_leaf *pl)
 {
 	struct node *l = p->node[0];
 	uint32_t s = p->idx[0] - merge_prev, d = merge_prev + merge_next;
@@ -1091,7 +1120,14 @@ static bool free_in_leaf(struct kvf__segalloc *a, struct path *p,
 	 * levels in O(1) kept allocs as fast and made the engine's remove
 	 * p50 16% cheaper than rescanning the whole path.
 	 */
-	fix_path_freed(a, p);
+	if (!pl) {
+		fix_path_freed(a, p);
+		return true;
+	}
+	if (pl->set && pl->p.node[0] != l)
+		pending_flush(a, pl);
+	pl->p = *p;
+	pl->set = true;
 	return true;
 }
 
@@ -1099,8 +1135,8 @@ static bool free_in_leaf(struct kvf__segalloc *a, struct path *p,
  * Free (@offset, @size) if it is exactly one used block: NULL. If it is
  * not, nothing changes and the reason is returned.
  */
-static const char *release(struct kvf__segalloc *a, uint64_t offset,
-			   uint64_t size)
+static const char *release_locked(struct kvf__segalloc *a, uint64_t offset,
+				  uint64_t size, struct pending_leaf *pl)
 {
 	uint64_t need = size ? rounded(a, size) : 0, end, start;
 	struct blk b = { 0, 0, 0 }, prev = { 0, USED, 0 }, next = { 0, USED, 0 }, m;
@@ -1109,7 +1145,6 @@ static const char *release(struct kvf__segalloc *a, uint64_t offset,
 	struct path p;
 	uint32_t i;
 
-	pthread_mutex_lock(&a->lock);
 	if (offset < a->pub.capacity) {
 		l = lookup(a, offset, &p);
 		i = p.idx[0];
@@ -1129,11 +1164,9 @@ static const char *release(struct kvf__segalloc *a, uint64_t offset,
 			next = block_at(a, end);
 	}
 	if (b.off != offset || !(b.val & USED) || !need ||
-	    blk_size(b.val) != need) {
-		pthread_mutex_unlock(&a->lock);
+	    blk_size(b.val) != need)
 		return b.off == offset && (b.val & USED) ? "wrong size" :
 							   "not allocated";
-	}
 	/* Merge with free neighbours: the merged block starts at @start. */
 	start = prev.val & USED ? offset : prev.off;
 	m = (struct blk){ start,
@@ -1142,8 +1175,11 @@ static const char *release(struct kvf__segalloc *a, uint64_t offset,
 			  0 };
 	if ((prev_here || (prev.val & USED)) &&
 	    (next_here || (next.val & USED)) &&
-	    free_in_leaf(a, &p, !(prev.val & USED), !(next.val & USED), m))
+	    free_in_leaf(a, &p, !(prev.val & USED), !(next.val & USED), m,
+			 pl))
 		goto done;
+	/* Structural changes read the summaries: fix the pending leaf first. */
+	pending_flush(a, pl);
 	/*
 	 * A neighbour in another leaf, or the leaf would underflow. Tiling
 	 * holds at every step: the next block goes to this one, this one
@@ -1158,9 +1194,20 @@ static const char *release(struct kvf__segalloc *a, uint64_t offset,
 done:
 	a->free_bytes += need;
 	a->allocs--;
-	publish(a);
-	pthread_mutex_unlock(&a->lock);
 	return NULL;
+}
+
+static const char *release(struct kvf__segalloc *a, uint64_t offset,
+			   uint64_t size)
+{
+	const char *why;
+
+	pthread_mutex_lock(&a->lock);
+	why = release_locked(a, offset, size, NULL);
+	if (!why)
+		publish(a);
+	pthread_mutex_unlock(&a->lock);
+	return why;
 }
 
 int kvf__segalloc_release(struct kvf__segalloc *a, uint64_t offset,
@@ -1178,6 +1225,33 @@ void kvf__segalloc_free(struct kvf__segalloc *a, uint64_t offset,
 		kvf__die("free of [%#llx, +%llu): %s",
 			 (unsigned long long)offset, (unsigned long long)size,
 			 why);
+}
+
+void kvf__segalloc_free_many(struct kvf__segalloc *a,
+			     const struct kvf__segalloc_range *r, size_t n)
+{
+	struct pending_leaf pl = { .set = false };
+	const char *why = NULL;
+	size_t i;
+
+	if (!n)
+		return;
+	pthread_mutex_lock(&a->lock);
+	for (i = 0; i < n && !why; i++) {
+		why = release_locked(a, r[i].offset, r[i].size, &pl);
+#ifdef KVF_SEGALLOC_CHECK
+		/* A pending leaf is stale by design: verify without one. */
+		if (!why && !pl.set)
+			publish(a);
+#endif
+	}
+	pending_flush(a, &pl);
+	publish(a);
+	pthread_mutex_unlock(&a->lock);
+	if (why)
+		kvf__die("free of [%#llx, +%llu): %s",
+			 (unsigned long long)r[i - 1].offset,
+			 (unsigned long long)r[i - 1].size, why);
 }
 
 int kvf__segalloc_reserve(struct kvf__segalloc *a, uint64_t offset,

@@ -45,6 +45,23 @@ int kvf__segalloc_alloc(struct kvf__segalloc *a, uint64_t size,
 void kvf__segalloc_free(struct kvf__segalloc *a, uint64_t offset,
 			uint64_t size);
 
+/* One range alloc gave, as kvf__segalloc_free() takes it. */
+struct kvf__segalloc_range {
+	uint64_t offset;
+	uint64_t size;
+};
+
+/*
+ * kvf__segalloc_free_many() - kvf__segalloc_free() of the @n ranges @r, in
+ * order, under one hold of the allocator's lock; free_bytes and
+ * largest_free are published once, at the end. The result is that of @n
+ * single frees in the same order. A range that alloc did not give aborts
+ * (kvf__die), like kvf__segalloc_free(), after the ranges before it were
+ * freed.
+ */
+void kvf__segalloc_free_many(struct kvf__segalloc *a,
+			     const struct kvf__segalloc_range *r, size_t n);
+
 /*
  * kvf__segalloc_release() - kvf__segalloc_free() for ranges that come from
  * outside the engine (a journal being replayed): KVF_OK, or

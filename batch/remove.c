@@ -8,6 +8,13 @@
  * journaled in one append; only then are records unlinked and buffers
  * freed. On a journal failure the records return to COMPLETE.
  *
+ * The buffers are freed after all of the batch's records are unlinked,
+ * grouped by segment: one hold of each allocator's lock per batch instead
+ * of one per replica, and the allocator's free summaries published once.
+ * The records are already DEAD then, which readers treat as gone, and the
+ * batch is still inside its read-side section, so every segment and its
+ * allocator are still there (engine/buffers.c).
+ *
  * remove_all and remove_prefix walk the index (readers are never stalled)
  * collecting keys in chunks and feed each chunk through the batch path, so
  * there is one code path for removal.
@@ -22,6 +29,8 @@
 #include "engine/objstate.h"
 
 #define SWEEP_CHUNK 1024
+/* Replica frees a batch collects on the stack before it needs the heap. */
+#define FREES_STACK (2 * KVF__BATCH_STACK)
 
 /* Claim key @i for removal (state REMOVING) or return the item's error. */
 static int claim(struct kvf__batch *b, size_t i, bool force, uint64_t now,
@@ -58,14 +67,87 @@ static int claim(struct kvf__batch *b, size_t i, bool force, uint64_t now,
 	return KVF_ERR_OBJECT_NOT_FOUND;
 }
 
-/* The removal is journaled: unlink and free. */
+/* The removal is journaled: unlink; free_removed() frees the buffers. */
 static void retire_removed(struct kvf__batch *b, size_t i)
 {
 	struct kvf__object *o = b->obj[i];
 
 	kvf__object_retire(b->e, o, b->hash[i], &b->rc);
 	kvf__obj_set(o, KVF__OBJ_DEAD);
-	kvf__replicas_free(o);
+}
+
+/*
+ * Move the entries of [@from, @m) whose segment is segs[@from] to the
+ * front of that range, keeping the order within the group and within the
+ * rest (a fill's neighbours are often removed in address order, and
+ * frees in that order merge in place); returns the end of the group.
+ * @tmp_segs and @tmp hold m - from entries.
+ */
+static size_t group_segment(struct kvf__segment **segs,
+			    struct kvf__segalloc_range *r,
+			    struct kvf__segment **tmp_segs,
+			    struct kvf__segalloc_range *tmp, size_t from,
+			    size_t m)
+{
+	struct kvf__segment *seg = segs[from];
+	size_t k = from + 1, rest = 0;
+
+	for (size_t j = k; j < m; j++) {
+		if (segs[j] == seg) {
+			segs[k] = seg;
+			r[k++] = r[j];
+		} else {
+			tmp_segs[rest] = segs[j];
+			tmp[rest++] = r[j];
+		}
+	}
+	memcpy(segs + k, tmp_segs, rest * sizeof(*segs));
+	memcpy(r + k, tmp, rest * sizeof(*r));
+	return k;
+}
+
+/* Free the replicas of every removed item, one allocator call per segment. */
+static void free_removed(struct kvf__batch *b)
+{
+	struct kvf__segment *segs_stack[2 * FREES_STACK], **segs = segs_stack;
+	struct kvf__segalloc_range r_stack[2 * FREES_STACK], *r = r_stack;
+	void *heap = NULL;
+	size_t cap = 0, m = 0;
+
+	for (size_t i = 0; i < b->n; i++)
+		if (b->status[i] == KVF_OK)
+			cap += b->obj[i]->nr_replicas;
+	if (cap > FREES_STACK) {
+		heap = malloc(2 * cap * (sizeof(*segs) + sizeof(*r)));
+		if (!heap) {
+			/* No room to group them: free one by one. */
+			for (size_t i = 0; i < b->n; i++)
+				if (b->status[i] == KVF_OK)
+					kvf__replicas_free(b->obj[i]);
+			return;
+		}
+		r = heap;
+		segs = (struct kvf__segment **)(r + 2 * cap);
+	}
+	for (size_t i = 0; i < b->n; i++) {
+		const struct kvf__object *o = b->obj[i];
+		const struct kvf__replica *rep;
+
+		if (b->status[i] != KVF_OK)
+			continue;
+		rep = kvf__object_replicas_const(o);
+		for (unsigned k = 0; k < o->nr_replicas; k++, m++) {
+			segs[m] = rep[k].seg;
+			r[m] = (struct kvf__segalloc_range){ rep[k].offset,
+							     o->size };
+		}
+	}
+	/* The second halves are group_segment()'s scratch. */
+	for (size_t from = 0, to; from < m; from = to) {
+		to = group_segment(segs, r, segs + cap, r + cap, from, m);
+		kvf__segalloc_free_many(segs[from]->alloc, r + from, to - from);
+	}
+	free(heap);
 }
 
 /* The journal refused the removal: the object stays. */
@@ -100,6 +182,8 @@ int kvf_batch_remove(struct kvf_engine *e, const struct kvf_key *keys,
 	kvf__prof_mark(&b.span, KVF__STAGE_VALIDATE);
 	removed = kvf__batch_commit(&b, KVF__MUT_OBJECT_REMOVE, retire_removed,
 				    back_to_complete);
+	if (removed)
+		free_removed(&b);
 	kvf__count_add(&e->nr_complete, -(int64_t)removed);
 	kvf__rcu_read_unlock();
 	return kvf__batch_end(&b, false);

@@ -370,6 +370,80 @@ static void test_status_strings(void **state)
 	assert_string_equal(kvf_status_name(-12345), "KVF_UNKNOWN");
 }
 
+/*
+ * A batch remove frees its buffers grouped by segment: one and two
+ * replicas in two segments, sizes mixed, unknown keys among them, a batch
+ * small enough for the stack and one that is not. Every freed byte comes
+ * back, per segment, and the space is usable again.
+ */
+#define GROUPED 350
+
+static void put_grouped(struct fixture *f, char names[][16], uint64_t *bytes)
+{
+	*bytes = 0;
+	for (int i = 0; i < GROUPED; i++) {
+		uint64_t size = 4096 * (1 + i % 7);
+		uint32_t replicas = i % 5 ? 2 : 1;
+
+		snprintf(names[i], 16, "g%d", i);
+		assert_int_equal(put_complete(f->e, C1, names[i], size,
+					      replicas),
+				 KVF_OK);
+		*bytes += size * replicas;
+	}
+}
+
+static uint64_t segments_used(struct kvf_engine *e)
+{
+	struct kvf_segment_info a, b;
+
+	assert_int_equal(kvf_segment_query(e, 1, &a), KVF_OK);
+	assert_int_equal(kvf_segment_query(e, 2, &b), KVF_OK);
+	return a.used_bytes + b.used_bytes;
+}
+
+static void test_remove_frees_grouped(void **state)
+{
+	struct fixture *f = *state;
+	static char names[GROUPED][16];
+	struct kvf_key keys[GROUPED + 2];
+	enum kvf_status st[GROUPED + 2];
+	uint64_t bytes, small = 0;
+
+	put_grouped(f, names, &bytes);
+	assert_int_equal(stats_of(f->e).used_bytes, bytes);
+	assert_int_equal(segments_used(f->e), bytes);
+	/* A small batch: ten keys and an unknown one. */
+	for (int i = 0; i < 10; i++) {
+		keys[i] = key_of(names[i]);
+		small += 4096 * (1 + i % 7) * (i % 5 ? 2 : 1);
+	}
+	keys[10] = key_of("unknown");
+	assert_int_equal(kvf_batch_remove(f->e, keys, 11, false, st),
+			 KVF_ERR_PARTIAL);
+	for (int i = 0; i < 10; i++)
+		assert_int_equal(st[i], KVF_OK);
+	assert_int_equal(st[10], KVF_ERR_OBJECT_NOT_FOUND);
+	assert_int_equal(stats_of(f->e).used_bytes, bytes - small);
+	/* The rest in one batch, the ten removed ones among them. */
+	for (int i = 0; i < GROUPED; i++)
+		keys[i] = key_of(names[i]);
+	keys[GROUPED] = key_of("unknown");
+	keys[GROUPED + 1] = key_of("unknown2");
+	assert_int_equal(kvf_batch_remove(f->e, keys, GROUPED + 2, false, st),
+			 KVF_ERR_PARTIAL);
+	for (int i = 0; i < GROUPED + 2; i++)
+		assert_int_equal(st[i], i >= 10 && i < GROUPED ?
+						KVF_OK :
+						KVF_ERR_OBJECT_NOT_FOUND);
+	assert_int_equal(stats_of(f->e).used_bytes, 0);
+	assert_int_equal(segments_used(f->e), 0);
+	assert_int_equal(stats_of(f->e).objects, 0);
+	/* The allocators took every range back: the same fill fits again. */
+	put_grouped(f, names, &bytes);
+	assert_int_equal(segments_used(f->e), bytes);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -400,6 +474,9 @@ int main(void)
 						setup_two_segments,
 						fixture_teardown),
 		cmocka_unit_test_setup_teardown(test_remove_rules,
+						setup_two_segments,
+						fixture_teardown),
+		cmocka_unit_test_setup_teardown(test_remove_frees_grouped,
 						setup_two_segments,
 						fixture_teardown),
 		cmocka_unit_test_setup_teardown(test_remove_all_and_prefix,

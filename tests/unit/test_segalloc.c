@@ -772,6 +772,133 @@ static void test_bad_free_dies(void **state)
 	kvf__segalloc_destroy(a);
 }
 
+/* Both allocators hold the same used blocks (offsets, sizes, tags). */
+static void assert_same_blocks(struct kvf__segalloc *a, struct kvf__segalloc *b)
+{
+	struct kvf__segalloc_block *ba, *bb;
+	size_t na, nb;
+
+	assert_int_equal(kvf__segalloc_used_blocks(a, &ba, &na), KVF_OK);
+	assert_int_equal(kvf__segalloc_used_blocks(b, &bb, &nb), KVF_OK);
+	assert_int_equal(na, nb);
+	assert_true(!na || !memcmp(ba, bb, na * sizeof(*ba)));
+	free(ba);
+	free(bb);
+	assert_int_equal(kvf__segalloc_free_bytes(a), kvf__segalloc_free_bytes(b));
+	assert_int_equal(kvf__segalloc_largest_free(a),
+			 kvf__segalloc_largest_free(b));
+	assert_int_equal(kvf__segalloc_nr_allocs(a), kvf__segalloc_nr_allocs(b));
+}
+
+static int range_cmp(const void *x, const void *y)
+{
+	const struct kvf__segalloc_range *a = x, *b = y;
+
+	return (a->offset > b->offset) - (a->offset < b->offset);
+}
+
+/*
+ * free_many against the single frees it stands for: two allocators get
+ * the same allocations; a random subset of the live ranges (random order,
+ * mixed sizes, neighbours included so groups coalesce) is freed one by one
+ * in one and with one free_many in the other (every other round sorted by
+ * address, so runs of frees merge in place in one leaf and its summaries
+ * are fixed once; which frees come first does not change the blocks that
+ * result). Both must then hold the same blocks, free bytes, largest
+ * region and count, and make the same next allocations; the bitmap model
+ * checks the batched one exactly.
+ */
+static void test_free_many_matches_single(void **state)
+{
+	const uint64_t gran = 64, granules = 1 << 14;
+	struct bitmap_model m = { calloc(granules, 1), granules, gran };
+	struct kvf__segalloc *one, *many;
+	struct live *live = calloc(granules, sizeof(*live));
+	struct kvf__segalloc_range *r = calloc(granules, sizeof(*r));
+	uint64_t seed = 0x5eed1234abcdULL;
+	size_t nr_live = 0;
+
+	(void)state;
+	assert_non_null(m.used);
+	assert_non_null(live);
+	assert_non_null(r);
+	assert_int_equal(kvf__segalloc_create(granules * gran, gran, &one),
+			 KVF_OK);
+	assert_int_equal(kvf__segalloc_create(granules * gran, gran, &many),
+			 KVF_OK);
+	for (int round = 0; round < 400; round++) {
+		size_t nr_free, k = 0;
+
+		/* Allocate until a tenth of the attempts fail. */
+		for (int t = 0; t < 64; t++) {
+			uint64_t size = rng_range(&seed, 1, 24) * gran, o1, o2;
+			uint64_t tag = rng_range(&seed, 1, UINT64_MAX - 1);
+			int r1 = kvf__segalloc_alloc_tagged(one, size, tag, &o1);
+			int r2 = kvf__segalloc_alloc_tagged(many, size, tag, &o2);
+
+			assert_int_equal(r1, r2);
+			if (r1 != KVF_OK)
+				continue;
+			assert_int_equal(o1, o2);
+			bm_mark(&m, o1, size, 1);
+			live[nr_live++] = (struct live){ o1, size, size, tag };
+		}
+		/* Free a random subset, in random order. */
+		nr_free = rng_range(&seed, 0, nr_live);
+		for (size_t i = 0; i < nr_free; i++) {
+			size_t j = rng_range(&seed, i, nr_live - 1);
+			struct live t = live[i];
+
+			live[i] = live[j];
+			live[j] = t;
+			kvf__segalloc_free(one, live[i].off, live[i].size);
+			bm_mark(&m, live[i].off, live[i].size, 0);
+			r[k++] = (struct kvf__segalloc_range){ live[i].off,
+							       live[i].size };
+		}
+		/* Every other round in address order, as a fill is removed. */
+		if (round % 2)
+			qsort(r, k, sizeof(*r), range_cmp);
+		kvf__segalloc_free_many(many, r, k);
+		memmove(live, live + nr_free,
+			(nr_live - nr_free) * sizeof(*live));
+		nr_live -= nr_free;
+		bm_check(&m, many);
+		assert_same_blocks(one, many);
+	}
+	kvf__segalloc_destroy(one);
+	kvf__segalloc_destroy(many);
+	free(live);
+	free(r);
+	free(m.used);
+}
+
+static void free_many_twice(struct kvf__segalloc *a)
+{
+	const struct kvf__segalloc_range r[2] = { { 0, 64 }, { 0, 64 } };
+
+	kvf__segalloc_free_many(a, r, 2);
+}
+
+static void test_free_many_bad_dies(void **state)
+{
+	const struct kvf__segalloc_range none[1] = { { 0, 64 } };
+	struct kvf__segalloc *a;
+	uint64_t off;
+
+	(void)state;
+	assert_int_equal(kvf__segalloc_create(MiB, 64, &a), KVF_OK);
+	assert_int_equal(kvf__segalloc_alloc(a, 64, &off), KVF_OK);
+	expect_death(free_many_twice, a);
+	/* An empty batch changes nothing. */
+	kvf__segalloc_free_many(a, none, 0);
+	assert_int_equal(kvf__segalloc_nr_allocs(a), 1);
+	kvf__segalloc_free_many(a, none, 1);
+	assert_int_equal(kvf__segalloc_nr_allocs(a), 0);
+	assert_int_equal(kvf__segalloc_largest_free(a), MiB);
+	kvf__segalloc_destroy(a);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -787,6 +914,8 @@ int main(void)
 		cmocka_unit_test(test_tib),
 		cmocka_unit_test(test_try_alloc),
 		cmocka_unit_test(test_bad_free_dies),
+		cmocka_unit_test(test_free_many_matches_single),
+		cmocka_unit_test(test_free_many_bad_dies),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
