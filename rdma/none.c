@@ -11,5 +11,5 @@
 void kvf__rdma_backend_probe(struct kvf_rdma_info *info)
 {
 	snprintf(info->reason, sizeof(info->reason),
-		 "built without libibverbs (configure --with-verbs)");
+		 "built without the RDMA transport (no infiniband/verbs.h at configure time)");
 }

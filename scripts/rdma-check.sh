@@ -1,0 +1,2 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
