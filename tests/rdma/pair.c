@@ -25,15 +25,21 @@ static uint32_t le32(const uint8_t *p)
 	       (uint32_t)p[3] << 24;
 }
 
-static int hexval(char c)
+/* Decode a hex string into a fresh buffer. */
+static int unhex(const char *hex, uint8_t **out, size_t *len)
 {
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
+	size_t n = strlen(hex) / 2;
+
+	if (strlen(hex) % 2)
+		return -1;
+	*out = malloc(n ? n : 1);
+	if (!*out)
+		return -1;
+	for (size_t i = 0; i < n; i++)
+		if (sscanf(hex + 2 * i, "%2hhx", &(*out)[i]) != 1)
+			return -1;
+	*len = n;
+	return 0;
 }
 
 /* Decode the "hex" string that follows @key in @line. */
@@ -41,27 +47,21 @@ static int hex_after(const char *line, const char *key, uint8_t **out,
 		     size_t *len)
 {
 	const char *p = strstr(line, key), *end;
-	size_t n;
+	char *hex;
+	int ret;
 
 	if (!p || !(p = strstr(p, "\"hex\": \"")))
 		return -1;
 	p += strlen("\"hex\": \"");
 	end = strchr(p, '"');
-	if (!end || (end - p) % 2)
+	if (!end)
 		return -1;
-	n = (size_t)(end - p) / 2;
-	*out = malloc(n ? n : 1);
-	if (!*out)
+	hex = strndup(p, (size_t)(end - p));
+	if (!hex)
 		return -1;
-	for (size_t i = 0; i < n; i++) {
-		int hi = hexval(p[2 * i]), lo = hexval(p[2 * i + 1]);
-
-		if (hi < 0 || lo < 0)
-			return -1;
-		(*out)[i] = (uint8_t)(hi << 4 | lo);
-	}
-	*len = n;
-	return 0;
+	ret = unhex(hex, out, len);
+	free(hex);
+	return ret;
 }
 
 static int parse_line(const char *line, struct fixture *f)
