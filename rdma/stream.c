@@ -106,7 +106,7 @@ struct kvf__rdma_stream {
 
 void kvf__rdma_cfg_default(struct kvf__rdma_cfg *cfg)
 {
-	cfg->buf_size = 256 * 1024;
+	cfg->buf_size = 64 * 1024;
 	cfg->recv_bufs = 16;
 	cfg->send_bufs = 5;
 	cfg->close_wait_ms = 1000;

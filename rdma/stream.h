@@ -33,7 +33,9 @@
 /**
  * struct kvf__rdma_cfg - per-connection sizes and timeouts.
  * @buf_size: size of every registered buffer and of every RECV; advertised
- *            to the peer (default 256 KiB, as coro_rpc).
+ *            to the peer (default 64 KiB: master RPCs are small, and it
+ *            keeps a connection's registered memory at 1.3 MiB; coro_rpc
+ *            uses 256 KiB, the peer adapts to either).
  * @recv_bufs: RECV buffers (default 16: 8 stay posted while up to 8 filled
  *             ones wait for the reader; none posted = the peer is held by
  *             receiver-not-ready, the only back-pressure).

@@ -19,7 +19,7 @@ bin=$KVF_TOP/build/tests/unit
 make -C "$KVF_TOP/build" -j"$KVF_JOBS" -s \
 	tests/unit/test_rdma tests/unit/test_rdma_ibv tests/unit/test_rdma_hw >/dev/null
 
-kvf_log "memlock limit: $(ulimit -l) KiB (each connection registers 5376 KiB by default)"
+kvf_log "memlock limit: $(ulimit -l) KiB (each connection registers 1344 KiB by default)"
 if [ -d /sys/class/infiniband ]; then
 	kvf_log "devices: $(ls /sys/class/infiniband | tr '\n' ' ')"
 fi

@@ -135,11 +135,16 @@ static void replay_dir(struct env *e, const char *dir,
 static const char *const dirs[] = { "cpp-client", "cpp-client-release-form",
 				    "py-reference" };
 
-/* Upstream's defaults on both sides: 256 KiB buffers. */
+/* Our defaults, and upstream's 256 KiB buffers on either side. */
 static void test_fixtures_default(void **state)
 {
-	for (size_t i = 0; i < 3; i++)
+	struct kvf__rdma_cfg ylt = cfg_of(256 * 1024, 8, 5);
+
+	for (size_t i = 0; i < 3; i++) {
 		replay_dir(*state, dirs[i], NULL, NULL, 4096);
+		replay_dir(*state, dirs[i], &ylt, NULL, 4096);
+		replay_dir(*state, dirs[i], NULL, &ylt, 4096);
+	}
 }
 
 /*
@@ -167,7 +172,8 @@ static void test_fixtures_split(void **state)
 	}
 }
 
-/* 600 KiB in one write is 256 K + 256 K + 88 K, as upstream's sender. */
+/* With upstream's 256 KiB buffers, 600 KiB in one write is
+ * 256 K + 256 K + 88 K, as upstream's sender sends it. */
 static void test_large_message(void **state)
 {
 	struct env *e = *state;
@@ -176,6 +182,7 @@ static void test_large_message(void **state)
 	struct kvf__rdma_stream *c, *s;
 	struct iovec v = { msg, len };
 	size_t have = 0, n = 0, empty;
+	struct kvf__rdma_cfg ylt = cfg_of(256 * 1024, 8, 5);
 	uint32_t max;
 
 	assert_non_null(msg);
@@ -183,7 +190,7 @@ static void test_large_message(void **state)
 	for (size_t i = 0; i < len; i++)
 		msg[i] = (uint8_t)(i * 131 + 7);
 	tap.n = 0;
-	assert_int_equal(pair_connect(e->dev, NULL, NULL, &c, &s), KVF_OK);
+	assert_int_equal(pair_connect(e->dev, &ylt, &ylt, &c, &s), KVF_OK);
 	assert_int_equal(kvf__rdma_stream_writev(c, &v, 1), (ssize_t)len);
 	while (have < len) {
 		ssize_t r;
