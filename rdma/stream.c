@@ -48,6 +48,8 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -98,6 +100,11 @@ struct kvf__rdma_stream {
 	uint32_t inflight, max_inflight;
 	uint32_t open_idx, open_fill; /* open_fill 0: no open buffer */
 	uint32_t max_send;
+
+	/* readiness: an epoll set of the channel fd and an eventfd that is
+	 * kept readable while received bytes (or an error) wait */
+	int epfd, pend_fd;
+	bool pend_set, want_read;
 
 	bool connected, armed, eof, close_posted, close_done;
 	int err;
@@ -235,6 +242,23 @@ static void handle_wc(struct kvf__rdma_stream *s, const struct ibv_wc *wc)
 		fail(s, wc->status);
 }
 
+/*
+ * Keep the pending eventfd readable exactly while the owner has something
+ * to collect, so the stream's fd is level-triggered like a socket's even
+ * though completions are signalled once.
+ */
+static void update_pending(struct kvf__rdma_stream *s)
+{
+	bool want = s->err || (s->want_read && s->rx_count);
+	uint64_t v = 1;
+
+	if (want == s->pend_set)
+		return;
+	if (want ? write(s->pend_fd, &v, sizeof(v)) == sizeof(v) :
+		   read(s->pend_fd, &v, sizeof(v)) == sizeof(v))
+		s->pend_set = want;
+}
+
 static int poll_all(struct kvf__rdma_stream *s)
 {
 	struct ibv_wc wc[POLL_BATCH];
@@ -242,12 +266,21 @@ static int poll_all(struct kvf__rdma_stream *s)
 
 	do {
 		n = s->dev->ops->poll_cq(s->cq, POLL_BATCH, wc);
-		if (n < 0)
-			return fail(s, IBV_WC_GENERAL_ERR);
+		if (n < 0) {
+			fail(s, IBV_WC_GENERAL_ERR);
+			break;
+		}
 		for (int i = 0; i < n; i++)
 			handle_wc(s, &wc[i]);
 	} while (n == POLL_BATCH);
+	update_pending(s);
 	return s->err;
+}
+
+void kvf__rdma_stream_want_read(struct kvf__rdma_stream *s, bool want)
+{
+	s->want_read = want;
+	update_pending(s);
 }
 
 int kvf__rdma_stream_progress(struct kvf__rdma_stream *s)
@@ -304,6 +337,7 @@ ssize_t kvf__rdma_stream_read(struct kvf__rdma_stream *s, void *buf,
 		if (f->off == f->len && consume(s, f))
 			return KVF_ERR_IO;
 	}
+	update_pending(s);
 	if (done || !len)
 		return (ssize_t)done;
 	return s->eof && s->rx_count ? 0 : KVF_ERR_BUSY;
@@ -371,7 +405,7 @@ ssize_t kvf__rdma_stream_writev(struct kvf__rdma_stream *s,
 
 int kvf__rdma_stream_fd(const struct kvf__rdma_stream *s)
 {
-	return s->ch->fd;
+	return s->epfd;
 }
 
 uint32_t kvf__rdma_stream_qpn(const struct kvf__rdma_stream *s)
@@ -459,10 +493,27 @@ static void destroy(struct kvf__rdma_stream *s)
 		ops->destroy_cq(s->cq);
 	if (s->ch)
 		ops->destroy_comp_channel(s->ch);
+	if (s->epfd >= 0)
+		close(s->epfd);
+	if (s->pend_fd >= 0)
+		close(s->pend_fd);
 	free(s->region);
 	free(s->free_tx);
 	free(s->rx);
 	free(s);
+}
+
+static int make_readiness(struct kvf__rdma_stream *s)
+{
+	struct epoll_event ev = { .events = EPOLLIN };
+
+	s->pend_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	s->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (s->pend_fd < 0 || s->epfd < 0 ||
+	    epoll_ctl(s->epfd, EPOLL_CTL_ADD, s->ch->fd, &ev) ||
+	    epoll_ctl(s->epfd, EPOLL_CTL_ADD, s->pend_fd, &ev))
+		return KVF_ERR_IO;
+	return KVF_OK;
 }
 
 static int create_verbs(struct kvf__rdma_stream *s)
@@ -480,7 +531,7 @@ static int create_verbs(struct kvf__rdma_stream *s)
 	s->cq = ops->create_cq(s->dev->ctx, cqe, s, s->ch, 0);
 	if (!s->cq || create_qp(s) || to_init(s))
 		return KVF_ERR_IO;
-	return KVF_OK;
+	return make_readiness(s);
 }
 
 int kvf__rdma_stream_create(struct kvf__rdma_dev *dev,
@@ -496,6 +547,8 @@ int kvf__rdma_stream_create(struct kvf__rdma_dev *dev,
 	if (!s)
 		return KVF_ERR_NO_MEMORY;
 	s->dev = dev;
+	s->epfd = s->pend_fd = -1;
+	s->want_read = true;
 	if (cfg)
 		s->cfg = *cfg;
 	else

@@ -125,10 +125,21 @@ int kvf__rdma_serve_fd(int fd, uint8_t first, struct kvf__rdma_dev *dev,
 		       struct kvf__rdma_stream **out);
 
 /**
- * kvf__rdma_stream_fd() - the completion channel's fd (non-blocking):
- * readable when completions arrived; then call kvf__rdma_stream_progress().
+ * kvf__rdma_stream_fd() - the fd to wait on for EPOLLIN (level-triggered,
+ * like a socket's): readable while completions arrived (the completion
+ * channel) or received bytes, end of stream or an error wait to be
+ * collected. Then call kvf__rdma_stream_progress(), read and write.
+ * There is no EPOLLOUT: room to write comes back as a completion, so an
+ * owner with bytes to write retries them on every wake-up.
  */
 int kvf__rdma_stream_fd(const struct kvf__rdma_stream *s);
+
+/**
+ * kvf__rdma_stream_want_read() - whether waiting received bytes keep the
+ * fd readable (default true). An owner that stops reading (its output is
+ * backed up) sets false so the fd does not spin; completions still wake.
+ */
+void kvf__rdma_stream_want_read(struct kvf__rdma_stream *s, bool want);
 
 /**
  * kvf__rdma_stream_progress() - take the channel's events, re-arm the CQ

@@ -15,6 +15,8 @@
 #include "config.h"
 
 #include <errno.h>
+#include <poll.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -284,6 +286,50 @@ static void test_write_contract(void **state)
 	assert_int_equal(w, KVF_ERR_BUSY);
 	assert_true(rounds >= 2);
 	kvf__rdma_stream_close(c);
+	kvf__rdma_stream_close(s);
+	assert_int_equal(kvf__fake_live_objects(), e->live_before);
+}
+
+static bool readable(struct kvf__rdma_stream *s)
+{
+	struct pollfd p = { .fd = kvf__rdma_stream_fd(s), .events = POLLIN };
+
+	return poll(&p, 1, 0) == 1;
+}
+
+/*
+ * The fd is level-triggered like a socket's: readable while bytes wait,
+ * whether or not the completion that brought them was taken already.
+ */
+static void test_readiness(void **state)
+{
+	struct env *e = *state;
+	struct kvf__rdma_stream *c, *s;
+	uint8_t msg[300] = { 0x15 }, got[300];
+	struct iovec v = { msg, sizeof(msg) };
+
+	assert_int_equal(pair_connect(e->dev, NULL, NULL, &c, &s), KVF_OK);
+	assert_false(readable(s));
+	assert_int_equal(kvf__rdma_stream_writev(c, &v, 1), (ssize_t)sizeof(msg));
+	assert_true(readable(s)); /* the completion */
+	assert_int_equal(kvf__rdma_stream_progress(s), KVF_OK);
+	assert_true(readable(s)); /* the bytes */
+	assert_int_equal(kvf__rdma_stream_read(s, got, 100), 100);
+	assert_true(readable(s));
+	/* An owner that stops reading is not woken by waiting bytes. */
+	kvf__rdma_stream_want_read(s, false);
+	assert_false(readable(s));
+	kvf__rdma_stream_want_read(s, true);
+	assert_true(readable(s));
+	assert_int_equal(kvf__rdma_stream_read(s, got + 100, 200), 200);
+	assert_memory_equal(got, msg, sizeof(msg));
+	assert_false(readable(s));
+	/* End of stream is something to collect too. */
+	kvf__rdma_stream_close(c);
+	assert_true(readable(s));
+	assert_int_equal(kvf__rdma_stream_progress(s), KVF_OK);
+	assert_true(readable(s));
+	assert_int_equal(kvf__rdma_stream_read(s, got, 1), 0);
 	kvf__rdma_stream_close(s);
 	assert_int_equal(kvf__fake_live_objects(), e->live_before);
 }
@@ -561,6 +607,7 @@ int main(void)
 		cmocka_unit_test(test_large_message),
 		cmocka_unit_test(test_coalescing),
 		cmocka_unit_test(test_write_contract),
+		cmocka_unit_test(test_readiness),
 		cmocka_unit_test(test_peer_vanishes_mid_message),
 		cmocka_unit_test(test_completion_error),
 		cmocka_unit_test(test_send_larger_than_recv),
