@@ -4,7 +4,8 @@
 libkvforge_core_la_SOURCES += rdma/rdma.h rdma/report.c
 if HAVE_VERBS
 libkvforge_core_la_SOURCES += rdma/ops.h rdma/verbs.c rdma/device.c \
-	rdma/handshake.c rdma/stream.h rdma/stream.c rdma/fake.h rdma/fake.c
+	rdma/handshake.c rdma/stream.h rdma/stream.c rdma/fake.h rdma/fake.c \
+	rdma/listener.h rdma/listener.c
 else
 libkvforge_core_la_SOURCES += rdma/none.c
 endif
@@ -23,10 +24,11 @@ KVF_RDMA_TEST_CFLAGS = $(KVF_TEST_CFLAGS) \
 
 check_PROGRAMS += tests/unit/test_rdma_wire tests/unit/test_rdma_fake \
 	tests/unit/test_rdma_stream tests/unit/test_rdma_ibv \
-	tests/unit/test_rdma_hw tests/unit/test_rdma_threads
+	tests/unit/test_rdma_hw tests/unit/test_rdma_listener \
+	tests/unit/test_rdma_threads
 UNIT_TESTS += tests/unit/test_rdma_wire tests/unit/test_rdma_fake \
 	tests/unit/test_rdma_stream tests/unit/test_rdma_ibv \
-	tests/unit/test_rdma_hw
+	tests/unit/test_rdma_hw tests/unit/test_rdma_listener
 CONCURRENCY_TESTS += tests/unit/test_rdma_threads
 
 tests_unit_test_rdma_wire_CFLAGS = $(KVF_RDMA_TEST_CFLAGS)
@@ -37,6 +39,8 @@ tests_unit_test_rdma_stream_SOURCES = tests/unit/test_rdma_stream.c \
 	tests/rdma/pair.c tests/rdma/pair.h
 tests_unit_test_rdma_stream_CFLAGS = $(KVF_RDMA_TEST_CFLAGS)
 tests_unit_test_rdma_stream_LDADD = $(KVF_TEST_LIBS)
+tests_unit_test_rdma_listener_CFLAGS = $(KVF_RDMA_TEST_CFLAGS)
+tests_unit_test_rdma_listener_LDADD = $(KVF_TEST_LIBS)
 tests_unit_test_rdma_ibv_CFLAGS = $(KVF_RDMA_TEST_CFLAGS)
 tests_unit_test_rdma_ibv_LDADD = $(KVF_TEST_LIBS)
 tests_unit_test_rdma_hw_SOURCES = tests/unit/test_rdma_hw.c \
