@@ -120,23 +120,42 @@ static void connect_via(struct kvf__rdma_listener *l,
 	close(sv[1]);
 }
 
-static void test_accept_and_io(void **state)
-{
+/* A listener and a client device, both on the fake fabric. */
+struct lenv {
 	struct kvf__rdma_listener *l;
-	struct kvf__rdma_stream *c, *s;
 	struct kvf__rdma_dev *cdev;
-	const uint8_t req[24] = { 0x15, 0, 0, 0, 7 };
-	uint8_t got[64];
+};
+
+static int open_env(void **state)
+{
+	static struct lenv e;
 	char why[160];
 
-	(void)state;
-	assert_int_equal(kvf__rdma_listener_open(kvf__verbs_fake(), &l),
-			 KVF_OK);
-	assert_true(kvf__rdma_listener_ready(l));
-	assert_int_equal(kvf__rdma_dev_open(kvf__verbs_fake(), &cdev, why,
-					    sizeof(why)),
-			 KVF_OK);
-	connect_via(l, cdev, &c, &s);
+	if (kvf__rdma_listener_open(kvf__verbs_fake(), &e.l) ||
+	    kvf__rdma_dev_open(kvf__verbs_fake(), &e.cdev, why, sizeof(why)))
+		return -1;
+	*state = &e;
+	return 0;
+}
+
+static int close_env(void **state)
+{
+	struct lenv *e = *state;
+
+	kvf__rdma_dev_close(e->cdev);
+	kvf__rdma_listener_close(e->l);
+	return kvf__fake_live_objects() ? -1 : 0;
+}
+
+static void test_accept_and_io(void **state)
+{
+	struct lenv *e = *state;
+	struct kvf__rdma_stream *c, *s;
+	const uint8_t req[24] = { 0x15, 0, 0, 0, 7 };
+	uint8_t got[64];
+
+	assert_true(kvf__rdma_listener_ready(e->l));
+	connect_via(e->l, e->cdev, &c, &s);
 
 	/* recv/send conventions. */
 	errno = 0;
@@ -155,32 +174,18 @@ static void test_accept_and_io(void **state)
 	assert_int_equal(errno, ECONNRESET);
 	kvf__rdma_stream_close(s);
 	kvf__rdma_stream_close(c);
-	kvf__rdma_dev_close(cdev);
-	kvf__rdma_listener_close(l);
-	assert_int_equal(kvf__fake_live_objects(), 0);
 }
 
 static void test_end_of_stream(void **state)
 {
-	struct kvf__rdma_listener *l;
+	struct lenv *e = *state;
 	struct kvf__rdma_stream *c, *s;
-	struct kvf__rdma_dev *cdev;
 	uint8_t got[8];
-	char why[160];
 
-	(void)state;
-	assert_int_equal(kvf__rdma_listener_open(kvf__verbs_fake(), &l),
-			 KVF_OK);
-	assert_int_equal(kvf__rdma_dev_open(kvf__verbs_fake(), &cdev, why,
-					    sizeof(why)),
-			 KVF_OK);
-	connect_via(l, cdev, &c, &s);
+	connect_via(e->l, e->cdev, &c, &s);
 	kvf__rdma_stream_close(c);
 	assert_int_equal(kvf__rdma_recv(s, got, sizeof(got)), 0);
 	kvf__rdma_stream_close(s);
-	kvf__rdma_dev_close(cdev);
-	kvf__rdma_listener_close(l);
-	assert_int_equal(kvf__fake_live_objects(), 0);
 }
 
 /* No device: TCP still classified, RDMA refused, one log line. */
@@ -232,8 +237,10 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_wanted),
 		cmocka_unit_test(test_classify),
-		cmocka_unit_test(test_accept_and_io),
-		cmocka_unit_test(test_end_of_stream),
+		cmocka_unit_test_setup_teardown(test_accept_and_io, open_env,
+						close_env),
+		cmocka_unit_test_setup_teardown(test_end_of_stream, open_env,
+						close_env),
 		cmocka_unit_test(test_no_device),
 	};
 
