@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * rdma/handshake.c - coro_rpc's ibverbs info block and the first-byte demux.
+ * rdma/handshake.c - coro_rpc's ibverbs info block, the first-byte demux
+ * and upstream's switch (MC_RPC_PROTOCOL=rdma): what needs no verbs, built
+ * with or without the transport.
  *
  * The block is struct_pack of a trivially copyable {u8 gid[16]; u16 lid;
  * u32 buffer_size; u32 qp_num}: a 4-byte type hash, then the raw memory
@@ -13,10 +15,14 @@
  */
 #include "config.h"
 
+#include <errno.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include <kvforge/status.h>
 
+#include "rdma/listener.h"
 #include "rdma/rdma.h"
 
 #define OFF_HASH 0
@@ -75,4 +81,32 @@ enum kvf__rdma_demux kvf__rdma_demux(uint8_t first, bool rdma_enabled)
 	if (first == KVF_RDMA_FIRST_BYTE_RDMA && rdma_enabled)
 		return KVF_RDMA_DEMUX_RDMA;
 	return KVF_RDMA_DEMUX_CLOSE;
+}
+
+bool kvf__rdma_wanted(bool flag)
+{
+	const char *p = getenv("MC_RPC_PROTOCOL");
+
+	return flag || (p && !strcmp(p, "rdma"));
+}
+
+enum kvf__rdma_first kvf__rdma_classify(const struct kvf__rdma_listener *l,
+					int fd)
+{
+	uint8_t b;
+	ssize_t n = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+
+	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK ||
+		      errno == EINTR))
+		return KVF_RDMA_FIRST_WAIT;
+	if (n != 1)
+		return KVF_RDMA_FIRST_CLOSE;
+	switch (kvf__rdma_demux(b, l != NULL)) {
+	case KVF_RDMA_DEMUX_TCP:
+		return KVF_RDMA_FIRST_TCP;
+	case KVF_RDMA_DEMUX_RDMA:
+		return KVF_RDMA_FIRST_RDMA;
+	default:
+		return KVF_RDMA_FIRST_CLOSE;
+	}
 }

@@ -27,18 +27,12 @@
 #include <kvforge/status.h>
 
 #include "rdma/listener.h"
+#include "rdma/stream.h"
 
 struct kvf__rdma_listener {
 	struct kvf__rdma_dev *dev; /* NULL: no device, refuse */
 	char why[160];
 };
-
-bool kvf__rdma_wanted(bool flag)
-{
-	const char *p = getenv("MC_RPC_PROTOCOL");
-
-	return flag || (p && !strcmp(p, "rdma"));
-}
 
 int kvf__rdma_listener_open(const struct kvf__verbs_ops *ops,
 			    struct kvf__rdma_listener **out)
@@ -76,27 +70,6 @@ void kvf__rdma_listener_close(struct kvf__rdma_listener *l)
 bool kvf__rdma_listener_ready(const struct kvf__rdma_listener *l)
 {
 	return l && l->dev;
-}
-
-enum kvf__rdma_first kvf__rdma_classify(const struct kvf__rdma_listener *l,
-					int fd)
-{
-	uint8_t b;
-	ssize_t n = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
-
-	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK ||
-		      errno == EINTR))
-		return KVF_RDMA_FIRST_WAIT;
-	if (n != 1)
-		return KVF_RDMA_FIRST_CLOSE;
-	switch (kvf__rdma_demux(b, l != NULL)) {
-	case KVF_RDMA_DEMUX_TCP:
-		return KVF_RDMA_FIRST_TCP;
-	case KVF_RDMA_DEMUX_RDMA:
-		return KVF_RDMA_FIRST_RDMA;
-	default:
-		return KVF_RDMA_FIRST_CLOSE;
-	}
 }
 
 int kvf__rdma_listener_accept(struct kvf__rdma_listener *l, int fd,

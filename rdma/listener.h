@@ -5,16 +5,20 @@
  * check of a new connection, the handshake, and socket-style I/O on the
  * resulting stream (errno conventions), so the server's connection code
  * only swaps recv()/send() for these on RDMA connections.
+ *
+ * Always available: a build without the RDMA transport (rdma/none.c)
+ * has a listener that is never ready, so servers need no #ifdef.
  */
 #ifndef KVF_RDMA_LISTENER_H
 #define KVF_RDMA_LISTENER_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <sys/types.h>
 
-#include "rdma/stream.h"
-
 struct kvf__rdma_listener;
+struct kvf__rdma_stream;
+struct kvf__verbs_ops;
 
 /**
  * kvf__rdma_wanted() - RDMA requested: @flag (--enable_rdma) or the
@@ -25,7 +29,8 @@ bool kvf__rdma_wanted(bool flag);
 
 /**
  * kvf__rdma_listener_open() - prepare to accept RDMA handshakes.
- * @ops: verbs implementation (NULL: libibverbs, loaded at run time).
+ * @ops: verbs implementation (NULL: libibverbs, loaded at run time;
+ *       ignored in a build without the transport).
  * @out: the listener (always created, also without a device: it then
  *       refuses handshakes).
  *

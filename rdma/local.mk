@@ -1,11 +1,11 @@
 # SPDX-License-Identifier: MIT
 # RDMA: discovery, and the coro_rpc ibverbs transport (libibverbs loaded at
 # run time, or the in-process fake fabric) when verbs.h is available.
-libkvforge_core_la_SOURCES += rdma/rdma.h rdma/report.c
+libkvforge_core_la_SOURCES += rdma/rdma.h rdma/report.c rdma/handshake.c \
+	rdma/listener.h
 if HAVE_VERBS
 libkvforge_core_la_SOURCES += rdma/ops.h rdma/verbs.c rdma/device.c \
-	rdma/handshake.c rdma/stream.h rdma/stream.c rdma/fake.h rdma/fake.c \
-	rdma/listener.h rdma/listener.c
+	rdma/stream.h rdma/stream.c rdma/fake.h rdma/fake.c rdma/listener.c
 else
 libkvforge_core_la_SOURCES += rdma/none.c
 endif

@@ -1,12 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * rdma/rdma.h - RDMA internals shared across the module and with the
- * master: device discovery, the coro_rpc ibverbs handshake block and the
- * first-byte demultiplexing of a new connection. The byte stream itself
- * is in rdma/stream.h.
- *
- * Built only where <infiniband/verbs.h> exists (the library itself is
- * loaded at run time); rdma/none.c stands in elsewhere.
+ * master: the coro_rpc ibverbs handshake block and the first-byte
+ * demultiplexing of a new connection (always built), and device discovery
+ * (only where <infiniband/verbs.h> exists; the library itself is loaded
+ * at run time). The byte stream is in rdma/stream.h, the server side in
+ * rdma/listener.h.
  */
 #ifndef KVF_RDMA_RDMA_H
 #define KVF_RDMA_RDMA_H
@@ -18,9 +17,6 @@
 #include <kvforge/rdma.h>
 
 void kvf__rdma_backend_probe(struct kvf_rdma_info *info);
-
-#ifdef HAVE_VERBS
-#include "rdma/ops.h"
 
 /* ---- handshake block (32 bytes each way) ---------------------------- */
 
@@ -77,6 +73,9 @@ enum kvf__rdma_demux {
  * Context: any; pure.
  */
 enum kvf__rdma_demux kvf__rdma_demux(uint8_t first, bool rdma_enabled);
+
+#ifdef HAVE_VERBS
+#include "rdma/ops.h"
 
 /* ---- device ---------------------------------------------------------- */
 

@@ -23,6 +23,7 @@
 
 #include "rdma/fake.h"
 #include "rdma/listener.h"
+#include "rdma/stream.h"
 
 static void test_wanted(void **state)
 {
