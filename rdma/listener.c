@@ -109,3 +109,18 @@ ssize_t kvf__rdma_send(struct kvf__rdma_stream *s, const void *buf,
 		return as_errno(KVF_ERR_IO);
 	return as_errno(kvf__rdma_stream_writev(s, &v, 1));
 }
+
+int kvf__rdma_fd(const struct kvf__rdma_stream *s)
+{
+	return kvf__rdma_stream_fd(s);
+}
+
+void kvf__rdma_want_read(struct kvf__rdma_stream *s, bool want)
+{
+	kvf__rdma_stream_want_read(s, want);
+}
+
+void kvf__rdma_drop(struct kvf__rdma_stream *s)
+{
+	kvf__rdma_stream_close(s);
+}

@@ -83,4 +83,19 @@ ssize_t kvf__rdma_recv(struct kvf__rdma_stream *s, void *buf, size_t len);
 ssize_t kvf__rdma_send(struct kvf__rdma_stream *s, const void *buf,
 		       size_t len);
 
+/**
+ * kvf__rdma_fd() - the fd a loop waits on for an accepted stream (see
+ * kvf__rdma_stream_fd(): EPOLLIN only, level-triggered).
+ */
+int kvf__rdma_fd(const struct kvf__rdma_stream *s);
+
+/** kvf__rdma_want_read() - see kvf__rdma_stream_want_read(). */
+void kvf__rdma_want_read(struct kvf__rdma_stream *s, bool want);
+
+/**
+ * kvf__rdma_drop() - close an accepted stream (kvf__rdma_stream_close():
+ * may wait up to its close timeout for the zero-length SEND).
+ */
+void kvf__rdma_drop(struct kvf__rdma_stream *s);
+
 #endif /* KVF_RDMA_LISTENER_H */

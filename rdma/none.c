@@ -79,3 +79,20 @@ ssize_t kvf__rdma_send(struct kvf__rdma_stream *s, const void *buf,
 	errno = ENOTSUP;
 	return -1;
 }
+
+int kvf__rdma_fd(const struct kvf__rdma_stream *s)
+{
+	(void)s;
+	return -1;
+}
+
+void kvf__rdma_want_read(struct kvf__rdma_stream *s, bool want)
+{
+	(void)s;
+	(void)want;
+}
+
+void kvf__rdma_drop(struct kvf__rdma_stream *s)
+{
+	(void)s;
+}
