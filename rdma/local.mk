@@ -25,10 +25,11 @@ KVF_RDMA_TEST_CFLAGS = $(KVF_TEST_CFLAGS) \
 check_PROGRAMS += tests/unit/test_rdma_wire tests/unit/test_rdma_fake \
 	tests/unit/test_rdma_stream tests/unit/test_rdma_ibv \
 	tests/unit/test_rdma_hw tests/unit/test_rdma_listener \
-	tests/unit/test_rdma_threads
+	tests/unit/test_rdma_peer tests/unit/test_rdma_threads
 UNIT_TESTS += tests/unit/test_rdma_wire tests/unit/test_rdma_fake \
 	tests/unit/test_rdma_stream tests/unit/test_rdma_ibv \
-	tests/unit/test_rdma_hw tests/unit/test_rdma_listener
+	tests/unit/test_rdma_hw tests/unit/test_rdma_listener \
+	tests/unit/test_rdma_peer
 CONCURRENCY_TESTS += tests/unit/test_rdma_threads
 
 tests_unit_test_rdma_wire_CFLAGS = $(KVF_RDMA_TEST_CFLAGS)
@@ -47,6 +48,10 @@ tests_unit_test_rdma_hw_SOURCES = tests/unit/test_rdma_hw.c \
 	tests/rdma/pair.c tests/rdma/pair.h
 tests_unit_test_rdma_hw_CFLAGS = $(KVF_RDMA_TEST_CFLAGS)
 tests_unit_test_rdma_hw_LDADD = $(KVF_TEST_LIBS)
+tests_unit_test_rdma_peer_SOURCES = tests/unit/test_rdma_peer.c \
+	tests/rdma/pair.c tests/rdma/pair.h
+tests_unit_test_rdma_peer_CFLAGS = $(KVF_RDMA_TEST_CFLAGS)
+tests_unit_test_rdma_peer_LDADD = $(KVF_TEST_LIBS)
 tests_unit_test_rdma_threads_SOURCES = tests/unit/test_rdma_threads.c \
 	tests/rdma/pair.c tests/rdma/pair.h
 tests_unit_test_rdma_threads_CFLAGS = $(KVF_RDMA_TEST_CFLAGS)
