@@ -9,7 +9,7 @@
  * image of the struct on a little-endian machine, two padding bytes
  * included. Fields are written byte by byte so the encoding does not
  * depend on this machine's layout or byte order; the padding is written as
- * zeros and ignored on read (ylt's server echoes whatever the client sent
+ * zeros and ignored on read (coro_rpc's server echoes whatever the client sent
  * there). The whole hash is compared: bit 0 set would announce a metainfo
  * byte, which this block never carries.
  */

@@ -66,7 +66,7 @@
 #define POLL_BATCH 16
 #define EOF_MARK UINT32_MAX
 
-/* ylt's QP attributes (rdma.md 2.2); the PSNs are part of the wire. */
+/* coro_rpc's QP attributes; the PSNs and rnr_retry are part of the wire. */
 #define QP_ACCESS                                                   \
 	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ |          \
 	 IBV_ACCESS_REMOTE_WRITE)
@@ -92,7 +92,6 @@ struct kvf__rdma_stream {
 	/* receive side */
 	struct filled *rx;  /* ring of recv_bufs + 1 (the end marker) */
 	uint32_t rx_head, rx_count;
-	uint32_t posted;
 
 	/* send side */
 	uint32_t *free_tx; /* stack of free send buffer indices */
@@ -154,7 +153,6 @@ static int post_recv(struct kvf__rdma_stream *s, uint32_t idx)
 
 	if (s->dev->ops->post_recv(s->qp, &wr, &bad))
 		return fail(s, IBV_WC_GENERAL_ERR);
-	s->posted++;
 	return KVF_OK;
 }
 
@@ -219,7 +217,6 @@ static void handle_wc(struct kvf__rdma_stream *s, const struct ibv_wc *wc)
 
 	switch (kind) {
 	case WR_RECV:
-		s->posted--;
 		if (wc->status != IBV_WC_SUCCESS)
 			break;
 		if (wc->byte_len == 0)
