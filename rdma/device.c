@@ -36,7 +36,7 @@ static void say(char *why, size_t len, const char *fmt, const char *arg)
 
 static bool ipv4_mapped(const union ibv_gid *g)
 {
-	static const uint8_t prefix[12] = { [10] = 0xff, [11] = 0xff };
+	static const uint8_t prefix[12] = {[10] = 0xff, [11] = 0xff};
 
 	return !memcmp(g->raw, prefix, sizeof(prefix));
 }
@@ -47,9 +47,11 @@ static int pick_gid(struct kvf__rdma_dev *d, int tbl_len)
 	struct ibv_gid_entry e;
 
 	for (int i = 0; i < tbl_len; i++) {
-		if (d->ops->query_gid_ex(d->ctx, KVF_RDMA_PORT, (uint32_t)i, &e))
+		if (d->ops->query_gid_ex(d->ctx, KVF_RDMA_PORT, (uint32_t)i,
+					 &e))
 			continue;
-		if ((e.gid_type == IBV_GID_TYPE_ROCE_V2 && ipv4_mapped(&e.gid)) ||
+		if ((e.gid_type == IBV_GID_TYPE_ROCE_V2 &&
+		     ipv4_mapped(&e.gid)) ||
 		    e.gid_type == IBV_GID_TYPE_IB) {
 			d->gid_index = (uint8_t)i;
 			d->gid = e.gid;
@@ -82,8 +84,7 @@ static int describe(struct kvf__rdma_dev *d)
 	return 0;
 }
 
-static int open_first(struct kvf__rdma_dev *d, struct ibv_device **list,
-		      int n)
+static int open_first(struct kvf__rdma_dev *d, struct ibv_device **list, int n)
 {
 	for (int i = 0; i < n; i++) {
 		d->ctx = d->ops->open_device(list[i]);
@@ -123,8 +124,8 @@ int kvf__rdma_dev_open(const struct kvf__verbs_ops *ops,
 	ret = KVF_ERR_UNAVAILABLE;
 	if (open_first(d, list, n)) {
 		say(why, len, "%s",
-		    n ? "no RDMA device with a queryable port 1 and GID" :
-			"no RDMA device found");
+		    n ? "no RDMA device with a queryable port 1 and GID"
+		      : "no RDMA device found");
 		goto err_free;
 	}
 	d->pd = ops->alloc_pd(d->ctx);
@@ -200,8 +201,8 @@ void kvf__rdma_probe_ops(const struct kvf__verbs_ops *ops,
 	ops->free_device_list(list);
 	if (!info->available)
 		snprintf(info->reason, sizeof(info->reason), "%s",
-			 n ? "no RDMA device has an active port" :
-			     "no RDMA device found");
+			 n ? "no RDMA device has an active port"
+			   : "no RDMA device found");
 }
 
 void kvf__rdma_backend_probe(struct kvf_rdma_info *info)

@@ -147,8 +147,8 @@ static struct {
 };
 
 static const union ibv_gid fake_gids[FAKE_NR_GIDS] = {
-	{ .raw = { 0xfe, 0x80, [15] = 1 } },
-	{ .raw = { [10] = 0xff, [11] = 0xff, 10, 0, 0, 1 } },
+	{.raw = {0xfe, 0x80, [15] = 1}},
+	{.raw = {[10] = 0xff, [11] = 0xff, 10, 0, 0, 1}},
 };
 
 static struct ibv_device fake_device = {
@@ -248,8 +248,8 @@ static struct fake_qp *find_qp(uint32_t qpn)
 	return NULL;
 }
 
-static void flush_ring(struct fake_qp *q, struct wr_ring *r,
-		       struct fake_cq *cq, enum ibv_wc_opcode op)
+static void flush_ring(struct fake_qp *q, struct wr_ring *r, struct fake_cq *cq,
+		       enum ibv_wc_opcode op)
 {
 	struct fake_wr *w;
 
@@ -611,7 +611,8 @@ static int fake_dereg_mr(struct ibv_mr *mr)
 
 /* ---- completion channel and CQ ------------------------------------- */
 
-static struct ibv_comp_channel *fake_create_comp_channel(struct ibv_context *ctx)
+static struct ibv_comp_channel *
+fake_create_comp_channel(struct ibv_context *ctx)
 {
 	struct fake_channel *ch = calloc(1, sizeof(*ch));
 
@@ -735,8 +736,8 @@ static int fake_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
 	return 0;
 }
 
-static int fake_get_cq_event(struct ibv_comp_channel *chan,
-			     struct ibv_cq **out, void **cq_context)
+static int fake_get_cq_event(struct ibv_comp_channel *chan, struct ibv_cq **out,
+			     void **cq_context)
 {
 	uint64_t v;
 	struct fake_cq *cq;
@@ -774,8 +775,8 @@ static bool caps_ok(const struct ibv_qp_cap *c)
 {
 	return c->max_send_wr && c->max_send_wr <= FAKE_MAX_WR &&
 	       c->max_recv_wr && c->max_recv_wr <= FAKE_MAX_WR &&
-	       c->max_send_sge <= FAKE_MAX_SGE &&
-	       c->max_recv_sge && c->max_recv_sge <= FAKE_MAX_SGE;
+	       c->max_send_sge <= FAKE_MAX_SGE && c->max_recv_sge &&
+	       c->max_recv_sge <= FAKE_MAX_SGE;
 }
 
 static struct ibv_qp *fake_create_qp(struct ibv_pd *pd,
@@ -784,8 +785,8 @@ static struct ibv_qp *fake_create_qp(struct ibv_pd *pd,
 	struct fake_qp *q;
 	int err = EINVAL;
 
-	if (a->qp_type != IBV_QPT_RC || !a->send_cq || !a->recv_cq ||
-	    a->srq || !caps_ok(&a->cap))
+	if (a->qp_type != IBV_QPT_RC || !a->send_cq || !a->recv_cq || a->srq ||
+	    !caps_ok(&a->cap))
 		goto err_out;
 	lock();
 	err = a->cap.max_inline_data > fab.inline_cap ? EINVAL : 0;
@@ -839,23 +840,23 @@ struct transition {
 };
 
 static const struct transition transitions[] = {
-	{ IBV_QPS_RESET, IBV_QPS_INIT,
-	  IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS,
-	  0 },
-	{ IBV_QPS_INIT, IBV_QPS_INIT, IBV_QP_STATE,
-	  IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS },
-	{ IBV_QPS_INIT, IBV_QPS_RTR,
-	  IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-		  IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
-		  IBV_QP_MIN_RNR_TIMER,
-	  IBV_QP_PKEY_INDEX | IBV_QP_ACCESS_FLAGS | IBV_QP_ALT_PATH },
-	{ IBV_QPS_RTR, IBV_QPS_RTS,
-	  IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-		  IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC,
-	  IBV_QP_CUR_STATE | IBV_QP_ACCESS_FLAGS | IBV_QP_MIN_RNR_TIMER |
-		  IBV_QP_ALT_PATH | IBV_QP_PATH_MIG_STATE },
-	{ IBV_QPS_RTS, IBV_QPS_RTS, IBV_QP_STATE,
-	  IBV_QP_CUR_STATE | IBV_QP_ACCESS_FLAGS | IBV_QP_MIN_RNR_TIMER },
+	{IBV_QPS_RESET, IBV_QPS_INIT,
+	 IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS,
+	 0},
+	{IBV_QPS_INIT, IBV_QPS_INIT, IBV_QP_STATE,
+	 IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS},
+	{IBV_QPS_INIT, IBV_QPS_RTR,
+	 IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+		 IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
+		 IBV_QP_MIN_RNR_TIMER,
+	 IBV_QP_PKEY_INDEX | IBV_QP_ACCESS_FLAGS | IBV_QP_ALT_PATH},
+	{IBV_QPS_RTR, IBV_QPS_RTS,
+	 IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+		 IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC,
+	 IBV_QP_CUR_STATE | IBV_QP_ACCESS_FLAGS | IBV_QP_MIN_RNR_TIMER |
+		 IBV_QP_ALT_PATH | IBV_QP_PATH_MIG_STATE},
+	{IBV_QPS_RTS, IBV_QPS_RTS, IBV_QP_STATE,
+	 IBV_QP_CUR_STATE | IBV_QP_ACCESS_FLAGS | IBV_QP_MIN_RNR_TIMER},
 };
 
 static int check_transition(enum ibv_qp_state from, enum ibv_qp_state to,
@@ -927,8 +928,7 @@ static void reset_rings(struct fake_qp *q)
 	q->rq.head = q->rq.count = 0;
 }
 
-static int fake_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *a,
-			  int mask)
+static int fake_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *a, int mask)
 {
 	struct fake_qp *q = (struct fake_qp *)ibqp;
 	enum ibv_qp_state to;
@@ -936,9 +936,9 @@ static int fake_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *a,
 
 	lock();
 	to = (mask & IBV_QP_STATE) ? a->qp_state : q->state;
-	err = (mask & IBV_QP_CUR_STATE) && a->cur_qp_state != q->state ?
-		      EINVAL :
-		      check_transition(q->state, to, mask);
+	err = (mask & IBV_QP_CUR_STATE) && a->cur_qp_state != q->state
+		      ? EINVAL
+		      : check_transition(q->state, to, mask);
 	if (!err)
 		err = check_attrs(a, mask);
 	if (err) {

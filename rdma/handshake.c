@@ -8,10 +8,10 @@
  * u32 buffer_size; u32 qp_num}: a 4-byte type hash, then the raw memory
  * image of the struct on a little-endian machine, two padding bytes
  * included. Fields are written byte by byte so the encoding does not
- * depend on this machine's layout or byte order; the padding is written as
- * zeros and ignored on read (coro_rpc's server echoes whatever the client sent
- * there). The whole hash is compared: bit 0 set would announce a metainfo
- * byte, which this block never carries.
+ * depend on this machine's layout or byte order; the padding is written
+ * as zeros and ignored on read (coro_rpc's server echoes whatever the
+ * client sent there). The whole hash is compared: bit 0 set would
+ * announce a metainfo byte, which this block never carries.
  */
 #include "config.h"
 
@@ -64,8 +64,7 @@ int kvf__rdma_hs_decode(const uint8_t in[KVF_RDMA_HS_LEN],
 	uint32_t bufsz = get_le(in + OFF_BUFSZ, 4);
 	uint32_t qpn = get_le(in + OFF_QPN, 4);
 
-	if (get_le(in + OFF_HASH, 4) != KVF_RDMA_HS_HASH || !bufsz ||
-	    qpn >> 24)
+	if (get_le(in + OFF_HASH, 4) != KVF_RDMA_HS_HASH || !bufsz || qpn >> 24)
 		return KVF_ERR_INVALID_ARGUMENT;
 	memcpy(hs->gid, in + OFF_GID, sizeof(hs->gid));
 	hs->lid = (uint16_t)get_le(in + OFF_LID, 2);
@@ -96,8 +95,8 @@ enum kvf__rdma_first kvf__rdma_classify(const struct kvf__rdma_listener *l,
 	uint8_t b;
 	ssize_t n = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
 
-	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK ||
-		      errno == EINTR))
+	if (n < 0 &&
+	    (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
 		return KVF_RDMA_FIRST_WAIT;
 	if (n != 1)
 		return KVF_RDMA_FIRST_CLOSE;

@@ -44,8 +44,8 @@ int kvf__rdma_listener_open(const struct kvf__verbs_ops *ops,
 		return KVF_ERR_NO_MEMORY;
 	if (!ops)
 		ops = kvf__verbs_ibv(l->why, sizeof(l->why));
-	ret = ops ? kvf__rdma_dev_open(ops, &l->dev, l->why, sizeof(l->why)) :
-		    KVF_ERR_UNAVAILABLE;
+	ret = ops ? kvf__rdma_dev_open(ops, &l->dev, l->why, sizeof(l->why))
+		  : KVF_ERR_UNAVAILABLE;
 	if (ret == KVF_ERR_NO_MEMORY) {
 		free(l);
 		return ret;
@@ -100,10 +100,9 @@ ssize_t kvf__rdma_recv(struct kvf__rdma_stream *s, void *buf, size_t len)
 	return as_errno(kvf__rdma_stream_read(s, buf, len));
 }
 
-ssize_t kvf__rdma_send(struct kvf__rdma_stream *s, const void *buf,
-		       size_t len)
+ssize_t kvf__rdma_send(struct kvf__rdma_stream *s, const void *buf, size_t len)
 {
-	struct iovec v = { (void *)buf, len };
+	struct iovec v = {(void *)buf, len};
 
 	if (kvf__rdma_stream_progress(s))
 		return as_errno(KVF_ERR_IO);

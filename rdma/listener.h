@@ -80,8 +80,7 @@ int kvf__rdma_listener_accept(struct kvf__rdma_listener *l, int fd,
  * Both first take the stream's completions (kvf__rdma_stream_progress()).
  */
 ssize_t kvf__rdma_recv(struct kvf__rdma_stream *s, void *buf, size_t len);
-ssize_t kvf__rdma_send(struct kvf__rdma_stream *s, const void *buf,
-		       size_t len);
+ssize_t kvf__rdma_send(struct kvf__rdma_stream *s, const void *buf, size_t len);
 
 /**
  * kvf__rdma_fd() - the fd a loop waits on for an accepted stream (see

@@ -26,15 +26,17 @@ static struct kvf__rdma_listener none;
 void kvf__rdma_backend_probe(struct kvf_rdma_info *info)
 {
 	snprintf(info->reason, sizeof(info->reason),
-		 "built without the RDMA transport (no infiniband/verbs.h at configure time)");
+		 "built without the RDMA transport (no infiniband/verbs.h at "
+		 "configure time)");
 }
 
 int kvf__rdma_listener_open(const struct kvf__verbs_ops *ops,
 			    struct kvf__rdma_listener **out)
 {
 	(void)ops;
-	fprintf(stderr, "kvforge: RDMA requested but this build has no RDMA "
-			"transport: serving TCP only, closing RDMA handshakes\n");
+	fprintf(stderr,
+		"kvforge: RDMA requested but this build has no RDMA "
+		"transport: serving TCP only, closing RDMA handshakes\n");
 	*out = &none;
 	return KVF_OK;
 }
@@ -70,8 +72,7 @@ ssize_t kvf__rdma_recv(struct kvf__rdma_stream *s, void *buf, size_t len)
 	return -1;
 }
 
-ssize_t kvf__rdma_send(struct kvf__rdma_stream *s, const void *buf,
-		       size_t len)
+ssize_t kvf__rdma_send(struct kvf__rdma_stream *s, const void *buf, size_t len)
 {
 	(void)s;
 	(void)buf;

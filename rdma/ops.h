@@ -33,7 +33,8 @@ struct kvf__verbs_ops {
 	struct ibv_mr *(*reg_mr)(struct ibv_pd *pd, void *addr, size_t len,
 				 int access);
 	int (*dereg_mr)(struct ibv_mr *mr);
-	struct ibv_comp_channel *(*create_comp_channel)(struct ibv_context *ctx);
+	struct ibv_comp_channel *(*create_comp_channel)(
+		struct ibv_context *ctx);
 	int (*destroy_comp_channel)(struct ibv_comp_channel *ch);
 	struct ibv_cq *(*create_cq)(struct ibv_context *ctx, int cqe,
 				    void *cq_context,
@@ -41,8 +42,7 @@ struct kvf__verbs_ops {
 	int (*destroy_cq)(struct ibv_cq *cq);
 	struct ibv_qp *(*create_qp)(struct ibv_pd *pd,
 				    struct ibv_qp_init_attr *attr);
-	int (*modify_qp)(struct ibv_qp *qp, struct ibv_qp_attr *attr,
-			 int mask);
+	int (*modify_qp)(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask);
 	int (*destroy_qp)(struct ibv_qp *qp);
 	int (*post_send)(struct ibv_qp *qp, struct ibv_send_wr *wr,
 			 struct ibv_send_wr **bad);

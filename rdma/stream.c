@@ -67,11 +67,11 @@
 #define EOF_MARK UINT32_MAX
 
 /* coro_rpc's QP attributes; the PSNs and rnr_retry are part of the wire. */
-#define QP_ACCESS                                                   \
-	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ |          \
+#define QP_ACCESS                                                              \
+	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ |                     \
 	 IBV_ACCESS_REMOTE_WRITE)
 #define QP_MIN_RNR_TIMER 8 /* 0.16 ms */
-#define QP_TIMEOUT 18 /* 4.096 us << 18 = 1.07 s */
+#define QP_TIMEOUT 18	   /* 4.096 us << 18 = 1.07 s */
 #define QP_RETRY_CNT 5
 #define QP_RNR_RETRY 7 /* for ever */
 #define QP_PSN 0
@@ -90,7 +90,7 @@ struct kvf__rdma_stream {
 	uint8_t *region; /* recv buffers, then send buffers */
 
 	/* receive side */
-	struct filled *rx;  /* ring of recv_bufs + 1 (the end marker) */
+	struct filled *rx; /* ring of recv_bufs + 1 (the end marker) */
 	uint32_t rx_head, rx_count;
 
 	/* send side */
@@ -146,9 +146,9 @@ static int post_recv(struct kvf__rdma_stream *s, uint32_t idx)
 		.length = s->cfg.buf_size,
 		.lkey = s->mr->lkey,
 	};
-	struct ibv_recv_wr wr = { .wr_id = WR_ID(WR_RECV, idx),
-				  .sg_list = &sge,
-				  .num_sge = 1 },
+	struct ibv_recv_wr wr = {.wr_id = WR_ID(WR_RECV, idx),
+				 .sg_list = &sge,
+				 .num_sge = 1},
 			   *bad;
 
 	if (s->dev->ops->post_recv(s->qp, &wr, &bad))
@@ -157,19 +157,19 @@ static int post_recv(struct kvf__rdma_stream *s, uint32_t idx)
 }
 
 /* Post @len bytes of send buffer @idx; @len 0 posts the close SEND. */
-static int post_send(struct kvf__rdma_stream *s, uint64_t wr_id,
-		     uint32_t idx, uint32_t len)
+static int post_send(struct kvf__rdma_stream *s, uint64_t wr_id, uint32_t idx,
+		     uint32_t len)
 {
 	struct ibv_sge sge = {
 		.addr = (uintptr_t)send_buf(s, idx),
 		.length = len,
 		.lkey = s->mr->lkey,
 	};
-	struct ibv_send_wr wr = { .wr_id = wr_id,
-				  .sg_list = len ? &sge : NULL,
-				  .num_sge = len ? 1 : 0,
-				  .opcode = IBV_WR_SEND,
-				  .send_flags = IBV_SEND_SIGNALED },
+	struct ibv_send_wr wr = {.wr_id = wr_id,
+				 .sg_list = len ? &sge : NULL,
+				 .num_sge = len ? 1 : 0,
+				 .opcode = IBV_WR_SEND,
+				 .send_flags = IBV_SEND_SIGNALED},
 			   *bad;
 
 	if (s->dev->ops->post_send(s->qp, &wr, &bad))
@@ -251,8 +251,8 @@ static void update_pending(struct kvf__rdma_stream *s)
 
 	if (want == s->pend_set)
 		return;
-	if (want ? write(s->pend_fd, &v, sizeof(v)) == sizeof(v) :
-		   read(s->pend_fd, &v, sizeof(v)) == sizeof(v))
+	if (want ? write(s->pend_fd, &v, sizeof(v)) == sizeof(v)
+		 : read(s->pend_fd, &v, sizeof(v)) == sizeof(v))
 		s->pend_set = want;
 }
 
@@ -312,8 +312,7 @@ static int consume(struct kvf__rdma_stream *s, struct filled *f)
 	return post_recv(s, f->idx);
 }
 
-ssize_t kvf__rdma_stream_read(struct kvf__rdma_stream *s, void *buf,
-			      size_t len)
+ssize_t kvf__rdma_stream_read(struct kvf__rdma_stream *s, void *buf, size_t len)
 {
 	uint8_t *dst = buf;
 	size_t done = 0;
@@ -445,12 +444,14 @@ static int create_qp(struct kvf__rdma_stream *s)
 	struct ibv_qp_init_attr a = {
 		.send_cq = s->cq,
 		.recv_cq = s->cq,
-		.cap = {
-			.max_send_wr = s->cfg.send_bufs + 1u, /* + close */
-			.max_recv_wr = s->cfg.recv_bufs,
-			.max_send_sge = 1,
-			.max_recv_sge = 1,
-		},
+		.cap =
+			{
+				.max_send_wr =
+					s->cfg.send_bufs + 1u, /* + close */
+				.max_recv_wr = s->cfg.recv_bufs,
+				.max_send_sge = 1,
+				.max_recv_sge = 1,
+			},
 		.qp_type = IBV_QPT_RC,
 		.sq_sig_all = 1,
 	};
@@ -502,7 +503,7 @@ static void destroy(struct kvf__rdma_stream *s)
 
 static int make_readiness(struct kvf__rdma_stream *s)
 {
-	struct epoll_event ev = { .events = EPOLLIN };
+	struct epoll_event ev = {.events = EPOLLIN};
 
 	s->pend_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	s->epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -591,25 +592,26 @@ static int to_rtr(struct kvf__rdma_stream *s, const struct kvf__rdma_hs *p)
 		.rq_psn = QP_PSN,
 		.max_dest_rd_atomic = 1,
 		.min_rnr_timer = QP_MIN_RNR_TIMER,
-		.ah_attr = {
-			.is_global = 1,
-			.dlid = p->lid,
-			.sl = 0,
-			.port_num = KVF_RDMA_PORT,
-			.grh = {
-				.sgid_index = s->dev->gid_index,
-				.hop_limit = 1,
+		.ah_attr =
+			{
+				.is_global = 1,
+				.dlid = p->lid,
+				.sl = 0,
+				.port_num = KVF_RDMA_PORT,
+				.grh =
+					{
+						.sgid_index = s->dev->gid_index,
+						.hop_limit = 1,
+					},
 			},
-		},
 	};
 
 	memcpy(a.ah_attr.grh.dgid.raw, p->gid, sizeof(p->gid));
-	return s->dev->ops->modify_qp(s->qp, &a,
-				      IBV_QP_STATE | IBV_QP_AV |
-					      IBV_QP_PATH_MTU |
-					      IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-					      IBV_QP_MAX_DEST_RD_ATOMIC |
-					      IBV_QP_MIN_RNR_TIMER);
+	return s->dev->ops->modify_qp(
+		s->qp, &a,
+		IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+			IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
+			IBV_QP_MIN_RNR_TIMER);
 }
 
 static int to_rts(struct kvf__rdma_stream *s)
@@ -623,12 +625,11 @@ static int to_rts(struct kvf__rdma_stream *s)
 		.max_rd_atomic = 1,
 	};
 
-	return s->dev->ops->modify_qp(s->qp, &a,
-				      IBV_QP_STATE | IBV_QP_SQ_PSN |
-					      IBV_QP_TIMEOUT |
-					      IBV_QP_RETRY_CNT |
-					      IBV_QP_RNR_RETRY |
-					      IBV_QP_MAX_QP_RD_ATOMIC);
+	return s->dev->ops->modify_qp(
+		s->qp, &a,
+		IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT |
+			IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+			IBV_QP_MAX_QP_RD_ATOMIC);
 }
 
 int kvf__rdma_stream_connect(struct kvf__rdma_stream *s,
@@ -638,8 +639,8 @@ int kvf__rdma_stream_connect(struct kvf__rdma_stream *s,
 		return KVF_ERR_INVALID_ARGUMENT;
 	if (to_rtr(s, peer) || to_rts(s))
 		return KVF_ERR_IO;
-	s->max_send = peer->buffer_size < s->cfg.buf_size ? peer->buffer_size :
-							    s->cfg.buf_size;
+	s->max_send = peer->buffer_size < s->cfg.buf_size ? peer->buffer_size
+							  : s->cfg.buf_size;
 	if (s->dev->ops->req_notify_cq(s->cq, 0))
 		return KVF_ERR_IO;
 	s->armed = true;
@@ -647,8 +648,7 @@ int kvf__rdma_stream_connect(struct kvf__rdma_stream *s,
 	return KVF_OK;
 }
 
-int kvf__rdma_accept(struct kvf__rdma_dev *dev,
-		     const struct kvf__rdma_cfg *cfg,
+int kvf__rdma_accept(struct kvf__rdma_dev *dev, const struct kvf__rdma_cfg *cfg,
 		     const uint8_t client[KVF_RDMA_HS_LEN],
 		     uint8_t reply[KVF_RDMA_HS_LEN],
 		     struct kvf__rdma_stream **out)
@@ -687,7 +687,7 @@ static uint64_t now_ms(void)
 static bool wait_fd(int fd, uint64_t deadline)
 {
 	uint64_t now = now_ms();
-	struct pollfd p = { .fd = fd, .events = POLLIN };
+	struct pollfd p = {.fd = fd, .events = POLLIN};
 
 	if (now >= deadline)
 		return false;
@@ -719,7 +719,7 @@ static void send_close(struct kvf__rdma_stream *s)
 
 void kvf__rdma_stream_close(struct kvf__rdma_stream *s)
 {
-	struct ibv_qp_attr reset = { .qp_state = IBV_QPS_RESET };
+	struct ibv_qp_attr reset = {.qp_state = IBV_QPS_RESET};
 	struct ibv_cq *cq;
 	void *ctx;
 
@@ -744,19 +744,19 @@ static int xfer(int fd, uint8_t *buf, size_t len, bool out, uint64_t deadline)
 	size_t done = 0;
 
 	while (done < len) {
-		ssize_t n = out ? send(fd, buf + done, len - done,
-				       MSG_NOSIGNAL | MSG_DONTWAIT) :
-				  recv(fd, buf + done, len - done,
-				       MSG_DONTWAIT);
-		struct pollfd p = { .fd = fd, .events = out ? POLLOUT : POLLIN };
+		ssize_t n =
+			out ? send(fd, buf + done, len - done,
+				   MSG_NOSIGNAL | MSG_DONTWAIT)
+			    : recv(fd, buf + done, len - done, MSG_DONTWAIT);
+		struct pollfd p = {.fd = fd, .events = out ? POLLOUT : POLLIN};
 		uint64_t now;
 
 		if (n > 0) {
 			done += (size_t)n;
 			continue;
 		}
-		if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK &&
-			       errno != EINTR))
+		if (n == 0 ||
+		    (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
 			return KVF_ERR_IO;
 		now = now_ms();
 		if (now >= deadline || poll(&p, 1, (int)(deadline - now)) < 0)

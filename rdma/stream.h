@@ -96,8 +96,7 @@ int kvf__rdma_stream_connect(struct kvf__rdma_stream *s,
  * Return: %KVF_OK; %KVF_ERR_INVALID_ARGUMENT (bad block: close the
  * connection); errors of create/connect. On failure nothing is allocated.
  */
-int kvf__rdma_accept(struct kvf__rdma_dev *dev,
-		     const struct kvf__rdma_cfg *cfg,
+int kvf__rdma_accept(struct kvf__rdma_dev *dev, const struct kvf__rdma_cfg *cfg,
 		     const uint8_t client[KVF_RDMA_HS_LEN],
 		     uint8_t reply[KVF_RDMA_HS_LEN],
 		     struct kvf__rdma_stream **out);

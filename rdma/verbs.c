@@ -33,7 +33,10 @@
  * straight into the table. The compat ibv_query_port and
  * _ibv_query_gid_ex are kept aside for the two wrappers below.
  */
-#define SYM(field, name) { offsetof(struct kvf__verbs_ops, field), name }
+#define SYM(field, name)                                                       \
+	{                                                                      \
+		offsetof(struct kvf__verbs_ops, field), name                   \
+	}
 static const struct {
 	size_t offset;
 	const char *name;

@@ -316,8 +316,8 @@ long replay_run(struct replay *r)
 		int c = replay_step_client(r);
 
 		if (c <= 0)
-			return c < 0 ? -1 :
-				       (long)(r->bad_client + r->bad_server);
+			return c < 0 ? -1
+				     : (long)(r->bad_client + r->bad_server);
 		if (replay_step_server(r) < 0)
 			return -1;
 	}

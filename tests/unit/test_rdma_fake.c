@@ -37,8 +37,10 @@ static void ep_open(struct ep *e, int cqe)
 {
 	struct ibv_device **list = ops->get_device_list(NULL);
 	struct ibv_qp_init_attr qa = {
-		.cap = { .max_send_wr = 8, .max_recv_wr = 8,
-			 .max_send_sge = 2, .max_recv_sge = 1 },
+		.cap = {.max_send_wr = 8,
+			.max_recv_wr = 8,
+			.max_send_sge = 2,
+			.max_recv_sge = 1},
 		.qp_type = IBV_QPT_RC,
 		.sq_sig_all = 1,
 	};
@@ -74,8 +76,9 @@ static void ep_close(struct ep *e)
 
 static int to_init(struct ep *e)
 {
-	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1,
-				 .qp_access_flags = IBV_ACCESS_LOCAL_WRITE };
+	struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT,
+				.port_num = 1,
+				.qp_access_flags = IBV_ACCESS_LOCAL_WRITE};
 
 	return ops->modify_qp(e->qp, &a,
 			      IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
@@ -99,8 +102,9 @@ static struct ibv_qp_attr rtr_attr(const struct ep *peer, uint32_t psn,
 		.rq_psn = psn,
 		.max_dest_rd_atomic = 1,
 		.min_rnr_timer = 8,
-		.ah_attr = { .is_global = 1, .port_num = 1,
-			     .grh = { .sgid_index = 1, .hop_limit = 1 } },
+		.ah_attr = {.is_global = 1,
+			    .port_num = 1,
+			    .grh = {.sgid_index = 1, .hop_limit = 1}},
 	};
 	struct ibv_gid_entry g;
 
@@ -111,9 +115,12 @@ static struct ibv_qp_attr rtr_attr(const struct ep *peer, uint32_t psn,
 
 static int to_rts(struct ep *e, uint32_t psn, uint8_t rnr_retry)
 {
-	struct ibv_qp_attr a = { .qp_state = IBV_QPS_RTS, .sq_psn = psn,
-				 .timeout = 18, .retry_cnt = 5,
-				 .rnr_retry = rnr_retry, .max_rd_atomic = 1 };
+	struct ibv_qp_attr a = {.qp_state = IBV_QPS_RTS,
+				.sq_psn = psn,
+				.timeout = 18,
+				.retry_cnt = 5,
+				.rnr_retry = rnr_retry,
+				.max_rd_atomic = 1};
 
 	return ops->modify_qp(e->qp, &a, rts_mask);
 }
@@ -134,8 +141,8 @@ static void link_pair(struct ep *a, struct ep *b, uint32_t a_psn,
 
 static int post_recv(struct ep *e, uint32_t off, uint32_t len, uint32_t lkey)
 {
-	struct ibv_sge s = { (uintptr_t)e->buf + off, len, lkey };
-	struct ibv_recv_wr wr = { .wr_id = off, .sg_list = &s, .num_sge = 1 },
+	struct ibv_sge s = {(uintptr_t)e->buf + off, len, lkey};
+	struct ibv_recv_wr wr = {.wr_id = off, .sg_list = &s, .num_sge = 1},
 			   *bad;
 
 	return ops->post_recv(e->qp, &wr, &bad);
@@ -143,10 +150,11 @@ static int post_recv(struct ep *e, uint32_t off, uint32_t len, uint32_t lkey)
 
 static int post_send(struct ep *e, uint32_t off, uint32_t len, uint32_t lkey)
 {
-	struct ibv_sge s = { (uintptr_t)e->buf + off, len, lkey };
-	struct ibv_send_wr wr = { .wr_id = 1000 + off, .sg_list = &s,
-				  .num_sge = len ? 1 : 0,
-				  .opcode = IBV_WR_SEND },
+	struct ibv_sge s = {(uintptr_t)e->buf + off, len, lkey};
+	struct ibv_send_wr wr = {.wr_id = 1000 + off,
+				 .sg_list = &s,
+				 .num_sge = len ? 1 : 0,
+				 .opcode = IBV_WR_SEND},
 			   *bad;
 
 	return ops->post_send(e->qp, &wr, &bad);
@@ -181,26 +189,28 @@ static void test_state_machine(void **state)
 	r = rtr_attr(&b, 0, 1);
 	assert_int_equal(ops->modify_qp(a.qp, &r, rtr_mask), EINVAL);
 	{
-		struct ibv_qp_attr i = { .qp_state = IBV_QPS_INIT,
-					 .port_num = 1 };
+		struct ibv_qp_attr i = {.qp_state = IBV_QPS_INIT,
+					.port_num = 1};
 
 		/* Missing access flags; then a foreign attribute. */
 		assert_int_equal(ops->modify_qp(a.qp, &i,
-						IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+						IBV_QP_STATE |
+							IBV_QP_PKEY_INDEX |
 							IBV_QP_PORT),
 				 EINVAL);
-		assert_int_equal(ops->modify_qp(a.qp, &i,
-						IBV_QP_STATE | IBV_QP_PKEY_INDEX |
-							IBV_QP_PORT |
-							IBV_QP_ACCESS_FLAGS |
-							IBV_QP_SQ_PSN),
-				 EINVAL);
+		assert_int_equal(
+			ops->modify_qp(
+				a.qp, &i,
+				IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+					IBV_QP_ACCESS_FLAGS | IBV_QP_SQ_PSN),
+			EINVAL);
 	}
 	assert_int_equal(to_init(&a), 0);
 	assert_int_equal(post_recv(&a, 0, 16, a.mr->lkey), 0); /* INIT ok */
 	assert_int_equal(post_send(&a, 0, 16, a.mr->lkey), EINVAL);
-	assert_int_equal(ops->modify_qp(a.qp, &r, rtr_mask & ~IBV_QP_MIN_RNR_TIMER),
-			 EINVAL);
+	assert_int_equal(
+		ops->modify_qp(a.qp, &r, rtr_mask & ~IBV_QP_MIN_RNR_TIMER),
+		EINVAL);
 	r.ah_attr.is_global = 0; /* GRH is mandatory */
 	assert_int_equal(ops->modify_qp(a.qp, &r, rtr_mask), EINVAL);
 	r.ah_attr.is_global = 1;
@@ -211,7 +221,7 @@ static void test_state_machine(void **state)
 	assert_int_equal(to_rts(&a, 0, 7), 0);
 	assert_int_equal(kvf__fake_qp_state(a.qp->qp_num), IBV_QPS_RTS);
 	{
-		struct ibv_qp_attr x = { .qp_state = IBV_QPS_RESET };
+		struct ibv_qp_attr x = {.qp_state = IBV_QPS_RESET};
 
 		/* RESET discards the posted RECV without a completion. */
 		assert_int_equal(ops->modify_qp(a.qp, &x, IBV_QP_STATE), 0);
@@ -438,8 +448,11 @@ static void test_create_limits(void **state)
 {
 	struct ep a;
 	struct ibv_qp_init_attr qa = {
-		.cap = { .max_send_wr = 8, .max_recv_wr = 8, .max_send_sge = 1,
-			 .max_recv_sge = 1, .max_inline_data = 256 },
+		.cap = {.max_send_wr = 8,
+			.max_recv_wr = 8,
+			.max_send_sge = 1,
+			.max_recv_sge = 1,
+			.max_inline_data = 256},
 		.qp_type = IBV_QPT_RC,
 	};
 

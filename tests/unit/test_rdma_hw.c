@@ -19,20 +19,19 @@
 
 #include "tests/rdma/pair.h"
 
-#define CHECK(cond)                                                        \
-	do {                                                               \
-		if (!(cond)) {                                             \
-			fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__,       \
-				__LINE__, #cond);                          \
-			return 1;                                          \
-		}                                                          \
+#define CHECK(cond)                                                            \
+	do {                                                                   \
+		if (!(cond)) {                                                 \
+			fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__,          \
+				__LINE__, #cond);                              \
+			return 1;                                              \
+		}                                                              \
 	} while (0)
 
 static int replay_all(struct kvf__rdma_dev *dev)
 {
-	static const char *const dirs[] = { "cpp-client",
-					    "cpp-client-release-form",
-					    "py-reference" };
+	static const char *const dirs[] = {
+		"cpp-client", "cpp-client-release-form", "py-reference"};
 
 	for (int i = 0; i < 3; i++) {
 		struct fixture_set set;

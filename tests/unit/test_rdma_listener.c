@@ -81,8 +81,7 @@ static void test_classify(void **state)
 }
 
 /* The client half of the handshake, by hand over a socketpair. */
-static struct kvf__rdma_stream *client_hello(struct kvf__rdma_dev *dev,
-					     int fd)
+static struct kvf__rdma_stream *client_hello(struct kvf__rdma_dev *dev, int fd)
 {
 	uint8_t block[KVF_RDMA_HS_LEN];
 	struct kvf__rdma_stream *c;
@@ -152,7 +151,7 @@ static void test_accept_and_io(void **state)
 {
 	struct lenv *e = *state;
 	struct kvf__rdma_stream *c, *s;
-	const uint8_t req[24] = { 0x15, 0, 0, 0, 7 };
+	const uint8_t req[24] = {0x15, 0, 0, 0, 7};
 	uint8_t got[64];
 
 	assert_true(kvf__rdma_listener_ready(e->l));

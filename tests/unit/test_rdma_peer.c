@@ -38,7 +38,7 @@ struct peer {
 	struct ibv_qp *qp;
 	struct ibv_mr *mr;
 	uint8_t *mem; /* YLT_RECVS recv buffers, then YLT_SENDS send buffers */
-	unsigned recv_head;      /* oldest posted RECV buffer */
+	unsigned recv_head; /* oldest posted RECV buffer */
 	unsigned inflight, send_next;
 	uint32_t max_send;
 	uint8_t in[1 << 16];
@@ -52,8 +52,8 @@ static uint8_t *pbuf(struct peer *p, unsigned i)
 
 static void peer_post_recv(struct peer *p, unsigned i)
 {
-	struct ibv_sge sge = { (uintptr_t)pbuf(p, i), YLT_BUF, p->mr->lkey };
-	struct ibv_recv_wr wr = { .wr_id = 0, .sg_list = &sge, .num_sge = 1 },
+	struct ibv_sge sge = {(uintptr_t)pbuf(p, i), YLT_BUF, p->mr->lkey};
+	struct ibv_recv_wr wr = {.wr_id = 0, .sg_list = &sge, .num_sge = 1},
 			   *bad;
 
 	assert_int_equal(ops->post_recv(p->qp, &wr, &bad), 0);
@@ -63,16 +63,19 @@ static void peer_open(struct peer *p)
 {
 	struct ibv_device **list = ops->get_device_list(NULL);
 	struct ibv_qp_init_attr qa = {
-		.cap = { .max_send_wr = 32, .max_recv_wr = 32,
-			 .max_send_sge = 3, .max_recv_sge = 1,
-			 .max_inline_data = YLT_INLINE },
+		.cap = {.max_send_wr = 32,
+			.max_recv_wr = 32,
+			.max_send_sge = 3,
+			.max_recv_sge = 1,
+			.max_inline_data = YLT_INLINE},
 		.qp_type = IBV_QPT_RC,
 		.sq_sig_all = 1,
 	};
-	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1,
-				 .qp_access_flags = IBV_ACCESS_LOCAL_WRITE |
-						    IBV_ACCESS_REMOTE_READ |
-						    IBV_ACCESS_REMOTE_WRITE };
+	struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT,
+				.port_num = 1,
+				.qp_access_flags = IBV_ACCESS_LOCAL_WRITE |
+						   IBV_ACCESS_REMOTE_READ |
+						   IBV_ACCESS_REMOTE_WRITE};
 	size_t bytes = (size_t)(YLT_RECVS + YLT_SENDS) * YLT_BUF;
 
 	memset(p, 0, sizeof(*p));
@@ -100,8 +103,8 @@ static void peer_open(struct peer *p)
 
 static void peer_block(struct peer *p, uint8_t out[KVF_RDMA_HS_LEN])
 {
-	struct kvf__rdma_hs hs = { .lid = 0, .buffer_size = YLT_BUF,
-				   .qp_num = p->qp->qp_num };
+	struct kvf__rdma_hs hs = {
+		.lid = 0, .buffer_size = YLT_BUF, .qp_num = p->qp->qp_num};
 	struct ibv_gid_entry g;
 
 	assert_int_equal(ops->query_gid_ex(p->ctx, 1, 1, &g), 0);
@@ -113,34 +116,39 @@ static void peer_connect(struct peer *p, const uint8_t in[KVF_RDMA_HS_LEN])
 {
 	struct kvf__rdma_hs hs;
 	struct ibv_qp_attr rtr = {
-		.qp_state = IBV_QPS_RTR, .path_mtu = IBV_MTU_1024,
-		.rq_psn = 0, .max_dest_rd_atomic = 1, .min_rnr_timer = 8,
-		.ah_attr = { .is_global = 1, .port_num = 1,
-			     .grh = { .sgid_index = 1, .hop_limit = 1 } },
+		.qp_state = IBV_QPS_RTR,
+		.path_mtu = IBV_MTU_1024,
+		.rq_psn = 0,
+		.max_dest_rd_atomic = 1,
+		.min_rnr_timer = 8,
+		.ah_attr = {.is_global = 1,
+			    .port_num = 1,
+			    .grh = {.sgid_index = 1, .hop_limit = 1}},
 	};
-	struct ibv_qp_attr rts = { .qp_state = IBV_QPS_RTS, .sq_psn = 0,
-				   .timeout = 18, .retry_cnt = 5,
-				   .rnr_retry = 7, .max_rd_atomic = 1 };
+	struct ibv_qp_attr rts = {.qp_state = IBV_QPS_RTS,
+				  .sq_psn = 0,
+				  .timeout = 18,
+				  .retry_cnt = 5,
+				  .rnr_retry = 7,
+				  .max_rd_atomic = 1};
 
 	assert_int_equal(kvf__rdma_hs_decode(in, &hs), KVF_OK);
 	rtr.dest_qp_num = hs.qp_num;
 	rtr.ah_attr.dlid = hs.lid;
 	memcpy(rtr.ah_attr.grh.dgid.raw, hs.gid, 16);
-	assert_int_equal(ops->modify_qp(p->qp, &rtr,
-					IBV_QP_STATE | IBV_QP_AV |
-						IBV_QP_PATH_MTU |
-						IBV_QP_DEST_QPN |
-						IBV_QP_RQ_PSN |
-						IBV_QP_MAX_DEST_RD_ATOMIC |
-						IBV_QP_MIN_RNR_TIMER),
-			 0);
-	assert_int_equal(ops->modify_qp(p->qp, &rts,
-					IBV_QP_STATE | IBV_QP_SQ_PSN |
-						IBV_QP_TIMEOUT |
-						IBV_QP_RETRY_CNT |
-						IBV_QP_RNR_RETRY |
-						IBV_QP_MAX_QP_RD_ATOMIC),
-			 0);
+	assert_int_equal(
+		ops->modify_qp(p->qp, &rtr,
+			       IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+				       IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+				       IBV_QP_MAX_DEST_RD_ATOMIC |
+				       IBV_QP_MIN_RNR_TIMER),
+		0);
+	assert_int_equal(
+		ops->modify_qp(p->qp, &rts,
+			       IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT |
+				       IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+				       IBV_QP_MAX_QP_RD_ATOMIC),
+		0);
 	p->max_send = hs.buffer_size < YLT_BUF ? hs.buffer_size : YLT_BUF;
 }
 
@@ -171,10 +179,11 @@ static void peer_poll(struct peer *p)
 
 static void peer_send_chunk(struct peer *p, const uint8_t *data, uint32_t len)
 {
-	struct ibv_sge sge = { (uintptr_t)data, len, 0 };
-	struct ibv_send_wr wr = { .wr_id = 1, .sg_list = &sge,
-				  .num_sge = len ? 1 : 0,
-				  .opcode = IBV_WR_SEND },
+	struct ibv_sge sge = {(uintptr_t)data, len, 0};
+	struct ibv_send_wr wr = {.wr_id = 1,
+				 .sg_list = &sge,
+				 .num_sge = len ? 1 : 0,
+				 .opcode = IBV_WR_SEND},
 			   *bad;
 
 	while (p->inflight >= YLT_SENDS)
@@ -231,8 +240,8 @@ static void serve(struct kvf__rdma_stream *s, struct inq *in,
 	while ((len = inq_frame(in, true))) {
 		const struct fixture *f = &set->f[*answered];
 		struct iovec v[2] = {
-			{ f->resp, RESP_HDR },
-			{ f->resp + RESP_HDR, f->resp_len - RESP_HDR },
+			{f->resp, RESP_HDR},
+			{f->resp + RESP_HDR, f->resp_len - RESP_HDR},
 		};
 
 		assert_int_equal(len, f->req_len);
@@ -249,7 +258,7 @@ static void run_dir(struct kvf__rdma_dev *dev, const char *dir)
 	uint8_t hello[KVF_RDMA_HS_LEN], reply[KVF_RDMA_HS_LEN];
 	struct kvf__rdma_stream *s;
 	struct fixture_set set;
-	struct inq in = { 0 };
+	struct inq in = {0};
 	size_t answered = 0, checked = 0;
 	struct peer p;
 
@@ -263,7 +272,8 @@ static void run_dir(struct kvf__rdma_dev *dev, const char *dir)
 		serve(s, &in, &set, &answered);
 		peer_poll(&p);
 		while (p.in_len >= RESP_HDR) {
-			size_t len = RESP_HDR + le32(p.in + 8) + le32(p.in + 12);
+			size_t len =
+				RESP_HDR + le32(p.in + 8) + le32(p.in + 12);
 
 			if (p.in_len < len)
 				break;
@@ -289,9 +299,8 @@ static void run_dir(struct kvf__rdma_dev *dev, const char *dir)
 
 static void test_ylt_like_client(void **state)
 {
-	static const char *const dirs[] = { "cpp-client",
-					    "cpp-client-release-form",
-					    "py-reference" };
+	static const char *const dirs[] = {
+		"cpp-client", "cpp-client-release-form", "py-reference"};
 
 	for (int i = 0; i < 3; i++)
 		run_dir(*state, dirs[i]);

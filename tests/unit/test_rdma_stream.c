@@ -134,8 +134,8 @@ static void replay_dir(struct env *e, const char *dir,
 	assert_int_equal(kvf__fake_live_objects(), live);
 }
 
-static const char *const dirs[] = { "cpp-client", "cpp-client-release-form",
-				    "py-reference" };
+static const char *const dirs[] = {"cpp-client", "cpp-client-release-form",
+				   "py-reference"};
 
 /* Our defaults, and upstream's 256 KiB buffers on either side. */
 static void test_fixtures_default(void **state)
@@ -156,7 +156,7 @@ static void test_fixtures_default(void **state)
 static void test_fixtures_split(void **state)
 {
 	struct kvf__rdma_cfg cc = cfg_of(256, 4, 3), sc = cfg_of(40, 3, 2);
-	static const size_t chunks[] = { 1, 7, 4096 };
+	static const size_t chunks[] = {1, 7, 4096};
 
 	for (size_t k = 0; k < 3; k++) {
 		for (size_t i = 0; i < 3; i++) {
@@ -165,7 +165,8 @@ static void test_fixtures_split(void **state)
 
 			tap.n = 0;
 			replay_dir(*state, dirs[i], &cc, &sc, chunks[k]);
-			/* Every SEND in both directions fit the 40-byte side. */
+			/* Every SEND in both directions fit the 40-byte side.
+			 */
 			for (size_t j = 0; j < tap.n; j++)
 				assert_true(tap.len[j] <= 40);
 			assert_true(tap_sends(tap.qpn[0], &max, &empty) > 1);
@@ -182,7 +183,7 @@ static void test_large_message(void **state)
 	size_t len = 600 * 1024;
 	uint8_t *msg = malloc(len), *got = malloc(len);
 	struct kvf__rdma_stream *c, *s;
-	struct iovec v = { msg, len };
+	struct iovec v = {msg, len};
 	size_t have = 0, n = 0, empty;
 	struct kvf__rdma_cfg ylt = cfg_of(256 * 1024, 8, 5);
 	uint32_t max;
@@ -237,12 +238,10 @@ static void test_coalescing(void **state)
 	/* All requests written before the server reads any. */
 	for (int i = 0; i < 4 && !outq_empty(&r.cout); i++)
 		assert_int_equal(replay_step_client(&r), 1);
-	assert_true(tap_sends(kvf__rdma_stream_qpn(c), &max, &empty) <
-		    set.n);
+	assert_true(tap_sends(kvf__rdma_stream_qpn(c), &max, &empty) < set.n);
 	assert_int_equal(replay_run(&r), 0);
 	assert_int_equal(r.checked, set.n);
-	assert_true(tap_sends(kvf__rdma_stream_qpn(c), &max, &empty) <
-		    set.n);
+	assert_true(tap_sends(kvf__rdma_stream_qpn(c), &max, &empty) < set.n);
 	assert_true(max > 200);
 	replay_free(&r);
 	kvf__rdma_stream_close(c);
@@ -256,8 +255,8 @@ static void test_write_contract(void **state)
 	struct env *e = *state;
 	struct kvf__rdma_cfg cc = cfg_of(64, 2, 2), sc = cfg_of(64, 1, 2);
 	struct kvf__rdma_stream *c, *s;
-	uint8_t buf[64] = { 1 };
-	struct iovec v = { buf, sizeof(buf) };
+	uint8_t buf[64] = {1};
+	struct iovec v = {buf, sizeof(buf)};
 	ssize_t w;
 	int rounds = 0;
 
@@ -292,7 +291,7 @@ static void test_write_contract(void **state)
 
 static bool readable(struct kvf__rdma_stream *s)
 {
-	struct pollfd p = { .fd = kvf__rdma_stream_fd(s), .events = POLLIN };
+	struct pollfd p = {.fd = kvf__rdma_stream_fd(s), .events = POLLIN};
 
 	return poll(&p, 1, 0) == 1;
 }
@@ -305,12 +304,13 @@ static void test_readiness(void **state)
 {
 	struct env *e = *state;
 	struct kvf__rdma_stream *c, *s;
-	uint8_t msg[300] = { 0x15 }, got[300];
-	struct iovec v = { msg, sizeof(msg) };
+	uint8_t msg[300] = {0x15}, got[300];
+	struct iovec v = {msg, sizeof(msg)};
 
 	assert_int_equal(pair_connect(e->dev, NULL, NULL, &c, &s), KVF_OK);
 	assert_false(readable(s));
-	assert_int_equal(kvf__rdma_stream_writev(c, &v, 1), (ssize_t)sizeof(msg));
+	assert_int_equal(kvf__rdma_stream_writev(c, &v, 1),
+			 (ssize_t)sizeof(msg));
 	assert_true(readable(s)); /* the completion */
 	assert_int_equal(kvf__rdma_stream_progress(s), KVF_OK);
 	assert_true(readable(s)); /* the bytes */
@@ -409,14 +409,15 @@ static void test_completion_error(void **state)
 {
 	struct env *e = *state;
 	struct kvf__rdma_stream *c, *s;
-	uint8_t msg[100] = { 0x15 };
-	struct iovec v = { msg, sizeof(msg) };
+	uint8_t msg[100] = {0x15};
+	struct iovec v = {msg, sizeof(msg)};
 
 	assert_int_equal(pair_connect(e->dev, NULL, NULL, &c, &s), KVF_OK);
 	assert_int_equal(kvf__fake_fail_next_send(kvf__rdma_stream_qpn(c),
 						  IBV_WC_REM_ACCESS_ERR),
 			 0);
-	assert_int_equal(kvf__rdma_stream_writev(c, &v, 1), (ssize_t)sizeof(msg));
+	assert_int_equal(kvf__rdma_stream_writev(c, &v, 1),
+			 (ssize_t)sizeof(msg));
 	assert_int_equal(until_failed(c), KVF_ERR_IO);
 	assert_int_equal(kvf__rdma_stream_wc_status(c), IBV_WC_REM_ACCESS_ERR);
 	assert_int_equal(kvf__fake_qp_state(kvf__rdma_stream_qpn(c)),
@@ -424,7 +425,8 @@ static void test_completion_error(void **state)
 	/* The server got nothing; its answer to anything would not arrive. */
 	assert_int_equal(kvf__rdma_stream_read(s, msg, sizeof(msg)),
 			 KVF_ERR_BUSY);
-	assert_int_equal(kvf__rdma_stream_writev(s, &v, 1), (ssize_t)sizeof(msg));
+	assert_int_equal(kvf__rdma_stream_writev(s, &v, 1),
+			 (ssize_t)sizeof(msg));
 	assert_int_equal(until_failed(s), KVF_ERR_IO);
 	kvf__rdma_stream_close(c);
 	kvf__rdma_stream_close(s);
@@ -436,13 +438,14 @@ static void test_send_larger_than_recv(void **state)
 {
 	struct env *e = *state;
 	struct kvf__rdma_stream *c, *s;
-	uint8_t msg[64] = { 0x15 };
-	struct iovec v = { msg, sizeof(msg) };
+	uint8_t msg[64] = {0x15};
+	struct iovec v = {msg, sizeof(msg)};
 
 	assert_int_equal(pair_connect(e->dev, NULL, NULL, &c, &s), KVF_OK);
 	/* The server's RECVs hold fewer bytes than it advertised. */
 	assert_int_equal(kvf__fake_clip_recvs(kvf__rdma_stream_qpn(s), 8), 0);
-	assert_int_equal(kvf__rdma_stream_writev(c, &v, 1), (ssize_t)sizeof(msg));
+	assert_int_equal(kvf__rdma_stream_writev(c, &v, 1),
+			 (ssize_t)sizeof(msg));
 	assert_int_equal(until_failed(s), KVF_ERR_IO);
 	assert_int_equal(kvf__rdma_stream_wc_status(s), IBV_WC_LOC_LEN_ERR);
 	assert_int_equal(until_failed(c), KVF_ERR_IO);
@@ -475,7 +478,7 @@ static void test_zero_length_close(void **state)
 	struct env *e = *state;
 	struct fixture_set set;
 	struct kvf__rdma_stream *c, *s;
-	struct inq in = { 0 };
+	struct inq in = {0};
 	uint32_t max;
 	size_t empty, len, cqpn;
 
@@ -484,7 +487,7 @@ static void test_zero_length_close(void **state)
 	assert_int_equal(pair_connect(e->dev, NULL, NULL, &c, &s), KVF_OK);
 	cqpn = kvf__rdma_stream_qpn(c);
 	for (int i = 0; i < 2; i++) {
-		struct iovec v = { set.f[i].req, set.f[i].req_len };
+		struct iovec v = {set.f[i].req, set.f[i].req_len};
 
 		assert_int_equal(kvf__rdma_stream_writev(c, &v, 1),
 				 (ssize_t)v.iov_len);
@@ -505,8 +508,9 @@ static void test_zero_length_close(void **state)
 	}
 	assert_int_equal(kvf__rdma_stream_read(s, &max, 1), 0);
 	/* Closed by the peer: writes fail, close sends nothing back. */
-	assert_int_equal(kvf__rdma_stream_writev(s, &(struct iovec){ &max, 1 }, 1),
-			 KVF_ERR_IO);
+	assert_int_equal(
+		kvf__rdma_stream_writev(s, &(struct iovec){&max, 1}, 1),
+		KVF_ERR_IO);
 	tap.n = 0;
 	kvf__rdma_stream_close(s);
 	assert_int_equal(tap.n, 0);
@@ -521,11 +525,11 @@ static void test_cycles(void **state)
 {
 	struct env *e = *state;
 	struct kvf__rdma_cfg cfg = cfg_of(4096, 4, 2);
-	uint8_t ping[20] = { 0x15 }, got[20];
+	uint8_t ping[20] = {0x15}, got[20];
 
 	for (int i = 0; i < 10000; i++) {
 		struct kvf__rdma_stream *c, *s;
-		struct iovec v = { ping, sizeof(ping) };
+		struct iovec v = {ping, sizeof(ping)};
 
 		ping[4] = (uint8_t)i;
 		tap.n = 0;
@@ -551,7 +555,7 @@ static void test_cycles(void **state)
 static void test_bad_handshake(void **state)
 {
 	struct env *e = *state;
-	uint8_t block[KVF_RDMA_HS_LEN] = { 0x3e, 0x3a, 0xe3, 0xa3 }, reply[32];
+	uint8_t block[KVF_RDMA_HS_LEN] = {0x3e, 0x3a, 0xe3, 0xa3}, reply[32];
 	struct kvf__rdma_stream *s = NULL;
 
 	/* Another type hash: refused, nothing created. */
@@ -575,9 +579,9 @@ static void test_no_device(void **state)
 
 	(void)state;
 	kvf__fake_set_device_errno(ENOSYS);
-	assert_int_equal(kvf__rdma_dev_open(kvf__verbs_fake(), &d, why,
-					    sizeof(why)),
-			 KVF_ERR_UNAVAILABLE);
+	assert_int_equal(
+		kvf__rdma_dev_open(kvf__verbs_fake(), &d, why, sizeof(why)),
+		KVF_ERR_UNAVAILABLE);
 	assert_null(d);
 	assert_non_null(strstr(why, strerror(ENOSYS)));
 	kvf__fake_set_device_errno(0);
@@ -586,8 +590,8 @@ static void test_no_device(void **state)
 static void test_device_choice(void **state)
 {
 	struct env *e = *state;
-	static const uint8_t mapped[16] = { [10] = 0xff, [11] = 0xff,
-					    10, 0, 0, 1 };
+	static const uint8_t mapped[16] = {[10] = 0xff, [11] = 0xff, 10,
+					   0,		0,	     1};
 
 	/* Index 1 (IPv4-mapped RoCE v2) beats the link-local index 0. */
 	assert_int_equal(e->dev->gid_index, 1);

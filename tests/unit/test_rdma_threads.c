@@ -47,8 +47,8 @@ static int tcp_connect(const struct sockaddr_in *addr)
 {
 	int fd = socket(AF_INET, SOCK_STREAM, 0);
 
-	if (fd >= 0 && connect(fd, (const struct sockaddr *)addr,
-			       sizeof(*addr))) {
+	if (fd >= 0 &&
+	    connect(fd, (const struct sockaddr *)addr, sizeof(*addr))) {
 		close(fd);
 		return -1;
 	}
@@ -61,7 +61,7 @@ static int tcp_connect(const struct sockaddr_in *addr)
  */
 static void *other_clients(void *p)
 {
-	static const uint8_t firsts[2] = { 0x15, 0x00 };
+	static const uint8_t firsts[2] = {0x15, 0x00};
 	struct shared *sh = p;
 	intptr_t bad = 0;
 
@@ -86,10 +86,10 @@ struct client_arg {
 static int client_loop(struct replay *r)
 {
 	int ep = epoll_create1(0), idle = 0, ret = -1;
-	struct epoll_event ev = { .events = EPOLLIN };
+	struct epoll_event ev = {.events = EPOLLIN};
 
-	if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD,
-				kvf__rdma_stream_fd(r->c), &ev))
+	if (ep < 0 ||
+	    epoll_ctl(ep, EPOLL_CTL_ADD, kvf__rdma_stream_fd(r->c), &ev))
 		goto out;
 	while (idle < IDLE_LIMIT) {
 		int st = replay_step_client(r);
@@ -134,7 +134,7 @@ static int accept_all(struct shared *sh, int ep)
 	while (rdma < NR_CLIENTS || sh->tcp_seen + sh->junk_seen < 2) {
 		int fd = accept(sh->lfd, NULL, NULL);
 		struct kvf__rdma_stream *s;
-		struct epoll_event ev = { .events = EPOLLIN };
+		struct epoll_event ev = {.events = EPOLLIN};
 		uint8_t first;
 
 		if (fd < 0 || recv(fd, &first, 1, 0) != 1)
@@ -154,8 +154,8 @@ static int accept_all(struct shared *sh, int ep)
 			 * server half of replay i may serve any of them. */
 			sh->r[rdma].s = s;
 			ev.data.u32 = (uint32_t)rdma++;
-			if (epoll_ctl(ep, EPOLL_CTL_ADD,
-				      kvf__rdma_stream_fd(s), &ev))
+			if (epoll_ctl(ep, EPOLL_CTL_ADD, kvf__rdma_stream_fd(s),
+				      &ev))
 				return -1;
 			break;
 		}
@@ -202,13 +202,13 @@ static void test_serve_clients(void **state)
 	assert_true(ep >= 0);
 	assert_int_equal(pthread_create(&other, NULL, other_clients, sh), 0);
 	for (int i = 0; i < NR_CLIENTS; i++) {
-		args[i] = (struct client_arg){ sh, i };
+		args[i] = (struct client_arg){sh, i};
 		replay_init(&sh->r[i], NULL, NULL, &sh->set, 512);
 	}
 	for (int i = 0; i < NR_CLIENTS; i++)
-		assert_int_equal(pthread_create(&th[i], NULL, client_thread,
-						&args[i]),
-				 0);
+		assert_int_equal(
+			pthread_create(&th[i], NULL, client_thread, &args[i]),
+			0);
 	assert_int_equal(accept_all(sh, ep), 0);
 	assert_int_equal(serve(sh, ep), 0);
 	for (int i = 0; i < NR_CLIENTS; i++) {

@@ -17,6 +17,7 @@
 #include "rdma/rdma.h"
 
 /* The worked example: RoCE v2 ::ffff:10.0.0.5, LID 0, 256 KiB, QPN 0xd3. */
+/* clang-format off */
 static const uint8_t golden[KVF_RDMA_HS_LEN] = {
 	0x3e, 0x3a, 0xe3, 0xa2,						/* hash */
 	0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0x0a, 0x00, 0x00, 0x05, /* gid */
@@ -25,11 +26,12 @@ static const uint8_t golden[KVF_RDMA_HS_LEN] = {
 	0x00, 0x00, 0x04, 0x00,						/* buffer size */
 	0xd3, 0x00, 0x00, 0x00,						/* qpn */
 };
+/* clang-format on */
 
 static void test_encode_golden(void **state)
 {
-	struct kvf__rdma_hs hs = { .lid = 0, .buffer_size = 262144,
-				   .qp_num = 0xd3 };
+	struct kvf__rdma_hs hs = {
+		.lid = 0, .buffer_size = 262144, .qp_num = 0xd3};
 	uint8_t out[KVF_RDMA_HS_LEN];
 
 	(void)state;
@@ -72,7 +74,7 @@ static void test_decode_golden(void **state)
 
 static void test_decode_rejects(void **state)
 {
-	struct kvf__rdma_hs hs = { .lid = 7 }, before;
+	struct kvf__rdma_hs hs = {.lid = 7}, before;
 	uint8_t in[KVF_RDMA_HS_LEN];
 
 	(void)state;
@@ -80,27 +82,32 @@ static void test_decode_rejects(void **state)
 	/* Bit 0 of the hash set would announce a metainfo byte. */
 	memcpy(in, golden, sizeof(in));
 	in[0] |= 1;
-	assert_int_equal(kvf__rdma_hs_decode(in, &hs), KVF_ERR_INVALID_ARGUMENT);
+	assert_int_equal(kvf__rdma_hs_decode(in, &hs),
+			 KVF_ERR_INVALID_ARGUMENT);
 	/* Any other hash byte. */
 	memcpy(in, golden, sizeof(in));
 	in[3] = 0xa3;
-	assert_int_equal(kvf__rdma_hs_decode(in, &hs), KVF_ERR_INVALID_ARGUMENT);
+	assert_int_equal(kvf__rdma_hs_decode(in, &hs),
+			 KVF_ERR_INVALID_ARGUMENT);
 	/* No buffer to send into. */
 	memcpy(in, golden, sizeof(in));
 	memset(in + 24, 0, 4);
-	assert_int_equal(kvf__rdma_hs_decode(in, &hs), KVF_ERR_INVALID_ARGUMENT);
+	assert_int_equal(kvf__rdma_hs_decode(in, &hs),
+			 KVF_ERR_INVALID_ARGUMENT);
 	/* QPNs have 24 bits. */
 	memcpy(in, golden, sizeof(in));
 	in[31] = 1;
-	assert_int_equal(kvf__rdma_hs_decode(in, &hs), KVF_ERR_INVALID_ARGUMENT);
+	assert_int_equal(kvf__rdma_hs_decode(in, &hs),
+			 KVF_ERR_INVALID_ARGUMENT);
 	/* Rejected blocks change nothing. */
 	assert_memory_equal(&hs, &before, sizeof(hs));
 }
 
 static void test_roundtrip(void **state)
 {
-	struct kvf__rdma_hs a = { .lid = 0xbeef, .buffer_size = 0xfffffff0,
-				  .qp_num = 0xffffff },
+	struct kvf__rdma_hs a = {.lid = 0xbeef,
+				 .buffer_size = 0xfffffff0,
+				 .qp_num = 0xffffff},
 			    b;
 	uint8_t wire[KVF_RDMA_HS_LEN];
 
