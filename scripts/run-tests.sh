@@ -3,14 +3,16 @@
 #
 # The whole test suite, as CI runs it: make check plain, then under
 # AddressSanitizer + UndefinedBehaviorSanitizer, then the concurrency tests
-# under ThreadSanitizer. Warnings are errors. Set KVF_TEST_TIERS to a subset
-# of "plain asan tsan" to run fewer.
+# under ThreadSanitizer, then a short libFuzzer run of the wire decoders
+# (scripts/fuzz.sh, 20 s per harness; skipped without clang). Warnings are
+# errors. Set KVF_TEST_TIERS to a subset of "plain asan tsan fuzz" to run
+# fewer.
 set -euo pipefail
 . "$(dirname "$0")/setup.sh"
 kvf_install_deps
 kvf_bootstrap
 
-tiers=${KVF_TEST_TIERS:-plain asan tsan}
+tiers=${KVF_TEST_TIERS:-plain asan tsan fuzz}
 failed=()
 
 run_tier() {
@@ -33,6 +35,14 @@ for t in $tiers; do
 	plain) run_tier plain build ;;
 	asan) run_tier asan build-asan --enable-sanitizers=address,undefined ;;
 	tsan) run_tier tsan build-tsan --enable-sanitizers=thread ;;
+	fuzz)
+		if command -v clang >/dev/null; then
+			kvf_log "tier fuzz"
+			"$KVF_TOP/scripts/fuzz.sh" 20 || failed+=("fuzz")
+		else
+			kvf_log "tier fuzz skipped: no clang"
+		fi
+		;;
 	*) kvf_log "unknown tier $t"; exit 2 ;;
 	esac
 done

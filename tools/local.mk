@@ -13,8 +13,9 @@ tools_kvforge_bench_SOURCES = \
 	tools/bench/syncprobe.c \
 	tools/bench/recovery.c \
 	tools/bench/lifecycle.c \
-	tools/bench/compare.c
-tools_kvforge_bench_LDADD = libkvforge-core.la
+	tools/bench/compare.c \
+	tools/bench/master.c
+tools_kvforge_bench_LDADD = libkvforge-wire.la libkvforge-core.la
 
 if HAVE_CMOCKA
 # The group-commit probe of the durability workload, alone.

@@ -37,6 +37,12 @@ struct bench_opts {
 	bool json;               /* --json */
 	bool profile;            /* --profile */
 	bool keep_data;          /* --keep-data: do not wipe data_dir first */
+	const char *master;      /* --master HOST:PORT (workload "master") */
+	uint32_t connections;    /* --connections, default 1 */
+	uint32_t depth;          /* --depth: batch RPCs in flight per connection */
+	double seconds;          /* --seconds: timed phases; 0 = by --rounds */
+	double rate;             /* --rate: keys/s offered; 0 = closed loop */
+	const char *mooncake_abi; /* --mooncake-abi; NULL = the newest */
 	int argc;                /* unparsed, workload-specific arguments */
 	char **argv;
 };
@@ -107,6 +113,7 @@ int bench_durability(const struct bench_opts *o, struct bench_results *r);
 int bench_recovery(const struct bench_opts *o, struct bench_results *r);
 int bench_cleanup(const struct bench_opts *o, struct bench_results *r);
 int bench_evict(const struct bench_opts *o, struct bench_results *r);
+int bench_master(const struct bench_opts *o, struct bench_results *r);
 
 /* "kvforge-bench compare ..." (compare.c); argv[0] is "compare". */
 int bench_compare_main(int argc, char **argv);

@@ -2,7 +2,8 @@
 /*
  * tools/bench/main.c - kvforge-bench: options, workloads, output.
  *
- * Every workload runs against an embedded engine in this process and
+ * Every workload but "master" (which drives a running master over its RPC
+ * protocol) runs against an embedded engine in this process and
  * records its figures through bench_result(); this file parses options,
  * runs the chosen workload and prints a table or one JSON object.
  */
@@ -34,6 +35,8 @@ static const struct bench_workload workloads[] = {
 	  bench_cleanup },
 	{ "evict", "one eviction pass at 100K/1M/4M objects (or sizes given)",
 	  bench_evict },
+	{ "master", "Mooncake RPC batch put/get/exist/remove against --master",
+	  bench_master },
 };
 
 #define NR_WORKLOADS (sizeof(workloads) / sizeof(workloads[0]))
@@ -223,6 +226,19 @@ static void usage(FILE *f)
 		"  --profile           add the per-stage profile\n"
 		"  --json              one JSON object instead of a table\n"
 		"  --latency-dump FILE per-batch latencies per op (for plots)\n"
+		"  --master HOST:PORT  drive a running Mooncake master over RPC\n"
+		"                      (kvforge-master or mooncake_master;\n"
+		"                      selects --workload master)\n"
+		"  --connections N     master: connections, one thread each (1)\n"
+		"  --depth N           master: batch RPCs in flight per\n"
+		"                      connection (default 4)\n"
+		"  --seconds S         master: run get and exist S seconds each\n"
+		"                      (default: --rounds passes over the keys)\n"
+		"  --rate KEYS         master: offer KEYS keys/s in all, on a\n"
+		"                      fixed schedule (default: as fast as the\n"
+		"                      pipelines allow)\n"
+		"  --mooncake-abi NAME master: the Mooncake revision spoken\n"
+		"                      (default latest; also v0.3.12.post1)\n"
 		"  --list              list workloads\n"
 		"or:    kvforge-bench compare --help   (paired A/B runs)\n");
 }
@@ -247,6 +263,18 @@ static uint64_t parse_u64(const char *arg)
 		v *= 1000000, end++;
 	if (*end || end == arg) {
 		fprintf(stderr, "kvforge-bench: not a number: '%s'\n", arg);
+		exit(2);
+	}
+	return v;
+}
+
+static double parse_seconds(const char *arg)
+{
+	char *end;
+	double v = strtod(arg, &end);
+
+	if (*end || end == arg || v < 0) {
+		fprintf(stderr, "kvforge-bench: not a duration: '%s'\n", arg);
 		exit(2);
 	}
 	return v;
@@ -278,6 +306,12 @@ static void parse_options(int argc, char **argv, struct bench_opts *o)
 		{ "json", no_argument, NULL, 'j' },
 		{ "list", no_argument, NULL, 'l' },
 		{ "latency-dump", required_argument, NULL, 'L' },
+		{ "master", required_argument, NULL, 'M' },
+		{ "connections", required_argument, NULL, 'c' },
+		{ "depth", required_argument, NULL, 'e' },
+		{ "seconds", required_argument, NULL, 'T' },
+		{ "mooncake-abi", required_argument, NULL, 'A' },
+		{ "rate", required_argument, NULL, 'R' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -307,6 +341,12 @@ static void parse_options(int argc, char **argv, struct bench_opts *o)
 		case 'P': o->profile = true; break;
 		case 'L': bench_latency_dump_to(optarg); break;
 		case 'j': o->json = true; break;
+		case 'M': o->master = optarg; break;
+		case 'c': o->connections = (uint32_t)parse_u64(optarg); break;
+		case 'e': o->depth = (uint32_t)parse_u64(optarg); break;
+		case 'T': o->seconds = parse_seconds(optarg); break;
+		case 'A': o->mooncake_abi = optarg; break;
+		case 'R': o->rate = (double)parse_u64(optarg); break;
 		case 'l':
 			for (size_t i = 0; i < NR_WORKLOADS; i++)
 				printf("%-12s %s\n", workloads[i].name,
@@ -318,7 +358,13 @@ static void parse_options(int argc, char **argv, struct bench_opts *o)
 	}
 	o->argc = argc - optind;
 	o->argv = argv + optind;
-	if (!o->batch || !o->threads || !o->objects || !o->rounds) {
+	/* --master names the workload unless one was chosen */
+	if (o->master && !o->workload)
+		o->workload = "master";
+	if (!o->workload)
+		o->workload = "hicache";
+	if (!o->batch || !o->threads || !o->objects || !o->rounds ||
+	    !o->connections || !o->depth) {
 		fprintf(stderr, "kvforge-bench: counts must be positive\n");
 		exit(2);
 	}
@@ -354,7 +400,8 @@ static void record_config(const struct bench_opts *o, struct bench_results *r)
 int main(int argc, char **argv)
 {
 	struct bench_opts o = {
-		.workload = "hicache",
+		.connections = 1,
+		.depth = 4,
 		.objects = 1000000,
 		.batch = 128,
 		.threads = 1,

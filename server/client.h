@@ -1,0 +1,112 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * server/client.h - a C client connection to a Mooncake master (upstream's
+ * mooncake_master or kvforge-master): blocking connect, then non-blocking
+ * pipelined requests matched to their responses by seq_num.
+ *
+ * One connection is used by one thread at a time. Requests are encoded
+ * into an output buffer (kvf_client_send()), written when the caller
+ * flushes or waits; responses may arrive in any order and are returned one
+ * at a time with the request's tag (kvf_client_recv()). A response whose
+ * seq_num matches no outstanding request is a protocol error, as in
+ * upstream's client.
+ */
+#ifndef KVF_SERVER_CLIENT_H
+#define KVF_SERVER_CLIENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "server/abi.h"
+#include "server/frame.h"
+#include "server/msg.h"
+
+struct kvf_client;
+
+/**
+ * kvf_client_connect() - open a connection (blocking connect, TCP_NODELAY).
+ * @host: a name or address. @port: TCP port.
+ * @abi: the revision the master speaks (kvf_abi_find()).
+ * @max_outstanding: most requests in flight at once (rounded up to a
+ *	power of two).
+ * @out: the connection.
+ * Return: 0, or -errno (name resolution failure: -EHOSTUNREACH).
+ */
+int kvf_client_connect(const char *host, uint16_t port,
+		       const struct kvf_abi *abi, unsigned max_outstanding,
+		       struct kvf_client **out);
+
+/** kvf_client_close() - close and free (outstanding requests are lost). */
+void kvf_client_close(struct kvf_client *c);
+
+/**
+ * kvf_client_send() - queue request @req (not written yet).
+ * @tag: returned with the response.
+ * @seq: if not NULL, the request's seq_num.
+ * Return: 0; -EBUSY when @max_outstanding requests are in flight; -ENOMEM;
+ * or a negative kvf_wire_status from the encoder.
+ */
+int kvf_client_send(struct kvf_client *c, const struct kvf_msg_req *req,
+		    uint64_t tag, uint32_t *seq);
+
+/** kvf_client_outstanding() - requests sent and not yet answered. */
+unsigned kvf_client_outstanding(const struct kvf_client *c);
+
+/**
+ * kvf_client_flush() - write what is queued without blocking.
+ * Return: 0 (possibly with bytes left queued) or -errno.
+ */
+int kvf_client_flush(struct kvf_client *c);
+
+/**
+ * struct kvf_client_resp - one response.
+ * @rpc, @tag, @seq: of the request it answers.
+ * @err_code: the transport status (enum kvf_rpc_errc; 0 = a typed body).
+ * @body, @len: the body, valid until the next kvf_client_recv() call.
+ * @sent_ns: CLOCK_MONOTONIC time the request was queued.
+ */
+struct kvf_client_resp {
+	enum kvf_rpc rpc;
+	uint64_t tag;
+	uint32_t seq;
+	uint8_t err_code;
+	const uint8_t *body;
+	size_t len;
+	uint64_t sent_ns;
+};
+
+/**
+ * kvf_client_recv() - the next response, flushing queued requests while
+ * waiting. @timeout_ms: < 0 waits forever.
+ * Return: 0; -ETIMEDOUT; -ECONNRESET when the master closed the
+ * connection; -EPROTO for an unknown seq_num or a frame over the limit;
+ * other -errno.
+ */
+int kvf_client_recv(struct kvf_client *c, int timeout_ms,
+		    struct kvf_client_resp *out);
+
+/**
+ * kvf_client_recv_by() - kvf_client_recv() with an absolute deadline in
+ * kvf_client_now_ns() time (UINT64_MAX: none), for callers that pace
+ * their requests finer than milliseconds.
+ */
+int kvf_client_recv_by(struct kvf_client *c, uint64_t deadline_ns,
+		       struct kvf_client_resp *out);
+
+/**
+ * kvf_client_call() - send @req, wait for its answer and decode it into
+ * @resp (whose arrays the caller set, see struct kvf_msg_resp). Only with
+ * nothing else outstanding. Return: 0, -errno, a negative kvf_wire_status,
+ * or a positive transport error code (enum kvf_rpc_errc).
+ */
+int kvf_client_call(struct kvf_client *c, const struct kvf_msg_req *req,
+		    int timeout_ms, struct kvf_msg_resp *resp);
+
+/** kvf_client_abi() - the revision the connection speaks. */
+const struct kvf_abi *kvf_client_abi(const struct kvf_client *c);
+
+/** kvf_client_now_ns() - CLOCK_MONOTONIC in ns (the clock of @sent_ns). */
+uint64_t kvf_client_now_ns(void);
+
+#endif /* KVF_SERVER_CLIENT_H */

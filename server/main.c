@@ -1,0 +1,290 @@
+// SPDX-License-Identifier: MIT
+/*
+ * server/main.c - kvforge-master: a Mooncake Store master on KVForge.
+ *
+ * Start-up order: flags, the Mooncake ABI, the engine (recovering a data
+ * directory), the registry (its persisted segment table), metrics, the
+ * RPC service and its event-loop threads, then the HTTP servers. The main
+ * thread then only waits for SIGINT/SIGTERM (blocked in every thread and
+ * taken with sigtimedwait) and, once a second, lets the registry forget
+ * what the engine expired. Shutdown runs the same order backwards; closing
+ * the engine flushes its journal.
+ *
+ * stdout carries one line per listening server ("... listening on
+ * HOST:PORT ..."), flushed at once, so scripts and tests that start the
+ * master on port 0 learn the port it bound.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include <kvforge/engine.h>
+#include <kvforge/status.h>
+
+#include "server/abi.h"
+#include "server/flags.h"
+#include "server/http.h"
+#include "server/loop.h"
+#include "server/metrics.h"
+#include "server/registry.h"
+#include "server/service.h"
+
+struct master {
+	struct kvf_master_flags flags;
+	const struct kvf_abi *abi;
+	struct kvf_engine *engine;
+	struct kvf_registry *registry;
+	struct kvf_metrics *metrics;
+	struct kvf_service *service;
+	struct kvf_loop *loop;
+	struct kvf_http_server *http_metrics;
+	struct kvf_http_server *http_metadata;
+};
+
+static void die_status(const char *what, int ret)
+{
+	fprintf(stderr, "kvforge-master: %s: %s\n", what, kvf_strerror(ret));
+}
+
+static uint64_t live_clients(void *ctx)
+{
+	return kvf_registry_live_clients(ctx);
+}
+
+static int pick_abi(struct master *m)
+{
+	const char *name =
+		m->flags.mooncake_abi[0] ? m->flags.mooncake_abi : NULL;
+
+	m->abi = kvf_abi_find(name);
+	if (m->abi)
+		return KVF_OK;
+	fprintf(stderr,
+		"kvforge-master: unknown --mooncake-abi '%s'; known:", name);
+	for (size_t i = 0; i < kvf_abi_count(); i++)
+		fprintf(stderr, " %s", kvf_abi_at(i)->name);
+	fputc('\n', stderr);
+	return KVF_ERR_INVALID_ARGUMENT;
+}
+
+static int open_engine(struct master *m)
+{
+	struct kvf_config cfg;
+	char err[256];
+	int ret = kvf_flags_engine_config(&m->flags, &cfg, err, sizeof(err));
+
+	if (ret) {
+		fprintf(stderr, "kvforge-master: %s\n", err);
+		return ret;
+	}
+	ret = kvf_engine_open(&cfg, &m->engine);
+	if (ret) {
+		die_status("opening the engine", ret);
+		return ret;
+	}
+	ret = kvf_registry_open(m->engine, cfg.data_dir, cfg.client_ttl_ms,
+				&m->registry);
+	if (ret)
+		die_status("loading the segment table", ret);
+	return ret;
+}
+
+/*
+ * Descriptors: raise the soft limit to the hard one, and keep
+ * --max_connections below it (with room for the engine's and HTTP's own
+ * files); otherwise accept() would fail with EMFILE while the listening
+ * socket stays readable, and the loop threads would spin on it.
+ */
+static void fit_connection_limit(struct kvf_master_flags *f)
+{
+	struct rlimit rl;
+	uint64_t room;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl))
+		return;
+	if (rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl))
+			getrlimit(RLIMIT_NOFILE, &rl);
+	}
+	room = rl.rlim_cur > 128 ? rl.rlim_cur - 128 : 1;
+	if (rl.rlim_cur != RLIM_INFINITY && f->max_connections > room) {
+		fprintf(stderr,
+			"kvforge-master: warning: --max_connections "
+			"%llu lowered to %llu (open file limit %llu)\n",
+			(unsigned long long)f->max_connections,
+			(unsigned long long)room,
+			(unsigned long long)rl.rlim_cur);
+		f->max_connections = room;
+	}
+}
+
+static int start_rpc(struct master *m)
+{
+	const struct kvf_master_flags *f = &m->flags;
+	struct kvf_service_options so = {.abi = m->abi,
+					 .engine = m->engine,
+					 .registry = m->registry,
+					 .metrics = m->metrics,
+					 .flags = f};
+	struct kvf_loop_options lo;
+	int ret;
+
+	fit_connection_limit(&m->flags);
+	lo = (struct kvf_loop_options){
+		.address = f->rpc_address,
+		.port = kvf_flags_rpc_port(f),
+		.threads = kvf_flags_rpc_threads(f),
+		.max_request_bytes = f->max_request_bytes,
+		.max_connections = f->max_connections,
+		.idle_timeout_sec =
+			f->rpc_conn_timeout_seconds > 0
+				? (uint64_t)f->rpc_conn_timeout_seconds
+				: f->idle_timeout_sec,
+		.request_timeout_sec = f->request_timeout_sec,
+		.tcp_nodelay = f->rpc_enable_tcp_no_delay,
+		.metrics = m->metrics,
+	};
+	ret = kvf_service_new(&so, &m->service);
+	if (ret) {
+		die_status("creating the service", ret);
+		return ret;
+	}
+	lo.service = m->service;
+	ret = kvf_loop_start(&lo, &m->loop);
+	if (ret) {
+		fprintf(stderr, "kvforge-master: cannot listen on %s:%u: %s\n",
+			f->rpc_address, lo.port, kvf_strerror(ret));
+		return ret;
+	}
+	printf("kvforge-master: RPC listening on %s:%u (%u threads, "
+	       "Mooncake ABI %s)\n",
+	       f->rpc_address, kvf_loop_port(m->loop), lo.threads,
+	       m->abi->name);
+	fflush(stdout);
+	return KVF_OK;
+}
+
+static int start_http(struct master *m)
+{
+	const struct kvf_master_flags *f = &m->flags;
+	int ret;
+
+	if (f->enable_metric_reporting) {
+		struct kvf_http_options o = {.host = f->metrics_host_set
+							     ? f->metrics_host
+							     : f->rpc_address,
+					     .port = (uint16_t)f->metrics_port};
+
+		ret = kvf_http_metrics_start(&o, m->metrics, &m->http_metrics);
+		if (ret) {
+			fprintf(stderr,
+				"kvforge-master: metrics server on "
+				"%s:%u: %s\n",
+				o.host, o.port, kvf_strerror(ret));
+			return ret;
+		}
+		printf("kvforge-master: metrics listening on %s:%u\n", o.host,
+		       kvf_http_port(m->http_metrics));
+	}
+	if (f->enable_http_metadata_server) {
+		struct kvf_http_options o = {
+			.host = f->http_metadata_server_host,
+			.port = (uint16_t)f->http_metadata_server_port};
+
+		ret = kvf_http_metadata_start(&o, &m->http_metadata);
+		if (ret) {
+			fprintf(stderr,
+				"kvforge-master: metadata server on "
+				"%s:%u: %s\n",
+				o.host, o.port, kvf_strerror(ret));
+			return ret;
+		}
+		printf("kvforge-master: HTTP metadata listening on %s:%u\n",
+		       o.host, kvf_http_port(m->http_metadata));
+	}
+	fflush(stdout);
+	return KVF_OK;
+}
+
+/* Wait for SIGINT/SIGTERM; sweep the registry once a second. */
+static void serve(struct master *m, const sigset_t *sigs)
+{
+	struct timespec tick = {.tv_sec = 1};
+
+	for (;;) {
+		int sig = sigtimedwait(sigs, NULL, &tick);
+
+		if (sig == SIGINT || sig == SIGTERM) {
+			fprintf(stderr, "kvforge-master: %s, shutting down\n",
+				strsignal(sig));
+			return;
+		}
+		if (kvf_registry_sweep(m->registry))
+			fprintf(stderr, "kvforge-master: warning: could not "
+					"persist the segment table\n");
+	}
+}
+
+static void shutdown_master(struct master *m)
+{
+	kvf_http_stop(m->http_metadata);
+	kvf_http_stop(m->http_metrics);
+	kvf_loop_stop(m->loop);
+	kvf_service_free(m->service);
+	kvf_registry_close(m->registry);
+	kvf_engine_close(m->engine); /* flushes the journal */
+	kvf_metrics_free(m->metrics);
+}
+
+int main(int argc, char **argv)
+{
+	struct master m = {.abi = NULL};
+	sigset_t sigs;
+	char err[512];
+	int ret;
+
+	kvf_flags_defaults(&m.flags);
+	ret = kvf_flags_parse(&m.flags, argc, argv, err, sizeof(err));
+	if (ret) {
+		fprintf(stderr, "kvforge-master: %s (see --help)\n", err);
+		return 2;
+	}
+	if (m.flags.help) {
+		kvf_flags_help(stdout);
+		return 0;
+	}
+	if (pick_abi(&m))
+		return 2;
+	/* Signals are taken by the main thread only: block them before any
+	 * thread (engine, loop, HTTP) is created so all inherit the mask. */
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGINT);
+	sigaddset(&sigs, SIGTERM);
+	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	ret = kvf_metrics_new(&m.metrics);
+	if (ret) {
+		die_status("creating metrics", ret);
+		return 1;
+	}
+	ret = open_engine(&m);
+	if (!ret) {
+		kvf_metrics_set_source(m.metrics, m.engine, live_clients,
+				       m.registry);
+		ret = start_rpc(&m);
+	}
+	if (!ret)
+		ret = start_http(&m);
+	if (!ret)
+		serve(&m, &sigs);
+	shutdown_master(&m);
+	return ret ? 1 : 0;
+}

@@ -1,0 +1,357 @@
+// SPDX-License-Identifier: MIT
+/*
+ * tests/master/test_master_client.c - kvforge-master driven by the
+ * project's own C client (server/client.h): the client flow with batch
+ * RPCs, pipelined requests answered by seq_num, and the revision check
+ * (a client of the other tabled Mooncake revision is refused per request
+ * with invalid_rpc_arguments, the connection staying usable).
+ *
+ * The master runs as a child process on an ephemeral loopback port (read
+ * from its stdout); KVF_MASTER_BIN overrides ./kvforge-master.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "server/client.h"
+
+#define TIMEOUT_MS 20000
+#define MIB (1ULL << 20)
+
+static pid_t master_pid;
+static uint16_t master_port;
+
+static int start_master(void **state)
+{
+	const char *bin = getenv("KVF_MASTER_BIN");
+	int fds[2];
+	char line[512];
+	FILE *fp;
+
+	(void)state;
+	if (!bin)
+		bin = "./kvforge-master";
+	if (pipe(fds))
+		return -1;
+	master_pid = fork();
+	if (master_pid < 0)
+		return -1;
+	if (master_pid == 0) {
+		dup2(fds[1], STDOUT_FILENO);
+		close(fds[0]);
+		close(fds[1]);
+		execl(bin, bin, "--rpc_port=0",
+		      "--enable_metric_reporting=false",
+		      "--default_kv_lease_ttl=2000ms", "--rpc_thread_num=2",
+		      "--expected_objects=4096", (char *)NULL);
+		_exit(127);
+	}
+	close(fds[1]);
+	fp = fdopen(fds[0], "r");
+	while (fp && fgets(line, sizeof(line), fp)) {
+		char *p = strstr(line, "RPC listening on ");
+
+		if (p) {
+			p = strchr(p + 17, ' ');
+			while (p && p > line && p[-1] != ':')
+				p--;
+			master_port = (uint16_t)atoi(p);
+			break;
+		}
+	}
+	if (fp)
+		fclose(fp);
+	return master_port ? 0 : -1;
+}
+
+static int stop_master(void **state)
+{
+	int status = 0;
+
+	(void)state;
+	kill(master_pid, SIGTERM);
+	waitpid(master_pid, &status, 0);
+	return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
+}
+
+static struct kvf_client *connect_latest(void)
+{
+	struct kvf_client *c = NULL;
+
+	assert_int_equal(kvf_client_connect("127.0.0.1", master_port,
+					    kvf_abi_find(NULL), 64, &c),
+			 0);
+	return c;
+}
+
+/* Answers of one call, with room for 16 items. */
+struct answer {
+	struct kvf_msg_resp r;
+	struct kvf_msg_replicas items[16];
+	struct kvf_msg_desc descs[64];
+	uint8_t bools[16];
+};
+
+static struct kvf_msg_resp *call(struct kvf_client *c,
+				 const struct kvf_msg_req *q, struct answer *a)
+{
+	memset(a, 0, sizeof(*a));
+	a->r.items = a->items;
+	a->r.cap = 16;
+	a->r.descs = a->descs;
+	a->r.desc_cap = 64;
+	a->r.bools = a->bools;
+	assert_int_equal(kvf_client_call(c, q, TIMEOUT_MS, &a->r), 0);
+	return &a->r;
+}
+
+static struct kvf_key key(const char *s)
+{
+	return (struct kvf_key){s, strlen(s)};
+}
+
+static const struct kvf_str dflt = {"default", 7};
+
+static void mount(struct kvf_client *c, struct kvf_uuid me,
+		  const struct kvf_msg_segment *seg)
+{
+	struct kvf_msg_req q = {
+		.rpc = KVF_RPC_MountSegment, .client_id = me, .segment = *seg};
+	struct answer a;
+
+	assert_int_equal(call(c, &q, &a)->code, 0);
+	q = (struct kvf_msg_req){.rpc = KVF_RPC_ReMountSegment,
+				 .client_id = me,
+				 .segment_array = seg,
+				 .nsegments = 1};
+	assert_int_equal(call(c, &q, &a)->code, 0);
+}
+
+static int32_t ping(struct kvf_client *c, struct kvf_uuid me)
+{
+	struct kvf_msg_req q = {.rpc = KVF_RPC_Ping, .client_id = me};
+	struct answer a;
+
+	assert_int_equal(call(c, &q, &a)->code, 0);
+	return a.r.ping_status;
+}
+
+static void test_client_flow(void **state)
+{
+	struct kvf_uuid me = {0xC1, 0xC2};
+	struct kvf_msg_segment seg = {
+		.id = {0xE1, 0xE2},
+		.name = {"c-seg", 5},
+		.base = 0x7B0000000000ULL,
+		.size = 64 * MIB,
+		.te_endpoint = {"127.0.0.1:23456", 15},
+		.protocol = {"tcp", 3},
+	};
+	struct kvf_key keys[3] = {key("c1"), key("c2"), key("c3")};
+	struct kvf_key probe[4] = {key("c1"), key("c2"), key("c3"),
+				   key("missing")};
+	uint64_t sizes[3] = {4096, 8192, 100};
+	struct kvf_client *c = connect_latest();
+	struct kvf_msg_req q = {.rpc = KVF_RPC_ServiceReady};
+	uint64_t addr[3];
+	struct answer a;
+
+	(void)state;
+	call(c, &q, &a);
+	assert_int_equal(a.r.code, 0);
+	assert_memory_equal(a.r.str.data, "2.0.0", 5);
+	assert_int_equal(ping(c, me), KVF_MC_CLIENT_NEED_REMOUNT);
+	mount(c, me, &seg);
+	assert_int_equal(ping(c, me), KVF_MC_CLIENT_OK);
+
+	q = (struct kvf_msg_req){.rpc = KVF_RPC_BatchPutStart,
+				 .client_id = me,
+				 .keys = keys,
+				 .nkeys = 3,
+				 .vals = sizes,
+				 .nvals = 3,
+				 .tenant = dflt};
+	q.config.replica_num = 1;
+	call(c, &q, &a);
+	assert_int_equal(a.r.n, 3);
+	for (int i = 0; i < 3; i++) {
+		const struct kvf_msg_desc *d = a.items[i].descs;
+
+		assert_int_equal(a.items[i].code, 0);
+		assert_int_equal(a.items[i].n, 1);
+		assert_int_equal(d->size, sizes[i]);
+		assert_int_equal(d->status, KVF_MC_REPLICA_PROCESSING);
+		assert_true(d->addr >= seg.base &&
+			    d->addr + d->size <= seg.base + seg.size);
+		assert_memory_equal(d->endpoint.data, "127.0.0.1:23456", 15);
+		addr[i] = d->addr;
+	}
+	q = (struct kvf_msg_req){.rpc = KVF_RPC_BatchPutEnd,
+				 .client_id = me,
+				 .keys = keys,
+				 .nkeys = 3,
+				 .replica_type = 4,
+				 .tenant = dflt};
+	call(c, &q, &a);
+	assert_int_equal(a.r.n, 3);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(a.items[i].code, 0);
+
+	q = (struct kvf_msg_req){.rpc = KVF_RPC_BatchGetReplicaList,
+				 .keys = probe,
+				 .nkeys = 4,
+				 .tenant = dflt};
+	call(c, &q, &a);
+	assert_int_equal(a.r.n, 4);
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(a.items[i].code, 0);
+		assert_int_equal(a.items[i].descs->addr, addr[i]);
+		assert_int_equal(a.items[i].descs->status,
+				 KVF_MC_REPLICA_COMPLETE);
+		assert_int_equal(a.items[i].lease_ttl_ms, 2000);
+	}
+	assert_int_equal(a.items[3].code, -704);
+
+	q = (struct kvf_msg_req){.rpc = KVF_RPC_BatchExistKey,
+				 .keys = probe,
+				 .nkeys = 4,
+				 .tenant = dflt};
+	call(c, &q, &a);
+	assert_int_equal(a.r.n, 4);
+	assert_true(a.bools[0] && a.bools[1] && a.bools[2] && !a.bools[3]);
+
+	q = (struct kvf_msg_req){.rpc = KVF_RPC_PutStart,
+				 .client_id = me,
+				 .key = {"c1", 2},
+				 .u64 = 10,
+				 .tenant = dflt};
+	q.config.replica_num = 1;
+	assert_int_equal(call(c, &q, &a)->code, -705);
+
+	q = (struct kvf_msg_req){
+		.rpc = KVF_RPC_Remove, .key = {"c1", 2}, .tenant = dflt};
+	assert_int_equal(call(c, &q, &a)->code, -706); /* leased */
+	q = (struct kvf_msg_req){.rpc = KVF_RPC_BatchRemove,
+				 .keys = probe,
+				 .nkeys = 4,
+				 .force = true,
+				 .tenant = dflt};
+	call(c, &q, &a);
+	assert_int_equal(a.r.n, 4);
+	assert_int_equal(a.items[0].code, 0);
+	assert_int_equal(a.items[3].code, -704);
+
+	q = (struct kvf_msg_req){.rpc = KVF_RPC_PutStart,
+				 .client_id = me,
+				 .key = {"rv", 2},
+				 .u64 = 10,
+				 .tenant = dflt};
+	q.config.replica_num = 1;
+	assert_int_equal(call(c, &q, &a)->code, 0);
+	q = (struct kvf_msg_req){.rpc = KVF_RPC_PutRevoke,
+				 .client_id = me,
+				 .key = {"rv", 2},
+				 .replica_type = 4,
+				 .tenant = dflt};
+	assert_int_equal(call(c, &q, &a)->code, 0);
+
+	q = (struct kvf_msg_req){
+		.rpc = KVF_RPC_RemoveAll, .force = true, .tenant = dflt};
+	call(c, &q, &a);
+	assert_int_equal(a.r.i64, 0);
+	q = (struct kvf_msg_req){.rpc = KVF_RPC_UnmountSegment,
+				 .client_id = me,
+				 .segment_id = seg.id};
+	assert_int_equal(call(c, &q, &a)->code, 0);
+	kvf_client_close(c);
+}
+
+/* Many requests in flight on one connection, each answer by its seq. */
+static void test_client_pipeline(void **state)
+{
+	struct kvf_client *c = connect_latest();
+	enum { N = 48 };
+	bool seen[N] = {false};
+	char names[N][16];
+	struct kvf_key k[N];
+
+	(void)state;
+	for (int i = 0; i < N; i++) {
+		struct kvf_msg_req q = {.rpc = KVF_RPC_BatchExistKey,
+					.keys = &k[i],
+					.nkeys = 1,
+					.tenant = dflt};
+
+		snprintf(names[i], sizeof(names[i]), "pipe-%d", i);
+		k[i] = key(names[i]);
+		assert_int_equal(kvf_client_send(c, &q, (uint64_t)i, NULL), 0);
+	}
+	assert_int_equal(kvf_client_outstanding(c), N);
+	for (int i = 0; i < N; i++) {
+		struct kvf_client_resp r;
+
+		assert_int_equal(kvf_client_recv(c, TIMEOUT_MS, &r), 0);
+		assert_int_equal(r.err_code, 0);
+		assert_true(r.tag < N && !seen[r.tag]);
+		seen[r.tag] = true;
+	}
+	assert_int_equal(kvf_client_outstanding(c), 0);
+	kvf_client_close(c);
+}
+
+/* A client of the other revision: its data-path requests carry other type
+ * hashes and are refused one by one; the connection stays usable. */
+static void test_client_other_revision(void **state)
+{
+	const struct kvf_abi *old = kvf_abi_find("v0.3.12.post1");
+	struct kvf_uuid me = {0xD1, 0xD2};
+	struct kvf_key k = key("old");
+	uint64_t size = 64;
+	struct kvf_msg_req q = {.rpc = KVF_RPC_BatchPutStart,
+				.client_id = me,
+				.keys = &k,
+				.nkeys = 1,
+				.vals = &size,
+				.nvals = 1,
+				.tenant = dflt};
+	struct kvf_client *c = NULL;
+	struct answer a;
+
+	(void)state;
+	assert_non_null(old);
+	assert_int_equal(
+		kvf_client_connect("127.0.0.1", master_port, old, 4, &c), 0);
+	q.config.replica_num = 1;
+	memset(&a, 0, sizeof(a));
+	a.r.items = a.items;
+	a.r.cap = 16;
+	a.r.descs = a.descs;
+	a.r.desc_cap = 64;
+	assert_int_equal(kvf_client_call(c, &q, TIMEOUT_MS, &a.r),
+			 KVF_RPC_ERRC_INVALID_RPC_ARGUMENTS);
+	q = (struct kvf_msg_req){.rpc = KVF_RPC_ServiceReady};
+	assert_int_equal(call(c, &q, &a)->code, 0);
+	kvf_client_close(c);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_client_flow),
+		cmocka_unit_test(test_client_pipeline),
+		cmocka_unit_test(test_client_other_revision),
+	};
+
+	signal(SIGPIPE, SIG_IGN);
+	return cmocka_run_group_tests(tests, start_master, stop_master);
+}

@@ -1,0 +1,297 @@
+// SPDX-License-Identifier: MIT
+/*
+ * tests/master/test_master_flags.c - kvforge-master's flags: upstream
+ * defaults and units, gflags syntax, durations, the JSON config file,
+ * unknown flags, refusals, and the translation into an engine config.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <kvforge.h>
+
+#include "server/flags.h"
+#include "server/registry.h"
+
+static int parse(struct kvf_master_flags *f, char *err, ...)
+{
+	char *argv[32] = {"kvforge-master"};
+	int argc = 1;
+	va_list ap;
+	char *a;
+
+	kvf_flags_defaults(f);
+	va_start(ap, err);
+	while ((a = va_arg(ap, char *)) != NULL && argc < 31)
+		argv[argc++] = a;
+	va_end(ap);
+	return kvf_flags_parse(f, argc, argv, err, 256);
+}
+
+#define PARSE(f, err, ...) parse(f, err, __VA_ARGS__, (char *)NULL)
+
+static void test_upstream_defaults(void **state)
+{
+	struct kvf_master_flags f;
+
+	(void)state;
+	kvf_flags_defaults(&f);
+	assert_int_equal(kvf_flags_rpc_port(&f), 50051);
+	assert_string_equal(f.rpc_address, "127.0.0.1");
+	assert_int_equal(f.metrics_port, 9003);
+	assert_true(f.enable_metric_reporting);
+	assert_true(f.rpc_enable_tcp_no_delay);
+	assert_int_equal(f.default_kv_lease_ttl_ms, 10000);
+	assert_int_equal(f.default_kv_soft_pin_ttl_ms, 30 * 60 * 1000);
+	assert_int_equal(f.client_ttl_s, 10);
+	assert_int_equal(f.put_start_discard_timeout_sec, 30);
+	assert_int_equal(f.put_start_release_timeout_sec, 600);
+	assert_true(f.eviction_ratio == 0.05);
+	assert_true(f.eviction_high_watermark_ratio == 0.90);
+	assert_false(f.enable_http_metadata_server);
+	assert_int_equal(f.http_metadata_server_port, 8080);
+	assert_string_equal(f.allocation_strategy, "random");
+	assert_int_equal(f.max_request_bytes, 8u << 20);
+	assert_false(f.placement_set);
+}
+
+static void test_syntax(void **state)
+{
+	struct kvf_master_flags f;
+	char err[256];
+
+	(void)state;
+	assert_int_equal(PARSE(&f, err, "--rpc_port=1234", "--metrics_port",
+			       "99", "-client_ttl", "5",
+			       "--noenable_metric_reporting",
+			       "--enable_http_metadata_server",
+			       "--rpc_enable_tcp_no_delay=false"),
+			 KVF_OK);
+	assert_int_equal(kvf_flags_rpc_port(&f), 1234);
+	assert_int_equal(f.metrics_port, 99);
+	assert_int_equal(f.client_ttl_s, 5);
+	assert_false(f.enable_metric_reporting);
+	assert_true(f.enable_http_metadata_server);
+	assert_false(f.rpc_enable_tcp_no_delay);
+	/* --port is the deprecated spelling, used without --rpc_port. */
+	assert_int_equal(PARSE(&f, err, "--port=777"), KVF_OK);
+	assert_int_equal(kvf_flags_rpc_port(&f), 777);
+	assert_int_equal(PARSE(&f, err, "--port=777", "--rpc_port=0"), KVF_OK);
+	assert_int_equal(kvf_flags_rpc_port(&f), 0);
+	/* KVForge's dashed names also take underscores. */
+	assert_int_equal(PARSE(&f, err, "--data_dir=/x", "--mooncake-abi",
+			       "v0.3.12.post1"),
+			 KVF_OK);
+	assert_string_equal(f.data_dir, "/x");
+	assert_string_equal(f.mooncake_abi, "v0.3.12.post1");
+}
+
+static void test_durations(void **state)
+{
+	struct kvf_master_flags f;
+	char err[256];
+
+	(void)state;
+	assert_int_equal(PARSE(&f, err, "--default_kv_lease_ttl=500ms",
+			       "--default_kv_soft_pin_ttl=2h",
+			       "--client_ttl=2m",
+			       "--put_start_discard_timeout_sec=5000ms"),
+			 KVF_OK);
+	assert_int_equal(f.default_kv_lease_ttl_ms, 500);
+	assert_int_equal(f.default_kv_soft_pin_ttl_ms, 2 * 3600 * 1000);
+	assert_int_equal(f.client_ttl_s, 120);
+	assert_int_equal(f.put_start_discard_timeout_sec, 5);
+	assert_int_equal(PARSE(&f, err, "--default_kv_lease_ttl=3s"), KVF_OK);
+	assert_int_equal(f.default_kv_lease_ttl_ms, 3000);
+	/* Not a whole number of the flag's unit, unknown suffix, garbage. */
+	assert_int_equal(PARSE(&f, err, "--client_ttl=1500ms"),
+			 KVF_ERR_INVALID_ARGUMENT);
+	assert_int_equal(PARSE(&f, err, "--client_ttl=3d"),
+			 KVF_ERR_INVALID_ARGUMENT);
+	assert_int_equal(PARSE(&f, err, "--default_kv_lease_ttl=-1"),
+			 KVF_ERR_INVALID_ARGUMENT);
+	assert_non_null(strstr(err, "default_kv_lease_ttl"));
+}
+
+static void test_refusals(void **state)
+{
+	struct kvf_master_flags f;
+	char err[256];
+
+	(void)state;
+	assert_int_equal(PARSE(&f, err, "--rpc_port=70000"),
+			 KVF_ERR_INVALID_ARGUMENT);
+	assert_int_equal(PARSE(&f, err, "--eviction_ratio=1.5"),
+			 KVF_ERR_INVALID_ARGUMENT);
+	assert_int_equal(PARSE(&f, err, "--enable_metric_reporting=maybe"),
+			 KVF_ERR_INVALID_ARGUMENT);
+	assert_int_equal(PARSE(&f, err, "--metrics_port"),
+			 KVF_ERR_INVALID_ARGUMENT);
+	assert_non_null(strstr(err, "needs a value"));
+	assert_int_equal(PARSE(&f, err, "positional"),
+			 KVF_ERR_INVALID_ARGUMENT);
+	assert_int_equal(PARSE(&f, err, "--max_request_bytes=100"),
+			 KVF_ERR_INVALID_ARGUMENT);
+	assert_int_equal(PARSE(&f, err, "--config_path=/nonexistent/x.json"),
+			 KVF_ERR_IO);
+}
+
+static void test_unknown_upstream_flags(void **state)
+{
+	struct kvf_master_flags f;
+	char err[256];
+
+	(void)state;
+	/* HA/offload flags of mooncake_master: accepted, one warning; a
+	 * separate value is consumed with them. */
+	assert_int_equal(PARSE(&f, err, "--enable_ha", "--etcd_endpoints",
+			       "a:1;b:2", "--rpc_port=5",
+			       "--enable_offload=true"),
+			 KVF_OK);
+	assert_int_equal(kvf_flags_rpc_port(&f), 5);
+}
+
+static void test_json_config(void **state)
+{
+	struct kvf_master_flags f;
+	char err[256], path[] = "/tmp/kvf-flags-XXXXXX";
+	const char *text =
+		"{ \"rpc_port\": 6000, \"client_live_ttl_sec\": 7,\n"
+		"  \"enable_metric_reporting\": false, \"eviction_ratio\": "
+		"0.1,\n"
+		"  \"default_kv_lease_ttl\": \"2s\", \"rpc_address\": "
+		"\"0.0.0.0\",\n"
+		"  \"root_fs_dir\": \"/mnt\\/fs\", \"enable_ha\": false }";
+	int fd = mkstemp(path);
+	char arg[64];
+
+	(void)state;
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	close(fd);
+	snprintf(arg, sizeof(arg), "--config_path=%s", path);
+	/* The command line overrides the file, wherever it appears. */
+	assert_int_equal(PARSE(&f, err, "--rpc_port=6001", arg), KVF_OK);
+	unlink(path);
+	assert_int_equal(kvf_flags_rpc_port(&f), 6001);
+	assert_int_equal(f.client_ttl_s, 7);
+	assert_false(f.enable_metric_reporting);
+	assert_true(f.eviction_ratio == 0.1);
+	assert_int_equal(f.default_kv_lease_ttl_ms, 2000);
+	assert_string_equal(f.rpc_address, "0.0.0.0");
+	assert_string_equal(f.root_fs_dir, "/mnt/fs");
+
+	/* Strict: syntax errors and wrong kinds are refused. */
+	kvf_flags_defaults(&f);
+	assert_int_equal(
+		kvf_flags_load_json(&f, "{\"rpc_port\": 1,}", err, sizeof(err)),
+		KVF_ERR_INVALID_ARGUMENT);
+	assert_int_equal(kvf_flags_load_json(&f, "{\"rpc_address\": 5}", err,
+					     sizeof(err)),
+			 KVF_ERR_INVALID_ARGUMENT);
+	assert_int_equal(kvf_flags_load_json(&f,
+					     "{\"enable_ha\": true} trailing",
+					     err, sizeof(err)),
+			 KVF_ERR_INVALID_ARGUMENT);
+	assert_int_equal(
+		kvf_flags_load_json(&f, "{\"a\": \"\\q\"}", err, sizeof(err)),
+		KVF_ERR_INVALID_ARGUMENT);
+	assert_int_equal(kvf_flags_load_json(&f, "", err, sizeof(err)),
+			 KVF_ERR_INVALID_ARGUMENT);
+	assert_int_equal(kvf_flags_load_json(&f, "{}", err, sizeof(err)),
+			 KVF_OK);
+}
+
+static void test_engine_config(void **state)
+{
+	struct kvf_master_flags f;
+	struct kvf_config cfg;
+	char err[256];
+
+	(void)state;
+	assert_int_equal(PARSE(&f, err, "--default_kv_lease_ttl=500ms",
+			       "--client_ttl=3"),
+			 KVF_OK);
+	assert_int_equal(kvf_flags_engine_config(&f, &cfg, err, sizeof(err)),
+			 KVF_OK);
+	assert_int_equal(cfg.lease_ttl_ms, 500);
+	assert_int_equal(cfg.client_ttl_ms, 3000);
+	assert_int_equal(cfg.durability, KVF_DURABILITY_NONE); /* no dir */
+	assert_null(cfg.data_dir);
+	assert_int_equal(cfg.placement, KVF_PLACEMENT_FRAGMENTATION_AWARE);
+	assert_int_equal(cfg.put_release_timeout_ms, 600000);
+
+	/* An explicit upstream strategy is honoured; --placement wins. */
+	assert_int_equal(PARSE(&f, err,
+			       "--allocation_strategy=free_ratio_first",
+			       "--data-dir=/d", "--durability=strict"),
+			 KVF_OK);
+	assert_int_equal(kvf_flags_engine_config(&f, &cfg, err, sizeof(err)),
+			 KVF_OK);
+	assert_int_equal(cfg.placement, KVF_PLACEMENT_FREE_RATIO_FIRST);
+	assert_int_equal(cfg.durability, KVF_DURABILITY_STRICT);
+	assert_string_equal(cfg.data_dir, "/d");
+	assert_int_equal(PARSE(&f, err, "--allocation_strategy=random",
+			       "--placement=fragmentation_aware"),
+			 KVF_OK);
+	assert_int_equal(kvf_flags_engine_config(&f, &cfg, err, sizeof(err)),
+			 KVF_OK);
+	assert_int_equal(cfg.placement, KVF_PLACEMENT_FRAGMENTATION_AWARE);
+	assert_int_equal(PARSE(&f, err, "--allocation_strategy=cxl"), KVF_OK);
+	assert_int_equal(kvf_flags_engine_config(&f, &cfg, err, sizeof(err)),
+			 KVF_ERR_INVALID_ARGUMENT);
+	assert_int_equal(PARSE(&f, err, "--durability=sometimes"), KVF_OK);
+	assert_int_equal(kvf_flags_engine_config(&f, &cfg, err, sizeof(err)),
+			 KVF_ERR_INVALID_ARGUMENT);
+}
+
+static void test_help_lists_every_flag(void **state)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *fp = open_memstream(&buf, &len);
+
+	(void)state;
+	kvf_flags_help(fp);
+	fclose(fp);
+	assert_non_null(strstr(buf, "--rpc_port"));
+	assert_non_null(strstr(buf, "--default_kv_lease_ttl"));
+	assert_non_null(strstr(buf, "--max_request_bytes"));
+	assert_non_null(strstr(buf, "--placement"));
+	assert_non_null(strstr(buf, "--config_path"));
+	free(buf);
+}
+
+static void test_uuid_ids(void **state)
+{
+	struct kvf_uuid a = {1, 2}, b = {2, 1}, z = {0, 0};
+
+	(void)state;
+	assert_int_equal(kvf_registry_id(a), kvf_registry_id(a));
+	assert_int_not_equal(kvf_registry_id(a), kvf_registry_id(b));
+	assert_int_not_equal(kvf_registry_id(z), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_upstream_defaults),
+		cmocka_unit_test(test_syntax),
+		cmocka_unit_test(test_durations),
+		cmocka_unit_test(test_refusals),
+		cmocka_unit_test(test_unknown_upstream_flags),
+		cmocka_unit_test(test_json_config),
+		cmocka_unit_test(test_engine_config),
+		cmocka_unit_test(test_help_lists_every_flag),
+		cmocka_unit_test(test_uuid_ids),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,201 @@
+// SPDX-License-Identifier: MIT
+/*
+ * tests/master/test_master_registry.c - the client/segment registry: UUID
+ * ids and their collision check, idempotent and foreign mounts, liveness,
+ * and the persisted segment table (round trip, damaged file refused).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <kvforge.h>
+
+#include "server/registry.h"
+
+#define MIB (1ULL << 20)
+
+static struct kvf_engine *open_engine(const char *dir)
+{
+	struct kvf_engine *e = NULL;
+	struct kvf_config cfg;
+
+	kvf_config_init(&cfg);
+	cfg.background = false;
+	cfg.expected_objects = 1024;
+	cfg.data_dir = dir;
+	cfg.durability = dir ? KVF_DURABILITY_BOUNDED : KVF_DURABILITY_NONE;
+	assert_int_equal(kvf_engine_open(&cfg, &e), KVF_OK);
+	return e;
+}
+
+static struct kvf_seg_view seg(struct kvf_uuid id, const char *name,
+			       uint64_t base, const char *proto)
+{
+	return (struct kvf_seg_view){.id = id,
+				     .name = name,
+				     .name_len = strlen(name),
+				     .base = base,
+				     .size = 16 * MIB,
+				     .te_endpoint = "127.0.0.1:1",
+				     .te_endpoint_len = 11,
+				     .protocol = proto,
+				     .protocol_len = strlen(proto)};
+}
+
+/* Undo x ^= x >> s. */
+static uint64_t unxorshift(uint64_t y, unsigned s)
+{
+	uint64_t x = y;
+
+	for (int i = 0; i < 64; i++)
+		x = y ^ (x >> s);
+	return x;
+}
+
+static uint64_t inverse(uint64_t m)
+{
+	uint64_t inv = m;
+
+	for (int i = 0; i < 6; i++)
+		inv *= 2 - m * inv;
+	return inv;
+}
+
+/* A UUID with second half @second mapping to the same id as @u: the id
+ * is a bijection of the first half for a fixed second half. */
+static struct kvf_uuid collide(struct kvf_uuid u, uint64_t second)
+{
+	uint64_t t = kvf_registry_id(u) ^ second;
+
+	t = unxorshift(t, 31);
+	t *= inverse(0x94d049bb133111ebULL);
+	t = unxorshift(t, 27);
+	t *= inverse(0xbf58476d1ce4e5b9ULL);
+	t = unxorshift(t, 30);
+	return (struct kvf_uuid){t ^ (second * 0x9e3779b97f4a7c15ULL), second};
+}
+
+static void test_ids_and_collisions(void **state)
+{
+	struct kvf_engine *e = open_engine(NULL);
+	struct kvf_registry *r = NULL;
+	struct kvf_uuid me = {10, 20}, other = {11, 21};
+	struct kvf_uuid a = {1, 2};
+	struct kvf_uuid b = collide(a, 99), c2 = collide(me, 77);
+	struct kvf_seg_view v;
+
+	(void)state;
+	assert_int_equal(kvf_registry_id(b), kvf_registry_id(a));
+	assert_int_equal(kvf_registry_id(c2), kvf_registry_id(me));
+	assert_int_equal(kvf_registry_open(e, NULL, 10000, &r), KVF_OK);
+	v = seg(a, "seg-a", 1ULL << 40, "tcp");
+	assert_int_equal(kvf_registry_mount(r, me, &v), KVF_OK);
+	assert_int_equal(kvf_registry_mount(r, me, &v), KVF_OK); /* again */
+	assert_int_equal(kvf_registry_mount(r, other, &v),
+			 KVF_ERR_SEGMENT_EXISTS);
+	v = seg(b, "seg-b", 2ULL << 40, "tcp");
+	assert_int_equal(kvf_registry_mount(r, me, &v),
+			 KVF_ERR_INVALID_PARAMS); /* segment id collision */
+	v = seg((struct kvf_uuid){5, 6}, "seg-c", 3ULL << 40, "tcp");
+	assert_int_equal(kvf_registry_mount(r, c2, &v),
+			 KVF_ERR_INVALID_PARAMS); /* client id collision */
+	v = seg((struct kvf_uuid){5, 6}, "seg-c", 3ULL << 40, "t c p");
+	assert_int_equal(kvf_registry_mount(r, me, &v),
+			 KVF_ERR_INVALID_PARAMS); /* not a protocol word */
+
+	kvf_registry_read_lock(r);
+	assert_non_null(kvf_registry_segment_by_uuid(r, a));
+	assert_null(kvf_registry_segment_by_uuid(r, b));
+	assert_non_null(kvf_registry_segment_by_name(r, "seg-a", 5));
+	assert_null(kvf_registry_segment_by_name(r, "seg-b", 5));
+	kvf_registry_read_unlock(r);
+
+	/* Live only after a remount, as upstream's ok-client set. */
+	assert_false(kvf_registry_ping(r, me));
+	kvf_registry_set_live(r, me);
+	assert_true(kvf_registry_ping(r, me));
+	assert_false(kvf_registry_ping(r, c2));
+	assert_int_equal(kvf_registry_live_clients(r), 1);
+
+	assert_int_equal(kvf_registry_unmount(r, other, a),
+			 KVF_ERR_ILLEGAL_CLIENT);
+	assert_int_equal(kvf_registry_unmount(r, me, a), KVF_OK);
+	assert_int_equal(kvf_registry_unmount(r, me, a),
+			 KVF_ERR_SEGMENT_NOT_FOUND);
+	kvf_registry_close(r);
+	kvf_engine_close(e);
+}
+
+static char *tmpdir(void)
+{
+	const char *base = getenv("KVF_TEST_TMPDIR");
+	char *p = malloc(512);
+
+	snprintf(p, 512, "%s/registry-XXXXXX", base ? base : "/tmp");
+	assert_non_null(mkdtemp(p));
+	return p;
+}
+
+static void test_persisted_table(void **state)
+{
+	char *dir = tmpdir(), path[600];
+	struct kvf_uuid me = {30, 40}, id = {3, 4};
+	struct kvf_seg_view v = seg(id, "seg-p", 1ULL << 41, "rdma");
+	struct kvf_registry *r = NULL;
+	struct kvf_engine *e = open_engine(dir);
+	const struct kvf_seg_entry *s;
+	FILE *fp;
+
+	(void)state;
+	assert_int_equal(kvf_registry_open(e, dir, 10000, &r), KVF_OK);
+	assert_int_equal(kvf_registry_mount(r, me, &v), KVF_OK);
+	kvf_registry_close(r);
+	kvf_engine_close(e);
+
+	/* Reopened: protocol and UUIDs back, nobody live. */
+	e = open_engine(dir);
+	assert_int_equal(kvf_registry_open(e, dir, 10000, &r), KVF_OK);
+	kvf_registry_read_lock(r);
+	s = kvf_registry_segment_by_uuid(r, id);
+	assert_non_null(s);
+	assert_string_equal(s->protocol, "rdma");
+	assert_string_equal(s->name, "seg-p");
+	assert_int_equal(s->base, 1ULL << 41);
+	kvf_registry_read_unlock(r);
+	assert_false(kvf_registry_ping(r, me));
+	kvf_registry_close(r);
+
+	/* A damaged table is refused, not half-read. */
+	snprintf(path, sizeof(path), "%s/kvforge-master.segments", dir);
+	fp = fopen(path, "a");
+	assert_non_null(fp);
+	fputs("not a segment line\n", fp);
+	fclose(fp);
+	assert_int_equal(kvf_registry_open(e, dir, 10000, &r),
+			 KVF_ERR_JOURNAL_CORRUPT);
+	fp = fopen(path, "w");
+	fputs("something else\n", fp);
+	fclose(fp);
+	assert_int_equal(kvf_registry_open(e, dir, 10000, &r),
+			 KVF_ERR_JOURNAL_CORRUPT);
+	kvf_engine_close(e);
+	free(dir);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_ids_and_collisions),
+		cmocka_unit_test(test_persisted_table),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

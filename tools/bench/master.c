@@ -1,0 +1,667 @@
+// SPDX-License-Identifier: MIT
+/*
+ * tools/bench/master.c - the "master" workload: Mooncake RPC load against a
+ * running master (kvforge-master or upstream's mooncake_master), through
+ * the project's own C client (server/client.h).
+ *
+ * Flow, as a real client does it: ServiceReady, MountSegment of a fake
+ * segment (addresses are never touched: the master only hands out ranges),
+ * ReMountSegment, and a Ping thread on its own connection every second so
+ * the master keeps the client live. Then four phases, each on
+ * --connections connections (one thread each) with --depth batch RPCs in
+ * flight per connection: put (BatchPutStart, then BatchPutEnd of the same
+ * keys), get (BatchGetReplicaList), exist (BatchExistKey), remove
+ * (BatchRemove, forced: the gets left read leases). Put and remove cover
+ * the --objects keys once; get and exist run --seconds each, or --rounds
+ * passes over the keys. Latency is per batch RPC, from queueing the
+ * request to decoding its answer. With --rate, batches are sent on a
+ * fixed schedule (open loop) and latency counts from each batch's due
+ * time, so a master that falls behind shows it in the percentiles.
+ *
+ * Keys carry a per-run prefix so runs against one master never collide.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "server/client.h"
+#include "tools/bench/bench.h"
+
+#define MB_VALUE_SIZE 4096u
+#define MB_KEY_MAX 48
+#define MB_TIMEOUT_MS 30000
+#define MB_SEG_ALIGN (4ull << 20)
+
+enum mb_phase { MB_PUT, MB_GET, MB_EXIST, MB_REMOVE, MB__PHASES };
+
+static const char *const phase_names[MB__PHASES] = {"put", "get", "exist",
+						    "remove"};
+
+/* Latency series recorded per batch RPC. */
+enum mb_series {
+	MB_S_PUT_START,
+	MB_S_PUT_END,
+	MB_S_GET,
+	MB_S_EXIST,
+	MB_S_REMOVE,
+	MB__SERIES
+};
+
+static const char *const series_names[MB__SERIES] = {
+	"batch_put_start", "batch_put_end", "batch_get_replica_list",
+	"batch_exist_key", "batch_remove",
+};
+
+struct mb_lat {
+	double *v;
+	size_t n, cap;
+};
+
+struct mb_run {
+	const struct bench_opts *o;
+	const struct kvf_abi *abi;
+	char host[256];
+	uint16_t port;
+	uint64_t run_id;
+	struct kvf_uuid client_id;
+	struct kvf_msg_segment seg;
+	atomic_bool stop_ping;
+};
+
+/* One connection and its thread's view of a phase. */
+struct mb_conn {
+	struct mb_run *run;
+	struct kvf_client *c;
+	unsigned idx;
+	uint64_t lo, hi; /* its keys */
+	enum mb_phase phase;
+	uint64_t deadline; /* time-bounded phases; 0 = by rounds */
+	uint64_t next, passes;
+	uint64_t keys_done, items_failed;
+	struct mb_lat lat[MB__SERIES];
+	int err;
+	/* --rate: one batch per interval_ns; a request's latency counts from
+	 * when it was due (sched[seq & sched_mask]), not from when a full
+	 * pipeline let it go, so falling behind shows in the figures */
+	uint64_t interval_ns, next_due;
+	uint64_t *sched;
+	unsigned sched_mask;
+	/* per-request scratch, --batch entries each */
+	char *keybuf;
+	struct kvf_key *keys;
+	uint64_t *sizes;
+	struct kvf_msg_replicas *items;
+	struct kvf_msg_desc *descs;
+	uint8_t *bools;
+};
+
+static void lat_add(struct mb_lat *l, double us)
+{
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 4096;
+		double *v = realloc(l->v, cap * sizeof(*v));
+
+		if (!v)
+			return;
+		l->v = v;
+		l->cap = cap;
+	}
+	l->v[l->n++] = us;
+}
+
+static size_t make_key(const struct mb_run *run, uint64_t i, char *buf)
+{
+	int n = snprintf(buf, MB_KEY_MAX, "kvfb-%016" PRIx64 "-%012" PRIu64,
+			 run->run_id, i);
+
+	return n < 0 ? 0 : (size_t)n;
+}
+
+static struct kvf_str cstr(const char *s)
+{
+	return (struct kvf_str){s, strlen(s)};
+}
+
+/* Keys [first, first + n) of the run into the connection's scratch. */
+static void fill_keys(struct mb_conn *mc, uint64_t first, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		char *b = mc->keybuf + i * MB_KEY_MAX;
+
+		mc->keys[i].data = b;
+		mc->keys[i].len = make_key(mc->run, first + i, b);
+		mc->sizes[i] = MB_VALUE_SIZE;
+	}
+}
+
+static enum kvf_rpc phase_rpc(enum mb_phase p)
+{
+	static const enum kvf_rpc rpc[MB__PHASES] = {
+		KVF_RPC_BatchPutStart,
+		KVF_RPC_BatchGetReplicaList,
+		KVF_RPC_BatchExistKey,
+		KVF_RPC_BatchRemove,
+	};
+
+	return rpc[p];
+}
+
+/* Queue one batch RPC, due at @due_ns (its latency counts from then). */
+static int send_batch(struct mb_conn *mc, enum kvf_rpc rpc, uint64_t first,
+		      size_t n, uint64_t due_ns)
+{
+	struct kvf_msg_req q = {
+		.rpc = rpc,
+		.client_id = mc->run->client_id,
+		.tenant = cstr("default"),
+		.keys = mc->keys,
+		.nkeys = n,
+		.vals = mc->sizes,
+		.nvals = n,
+		.force = true,
+		.replica_type = 4, /* ReplicaType::ALL, as the client sends */
+		.config = {.replica_num = 1},
+	};
+
+	uint32_t seq;
+	int rc;
+
+	fill_keys(mc, first, n);
+	rc = kvf_client_send(mc->c, &q, first << 16 | n, &seq);
+	if (!rc)
+		mc->sched[seq & mc->sched_mask] = due_ns;
+	return rc;
+}
+
+/* The next batch of the phase, or false when the phase has no more. */
+static bool next_batch(struct mb_conn *mc, uint64_t *first, size_t *n)
+{
+	uint64_t batch = mc->run->o->batch;
+
+	if (mc->next >= mc->hi) {
+		bool timed = mc->deadline;
+
+		if (mc->phase == MB_PUT || mc->phase == MB_REMOVE)
+			return false;
+		mc->passes++;
+		if (!timed && mc->passes >= mc->run->o->rounds)
+			return false;
+		mc->next = mc->lo;
+	}
+	if (mc->deadline && kvf_client_now_ns() >= mc->deadline)
+		return false;
+	*first = mc->next;
+	*n = (size_t)(mc->hi - mc->next < batch ? mc->hi - mc->next : batch);
+	mc->next += *n;
+	return *n > 0;
+}
+
+static enum mb_series series_of(enum kvf_rpc rpc)
+{
+	switch (rpc) {
+	case KVF_RPC_BatchPutStart:
+		return MB_S_PUT_START;
+	case KVF_RPC_BatchPutEnd:
+		return MB_S_PUT_END;
+	case KVF_RPC_BatchGetReplicaList:
+		return MB_S_GET;
+	case KVF_RPC_BatchExistKey:
+		return MB_S_EXIST;
+	default:
+		return MB_S_REMOVE;
+	}
+}
+
+/* Decode a batch answer and count its failed items. */
+static int count_failures(struct mb_conn *mc, const struct kvf_client_resp *r,
+			  size_t n)
+{
+	struct kvf_msg_replicas *items = mc->items;
+	struct kvf_msg_resp resp = {
+		.items = items,
+		.cap = mc->run->o->batch,
+		.descs = mc->descs,
+		.desc_cap = mc->run->o->batch,
+		.bools = mc->bools,
+	};
+	int rc;
+
+	if (r->err_code) {
+		mc->items_failed += n;
+		return 0;
+	}
+	rc = kvf_msg_resp_decode(mc->run->abi, r->rpc, r->body, r->len, &resp);
+	if (rc) {
+		fprintf(stderr, "kvforge-bench: undecodable %s answer: %s\n",
+			kvf_abi_rpc_name(r->rpc), kvf_wire_strerror(rc));
+		return KVF_ERR_IO;
+	}
+	for (size_t i = 0; i < resp.n; i++)
+		/* OBJECT_ALREADY_EXISTS (-705): the client treats it as done */
+		mc->items_failed += items[i].code && items[i].code != -705;
+	if (r->rpc == KVF_RPC_BatchExistKey)
+		for (size_t i = 0; i < resp.n; i++)
+			mc->items_failed += !items[i].code && !mc->bools[i];
+	return 0;
+}
+
+static int on_response(struct mb_conn *mc, const struct kvf_client_resp *r)
+{
+	uint64_t first = r->tag >> 16;
+	size_t n = (size_t)(r->tag & 0xffff);
+	int rc;
+
+	lat_add(&mc->lat[series_of(r->rpc)],
+		(double)(kvf_client_now_ns() -
+			 mc->sched[r->seq & mc->sched_mask]) /
+			1e3);
+	rc = count_failures(mc, r, n);
+	if (rc)
+		return rc;
+	if (r->rpc == KVF_RPC_BatchPutStart)
+		return send_batch(mc, KVF_RPC_BatchPutEnd, first, n,
+				  kvf_client_now_ns());
+	mc->keys_done += n;
+	return 0;
+}
+
+static void sleep_until(uint64_t ns)
+{
+	struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000u),
+			      .tv_nsec = (long)(ns % 1000000000u)};
+
+	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) ==
+	       EINTR)
+		;
+}
+
+/* Queue every batch that is due (all of them when not paced). */
+static bool send_due(struct mb_conn *mc, uint64_t now)
+{
+	unsigned depth = mc->run->o->depth;
+	uint64_t first;
+	size_t n;
+
+	while (kvf_client_outstanding(mc->c) < depth &&
+	       (!mc->interval_ns || mc->next_due <= now)) {
+		uint64_t due = mc->interval_ns ? mc->next_due : now;
+
+		if (!next_batch(mc, &first, &n))
+			return false;
+		mc->err = send_batch(mc, phase_rpc(mc->phase), first, n, due);
+		mc->next_due += mc->interval_ns;
+		if (mc->err)
+			return false;
+	}
+	return true;
+}
+
+static void *conn_phase(void *arg)
+{
+	struct mb_conn *mc = arg;
+	bool more = true;
+
+	bench_pin_thread(mc->run->o, mc->idx);
+	mc->next = mc->lo;
+	mc->passes = 0;
+	while (!mc->err) {
+		uint64_t now = kvf_client_now_ns(), until;
+		struct kvf_client_resp r;
+		int rc;
+
+		if (more)
+			more = send_due(mc, now);
+		if (mc->err)
+			break;
+		if (!kvf_client_outstanding(mc->c)) {
+			if (!more)
+				break;
+			sleep_until(mc->next_due); /* paced, early */
+			continue;
+		}
+		/* paced with room in the pipeline: wake when the next is due */
+		until = now + (uint64_t)MB_TIMEOUT_MS * 1000000u;
+		if (more && mc->interval_ns &&
+		    kvf_client_outstanding(mc->c) < mc->run->o->depth)
+			until = mc->next_due;
+		rc = kvf_client_recv_by(mc->c, until, &r);
+		if (rc == -ETIMEDOUT && until == mc->next_due)
+			continue;
+		mc->err = rc ? rc : on_response(mc, &r);
+	}
+	return NULL;
+}
+
+static int call(struct kvf_client *c, const struct kvf_msg_req *q,
+		struct kvf_msg_resp *resp)
+{
+	int rc = kvf_client_call(c, q, MB_TIMEOUT_MS, resp);
+
+	if (rc)
+		fprintf(stderr, "kvforge-bench: %s failed: %d (%s)\n",
+			kvf_abi_rpc_name(q->rpc), rc,
+			rc < -1000 ? kvf_wire_strerror(rc)
+			: rc < 0   ? strerror(-rc)
+				   : "transport error");
+	else if (resp->code)
+		fprintf(stderr, "kvforge-bench: %s answered ErrorCode %d\n",
+			kvf_abi_rpc_name(q->rpc), resp->code);
+	return rc ? rc : resp->code;
+}
+
+/* ServiceReady, MountSegment, ReMountSegment, Ping: as a client starts. */
+static int setup_client(struct mb_run *run, struct kvf_client *c)
+{
+	struct kvf_msg_replicas item;
+	struct kvf_msg_resp resp = {.items = &item, .cap = 1};
+	struct kvf_msg_req q = {.rpc = KVF_RPC_ServiceReady};
+	int rc = call(c, &q, &resp);
+
+	if (rc)
+		return rc;
+	if (!getenv("KVF_BENCH_QUIET"))
+		fprintf(stderr, "kvforge-bench: master %s:%u version %.*s\n",
+			run->host, run->port, (int)resp.str.len, resp.str.data);
+	q = (struct kvf_msg_req){.rpc = KVF_RPC_MountSegment,
+				 .segment = run->seg,
+				 .client_id = run->client_id};
+	rc = call(c, &q, &resp);
+	if (rc)
+		return rc;
+	q = (struct kvf_msg_req){.rpc = KVF_RPC_ReMountSegment,
+				 .segment_array = &run->seg,
+				 .nsegments = 1,
+				 .client_id = run->client_id};
+	rc = call(c, &q, &resp);
+	if (rc)
+		return rc;
+	q = (struct kvf_msg_req){.rpc = KVF_RPC_Ping,
+				 .client_id = run->client_id};
+	return call(c, &q, &resp);
+}
+
+static void *ping_thread(void *arg)
+{
+	struct mb_run *run = arg;
+	struct kvf_client *c;
+	struct kvf_msg_resp resp = {0};
+	struct kvf_msg_req q = {.rpc = KVF_RPC_Ping,
+				.client_id = run->client_id};
+
+	if (kvf_client_connect(run->host, run->port, run->abi, 4, &c))
+		return NULL;
+	while (!atomic_load(&run->stop_ping)) {
+		kvf_client_call(c, &q, MB_TIMEOUT_MS, &resp);
+		for (int i = 0; i < 10 && !atomic_load(&run->stop_ping); i++)
+			usleep(100000);
+	}
+	kvf_client_close(c);
+	return NULL;
+}
+
+static int parse_master(const char *arg, struct mb_run *run)
+{
+	const char *colon = strrchr(arg, ':');
+	char *end;
+	unsigned long port;
+
+	if (!colon || colon == arg ||
+	    (size_t)(colon - arg) >= sizeof(run->host))
+		return -1;
+	port = strtoul(colon + 1, &end, 10);
+	if (*end || !port || port > 65535)
+		return -1;
+	memcpy(run->host, arg, (size_t)(colon - arg));
+	run->host[colon - arg] = 0;
+	run->port = (uint16_t)port;
+	return 0;
+}
+
+static uint64_t random_u64(uint64_t seed)
+{
+	uint64_t v = seed ^ kvf_client_now_ns() ^ ((uint64_t)getpid() << 32);
+	FILE *f = fopen("/dev/urandom", "rb");
+
+	if (f) {
+		if (fread(&v, sizeof(v), 1, f) != 1)
+			v ^= seed;
+		fclose(f);
+	}
+	return v ? v : 1;
+}
+
+static void record_series(struct bench_results *r, struct mb_conn *conns,
+			  unsigned nconn, enum mb_series s, uint64_t keys,
+			  uint64_t ns)
+{
+	size_t n = 0;
+	double *all;
+
+	for (unsigned i = 0; i < nconn; i++)
+		n += conns[i].lat[s].n;
+	if (!n)
+		return;
+	all = malloc(n * sizeof(*all));
+	if (!all)
+		return;
+	n = 0;
+	for (unsigned i = 0; i < nconn; i++) {
+		memcpy(all + n, conns[i].lat[s].v,
+		       conns[i].lat[s].n * sizeof(*all));
+		n += conns[i].lat[s].n;
+	}
+	bench_result_op(r, series_names[s], keys, ns, all, n);
+	bench_result(r, series_names[s], "p90_us",
+		     bench_quantile(all, n, 0.90));
+	bench_result(r, series_names[s], "batches", (double)n);
+	free(all);
+}
+
+static int run_phase(struct mb_run *run, struct mb_conn *conns,
+		     enum mb_phase ph, struct bench_results *r)
+{
+	const struct bench_opts *o = run->o;
+	unsigned nconn = o->connections;
+	pthread_t tid[nconn];
+	uint64_t t0, ns, keys = 0, failed = 0;
+	int err = 0;
+
+	t0 = kvf_client_now_ns();
+	for (unsigned i = 0; i < nconn; i++) {
+		struct mb_conn *mc = &conns[i];
+
+		mc->phase = ph;
+		mc->deadline =
+			o->seconds > 0 && (ph == MB_GET || ph == MB_EXIST)
+				? t0 + (uint64_t)(o->seconds * 1e9)
+				: 0;
+		mc->keys_done = mc->items_failed = 0;
+		/* connections start staggered across one interval */
+		mc->next_due = t0 + mc->interval_ns * i / nconn;
+		for (int s = 0; s < MB__SERIES; s++)
+			mc->lat[s].n = 0;
+		pthread_create(&tid[i], NULL, conn_phase, mc);
+	}
+	for (unsigned i = 0; i < nconn; i++) {
+		pthread_join(tid[i], NULL);
+		keys += conns[i].keys_done;
+		failed += conns[i].items_failed;
+		if (conns[i].err && !err)
+			err = conns[i].err;
+	}
+	ns = kvf_client_now_ns() - t0;
+	if (err) {
+		fprintf(stderr, "kvforge-bench: %s phase failed: %d\n",
+			phase_names[ph], err);
+		return KVF_ERR_IO;
+	}
+	bench_result(r, phase_names[ph], "keys_per_sec",
+		     (double)keys * 1e9 / (double)(ns ? ns : 1));
+	bench_result(r, phase_names[ph], "keys", (double)keys);
+	bench_result(r, phase_names[ph], "failed_items", (double)failed);
+	for (int s = 0; s < MB__SERIES; s++)
+		record_series(r, conns, nconn, (enum mb_series)s, keys, ns);
+	return 0;
+}
+
+static void record_master_config(const struct mb_run *run,
+				 struct bench_results *r)
+{
+	char buf[64];
+
+	bench_config(r, "master", run->o->master);
+	bench_config(r, "mooncake_abi", run->abi->name);
+	snprintf(buf, sizeof(buf), "%u", run->o->connections);
+	bench_config(r, "connections", buf);
+	snprintf(buf, sizeof(buf), "%u", run->o->depth);
+	bench_config(r, "depth", buf);
+	snprintf(buf, sizeof(buf), "%u", MB_VALUE_SIZE);
+	bench_config(r, "value_size", buf);
+	if (run->o->seconds > 0) {
+		snprintf(buf, sizeof(buf), "%g", run->o->seconds);
+		bench_config(r, "seconds", buf);
+	}
+	if (run->o->rate > 0) {
+		snprintf(buf, sizeof(buf), "%.0f", run->o->rate);
+		bench_config(r, "rate", buf);
+	}
+}
+
+static void free_scratch(struct mb_conn *mc)
+{
+	free(mc->sched);
+	free(mc->keybuf);
+	free(mc->keys);
+	free(mc->sizes);
+	free(mc->items);
+	free(mc->descs);
+	free(mc->bools);
+}
+
+static int alloc_scratch(struct mb_conn *mc, size_t batch, unsigned depth)
+{
+	unsigned ring = 1;
+
+	/* due times by seq: more slots than requests ever in flight */
+	while (ring < 2 * depth)
+		ring <<= 1;
+	mc->sched = calloc(ring, sizeof(*mc->sched));
+	mc->sched_mask = ring - 1;
+	mc->keybuf = malloc(batch * MB_KEY_MAX);
+	mc->keys = calloc(batch, sizeof(*mc->keys));
+	mc->sizes = calloc(batch, sizeof(*mc->sizes));
+	mc->items = calloc(batch, sizeof(*mc->items));
+	/* one replica per object is what the bench asks for */
+	mc->descs = calloc(batch, sizeof(*mc->descs));
+	mc->bools = calloc(batch, 1);
+	if (mc->sched && mc->keybuf && mc->keys && mc->sizes && mc->items &&
+	    mc->descs && mc->bools)
+		return 0;
+	return KVF_ERR_NO_MEMORY;
+}
+
+static void close_conns(struct mb_conn *conns, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++) {
+		kvf_client_close(conns[i].c);
+		free_scratch(&conns[i]);
+		for (int s = 0; s < MB__SERIES; s++)
+			free(conns[i].lat[s].v);
+	}
+	free(conns);
+}
+
+int bench_master(const struct bench_opts *o, struct bench_results *r)
+{
+	struct mb_run run = {.o = o};
+	uint64_t seg_size, per;
+	struct mb_conn *conns;
+	pthread_t pinger;
+	struct kvf_msg_resp resp = {0};
+	struct kvf_msg_req q;
+	int rc = 0;
+
+	if (!o->master || parse_master(o->master, &run)) {
+		fprintf(stderr, "kvforge-bench: --master HOST:PORT required\n");
+		return KVF_ERR_INVALID_ARGUMENT;
+	}
+	if (o->batch > 65535 || !o->connections || !o->depth) {
+		fprintf(stderr, "kvforge-bench: --batch <= 65535, "
+				"--connections and --depth > 0\n");
+		return KVF_ERR_INVALID_ARGUMENT;
+	}
+	run.abi = kvf_abi_find(o->mooncake_abi);
+	if (!run.abi) {
+		fprintf(stderr, "kvforge-bench: unknown --mooncake-abi '%s'\n",
+			o->mooncake_abi);
+		return KVF_ERR_INVALID_ARGUMENT;
+	}
+	run.run_id = random_u64(o->seed);
+	run.client_id = (struct kvf_uuid){random_u64(run.run_id), run.run_id};
+	seg_size = (o->objects * MB_VALUE_SIZE / 4 * 5 + (64ull << 20)) /
+		   MB_SEG_ALIGN * MB_SEG_ALIGN;
+	run.seg = (struct kvf_msg_segment){
+		.id = {random_u64(run.run_id + 1), run.run_id + 1},
+		.name = cstr("kvforge-bench"),
+		.base = 1ull << 44,
+		.size = seg_size,
+		.te_endpoint = cstr("127.0.0.1:1"),
+		.protocol = cstr("tcp"),
+		.host_id = cstr(""),
+	};
+	record_master_config(&run, r);
+	conns = calloc(o->connections, sizeof(*conns));
+	if (!conns)
+		return KVF_ERR_NO_MEMORY;
+	per = (o->objects + o->connections - 1) / o->connections;
+	for (unsigned i = 0; i < o->connections; i++) {
+		conns[i].run = &run;
+		conns[i].idx = i;
+		conns[i].lo = i * per < o->objects ? i * per : o->objects;
+		conns[i].hi =
+			(i + 1) * per < o->objects ? (i + 1) * per : o->objects;
+		if (alloc_scratch(&conns[i], o->batch, o->depth)) {
+			close_conns(conns, i + 1);
+			return KVF_ERR_NO_MEMORY;
+		}
+		if (o->rate > 0)
+			conns[i].interval_ns =
+				(uint64_t)((double)o->batch * 1e9 *
+					   o->connections / o->rate);
+		rc = kvf_client_connect(run.host, run.port, run.abi,
+					o->depth * 2, &conns[i].c);
+		if (rc) {
+			fprintf(stderr,
+				"kvforge-bench: cannot connect to %s: "
+				"%s\n",
+				o->master, strerror(-rc));
+			close_conns(conns, i + 1);
+			return KVF_ERR_IO;
+		}
+	}
+	rc = setup_client(&run, conns[0].c);
+	if (rc) {
+		close_conns(conns, o->connections);
+		return KVF_ERR_IO;
+	}
+	pthread_create(&pinger, NULL, ping_thread, &run);
+	for (int ph = 0; ph < MB__PHASES && !rc; ph++)
+		rc = run_phase(&run, conns, (enum mb_phase)ph, r);
+	atomic_store(&run.stop_ping, true);
+	pthread_join(pinger, NULL);
+	q = (struct kvf_msg_req){.rpc = KVF_RPC_UnmountSegment,
+				 .segment_id = run.seg.id,
+				 .client_id = run.client_id};
+	if (!rc)
+		call(conns[0].c, &q, &resp);
+	close_conns(conns, o->connections);
+	return rc;
+}
