@@ -52,6 +52,14 @@ tests_unit_test_rdma_peer_SOURCES = tests/unit/test_rdma_peer.c \
 	tests/rdma/pair.c tests/rdma/pair.h
 tests_unit_test_rdma_peer_CFLAGS = $(KVF_RDMA_TEST_CFLAGS)
 tests_unit_test_rdma_peer_LDADD = $(KVF_TEST_LIBS)
+# The master's RPC loop serving RDMA on the fake fabric (in-process).
+check_PROGRAMS += tests/unit/test_rdma_master
+UNIT_TESTS += tests/unit/test_rdma_master
+CONCURRENCY_TESTS += tests/unit/test_rdma_master
+tests_unit_test_rdma_master_SOURCES = tests/unit/test_rdma_master.c \
+	tests/rdma/pair.c tests/rdma/pair.h
+tests_unit_test_rdma_master_CFLAGS = $(KVF_RDMA_TEST_CFLAGS)
+tests_unit_test_rdma_master_LDADD = libkvforge-master.la $(KVF_TEST_LIBS)
 tests_unit_test_rdma_threads_SOURCES = tests/unit/test_rdma_threads.c \
 	tests/rdma/pair.c tests/rdma/pair.h
 tests_unit_test_rdma_threads_CFLAGS = $(KVF_RDMA_TEST_CFLAGS)
