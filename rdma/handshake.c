@@ -109,3 +109,11 @@ enum kvf__rdma_first kvf__rdma_classify(const struct kvf__rdma_listener *l,
 		return KVF_RDMA_FIRST_CLOSE;
 	}
 }
+
+void kvf__rdma_refuse(int fd)
+{
+	uint8_t block[KVF_RDMA_HS_LEN];
+
+	while (recv(fd, block, sizeof(block), MSG_DONTWAIT) > 0)
+		;
+}

@@ -77,8 +77,10 @@ int kvf__rdma_listener_accept(struct kvf__rdma_listener *l, int fd,
 {
 	uint8_t first;
 
-	if (!l->dev)
-		return KVF_ERR_UNAVAILABLE; /* said once, at open */
+	if (!l->dev) {
+		kvf__rdma_refuse(fd); /* said once, at open */
+		return KVF_ERR_UNAVAILABLE;
+	}
 	if (recv(fd, &first, 1, MSG_DONTWAIT) != 1)
 		return KVF_ERR_IO;
 	return kvf__rdma_serve_fd(fd, first, l->dev, NULL, timeout_ms, out);

@@ -74,6 +74,12 @@ int kvf__rdma_listener_accept(struct kvf__rdma_listener *l, int fd,
 			      int timeout_ms, struct kvf__rdma_stream **out);
 
 /**
+ * kvf__rdma_refuse() - read what a refused handshake sent, so closing
+ * @fd is an orderly close rather than a reset.
+ */
+void kvf__rdma_refuse(int fd);
+
+/**
  * kvf__rdma_recv() / kvf__rdma_send() - recv(2)/send(2) conventions on a
  * stream: bytes moved, 0 at end of stream (recv), or -1 with errno EAGAIN
  * (try again on the next wake-up) or ECONNRESET (the connection failed).

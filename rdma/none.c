@@ -56,9 +56,9 @@ int kvf__rdma_listener_accept(struct kvf__rdma_listener *l, int fd,
 			      int timeout_ms, struct kvf__rdma_stream **out)
 {
 	(void)l;
-	(void)fd;
 	(void)timeout_ms;
 	(void)out;
+	kvf__rdma_refuse(fd);
 	return KVF_ERR_UNAVAILABLE;
 }
 
