@@ -16,12 +16,12 @@
  * Interest is level-triggered: EPOLLIN while the connection may read
  * (kvf_conn_wants_read()), EPOLLOUT while answers wait for socket space.
  *
- * Transports: a new connection's first byte (peeked) chooses it, as
- * upstream: 0x15 is a coro_rpc request over TCP; 0x3e, when RDMA is
- * enabled, an RDMA handshake, run here within RDMA_HANDSHAKE_MS, after
- * which the connection reads and writes the RDMA stream and waits on its
- * fd (EPOLLIN only: room to write comes back as a completion, so every
- * wake-up also flushes); anything else is closed.
+ * Transports: with RDMA enabled, a new connection's first byte (peeked)
+ * chooses it, as upstream: 0x3e is an RDMA handshake, run here within
+ * RDMA_HANDSHAKE_MS, after which the connection reads and writes the
+ * RDMA stream and waits on its fd (EPOLLIN only: room to write comes
+ * back as a completion, so every wake-up also flushes); anything else
+ * takes the TCP path, whose parser answers 0x15 and closes the rest.
  *
  * Limits: the connection count is one atomic counter across threads;
  * over --max_connections an accepted socket is closed at once. Once a
@@ -209,16 +209,16 @@ static enum kvf_conn_rc demux(struct loop_thread *t, struct kvf_conn *c)
 	switch (kvf__rdma_classify(l, c->fd)) {
 	case KVF_RDMA_FIRST_WAIT:
 		return KVF_CONN_KEEP;
-	case KVF_RDMA_FIRST_TCP:
-		c->demuxed = true;
-		return KVF_CONN_KEEP;
 	case KVF_RDMA_FIRST_RDMA:
 		if (kvf__rdma_listener_accept(l, c->fd, RDMA_HANDSHAKE_MS, &s))
 			return KVF_CONN_CLOSE;
 		c->demuxed = true;
 		return switch_to_rdma(t, c, s);
 	default:
-		return KVF_CONN_CLOSE;
+		/* TCP; anything else is refused by the request parser, as
+		 * without RDMA. */
+		c->demuxed = true;
+		return KVF_CONN_KEEP;
 	}
 }
 
@@ -227,7 +227,7 @@ static void on_conn_event(struct loop_thread *t, struct kvf_conn *c,
 {
 	enum kvf_conn_rc rc = KVF_CONN_KEEP;
 
-	if (!c->demuxed) {
+	if (!c->demuxed && t->loop->o.rdma) {
 		if (demux(t, c)) {
 			close_conn(t, c);
 			return;
