@@ -13,6 +13,7 @@
 
 #include <kvforge/status.h>
 
+#include "rdma/fake.h"
 #include "tests/rdma/pair.h"
 
 #define REQ_HDR 20
@@ -121,6 +122,23 @@ void fixtures_free(struct fixture_set *set)
 	}
 	free(set->f);
 	memset(set, 0, sizeof(*set));
+}
+
+int fake_dev_setup(void **state)
+{
+	static struct kvf__rdma_dev *dev;
+	char why[160];
+
+	if (kvf__rdma_dev_open(kvf__verbs_fake(), &dev, why, sizeof(why)))
+		return -1;
+	*state = dev;
+	return 0;
+}
+
+int fake_dev_teardown(void **state)
+{
+	kvf__rdma_dev_close(*state);
+	return kvf__fake_live_objects() ? -1 : 0;
 }
 
 int pair_connect(struct kvf__rdma_dev *dev, const struct kvf__rdma_cfg *ccfg,

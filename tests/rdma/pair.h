@@ -31,6 +31,13 @@ struct fixture_set {
 int fixtures_load(const char *dir, struct fixture_set *set);
 void fixtures_free(struct fixture_set *set);
 
+/*
+ * cmocka group fixtures: a device on the fake fabric in *state; the
+ * teardown fails when any fabric object is left.
+ */
+int fake_dev_setup(void **state);
+int fake_dev_teardown(void **state);
+
 /* Handshake in memory (no socket): client block -> accept -> connect. */
 int pair_connect(struct kvf__rdma_dev *dev, const struct kvf__rdma_cfg *ccfg,
 		 const struct kvf__rdma_cfg *scfg, struct kvf__rdma_stream **c,

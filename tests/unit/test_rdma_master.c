@@ -332,23 +332,6 @@ static void test_no_device_serves_tcp(void **state)
 	fixtures_free(&set);
 }
 
-static int setup(void **state)
-{
-	static struct kvf__rdma_dev *dev;
-	char why[160];
-
-	if (kvf__rdma_dev_open(kvf__verbs_fake(), &dev, why, sizeof(why)))
-		return -1;
-	*state = dev;
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	kvf__rdma_dev_close(*state);
-	return kvf__fake_live_objects() ? -1 : 0;
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -357,5 +340,5 @@ int main(void)
 		cmocka_unit_test(test_no_device_serves_tcp),
 	};
 
-	return cmocka_run_group_tests(tests, setup, teardown);
+	return cmocka_run_group_tests(tests, fake_dev_setup, fake_dev_teardown);
 }

@@ -306,29 +306,12 @@ static void test_ylt_like_client(void **state)
 		run_dir(*state, dirs[i]);
 }
 
-static int setup(void **state)
-{
-	static struct kvf__rdma_dev *dev;
-	char why[160];
-
-	ops = kvf__verbs_fake();
-	if (kvf__rdma_dev_open(ops, &dev, why, sizeof(why)))
-		return -1;
-	*state = dev;
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	kvf__rdma_dev_close(*state);
-	return kvf__fake_live_objects() ? -1 : 0;
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_ylt_like_client),
 	};
 
-	return cmocka_run_group_tests(tests, setup, teardown);
+	ops = kvf__verbs_fake();
+	return cmocka_run_group_tests(tests, fake_dev_setup, fake_dev_teardown);
 }
