@@ -25,6 +25,7 @@ int kvf_rdma_probe(struct kvf_rdma_info *info)
 	kvf__rdma_backend_probe(info);
 	if (!info->available &&
 	    !__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
-		fprintf(stderr, "kvforge: rdma unavailable: %s\n", info->reason);
+		fprintf(stderr, "kvforge: rdma unavailable: %s\n",
+			info->reason);
 	return KVF_OK;
 }

@@ -37,6 +37,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "rdma/listener.h"
 #include "server/frame.h"
 
 struct kvf_conn *kvf_conn_new(int fd, uint64_t now_ns)
@@ -61,7 +62,10 @@ void kvf_conn_free(struct kvf_conn *c)
 {
 	if (!c)
 		return;
-	close(c->fd);
+	if (c->rdma)
+		kvf__rdma_drop(c->rdma);
+	else
+		close(c->fd);
 	kvf_wbuf_free(&c->out);
 	free(c->rbuf);
 	free(c);
@@ -185,12 +189,24 @@ static enum kvf_conn_rc answer_buffered(struct kvf_conn *c,
 	return c->closing ? KVF_CONN_KEEP : fit_rbuf(c);
 }
 
+/* The transport's recv/send: the socket, or the RDMA stream. */
+static ssize_t conn_recv(struct kvf_conn *c, void *buf, size_t len)
+{
+	return c->rdma ? kvf__rdma_recv(c->rdma, buf, len)
+		       : recv(c->fd, buf, len, MSG_DONTWAIT);
+}
+
+static ssize_t conn_send(struct kvf_conn *c, const void *buf, size_t len)
+{
+	return c->rdma ? kvf__rdma_send(c->rdma, buf, len)
+		       : send(c->fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
 /* Send queued answers until done or the socket is full. */
 static enum kvf_conn_rc flush(struct kvf_conn *c, uint64_t now)
 {
 	while (unsent(c)) {
-		ssize_t n = send(c->fd, c->out.data + c->sent, unsent(c),
-				 MSG_NOSIGNAL | MSG_DONTWAIT);
+		ssize_t n = conn_send(c, c->out.data + c->sent, unsent(c));
 
 		if (n < 0) {
 			if (errno == EINTR)
@@ -222,8 +238,7 @@ enum kvf_conn_rc kvf_conn_readable(struct kvf_conn *c,
 			return KVF_CONN_CLOSE;
 		if (c->rlen == c->rcap)
 			break; /* complete requests wait for the output */
-		n = recv(c->fd, c->rbuf + c->rlen, c->rcap - c->rlen,
-			 MSG_DONTWAIT);
+		n = conn_recv(c, c->rbuf + c->rlen, c->rcap - c->rlen);
 		if (n == 0)
 			return KVF_CONN_CLOSE;
 		if (n < 0) {

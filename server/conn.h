@@ -46,6 +46,9 @@ struct kvf_conn_env {
  * @events: the epoll interest currently registered.
  * @hash_logged: a type-hash mismatch was logged on this connection.
  * @closing: an answer that ends the connection is queued; read no more.
+ * @demuxed: the first byte chose the transport (server/loop.c).
+ * @rdma: the RDMA stream read and written instead of the socket (NULL:
+ *	TCP); @fd is then the stream's readiness fd.
  */
 struct kvf_conn {
 	int fd;
@@ -59,6 +62,8 @@ struct kvf_conn {
 	uint32_t events;
 	bool hash_logged;
 	bool closing;
+	bool demuxed;
+	struct kvf__rdma_stream *rdma;
 };
 
 /** Result of the event handlers: keep the connection, or close it now. */

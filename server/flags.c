@@ -153,6 +153,8 @@ static const struct flag_def flag_table[] = {
 	 "close a connection whose request stays half-sent this long, s"},
 	{"expected_objects", FLAG_U64, F(expected_objects), NOSET, "1000000",
 	 "objects the index is presized for"},
+	{"enable_rdma", FLAG_BOOL, F(enable_rdma), NOSET, "false",
+	 "also accept RDMA handshakes on the RPC port (as MC_RPC_PROTOCOL=rdma)"},
 	{"help", FLAG_BOOL, F(help), NOSET, "false", "print this list"},
 };
 

@@ -70,6 +70,7 @@ struct kvf_master_flags {
 	uint64_t idle_timeout_sec;
 	uint64_t request_timeout_sec;
 	uint64_t expected_objects;
+	bool enable_rdma;
 	bool help;
 	/* which of the above were given (not defaults) */
 	bool placement_set;

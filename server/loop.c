@@ -16,6 +16,13 @@
  * Interest is level-triggered: EPOLLIN while the connection may read
  * (kvf_conn_wants_read()), EPOLLOUT while answers wait for socket space.
  *
+ * Transports: with RDMA enabled, a new connection's first byte (peeked)
+ * chooses it, as upstream: 0x3e is an RDMA handshake, run here within
+ * RDMA_HANDSHAKE_MS, after which the connection reads and writes the
+ * RDMA stream and waits on its fd (EPOLLIN only: room to write comes
+ * back as a completion, so every wake-up also flushes); anything else
+ * takes the TCP path, whose parser answers 0x15 and closes the rest.
+ *
  * Limits: the connection count is one atomic counter across threads;
  * over --max_connections an accepted socket is closed at once. Once a
  * second each thread closes its connections that were silent (or not
@@ -44,12 +51,14 @@
 
 #include <kvforge/status.h>
 
+#include "rdma/listener.h"
 #include "server/conn.h"
 #include "server/metrics.h"
 #include "server/service.h"
 
 #define MAX_EVENTS 64
 #define SWEEP_NS 1000000000ULL
+#define RDMA_HANDSHAKE_MS 1000
 
 struct loop_thread {
 	struct kvf_loop *loop;
@@ -79,6 +88,11 @@ static int set_interest(struct loop_thread *t, struct kvf_conn *c)
 	uint32_t ev = (kvf_conn_wants_read(c) ? EPOLLIN : 0) |
 		      (kvf_conn_wants_write(c) ? EPOLLOUT : 0);
 	struct epoll_event e = {.events = ev, .data.ptr = c};
+
+	if (c->rdma) {
+		kvf__rdma_want_read(c->rdma, kvf_conn_wants_read(c));
+		e.events = ev = EPOLLIN;
+	}
 
 	if (ev == c->events)
 		return 0;
@@ -166,10 +180,63 @@ static void accept_all(struct loop_thread *t)
 	}
 }
 
+/* Move @c onto the RDMA stream @s: wait on its fd, close the socket. */
+static enum kvf_conn_rc switch_to_rdma(struct loop_thread *t,
+				       struct kvf_conn *c,
+				       struct kvf__rdma_stream *s)
+{
+	struct epoll_event e = {.events = EPOLLIN, .data.ptr = c};
+	int fd = kvf__rdma_fd(s);
+
+	if (epoll_ctl(t->epfd, EPOLL_CTL_ADD, fd, &e)) {
+		kvf__rdma_drop(s);
+		return KVF_CONN_CLOSE;
+	}
+	epoll_ctl(t->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+	close(c->fd);
+	c->fd = fd;
+	c->rdma = s;
+	c->events = EPOLLIN;
+	return KVF_CONN_KEEP;
+}
+
+/* The first byte chooses the transport (see the design notes). */
+static enum kvf_conn_rc demux(struct loop_thread *t, struct kvf_conn *c)
+{
+	struct kvf__rdma_listener *l = t->loop->o.rdma;
+	struct kvf__rdma_stream *s;
+
+	switch (kvf__rdma_classify(l, c->fd)) {
+	case KVF_RDMA_FIRST_WAIT:
+		return KVF_CONN_KEEP;
+	case KVF_RDMA_FIRST_RDMA:
+		if (kvf__rdma_listener_accept(l, c->fd, RDMA_HANDSHAKE_MS, &s))
+			return KVF_CONN_CLOSE;
+		c->demuxed = true;
+		return switch_to_rdma(t, c, s);
+	default:
+		/* TCP; anything else is refused by the request parser, as
+		 * without RDMA. */
+		c->demuxed = true;
+		return KVF_CONN_KEEP;
+	}
+}
+
 static void on_conn_event(struct loop_thread *t, struct kvf_conn *c,
 			  uint32_t ev)
 {
 	enum kvf_conn_rc rc = KVF_CONN_KEEP;
+
+	if (!c->demuxed && t->loop->o.rdma) {
+		if (demux(t, c)) {
+			close_conn(t, c);
+			return;
+		}
+		if (!c->demuxed)
+			return; /* nothing received yet */
+	}
+	if (c->rdma)
+		ev |= EPOLLOUT;
 
 	if (ev & (EPOLLIN | EPOLLHUP | EPOLLERR))
 		rc = kvf_conn_readable(c, &t->env);

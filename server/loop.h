@@ -11,6 +11,7 @@
 
 struct kvf_loop;
 struct kvf_metrics;
+struct kvf__rdma_listener;
 struct kvf_service;
 
 /**
@@ -25,6 +26,8 @@ struct kvf_service;
  *	long is closed.
  * @tcp_nodelay: set TCP_NODELAY on accepted sockets (upstream does).
  * @service: answers the requests. @metrics: connection gauge (or NULL).
+ * @rdma: accept RDMA handshakes on the port (rdma/listener.h; not ready
+ *	without a device: handshakes are closed), or NULL: TCP only.
  */
 struct kvf_loop_options {
 	const char *address;
@@ -37,6 +40,7 @@ struct kvf_loop_options {
 	bool tcp_nodelay;
 	struct kvf_service *service;
 	struct kvf_metrics *metrics;
+	struct kvf__rdma_listener *rdma;
 };
 
 /**

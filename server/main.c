@@ -27,6 +27,7 @@
 #include <kvforge/engine.h>
 #include <kvforge/status.h>
 
+#include "rdma/listener.h"
 #include "server/abi.h"
 #include "server/flags.h"
 #include "server/http.h"
@@ -43,6 +44,7 @@ struct master {
 	struct kvf_metrics *metrics;
 	struct kvf_service *service;
 	struct kvf_loop *loop;
+	struct kvf__rdma_listener *rdma;
 	struct kvf_http_server *http_metrics;
 	struct kvf_http_server *http_metadata;
 };
@@ -157,6 +159,14 @@ static int start_rpc(struct master *m)
 		return ret;
 	}
 	lo.service = m->service;
+	if (kvf__rdma_wanted(f->enable_rdma)) {
+		ret = kvf__rdma_listener_open(NULL, &m->rdma);
+		if (ret) {
+			die_status("preparing RDMA", ret);
+			return ret;
+		}
+		lo.rdma = m->rdma;
+	}
 	ret = kvf_loop_start(&lo, &m->loop);
 	if (ret) {
 		fprintf(stderr, "kvforge-master: cannot listen on %s:%u: %s\n",
@@ -164,9 +174,9 @@ static int start_rpc(struct master *m)
 		return ret;
 	}
 	printf("kvforge-master: RPC listening on %s:%u (%u threads, "
-	       "Mooncake ABI %s)\n",
-	       f->rpc_address, kvf_loop_port(m->loop), lo.threads,
-	       m->abi->name);
+	       "Mooncake ABI %s%s)\n",
+	       f->rpc_address, kvf_loop_port(m->loop), lo.threads, m->abi->name,
+	       kvf__rdma_listener_ready(m->rdma) ? ", TCP and RDMA" : "");
 	fflush(stdout);
 	return KVF_OK;
 }
@@ -237,6 +247,7 @@ static void shutdown_master(struct master *m)
 	kvf_http_stop(m->http_metadata);
 	kvf_http_stop(m->http_metrics);
 	kvf_loop_stop(m->loop);
+	kvf__rdma_listener_close(m->rdma);
 	kvf_service_free(m->service);
 	kvf_registry_close(m->registry);
 	kvf_engine_close(m->engine); /* flushes the journal */
