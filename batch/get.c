@@ -7,22 +7,37 @@
  * Dekker pair with remove, see engine/objstate.h). A REPLACED record means
  * a newer one holds the key: look it up again. Replica lists are
  * immutable, so copying them needs no lock either.
+ *
+ * A record that is not visible still says why: a put not yet ended
+ * (PROCESSING, or ENDING while its put_end is journaled) makes get answer
+ * "not ready", as remove does; exist folds that into "not found". The state
+ * is read anyway, so telling them apart costs the hit path nothing.
  */
 #include "config.h"
 
 #include "batch/batch.h"
 #include "engine/objstate.h"
 
+/* Why a record in base state @s is invisible to readers. */
+static enum kvf_status invisible_status(uint32_t s)
+{
+	if (s == KVF__OBJ_PROCESSING || s == KVF__OBJ_ENDING)
+		return KVF_ERR_OBJECT_NOT_READY;
+	return KVF_ERR_OBJECT_NOT_FOUND;
+}
+
 /*
- * Grant the lease on key @i and return its visible record, or NULL. The
- * caller is inside a read-side section; the record stays valid until it
- * leaves it.
+ * Grant the lease on key @i and return its visible record, or NULL with
+ * *@why set. The caller is inside a read-side section; the record stays
+ * valid until it leaves it.
  */
 static struct kvf__object *lease_visible(struct kvf__batch *b, size_t i,
-					 uint64_t deadline)
+					 uint64_t deadline,
+					 enum kvf_status *why)
 {
 	struct kvf__object *o = b->obj[i];
 
+	*why = KVF_ERR_OBJECT_NOT_FOUND;
 	while (o) {
 		uint32_t s = kvf__obj_read_state(o);
 
@@ -30,14 +45,18 @@ static struct kvf__object *lease_visible(struct kvf__batch *b, size_t i,
 			o = kvf__batch_relookup(b, i);
 			continue;
 		}
-		if (s != KVF__OBJ_COMPLETE)
+		if (s != KVF__OBJ_COMPLETE) {
+			*why = invisible_status(s);
 			return NULL;
+		}
 		kvf__obj_extend_lease(o, deadline);
 		s = kvf__obj_read_state(o);
 		if (s == KVF__OBJ_COMPLETE)
 			return o;
-		if (s != KVF__OBJ_REPLACED)
+		if (s != KVF__OBJ_REPLACED) {
+			*why = invisible_status(s);
 			return NULL;
+		}
 		o = kvf__batch_relookup(b, i);
 	}
 	return NULL;
@@ -49,12 +68,14 @@ static void lease_all(struct kvf__batch *b, struct kvf_replicas *out)
 
 	for (size_t i = 0; i < b->n; i++) {
 		struct kvf__object *o;
+		enum kvf_status why;
 
 		if (b->status[i] != KVF_OK)
 			continue;
-		o = lease_visible(b, i, deadline);
+		o = lease_visible(b, i, deadline, &why);
 		if (!o) {
-			b->status[i] = KVF_ERR_OBJECT_NOT_FOUND;
+			/* exist (no @out) answers only "there or not" */
+			b->status[i] = out ? why : KVF_ERR_OBJECT_NOT_FOUND;
 			continue;
 		}
 		if (out)

@@ -184,7 +184,9 @@ int kvf_batch_put_revoke(struct kvf_engine *engine, uint64_t client_id,
  * Grants or extends each found object's lease to now + lease TTL (never
  * shortens it). A leased object is not evicted, nor removed without force.
  *
- * Item errors: %KVF_ERR_OBJECT_NOT_FOUND (absent or still processing).
+ * Item errors: %KVF_ERR_OBJECT_NOT_FOUND (absent, removed or evicted),
+ * %KVF_ERR_OBJECT_NOT_READY (its put has not ended yet, or its put_end is
+ * in flight).
  * Context: any thread; RCU reader; lock-free, never blocks.
  */
 int kvf_batch_get(struct kvf_engine *engine, const struct kvf_key *keys,
@@ -196,7 +198,8 @@ int kvf_batch_get(struct kvf_engine *engine, const struct kvf_key *keys,
  * @engine: the engine.
  * @keys: @n keys.
  * @n: batch size.
- * @status: @n per-item: %KVF_OK (exists) or %KVF_ERR_OBJECT_NOT_FOUND.
+ * @status: @n per-item: %KVF_OK (exists) or %KVF_ERR_OBJECT_NOT_FOUND
+ *          (also for an object whose put has not ended yet).
  *
  * Return: %KVF_OK when every key was answered (found or not),
  * %KVF_ERR_PARTIAL when some were refused (invalid or duplicate keys).

@@ -37,6 +37,7 @@ BINARY = None
 
 CFG = [1, 0, 0, 0, None, False, [], "", [], False, 0, "", None]
 MIB = 1 << 20
+REPLICA_IS_NOT_READY = -703
 OBJECT_NOT_FOUND = -704
 OBJECT_ALREADY_EXISTS = -705
 OBJECT_HAS_LEASE = -706
@@ -228,6 +229,14 @@ def scenario_flow():
            "BatchRemove")
 
         ok(c.call("PutStart", me, "k4", 64, CFG, "default"), "PutStart k4")
+        eq(err(c.call("GetReplicaList", "k4", "default")),
+           REPLICA_IS_NOT_READY, "GetReplicaList of a put not yet ended")
+        eq([x.get("error") for x in
+            items(c.call("BatchGetReplicaList", ["k4", "zz"], "default"))],
+           [REPLICA_IS_NOT_READY, OBJECT_NOT_FOUND],
+           "BatchGetReplicaList of a put not yet ended")
+        eq(ok(c.call("ExistKey", "k4", "default"), "ExistKey"), False,
+           "a put not yet ended does not exist")
         ok(c.call("PutRevoke", me, "k4", 4, "default"), "PutRevoke")
         eq(err(c.call("GetReplicaList", "k4", "default")), OBJECT_NOT_FOUND,
            "revoked put is gone")

@@ -158,12 +158,21 @@ static void check_fillers(void)
 		keys[i] = key_of(filler_keys[i]);
 	kvf_batch_get(S.e, keys, FILLERS, out, st, NULL);
 	for (int i = 0; i < FILLERS; i++) {
-		if (st[i] == KVF_ERR_OBJECT_NOT_FOUND)
+		/* Absent, or caught between put_start and put_end. */
+		if (st[i] == KVF_ERR_OBJECT_NOT_FOUND ||
+		    st[i] == KVF_ERR_OBJECT_NOT_READY)
 			continue;
 		if (st[i] != KVF_OK || out[i].count != 1 ||
 		    out[i].replica[0].size != FILLER_SIZE)
 			report_failure("filler", (size_t)i, st[i]);
 	}
+}
+
+/* A miss is "not found", or for get also "not ready" (a put in flight). */
+static bool read_miss_ok(enum kvf_status st, bool was_get)
+{
+	return st == KVF_ERR_OBJECT_NOT_FOUND ||
+	       (was_get && st == KVF_ERR_OBJECT_NOT_READY);
 }
 
 static void *reader(void *arg)
@@ -196,7 +205,7 @@ static void *reader(void *arg)
 							 __ATOMIC_SEQ_CST);
 
 			if (st[i] != KVF_OK) {
-				if (st[i] != KVF_ERR_OBJECT_NOT_FOUND)
+				if (!read_miss_ok(st[i], rng & 1))
 					report_failure("read status", idx[i], st[i]);
 				continue;
 			}

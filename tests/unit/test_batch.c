@@ -219,7 +219,7 @@ static void test_put_start_placement(void **state)
 		assert_true(out.replica[i].addr + size <= info.base + info.size);
 		assert_true(info.used_bytes >= size);
 	}
-	assert_int_equal(get1(f->e, "two", NULL), KVF_ERR_OBJECT_NOT_FOUND);
+	assert_int_equal(get1(f->e, "two", NULL), KVF_ERR_OBJECT_NOT_READY);
 	assert_int_equal(end1(f->e, C1, "two"), KVF_OK);
 	assert_int_equal(get1(f->e, "two", &got), KVF_OK);
 	assert_replicas_equal(&got, &out);

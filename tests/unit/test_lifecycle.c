@@ -119,7 +119,8 @@ static void test_full_lifecycle(void **state)
 
 	assert_int_equal(mount(f->e, C1, 1, 64 * MIB), KVF_OK);
 	assert_int_equal(put1(f->e, C1, "k", 4 * MIB, 1, &started), KVF_OK);
-	assert_int_equal(get1(f->e, "k", NULL), KVF_ERR_OBJECT_NOT_FOUND);
+	assert_int_equal(get1(f->e, "k", NULL), KVF_ERR_OBJECT_NOT_READY);
+	assert_int_equal(exist1(f->e, "k"), KVF_ERR_OBJECT_NOT_FOUND);
 	assert_int_equal(end1(f->e, C1, "k"), KVF_OK);
 	assert_int_equal(get1(f->e, "k", &got), KVF_OK);
 	assert_replicas_equal(&got, &started);
