@@ -11,10 +11,23 @@
  * indexed by seq_num: seq numbers are issued consecutively and at most
  * table-size are outstanding, so a slot is never reused while busy and a
  * lookup is one index plus a seq check.
+ *
+ * Transport: over RDMA (coro_rpc's ibverbs socket) the TCP connection only
+ * carries the handshake and is closed; the same frames then flow through
+ * the stream's recv/send (socket conventions, rdma/listener.h) and the
+ * client waits on the stream's fd, which has no POLLOUT: room to write
+ * comes back as a completion, so pending output is retried on every wake.
  */
 #include "config.h"
 
 #include "server/client.h"
+
+#include "rdma/listener.h"
+#include "rdma/rdma.h"
+#if HAVE_VERBS
+#include "rdma/ops.h"
+#include "rdma/stream.h"
+#endif
 
 #include <errno.h>
 #include <fcntl.h>
@@ -31,6 +44,8 @@
 
 /* Largest response accepted: a batch answer of a few thousand items. */
 #define CLIENT_MAX_FRAME (64u << 20)
+/* The whole RDMA handshake (the master bounds its side by 1 s). */
+#define CLIENT_DIAL_MS 5000
 
 struct pending {
 	bool busy;
@@ -41,7 +56,8 @@ struct pending {
 };
 
 struct kvf_client {
-	int fd;
+	int fd; /* -1 over RDMA */
+	struct kvf__rdma_stream *rdma;
 	const struct kvf_abi *abi;
 	uint32_t next_seq;
 	unsigned outstanding;
@@ -97,35 +113,55 @@ static int connect_to(const char *host, uint16_t port)
 	return fd;
 }
 
-int kvf_client_connect(const char *host, uint16_t port,
-		       const struct kvf_abi *abi, unsigned max_outstanding,
-		       struct kvf_client **out)
+/* The RDMA handshake over the fresh socket, which is closed either way. */
+static int dial_rdma(struct kvf_client *c, struct kvf__rdma_dev *dev)
+{
+#if HAVE_VERBS
+	int rc = kvf__rdma_dial_fd(c->fd, dev, NULL, CLIENT_DIAL_MS, &c->rdma);
+
+	close(c->fd);
+	c->fd = -1;
+	return rc ? -ECONNREFUSED : 0;
+#else
+	(void)dev;
+	close(c->fd);
+	c->fd = -1;
+	return -ENOTSUP;
+#endif
+}
+
+int kvf_client_connect_via(const char *host, uint16_t port,
+			   const struct kvf_abi *abi, unsigned max_outstanding,
+			   struct kvf__rdma_dev *dev, struct kvf_client **out)
 {
 	struct kvf_client *c;
 	unsigned n = 1;
-	int fd;
+	int rc;
 
 	while (n < max_outstanding && n < (1u << 20))
 		n <<= 1;
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
+	c->fd = -1;
 	c->slots = calloc(n, sizeof(*c->slots));
 	c->in_cap = 1 << 16;
 	c->in = malloc(c->in_cap);
+	rc = -ENOMEM;
 	if (!c->slots || !c->in)
 		goto err_free;
 	c->mask = n - 1;
 	c->abi = abi;
 	kvf_wbuf_init(&c->out);
-	fd = connect_to(host, port);
-	if (fd < 0) {
-		free(c->slots);
-		free(c->in);
-		free(c);
-		return fd;
+	rc = connect_to(host, port);
+	if (rc < 0)
+		goto err_free;
+	c->fd = rc;
+	if (dev) {
+		rc = dial_rdma(c, dev);
+		if (rc)
+			goto err_free;
 	}
-	c->fd = fd;
 	*out = c;
 	return 0;
 
@@ -133,14 +169,48 @@ err_free:
 	free(c->slots);
 	free(c->in);
 	free(c);
-	return -ENOMEM;
+	return rc;
+}
+
+int kvf_client_connect(const char *host, uint16_t port,
+		       const struct kvf_abi *abi, unsigned max_outstanding,
+		       struct kvf_client **out)
+{
+	return kvf_client_connect_via(host, port, abi, max_outstanding, NULL,
+				      out);
+}
+
+int kvf_client_rdma_open(struct kvf__rdma_dev **dev, char *why, size_t len)
+{
+#if HAVE_VERBS
+	const struct kvf__verbs_ops *ops = kvf__verbs_ibv(why, len);
+
+	if (!ops)
+		return KVF_ERR_UNAVAILABLE;
+	return kvf__rdma_dev_open(ops, dev, why, len);
+#else
+	*dev = NULL;
+	snprintf(why, len, "built without the RDMA transport");
+	return KVF_ERR_UNAVAILABLE;
+#endif
+}
+
+void kvf_client_rdma_close(struct kvf__rdma_dev *dev)
+{
+#if HAVE_VERBS
+	kvf__rdma_dev_close(dev);
+#else
+	(void)dev;
+#endif
 }
 
 void kvf_client_close(struct kvf_client *c)
 {
 	if (!c)
 		return;
-	close(c->fd);
+	kvf__rdma_drop(c->rdma); /* NULL over TCP: ignored */
+	if (c->fd >= 0)
+		close(c->fd);
 	kvf_wbuf_free(&c->out);
 	free(c->slots);
 	free(c->in);
@@ -189,11 +259,38 @@ int kvf_client_send(struct kvf_client *c, const struct kvf_msg_req *req,
 	return 0;
 }
 
+/* The transport's send/recv/poll fd: the socket, or the RDMA stream. */
+static ssize_t client_send(struct kvf_client *c, const void *buf, size_t len)
+{
+	return c->rdma ? kvf__rdma_send(c->rdma, buf, len)
+		       : send(c->fd, buf, len, MSG_NOSIGNAL);
+}
+
+static ssize_t client_recv(struct kvf_client *c, void *buf, size_t len)
+{
+	return c->rdma ? kvf__rdma_recv(c->rdma, buf, len)
+		       : recv(c->fd, buf, len, 0);
+}
+
+static struct pollfd client_pollfd(const struct kvf_client *c)
+{
+	struct pollfd pfd = {.events = POLLIN};
+
+	if (c->rdma) {
+		pfd.fd = kvf__rdma_fd(c->rdma);
+		return pfd;
+	}
+	pfd.fd = c->fd;
+	if (c->out_done < c->out.len)
+		pfd.events |= POLLOUT;
+	return pfd;
+}
+
 int kvf_client_flush(struct kvf_client *c)
 {
 	while (c->out_done < c->out.len) {
-		ssize_t n = send(c->fd, c->out.data + c->out_done,
-				 c->out.len - c->out_done, MSG_NOSIGNAL);
+		ssize_t n = client_send(c, c->out.data + c->out_done,
+					c->out.len - c->out_done);
 
 		if (n < 0) {
 			if (errno == EINTR)
@@ -248,12 +345,10 @@ static int make_room(struct kvf_client *c, size_t need)
 /* Wait for input (or output room) until @deadline_ns (UINT64_MAX: none). */
 static int wait_io(struct kvf_client *c, uint64_t deadline_ns)
 {
-	struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
+	struct pollfd pfd = client_pollfd(c);
 	struct timespec ts, *tsp = NULL;
 	int n;
 
-	if (c->out_done < c->out.len)
-		pfd.events |= POLLOUT;
 	if (deadline_ns != UINT64_MAX) {
 		uint64_t now = kvf_client_now_ns();
 		uint64_t left = deadline_ns > now ? deadline_ns - now : 0;
@@ -275,7 +370,7 @@ static int read_some(struct kvf_client *c, size_t need)
 
 	if (rc)
 		return rc;
-	n = recv(c->fd, c->in + c->in_tail, c->in_cap - c->in_tail, 0);
+	n = client_recv(c, c->in + c->in_tail, c->in_cap - c->in_tail);
 	if (n == 0)
 		return -ECONNRESET;
 	if (n < 0)

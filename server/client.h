@@ -23,6 +23,7 @@
 #include "server/msg.h"
 
 struct kvf_client;
+struct kvf__rdma_dev;
 
 /**
  * kvf_client_connect() - open a connection (blocking connect, TCP_NODELAY).
@@ -36,6 +37,36 @@ struct kvf_client;
 int kvf_client_connect(const char *host, uint16_t port,
 		       const struct kvf_abi *abi, unsigned max_outstanding,
 		       struct kvf_client **out);
+
+/**
+ * kvf_client_connect_via() - kvf_client_connect() over a transport.
+ * @dev: NULL for TCP; an RDMA device (kvf_client_rdma_open()) to run
+ *	coro_rpc's RDMA handshake over the new TCP connection, close it and
+ *	speak the same frames over the RDMA stream. @dev must outlive the
+ *	connection.
+ * Context: may block up to 5 s in the handshake.
+ * Return: as kvf_client_connect(); -ECONNREFUSED when the handshake
+ * failed (the master does not serve RDMA, or no device on its side);
+ * -ENOTSUP in a build without the RDMA transport.
+ */
+int kvf_client_connect_via(const char *host, uint16_t port,
+			   const struct kvf_abi *abi, unsigned max_outstanding,
+			   struct kvf__rdma_dev *dev, struct kvf_client **out);
+
+/**
+ * kvf_client_rdma_open() - open the first usable RDMA device through
+ * libibverbs (loaded at run time), for kvf_client_connect_via().
+ * @why: receives the reason on failure. @len: its size.
+ * Return: %KVF_OK; %KVF_ERR_UNAVAILABLE (no library, no device, a kernel
+ * without RDMA, or a build without the transport); %KVF_ERR_NO_MEMORY.
+ */
+int kvf_client_rdma_open(struct kvf__rdma_dev **dev, char *why, size_t len);
+
+/**
+ * kvf_client_rdma_close() - release a device from kvf_client_rdma_open()
+ * after every connection on it was closed. NULL is ignored.
+ */
+void kvf_client_rdma_close(struct kvf__rdma_dev *dev);
 
 /** kvf_client_close() - close and free (outstanding requests are lost). */
 void kvf_client_close(struct kvf_client *c);

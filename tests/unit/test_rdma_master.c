@@ -6,6 +6,9 @@
  * master over TCP and to another fresh master over RDMA: the answers are
  * byte-identical. TCP clients keep being served beside RDMA ones. Without
  * a device the master still answers TCP and closes RDMA handshakes.
+ * The C client (server/client.c, as kvforge-bench --transport rdma uses
+ * it) gets the same answers over RDMA as over TCP, and fails cleanly when
+ * the master has no device.
  */
 #include "config.h"
 
@@ -28,6 +31,7 @@
 #include "rdma/fake.h"
 #include "rdma/listener.h"
 #include "server/abi.h"
+#include "server/client.h"
 #include "server/flags.h"
 #include "server/loop.h"
 #include "server/registry.h"
@@ -332,12 +336,74 @@ static void test_no_device_serves_tcp(void **state)
 	fixtures_free(&set);
 }
 
+/* ServiceReady then pipelined Pings through the C client on @dev. */
+static void client_session(struct master *m, struct kvf__rdma_dev *dev,
+			   int64_t *view)
+{
+	const struct kvf_abi *abi = kvf_abi_find(NULL);
+	struct kvf_msg_req q = {.rpc = KVF_RPC_ServiceReady};
+	struct kvf_msg_resp resp = {0};
+	struct kvf_client_resp r;
+	struct kvf_client *c;
+
+	assert_int_equal(kvf_client_connect_via("127.0.0.1",
+						kvf_loop_port(m->loop), abi, 8,
+						dev, &c),
+			 0);
+	assert_int_equal(kvf_client_call(c, &q, WAIT_MS, &resp), 0);
+	q = (struct kvf_msg_req){.rpc = KVF_RPC_Ping, .client_id = {1, 2}};
+	for (uint64_t tag = 0; tag < 8; tag++)
+		assert_int_equal(kvf_client_send(c, &q, tag, NULL), 0);
+	assert_int_equal(kvf_client_flush(c), 0);
+	for (uint64_t tag = 0; tag < 8; tag++) {
+		assert_int_equal(kvf_client_recv(c, WAIT_MS, &r), 0);
+		assert_int_equal(r.tag, tag);
+		assert_int_equal(r.err_code, 0);
+		assert_int_equal(kvf_msg_resp_decode(abi, KVF_RPC_Ping, r.body,
+						     r.len, &resp),
+				 0);
+	}
+	*view = resp.ping_view_version;
+	assert_int_equal(kvf_client_outstanding(c), 0);
+	kvf_client_close(c);
+}
+
+static void test_c_client_over_rdma(void **state)
+{
+	struct kvf__rdma_dev *dev = *state;
+	int64_t tcp_view = -1, rdma_view = -1;
+	struct master m;
+
+	master_start(&m, 0);
+	client_session(&m, NULL, &tcp_view);
+	client_session(&m, dev, &rdma_view);
+	assert_true(tcp_view >= 0);
+	assert_int_equal(tcp_view, rdma_view);
+	master_stop(&m);
+}
+
+static void test_c_client_no_master_device(void **state)
+{
+	struct kvf_client *c = NULL;
+	struct master m;
+
+	master_start(&m, ENOSYS);
+	assert_int_equal(
+		kvf_client_connect_via("127.0.0.1", kvf_loop_port(m.loop),
+				       kvf_abi_find(NULL), 8, *state, &c),
+		-ECONNREFUSED);
+	assert_null(c);
+	master_stop(&m);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_same_answers),
 		cmocka_unit_test(test_both_transports_at_once),
 		cmocka_unit_test(test_no_device_serves_tcp),
+		cmocka_unit_test(test_c_client_over_rdma),
+		cmocka_unit_test(test_c_client_no_master_device),
 	};
 
 	return cmocka_run_group_tests(tests, fake_dev_setup, fake_dev_teardown);

@@ -39,6 +39,7 @@ struct bench_opts {
 	bool keep_data;          /* --keep-data: do not wipe data_dir first */
 	bool scattered_keys;     /* --keys scattered (default: request) */
 	const char *master;      /* --master HOST:PORT (workload "master") */
+	bool rdma;               /* --transport rdma (default tcp) */
 	uint32_t connections;    /* --connections, default 1 */
 	uint32_t depth;          /* --depth: batch RPCs in flight per connection */
 	double seconds;          /* --seconds: timed phases; 0 = by --rounds */

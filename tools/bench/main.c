@@ -194,6 +194,9 @@ static void usage(FILE *f)
 		"                      pipelines allow)\n"
 		"  --mooncake-abi NAME master: the Mooncake revision spoken\n"
 		"                      (default latest; also v0.3.12.post1)\n"
+		"  --transport T       master: tcp (default) or rdma (coro_rpc's\n"
+		"                      RDMA handshake on each connection; needs\n"
+		"                      an RDMA device)\n"
 		"  --list              list workloads\n"
 		"or:    kvforge-bench compare --help   (paired A/B runs)\n");
 }
@@ -238,6 +241,7 @@ static double parse_seconds(const char *arg)
 static const char *const durability_names[] = { "bounded", "strict", "none" };
 static const char *const index_names[] = { "lfht", "bucket" };
 static const char *const key_mode_names[] = { "request", "scattered" };
+static const char *const transport_names[] = { "tcp", "rdma" };
 static const char *const placement_names[] = { "fragmentation_aware", "random",
 						"free_ratio_first" };
 
@@ -269,6 +273,7 @@ static void parse_options(int argc, char **argv, struct bench_opts *o)
 		{ "seconds", required_argument, NULL, 'T' },
 		{ "mooncake-abi", required_argument, NULL, 'A' },
 		{ "rate", required_argument, NULL, 'R' },
+		{ "transport", required_argument, NULL, 'X' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -308,6 +313,9 @@ static void parse_options(int argc, char **argv, struct bench_opts *o)
 		case 'T': o->seconds = parse_seconds(optarg); break;
 		case 'A': o->mooncake_abi = optarg; break;
 		case 'R': o->rate = (double)parse_u64(optarg); break;
+		case 'X':
+			o->rdma = parse_enum(optarg, transport_names, 2) == 1;
+			break;
 		case 'l':
 			for (size_t i = 0; i < NR_WORKLOADS; i++)
 				printf("%-12s %s\n", workloads[i].name,

@@ -73,6 +73,7 @@ struct mb_run {
 	uint64_t run_id;
 	struct kvf_uuid client_id;
 	struct kvf_msg_segment seg;
+	struct kvf__rdma_dev *dev; /* --transport rdma; NULL: TCP */
 	atomic_bool stop_ping;
 };
 
@@ -396,7 +397,8 @@ static void *ping_thread(void *arg)
 	struct kvf_msg_req q = {.rpc = KVF_RPC_Ping,
 				.client_id = run->client_id};
 
-	if (kvf_client_connect(run->host, run->port, run->abi, 4, &c))
+	if (kvf_client_connect_via(run->host, run->port, run->abi, 4, run->dev,
+				   &c))
 		return NULL;
 	while (!atomic_load(&run->stop_ping)) {
 		kvf_client_call(c, &q, MB_TIMEOUT_MS, &resp);
@@ -579,9 +581,10 @@ static void close_conns(struct mb_conn *conns, unsigned n)
 	free(conns);
 }
 
-int bench_master(const struct bench_opts *o, struct bench_results *r)
+static int run_master(const struct bench_opts *o, struct kvf__rdma_dev *dev,
+		      struct bench_results *r)
 {
-	struct mb_run run = {.o = o};
+	struct mb_run run = {.o = o, .dev = dev};
 	uint64_t seg_size, per;
 	struct mb_conn *conns;
 	pthread_t pinger;
@@ -636,8 +639,8 @@ int bench_master(const struct bench_opts *o, struct bench_results *r)
 			conns[i].interval_ns =
 				(uint64_t)((double)o->batch * 1e9 *
 					   o->connections / o->rate);
-		rc = kvf_client_connect(run.host, run.port, run.abi,
-					o->depth * 2, &conns[i].c);
+		rc = kvf_client_connect_via(run.host, run.port, run.abi,
+					    o->depth * 2, run.dev, &conns[i].c);
 		if (rc) {
 			fprintf(stderr,
 				"kvforge-bench: cannot connect to %s: "
@@ -663,5 +666,34 @@ int bench_master(const struct bench_opts *o, struct bench_results *r)
 	if (!rc)
 		call(conns[0].c, &q, &resp);
 	close_conns(conns, o->connections);
+	return rc;
+}
+
+/* --transport rdma: the device every connection dials through. */
+static int open_transport(const struct bench_opts *o,
+			  struct kvf__rdma_dev **dev)
+{
+	char why[256] = "";
+	int rc;
+
+	if (!o->rdma)
+		return 0;
+	rc = kvf_client_rdma_open(dev, why, sizeof(why));
+	if (rc)
+		fprintf(stderr,
+			"kvforge-bench: --transport rdma: no RDMA device: %s\n",
+			why[0] ? why : kvf_strerror(rc));
+	return rc;
+}
+
+int bench_master(const struct bench_opts *o, struct bench_results *r)
+{
+	struct kvf__rdma_dev *dev = NULL;
+	int rc = open_transport(o, &dev);
+
+	if (rc)
+		return rc;
+	rc = run_master(o, dev, r);
+	kvf_client_rdma_close(dev);
 	return rc;
 }
