@@ -14,7 +14,7 @@ check_PROGRAMS += tests/unit/test_rdma
 UNIT_TESTS += tests/unit/test_rdma
 tests_unit_test_rdma_LDADD = libkvforge-core.la
 
-EXTRA_DIST += tests/rdma scripts/rdma-check.sh
+EXTRA_DIST += tests/rdma/fixtures scripts/rdma-check.sh
 dist_noinst_SCRIPTS += scripts/rdma-check.sh
 
 if HAVE_VERBS
