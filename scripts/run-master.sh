@@ -13,9 +13,7 @@
 set -euo pipefail
 here=$(pwd)
 . "$(dirname "$0")/setup.sh"
-kvf_install_deps
-kvf_bootstrap
-kvf_build build
+kvf_setup_build
 cd "$here"
 
 bin=$KVF_TOP/build/kvforge-master

@@ -64,3 +64,11 @@ kvf_build() {
 	kvf_log "building $dir"
 	make -C "$dir" -j"$KVF_JOBS" -s >/dev/null
 }
+
+# kvf_setup_build: packages, autotools and the plain build in build/, as
+# the README's commands start.
+kvf_setup_build() {
+	kvf_install_deps
+	kvf_bootstrap
+	kvf_build build
+}
