@@ -110,8 +110,8 @@
 #include <kvforge/status.h>
 
 #include "alloc/segalloc.h"
-#include "engine/die.h"
-#include "engine/lock.h"
+#include "base/die.h"
+#include "base/lock.h"
 
 #define FAN 32
 /*

@@ -19,7 +19,7 @@
 #include <stdlib.h>
 
 #include "batch/batch.h"
-#include "engine/die.h"
+#include "base/die.h"
 #include "engine/mutation.h"
 #include "engine/objstate.h"
 

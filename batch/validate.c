@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "batch/batch.h"
-#include "engine/die.h"
+#include "base/die.h"
 #include "metadata/hash.h"
 
 static void fill_status(enum kvf_status *status, size_t n, int err)

@@ -17,7 +17,7 @@
 
 #include <stdlib.h>
 
-#include "engine/die.h"
+#include "base/die.h"
 #include "engine/internal.h"
 
 void kvf__replicas_free(struct kvf__object *o)

@@ -20,7 +20,8 @@
 
 #include <kvforge/version.h>
 
-#include "engine/die.h"
+#include "base/clock.h"
+#include "base/die.h"
 #include "engine/internal.h"
 #include "journal/journal.h"
 #include "metadata/hash.h"
@@ -29,11 +30,8 @@
 
 static uint64_t monotonic_ns(void *ctx)
 {
-	struct timespec ts;
-
 	(void)ctx;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+	return kvf__now_ns();
 }
 
 const char *kvf_version(void)
@@ -131,11 +129,9 @@ static void *background_main(void *arg)
 	kvf__rcu_ensure_registered();
 	pthread_mutex_lock(&e->bg_lock);
 	while (!e->bg_stop) {
-		clock_gettime(CLOCK_MONOTONIC, &deadline);
-		deadline.tv_nsec += (long)(e->cfg.tick_interval_ms % 1000) * 1000000L;
-		deadline.tv_sec += e->cfg.tick_interval_ms / 1000 +
-				   deadline.tv_nsec / 1000000000L;
-		deadline.tv_nsec %= 1000000000L;
+		kvf__deadline_ts(kvf__now_ns() + (uint64_t)e->cfg.tick_interval_ms *
+						  KVF__NS_PER_MS,
+				 &deadline);
 		pthread_cond_timedwait(&e->bg_cond, &e->bg_lock, &deadline);
 		if (e->bg_stop)
 			break;

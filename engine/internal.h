@@ -13,7 +13,7 @@
 
 #include "alloc/placement.h"
 #include "alloc/segalloc.h"
-#include "engine/rcu.h"
+#include "base/rcu.h"
 #include "metadata/arena.h"
 #include "metadata/index.h"
 #include "metadata/object.h"

@@ -1,11 +1,5 @@
 # SPDX-License-Identifier: MIT
 libkvforge_core_la_SOURCES += \
-	engine/die.h \
-	engine/lock.h \
-	engine/die.c \
-	engine/rcu.h \
-	engine/rcu.c \
-	engine/status.c \
 	engine/internal.h \
 	engine/objstate.h \
 	engine/mutation.h \

@@ -35,7 +35,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "engine/rcu.h"
+#include "base/rcu.h"
 #include "metadata/object.h"
 
 #define KVF__OBJ_LOCKED 0x100u

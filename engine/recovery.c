@@ -41,7 +41,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/die.h"
+#include "base/die.h"
 #include "engine/internal.h"
 #include "engine/objstate.h"
 #include "journal/journal.h"

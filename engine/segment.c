@@ -35,7 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/die.h"
+#include "base/die.h"
 #include "engine/internal.h"
 #include "engine/mutation.h"
 #include "engine/objstate.h"

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/clock.h"
 #include "journal/journal.h"
 
 #define BATCH 128
@@ -29,14 +30,6 @@ struct arg {
 	uint64_t records;
 	uint64_t encode_ns;
 };
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static void fill(struct kvf__jrec *r, char (*keys)[KEY_LEN], int id,
 		 uint64_t base)
@@ -62,13 +55,13 @@ static void *run(void *p)
 	struct arg *a = p;
 	struct kvf__jrec r[BATCH];
 	static __thread char keys[BATCH][KEY_LEN];
-	uint64_t end = now_ns() + (uint64_t)(a->secs * 1e9);
+	uint64_t end = kvf__now_ns() + (uint64_t)(a->secs * 1e9);
 
-	while (now_ns() < end) {
-		uint64_t t = now_ns();
+	while (kvf__now_ns() < end) {
+		uint64_t t = kvf__now_ns();
 
 		fill(r, keys, a->id, a->records);
-		a->encode_ns += now_ns() - t; /* key generation, not journal */
+		a->encode_ns += kvf__now_ns() - t; /* key generation, not journal */
 		if (kvf__journal_append(a->j, r, BATCH)) {
 			fprintf(stderr, "append failed\n");
 			exit(1);
@@ -108,7 +101,7 @@ int main(int argc, char **argv)
 	cfg.checkpoint_records = UINT64_MAX; /* measure appends alone */
 	if (kvf__journal_open(&cfg, &j))
 		return 1;
-	t0 = now_ns();
+	t0 = kvf__now_ns();
 	for (int i = 0; i < threads; i++) {
 		a[i] = (struct arg){ j, i, secs, 0, 0 };
 		pthread_create(&th[i], NULL, run, &a[i]);
@@ -118,7 +111,7 @@ int main(int argc, char **argv)
 		total += a[i].records;
 		fill_ns += a[i].encode_ns;
 	}
-	t0 = now_ns() - t0;
+	t0 = kvf__now_ns() - t0;
 	printf("%s, %d thread(s), batch %d: %.0f records/s; per batch and "
 	       "thread: %.2f us in append, %.2f us making keys\n",
 	       argv[2] ? argv[2] : "bounded", threads, BATCH,
@@ -134,21 +127,21 @@ int main(int argc, char **argv)
 			fill(r, keys, 99, w.records);
 			kvf__journal_append(j, r, BATCH);
 		}
-		t0 = now_ns();
+		t0 = kvf__now_ns();
 		kvf__journal_checkpoint(j);
 		printf("checkpoint of %llu records: %.3f s\n",
 		       (unsigned long long)(total + w.records),
-		       (now_ns() - t0) / 1e9);
+		       (kvf__now_ns() - t0) / 1e9);
 	}
 	kvf__journal_close(j);
-	t0 = now_ns();
+	t0 = kvf__now_ns();
 	if (kvf__journal_open(&cfg, &j))
 		return 1;
-	printf("open: %.3f s, estimate %llu\n", (now_ns() - t0) / 1e9,
+	printf("open: %.3f s, estimate %llu\n", (kvf__now_ns() - t0) / 1e9,
 	       (unsigned long long)kvf__journal_object_estimate(j));
-	t0 = now_ns();
+	t0 = kvf__now_ns();
 	kvf__journal_replay(j, &ops, &n);
-	t0 = now_ns() - t0;
+	t0 = kvf__now_ns() - t0;
 	printf("replay: %llu records in %.3f s: %.2f M records/s\n",
 	       (unsigned long long)n, t0 / 1e9, n / (t0 / 1e9) / 1e6);
 	kvf__journal_close(j);

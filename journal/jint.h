@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "base/clock.h"
 #include "journal/journal.h"
 
 /*
@@ -336,7 +337,6 @@ typedef int (*kvf__frames_fn)(struct kvf__journal *j, MDB_txn *txn,
  * is published together with the log's end. A kvf_status.
  */
 int kvf__commit_frames(struct kvf__journal *j, kvf__frames_fn fn, void *arg);
-uint64_t kvf__now_ns(void);
 /* With @mu held: the syncer has something to sync. */
 void kvf__mark_dirty(struct kvf__journal *j);
 /* With @mu held: the calling thread appends now (STRICT gathering). */
@@ -351,8 +351,6 @@ void kvf__note_appender(struct kvf__journal *j, uint64_t now);
 uint64_t kvf__gather_wait_ns(uint64_t avg_ns);
 bool kvf__group_complete(const struct kvf__journal *j, uint64_t now,
 			 uint64_t avg_ns, uint64_t waiting);
-/* @ns of CLOCK_MONOTONIC (kvf__now_ns()) as an absolute timespec. */
-void kvf__deadline_ts(uint64_t ns, struct timespec *ts);
 /* With @mu held: a pending injected errno fault as a kvf_status, or 0. */
 int kvf__take_errno_fault(struct kvf__journal *j);
 int kvf__writer_start(struct kvf__journal *j);

@@ -83,7 +83,7 @@
 #include <sys/sysmacros.h>
 #include <time.h>
 
-#include "engine/die.h"
+#include "base/die.h"
 #include "journal/jint.h"
 #include "metadata/hash.h"
 
@@ -99,14 +99,6 @@
 #define ZAP_MARGIN (1ull << 20)
 /* Below this much free space, a failed write means "disk full". */
 #define KVF__NEARLY_FULL (4ull << 20)
-
-uint64_t kvf__now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 /* --- Caller side: encoding a batch into frames. --- */
 
@@ -731,12 +723,6 @@ static int fold_wanted(struct kvf__journal *j)
 	    log && log >= j->cfg.checkpoint_records)
 		j->ckpt_target = j->st.last_seq;
 	return j->ckpt_target > j->st.ckpt_seq && !j->fold_blocked;
-}
-
-void kvf__deadline_ts(uint64_t ns, struct timespec *ts)
-{
-	ts->tv_sec = (time_t)(ns / 1000000000ull);
-	ts->tv_nsec = (long)(ns % 1000000000ull);
 }
 
 /* --- Group commit: leaders and followers. --- */

@@ -61,8 +61,8 @@
 
 #include <kvforge/status.h>
 
-#include "engine/die.h"
-#include "engine/lock.h"
+#include "base/die.h"
+#include "base/lock.h"
 #include "metadata/arena.h"
 #include "metadata/hugemem.h"
 

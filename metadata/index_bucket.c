@@ -112,9 +112,9 @@
 
 #include <kvforge/status.h>
 
-#include "engine/die.h"
-#include "engine/lock.h"
-#include "engine/rcu.h"
+#include "base/die.h"
+#include "base/lock.h"
+#include "base/rcu.h"
 #include "metadata/hash.h"
 #include "metadata/hugemem.h"
 #include "metadata/index.h"

@@ -21,8 +21,8 @@
 
 #include <kvforge/status.h>
 
-#include "engine/die.h"
-#include "engine/rcu.h"
+#include "base/die.h"
+#include "base/rcu.h"
 #include "metadata/index.h"
 
 _Static_assert(sizeof(struct cds_lfht_node) == KVF__OBJ_HOOK_SIZE,

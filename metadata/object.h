@@ -32,7 +32,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/rcu.h"
+#include "base/rcu.h"
 
 struct kvf__arena;
 struct kvf__segment;

@@ -58,7 +58,7 @@
 #include <kvforge/engine.h>
 #include <kvforge/status.h>
 
-#include "engine/die.h"
+#include "base/die.h"
 #include "profiling/stage.h"
 #include "profiling/tier.h"
 

@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "base/clock.h"
 #include "profiling/stage.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -81,10 +82,7 @@ extern bool kvf__clock_use_tsc;
 
 static inline uint64_t kvf__clock_mono_ns(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	return kvf__now_ns();
 }
 
 static inline uint64_t kvf__clock_ticks(void)

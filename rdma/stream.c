@@ -56,6 +56,7 @@
 
 #include <kvforge/status.h>
 
+#include "base/clock.h"
 #include "rdma/stream.h"
 
 #define KVF_RDMA_PORT 1
@@ -675,18 +676,10 @@ int kvf__rdma_accept(struct kvf__rdma_dev *dev, const struct kvf__rdma_cfg *cfg,
 
 /* ---- close ---------------------------------------------------------- */
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 /* Wait for the channel fd at most until @deadline; false when it passed. */
 static bool wait_fd(int fd, uint64_t deadline)
 {
-	uint64_t now = now_ms();
+	uint64_t now = kvf__now_ms();
 	struct pollfd p = {.fd = fd, .events = POLLIN};
 
 	if (now >= deadline)
@@ -698,7 +691,7 @@ static bool wait_fd(int fd, uint64_t deadline)
 /* Flush queued bytes, then post the close SEND and wait for it. */
 static void send_close(struct kvf__rdma_stream *s)
 {
-	uint64_t deadline = now_ms() + s->cfg.close_wait_ms;
+	uint64_t deadline = kvf__now_ms() + s->cfg.close_wait_ms;
 
 	while (!s->err && !s->close_done) {
 		/* The SQ has a slot for the close beside the data SENDs. */
@@ -758,7 +751,7 @@ static int xfer(int fd, uint8_t *buf, size_t len, bool out, uint64_t deadline)
 		if (n == 0 ||
 		    (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
 			return KVF_ERR_IO;
-		now = now_ms();
+		now = kvf__now_ms();
 		if (now >= deadline || poll(&p, 1, (int)(deadline - now)) < 0)
 			return KVF_ERR_IO;
 	}
@@ -769,7 +762,7 @@ int kvf__rdma_dial_fd(int fd, struct kvf__rdma_dev *dev,
 		      const struct kvf__rdma_cfg *cfg, int timeout_ms,
 		      struct kvf__rdma_stream **out)
 {
-	uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
+	uint64_t deadline = kvf__now_ms() + (uint64_t)timeout_ms;
 	uint8_t block[KVF_RDMA_HS_LEN];
 	struct kvf__rdma_hs hs;
 	struct kvf__rdma_stream *s;
@@ -798,7 +791,7 @@ int kvf__rdma_serve_fd(int fd, uint8_t first, struct kvf__rdma_dev *dev,
 		       const struct kvf__rdma_cfg *cfg, int timeout_ms,
 		       struct kvf__rdma_stream **out)
 {
-	uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
+	uint64_t deadline = kvf__now_ms() + (uint64_t)timeout_ms;
 	uint8_t block[KVF_RDMA_HS_LEN], reply[KVF_RDMA_HS_LEN];
 	struct kvf__rdma_stream *s;
 	int ret;

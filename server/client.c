@@ -22,6 +22,8 @@
 
 #include "server/client.h"
 
+#include "base/clock.h"
+
 #include "rdma/listener.h"
 #include "rdma/rdma.h"
 #if HAVE_VERBS
@@ -72,10 +74,7 @@ struct kvf_client {
 
 uint64_t kvf_client_now_ns(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	return kvf__now_ns();
 }
 
 static int connect_to(const char *host, uint16_t port)

@@ -43,6 +43,8 @@
 
 #include "server/http.h"
 
+#include "base/clock.h"
+
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <errno.h>
@@ -493,14 +495,6 @@ incomplete:
 
 /* ---- connections ---- */
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 static void conn_free(struct http_conn *c)
 {
 	close(c->fd);
@@ -632,7 +626,7 @@ static bool conn_read(struct kvf_http_server *srv, struct http_conn *c)
 
 		if (n > 0) {
 			c->in_len += (size_t)n;
-			c->last_active_ms = now_ms();
+			c->last_active_ms = kvf__now_ms();
 			continue;
 		}
 		if (n == 0) {
@@ -671,7 +665,7 @@ static bool conn_write(struct http_conn *c)
 
 		if (n > 0) {
 			c->out_sent += (size_t)n;
-			c->last_active_ms = now_ms();
+			c->last_active_ms = kvf__now_ms();
 			continue;
 		}
 		if (n < 0 && errno == EINTR)
@@ -683,7 +677,7 @@ static bool conn_write(struct http_conn *c)
 		if (c->peer_eof || shutdown(c->fd, SHUT_WR) < 0)
 			return false;
 		c->draining = true;
-		c->drain_until_ms = now_ms() + HTTP_DRAIN_MS;
+		c->drain_until_ms = kvf__now_ms() + HTTP_DRAIN_MS;
 	}
 	return true;
 }
@@ -694,7 +688,7 @@ static bool conn_serve(struct kvf_http_server *srv, struct http_conn *c,
 {
 	if (c->draining)
 		return (revents & POLLIN) && conn_drain(c) &&
-		       now_ms() < c->drain_until_ms;
+		       kvf__now_ms() < c->drain_until_ms;
 	if (revents & POLLIN) {
 		if (!conn_read(srv, c))
 			return false;
@@ -743,7 +737,7 @@ static void accept_all(struct kvf_http_server *srv)
 			if (errno == EMFILE || errno == ENFILE ||
 			    errno == ENOBUFS || errno == ENOMEM)
 				srv->accept_resume_ms =
-					now_ms() + HTTP_ACCEPT_BACKOFF_MS;
+					kvf__now_ms() + HTTP_ACCEPT_BACKOFF_MS;
 			return;
 		}
 		if (srv->nconns == HTTP_MAX_CONNS) {
@@ -760,7 +754,7 @@ static void accept_all(struct kvf_http_server *srv)
 			continue;
 		}
 		c->fd = fd;
-		c->last_active_ms = now_ms();
+		c->last_active_ms = kvf__now_ms();
 		srv->conns[srv->nconns++] = c;
 	}
 }
@@ -784,7 +778,7 @@ static void *server_thread(void *arg)
 
 		fds[0] = (struct pollfd){.fd = srv->wake_fd, .events = POLLIN};
 		/* A negative fd is ignored by poll(): accepting paused. */
-		fds[1] = (struct pollfd){.fd = now_ms() < srv->accept_resume_ms
+		fds[1] = (struct pollfd){.fd = kvf__now_ms() < srv->accept_resume_ms
 						       ? -1
 						       : srv->listen_fd,
 					 .events = POLLIN};
@@ -803,7 +797,7 @@ static void *server_thread(void *arg)
 			break;
 		/* Serve before accepting: the array may be reordered by drops.
 		 */
-		now = now_ms();
+		now = kvf__now_ms();
 		for (i = n; i-- > 0;) {
 			struct http_conn *c = polled[i];
 			bool keep = true;

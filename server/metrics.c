@@ -34,6 +34,8 @@
 
 #include "server/metrics.h"
 
+#include "base/clock.h"
+
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -171,17 +173,9 @@ static bool is_batch_rpc(enum kvf_rpc rpc)
 	return strncmp(rpc_names[rpc], "Batch", 5) == 0;
 }
 
-static uint64_t monotonic_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
 static uint64_t uptime_s(const struct kvf_metrics *m)
 {
-	return (monotonic_ns() - m->started_ns) / 1000000000ULL;
+	return (kvf__now_ns() - m->started_ns) / 1000000000ULL;
 }
 
 int kvf_metrics_new(struct kvf_metrics **out)
@@ -194,7 +188,7 @@ int kvf_metrics_new(struct kvf_metrics **out)
 	if (!m)
 		return KVF_ERR_NO_MEMORY;
 	memset(m, 0, sizeof(*m));
-	m->started_ns = monotonic_ns();
+	m->started_ns = kvf__now_ns();
 	*out = m;
 	return KVF_OK;
 }

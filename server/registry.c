@@ -34,6 +34,8 @@
 
 #include "server/registry.h"
 
+#include "base/clock.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -95,14 +97,6 @@ uint64_t kvf_registry_id(struct kvf_uuid u)
 static bool uuid_eq(struct kvf_uuid a, struct kvf_uuid b)
 {
 	return a.first == b.first && a.second == b.second;
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
 /* ---- index -------------------------------------------------------------- */
@@ -221,7 +215,7 @@ static struct client_ent *client_get(struct kvf_registry *r,
 		 sizeof(*r->clients)))
 		return NULL;
 	r->clients[r->nclients] = (struct client_ent){
-		.uuid = uuid, .id = id, .last_ping_ns = now_ns()};
+		.uuid = uuid, .id = id, .last_ping_ns = kvf__now_ns()};
 	return &r->clients[r->nclients++];
 }
 
@@ -566,7 +560,7 @@ void kvf_registry_set_live(struct kvf_registry *r, struct kvf_uuid client)
 			c = NULL;
 	}
 	if (c && uuid_eq(c->uuid, client)) {
-		__atomic_store_n(&c->last_ping_ns, now_ns(), __ATOMIC_RELAXED);
+		__atomic_store_n(&c->last_ping_ns, kvf__now_ns(), __ATOMIC_RELAXED);
 		if (!__atomic_exchange_n(&c->live, true, __ATOMIC_RELAXED))
 			__atomic_fetch_add(&r->live, 1, __ATOMIC_RELAXED);
 	}
@@ -583,7 +577,7 @@ bool kvf_registry_ping(struct kvf_registry *r, struct kvf_uuid client)
 	pthread_rwlock_rdlock(&r->lock);
 	c = client_find(r, id);
 	if (c && uuid_eq(c->uuid, client)) {
-		__atomic_store_n(&c->last_ping_ns, now_ns(), __ATOMIC_RELAXED);
+		__atomic_store_n(&c->last_ping_ns, kvf__now_ns(), __ATOMIC_RELAXED);
 		live = __atomic_load_n(&c->live, __ATOMIC_RELAXED);
 		/* The engine expired it (its segments are gone): it must
 		 * mount again, as upstream's TTL rule says. */
@@ -623,7 +617,7 @@ static bool sweep_needed(struct kvf_registry *r, uint64_t now)
 int kvf_registry_sweep(struct kvf_registry *r)
 {
 	struct kvf_segment_info info;
-	uint64_t now = now_ns();
+	uint64_t now = kvf__now_ns();
 	bool changed = false;
 	int ret = KVF_OK;
 

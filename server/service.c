@@ -32,6 +32,8 @@
 
 #include "server/service.h"
 
+#include "base/clock.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -111,10 +113,7 @@ struct call {
 
 uint64_t kvf_service_now_ns(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+	return kvf__now_ns();
 }
 
 int32_t kvf_service_mc_error(int status)

@@ -19,7 +19,7 @@
 
 #include "tests/unit/helpers.h"
 
-#include "engine/rcu.h"
+#include "base/rcu.h"
 #include "journal/journal.h"
 
 /* ---- the log callback ---- */

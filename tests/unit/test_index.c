@@ -24,7 +24,7 @@
 
 #include <kvforge/status.h>
 
-#include "engine/rcu.h"
+#include "base/rcu.h"
 #include "metadata/hash.h"
 #include "metadata/index.h"
 #include "tests/unit/index_helpers.h"

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * engine/rcu.c - transparent RCU registration of calling threads.
+ * base/rcu.c - transparent RCU registration of calling threads.
  *
  * Every public entry point calls kvf__rcu_ensure_registered(). The first
  * call on a thread that nobody registered registers it with urcu-memb and
@@ -25,8 +25,8 @@
 
 #include <kvforge/engine.h>
 
-#include "engine/die.h"
-#include "engine/rcu.h"
+#include "base/die.h"
+#include "base/rcu.h"
 
 char kvf__rcu_gp_token;
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * engine/lock.h - mutexes for short critical sections.
+ * base/lock.h - mutexes for short critical sections.
  *
  * The allocator, index stripe and arena class locks are held for a few
  * hundred nanoseconds. With a default mutex, a thread that finds one taken
@@ -11,8 +11,8 @@
  * spins for a short, bounded while before it sleeps, which covers such
  * sections; it is still a pthread mutex (ThreadSanitizer understands it).
  */
-#ifndef KVF_ENGINE_LOCK_H
-#define KVF_ENGINE_LOCK_H
+#ifndef KVF_BASE_LOCK_H
+#define KVF_BASE_LOCK_H
 
 #include <pthread.h>
 
@@ -30,4 +30,4 @@ static inline int kvf__mutex_init_short(pthread_mutex_t *m)
 	return rc;
 }
 
-#endif /* KVF_ENGINE_LOCK_H */
+#endif /* KVF_BASE_LOCK_H */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * engine/status.c - messages and names generated from KVF_STATUS_TABLE.
+ * base/status.c - messages and names generated from KVF_STATUS_TABLE.
  */
 #include "config.h"
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * engine/rcu.h - the one place that names the liburcu flavour.
+ * base/rcu.h - the one place that names the liburcu flavour.
  *
  * KVForge uses urcu-memb: read lock/unlock cost ~1 ns, readers may block,
  * and no offline/online dance around blocking calls (qsbr would force one
@@ -11,8 +11,8 @@
  * kvf__tsan_release() before publishing and kvf__tsan_acquire() after
  * finding an object; both compile to nothing outside TSan builds.
  */
-#ifndef KVF_ENGINE_RCU_H
-#define KVF_ENGINE_RCU_H
+#ifndef KVF_BASE_RCU_H
+#define KVF_BASE_RCU_H
 
 #ifndef _LGPL_SOURCE
 #define _LGPL_SOURCE
@@ -21,7 +21,7 @@
 #include <urcu/rculfhash.h>
 #include <urcu/compiler.h>
 
-#include "engine/die.h"
+#include "base/die.h"
 
 #if defined(__SANITIZE_THREAD__)
 void __tsan_acquire(void *addr);
@@ -123,4 +123,4 @@ static inline const struct rcu_flavor_struct *kvf__rcu_flavor(void)
 	return &urcu_memb_flavor;
 }
 
-#endif /* KVF_ENGINE_RCU_H */
+#endif /* KVF_BASE_RCU_H */

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * engine/die.h - how the library speaks: log lines through the embedder's
+ * base/die.h - how the library speaks: log lines through the embedder's
  * callback, broken internal invariants abort here and never return.
  */
-#ifndef KVF_ENGINE_DIE_H
-#define KVF_ENGINE_DIE_H
+#ifndef KVF_BASE_DIE_H
+#define KVF_BASE_DIE_H
 
 /*
  * Report one line at @level (enum kvf_log_level) to @fn(@ctx, ...) (a
@@ -33,4 +33,4 @@ kvf__die_at(const char *file, const char *func, int line, const char *fmt, ...);
 			kvf__die("assertion failed: %s", #cond);              \
 	} while (0)
 
-#endif /* KVF_ENGINE_DIE_H */
+#endif /* KVF_BASE_DIE_H */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * engine/die.c - the library's only writes to the embedder: log lines and
+ * base/die.c - the library's only writes to the embedder: log lines and
  * the single exit for broken internal invariants.
  *
  * Log lines go to &kvf_config.log when the embedder set one, so a store
@@ -19,7 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "engine/die.h"
+#include "base/die.h"
 
 #define LOG_LINE_MAX 1024
 

@@ -1,0 +1,11 @@
+# SPDX-License-Identifier: MIT
+# base/: what every module below the public API stands on - logging and
+# the fatal exit, short locks, the RCU flavour, the clock, status strings.
+libkvforge_core_la_SOURCES += \
+	base/clock.h \
+	base/die.h \
+	base/die.c \
+	base/lock.h \
+	base/rcu.h \
+	base/rcu.c \
+	base/status.c
