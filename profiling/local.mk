@@ -15,11 +15,6 @@ else
 libkvforge_core_la_SOURCES += profiling/tier_pfm_none.c
 endif
 
-# Measures profiling overhead against a live engine (not run by make check).
-noinst_PROGRAMS += profiling/kvf-prof-overhead
-profiling_kvf_prof_overhead_SOURCES = profiling/overhead.c
-profiling_kvf_prof_overhead_LDADD = $(KVF_TOOLS_LIB) libkvforge-core.la
-
 dist_noinst_SCRIPTS += \
 	profiling/scripts/perf-common.sh \
 	profiling/scripts/perf-stat.sh \

@@ -34,8 +34,6 @@ LAYERS = [
 KNOWN_UPWARD = {
     # Eviction removes through the batch layer's public remove.
     ("engine/evict.c", "batch/batch.h"),
-    # kvf-prof-overhead is a tool that lives beside the profiler.
-    ("profiling/overhead.c", "tools/lib/stats.h"),
 }
 
 SKIP_DIRS = {"tests", "docs", "scripts", "m4", "autom4te.cache"}

@@ -20,6 +20,11 @@ tools_kvforge_bench_SOURCES = \
 tools_kvforge_bench_LDADD = $(KVF_TOOLS_LIB) libkvforge-wire.la \
 	libkvforge-core.la
 
+# Measures profiling overhead against a live engine (not run by make check).
+noinst_PROGRAMS += tools/kvf-prof-overhead
+tools_kvf_prof_overhead_SOURCES = tools/prof-overhead.c
+tools_kvf_prof_overhead_LDADD = $(KVF_TOOLS_LIB) libkvforge-core.la
+
 dist_man1_MANS = tools/man/kvforge-bench.1 tools/man/kvforge-inspect.1
 
 # The perf wrappers, flame graph and plots (docs/profiling.md), installed

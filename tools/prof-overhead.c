@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * profiling/overhead.c - kvf-prof-overhead: what profiling costs.
+ * tools/prof-overhead.c - kvf-prof-overhead: what profiling costs.
  *
- *   profiling/kvf-prof-overhead [--objects N] [--batch B] [--rounds R]
- *                               [--batches S] [--sample every|adaptive]
+ *   tools/kvf-prof-overhead [--objects N] [--batch B] [--rounds R]
+ *                          [--batches S] [--sample every|adaptive]
  *
  * Fills an in-memory engine, then for get, exist and a put+remove cycle
  * runs R rounds of S batches with profiling off and on, interleaved in
@@ -26,8 +26,8 @@
 #include <kvforge.h>
 
 #include "profiling/stage.h"
-#include "tools/lib/stats.h"
 #include "profiling/tier.h"
+#include "tools/lib/stats.h"
 
 #define KEY_LEN 68
 
