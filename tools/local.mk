@@ -53,4 +53,12 @@ tests_unit_test_floor_SOURCES = tests/unit/test_floor.c \
 	tools/bench/clock.c
 tests_unit_test_floor_CFLAGS = $(KVF_TEST_CFLAGS)
 tests_unit_test_floor_LDADD = $(KVF_TEST_LIBS)
+
+# kvforge-bench --json: one object per results group, read back strictly.
+check_PROGRAMS += tests/unit/test_bench_json
+UNIT_TESTS += tests/unit/test_bench_json
+tests_unit_test_bench_json_SOURCES = tests/unit/test_bench_json.c \
+	tools/bench/json.c
+tests_unit_test_bench_json_CFLAGS = $(KVF_TEST_CFLAGS)
+tests_unit_test_bench_json_LDADD = $(KVF_TOOLS_LIB) $(KVF_TEST_LIBS)
 endif

@@ -139,6 +139,57 @@ static bool same_group(const char *a, const char *b)
 	return a && b && !strcmp(a, b);
 }
 
+/* Whether an entry before @i has the group of entry @i (already written). */
+static bool group_seen(const struct bench_results *r, size_t i)
+{
+	for (size_t j = 0; j < i; j++)
+		if (same_group(r->res[j].group, r->res[i].group))
+			return true;
+	return false;
+}
+
+static void json_member(FILE *f, const char *name, double value)
+{
+	json_string(f, name);
+	fputs(": ", f);
+	json_number(f, value);
+}
+
+/*
+ * "results": one member per ungrouped entry and one object per group, in
+ * order of first appearance. A group's entries may be added at different
+ * times (the floor's vs_floor after every timed phase), and a JSON object
+ * must not name a member twice, so each group gathers all of its entries.
+ */
+static void json_results(const struct bench_results *r, FILE *f)
+{
+	bool first = true;
+
+	fputs("\"results\": {", f);
+	for (size_t i = 0; i < r->nr_res; i++) {
+		const struct bench_entry *e = &r->res[i];
+
+		if (e->group && group_seen(r, i))
+			continue;
+		fputs(first ? "" : ", ", f);
+		first = false;
+		if (!e->group) {
+			json_member(f, e->name, e->value);
+			continue;
+		}
+		json_string(f, e->group);
+		fputs(": {", f);
+		for (size_t k = i; k < r->nr_res; k++) {
+			if (!same_group(r->res[k].group, e->group))
+				continue;
+			fputs(k == i ? "" : ", ", f);
+			json_member(f, r->res[k].name, r->res[k].value);
+		}
+		fputc('}', f);
+	}
+	fputc('}', f);
+}
+
 void bench_render_json(const struct bench_results *r, FILE *f)
 {
 	fputs("{\"workload\": ", f);
@@ -150,33 +201,11 @@ void bench_render_json(const struct bench_results *r, FILE *f)
 		fputs(": ", f);
 		json_string(f, r->config[i].text);
 	}
-	fputs("}, \"results\": {", f);
-	for (size_t i = 0; i < r->nr_res; i++) {
-		const struct bench_entry *e = &r->res[i];
-		bool opens = e->group &&
-			     (i == 0 || !same_group(r->res[i - 1].group, e->group));
-		bool closes = e->group && (i + 1 == r->nr_res ||
-					   !same_group(r->res[i + 1].group,
-						       e->group));
-
-		if (i)
-			fputs(", ", f);
-		if (opens) {
-			json_string(f, e->group);
-			fputs(": {", f);
-		}
-		json_string(f, e->name);
-		fputs(": ", f);
-		json_number(f, e->value);
-		if (closes)
-			fputc('}', f);
-	}
-	fputc('}', f);
+	fputs("}, ", f);
+	json_results(r, f);
 	for (size_t i = 0; i < r->nr_extra; i++) {
 		fputs(", ", f);
-		json_string(f, r->extra[i].name);
-		fputs(": ", f);
-		json_number(f, r->extra[i].value);
+		json_member(f, r->extra[i].name, r->extra[i].value);
 	}
 	if (r->profile_json) {
 		fputs(", \"profile\": ", f);
