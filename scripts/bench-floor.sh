@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# scripts/bench-floor.sh - the embedded hot paths against the machine's
+# memory floor, the figures docs/benchmarks.md quotes ("Against the memory
+# floor"): kvforge-bench's hicache workload (batch 128, 68-byte keys in a
+# request buffer, durability none unless named) at each object count in
+# OBJECTS, 1 and 2 threads, plus a bounded-journal run at the first count,
+# repeated RUNS times with the variants interleaved within each repetition
+# (this machine's memory speed drifts between minutes). Every run measures
+# its own floor (results.floor.ns_per_key) and quotes each operation as a
+# ratio to it (results.<op>.vs_floor).
+#
+#   scripts/bench-floor.sh [OUT]     OBJECTS="1000000 10000000" RUNS=3
+#
+# Writes one JSON per run and summary.md (medians: vs_floor per operation,
+# 2-thread / 1-thread throughput, bounded / none put throughput, bytes per
+# object beyond the key) into OUT (default docs/results/<date>-<commit>-floor).
+# Uses the build in build/ (./scripts/run-tests.sh or run-bench.sh make it).
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+objects=${OBJECTS:-"1000000 10000000"}
+runs=${RUNS:-3}
+out=${1:-$top/docs/results/$(date -u +%Y-%m-%d-%H%M)-$(git -C "$top" rev-parse --short HEAD)-floor}
+bench=$top/build/tools/kvforge-bench
+data=$(mktemp -d "${TMPDIR:-/tmp}/kvf-floor.XXXXXX")
+trap 'rm -rf "$data"' EXIT
+mkdir -p "$out"
+
+first=${objects%% *}
+for r in $(seq 1 "$runs"); do
+	for n in $objects; do
+		for t in 1 2; do
+			echo "run $r: $n objects, $t thread(s), durability none" >&2
+			"$bench" --objects "$n" --threads "$t" --durability none \
+				--json >"$out/none-$n-${t}t-run$r.json"
+		done
+	done
+	echo "run $r: $first objects, 1 thread, durability bounded" >&2
+	rm -rf "$data/j"
+	"$bench" --objects "$first" --threads 1 --durability bounded \
+		--data-dir "$data/j" --json >"$out/bounded-$first-1t-run$r.json"
+done
+
+python3 - "$out" "$first" $objects <<'PY' | tee "$out/summary.md"
+import glob, json, os, statistics, sys
+
+out, first, counts = sys.argv[1], sys.argv[2], sys.argv[3:]
+ops = ["put", "get", "exist", "remove"]
+KEY = 68
+
+def runs(kind, n, t):
+    files = sorted(glob.glob(os.path.join(out, f"{kind}-{n}-{t}t-run*.json")))
+    return [json.load(open(f)) for f in files]
+
+def med(xs):
+    return statistics.median(xs) if xs else float("nan")
+
+print("| objects | op | vs_floor (median) | runs | 2t/1t keys/s |")
+print("|---|---|---|---|---|")
+for n in counts:
+    one, two = runs("none", n, 1), runs("none", n, 2)
+    for op in ops:
+        ratios = [r["results"][op]["vs_floor"] for r in one]
+        scale = [b["results"][op]["keys_per_sec"] / a["results"][op]["keys_per_sec"]
+                 for a, b in zip(one, two)]
+        print(f"| {n} | {op} | {med(ratios):.2f}x | "
+              f"{', '.join(f'{x:.2f}' for x in ratios)} | {med(scale):.2f} |")
+print()
+for n in counts:
+    one = runs("none", n, 1)
+    floor = [r["results"]["floor"]["ns_per_key"] for r in one]
+    extra = [r["bytes_per_object"] - KEY for r in one]
+    print(f"- {n} objects: floor {min(floor):.1f}-{max(floor):.1f} ns per key; "
+          f"key + {med(extra):.1f} bytes per object")
+bounded, none = runs("bounded", first, 1), runs("none", first, 1)
+if bounded:
+    ratio = [b["results"]["put"]["keys_per_sec"] / a["results"]["put"]["keys_per_sec"]
+             for a, b in zip(none, bounded)]
+    print(f"- bounded journal put / none, {first} objects: {med(ratio):.2f} "
+          f"({', '.join(f'{x:.2f}' for x in ratio)})")
+PY
