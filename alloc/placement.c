@@ -66,6 +66,17 @@ static inline uint64_t rnd(uint64_t *s)
 	return x * 0x2545f4914f6cdd1dULL;
 }
 
+uint64_t kvf__place_rng_init(uint64_t seed, uint64_t stream)
+{
+	/* splitmix64's finaliser: neighbouring streams start far apart. */
+	uint64_t z = seed + (stream + 1) * 0x9e3779b97f4a7c15ULL;
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	z ^= z >> 31;
+	return z ? z : 0x9e3779b97f4a7c15ULL; /* xorshift's one dead state */
+}
+
 /* Uniform-enough index in [0, n) from 32 random bits (multiply-shift). */
 static inline uint32_t pick(uint32_t bits, uint32_t n)
 {

@@ -51,6 +51,13 @@ int kvf__place(enum kvf_placement_strategy strategy,
 	       const struct kvf__place_request *req, uint64_t *rng,
 	       struct kvf__place_result *res);
 
+/*
+ * kvf__place_rng_init() - a kvf__place() RNG state (never zero) for
+ * stream @stream of @seed. The same seed and stream give the same
+ * sequence; distinct streams of one seed are independent. Pure.
+ */
+uint64_t kvf__place_rng_init(uint64_t seed, uint64_t stream);
+
 /* Free what kvf__place() allocated (e.g. when a later step failed). */
 void kvf__place_undo(struct kvf__segalloc *const *segs,
 		     const struct kvf__place_request *req,

@@ -21,7 +21,7 @@
 #include "batch/batch.h"
 #include "base/die.h"
 #include "engine/mutation.h"
-#include "engine/objstate.h"
+#include "metadata/objstate.h"
 
 /* Bounded retries when another writer keeps winning the same key. */
 #define PUT_RETRIES 16
@@ -39,22 +39,15 @@ struct put_ctx {
 	uint32_t preferred[KVF_MAX_PREFERRED];
 	uint32_t nr_preferred;
 	uint64_t now;
+	uint64_t rng; /* placement state (kvf__place) */
 };
 
-static __thread uint64_t place_rng;
-static uint64_t place_threads;
-
-/* Per-thread placement randomness: reproducible for a fixed seed. */
-static uint64_t *rng_state(const struct kvf_engine *e)
+/* The batch's own placement stream of the engine's seed. */
+static uint64_t batch_rng(struct kvf_engine *e)
 {
-	if (!place_rng) {
-		uint64_t seed = e->cfg.seed ? e->cfg.seed : kvf__now(e);
-		uint64_t nth = __atomic_fetch_add(&place_threads, 1,
-						  __ATOMIC_RELAXED);
-
-		place_rng = (seed ^ (nth * 0x9e3779b97f4a7c15ULL)) | 1;
-	}
-	return &place_rng;
+	return kvf__place_rng_init(e->place_seed,
+				   __atomic_fetch_add(&e->place_streams, 1,
+						      __ATOMIC_RELAXED));
 }
 
 /* Map preferred segment ids to table slots; unknown ids refuse the batch. */
@@ -101,7 +94,7 @@ static int make_record(struct put_ctx *c, size_t i, struct kvf__object **out)
 	int ret;
 
 	ret = kvf__place(e->cfg.placement, c->segs->alloc, c->segs->nr, &req,
-			 rng_state(e), &res);
+			 &c->rng, &res);
 	if (ret)
 		return ret;
 	o = kvf__index_object_new(e->index, e->arena, c->b.keys[i].data,
@@ -239,6 +232,7 @@ int kvf_batch_put_start(struct kvf_engine *e, uint64_t client_id,
 	}
 	kvf__batch_probe(&c.b);
 	c.now = kvf__now(e);
+	c.rng = batch_rng(e);
 	for (size_t i = 0; i < n; i++) {
 		if (status[i] != KVF_OK)
 			continue;

@@ -101,15 +101,6 @@ static const struct kvf__index_ops *index_ops(enum kvf_index_kind kind)
 
 /* Identified by the operations table in use, not by the config asked
  * for: a test that names an index fails if another one runs. */
-int kvf__engine_index_kind(const struct kvf_engine *e)
-{
-	if (e->index->ops == &kvf__index_bucket_ops)
-		return KVF_INDEX_BUCKET;
-	if (e->index->ops == &kvf__index_lfht_ops)
-		return KVF_INDEX_LFHT;
-	return -1;
-}
-
 void kvf__request_eviction(struct kvf_engine *e)
 {
 	if (__atomic_exchange_n(&e->evict_requested, 1, __ATOMIC_ACQ_REL))
@@ -186,6 +177,7 @@ static void copy_config(struct kvf_engine *e, const struct kvf_config *cfg)
 	e->discard_ns = cfg->put_discard_timeout_ms * MS;
 	e->release_ns = cfg->put_release_timeout_ms * MS;
 	e->soft_pin_ns = cfg->soft_pin_ttl_ms * MS;
+	e->place_seed = cfg->seed ? cfg->seed : kvf__now(e);
 }
 
 struct unlink_ctx {

@@ -59,7 +59,7 @@
  * work, never scanning more than one turn of the hands for nothing).
  *
  * Victims are removed through the ordinary batch remove without force, so
- * the lease/remove protocol (engine/objstate.h) and the journal apply
+ * the lease/remove protocol (metadata/objstate.h) and the journal apply
  * unchanged: a victim that got leased after it was read is simply not
  * removed. A batch is cut where its bytes reach what is still wanted, so
  * a pass does not overshoot by a batch. Readers never wait for any of
@@ -78,7 +78,7 @@
 
 #include "batch/batch.h"
 #include "engine/internal.h"
-#include "engine/objstate.h"
+#include "metadata/objstate.h"
 
 /* Used blocks one step of a hand reads. */
 #define EVICT_WINDOW 256

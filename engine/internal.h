@@ -83,6 +83,15 @@ struct kvf_engine {
 	struct kvf_profiler *prof;
 	struct kvf__journal *journal; /* NULL with KVF_DURABILITY_NONE */
 
+	/*
+	 * Placement randomness: every put batch draws its own stream
+	 * (kvf__place_rng_init) of this engine's seed, numbered by
+	 * @place_streams (atomic), so a seed replays per engine whatever
+	 * other engines of the process do, and threads never share a state.
+	 */
+	uint64_t place_seed;
+	uint64_t place_streams;
+
 	/* Serialises mount, unmount, client add/remove and expiry. */
 	pthread_mutex_t seg_lock;
 	struct kvf__seg_table *segs; /* RCU */
@@ -169,29 +178,6 @@ int kvf__client_forget_locked(struct kvf_engine *e, uint64_t client_id);
 int kvf__evict_if_needed(struct kvf_engine *e);
 /* Ask for an eviction pass soon (a put could not be placed). */
 void kvf__request_eviction(struct kvf_engine *e);
-/* The index implementation @e actually runs (-1: neither); for tests. */
-int kvf__engine_index_kind(const struct kvf_engine *e);
-
-/*
- * What the segments hold against what should hold it (engine/segment.c).
- * Invariant of a quiescent engine: used_bytes == live_bytes +
- * deferred_bytes, and the counters match the records found.
- */
-struct kvf__audit {
-	uint64_t used_bytes;     /* allocated in all mounted segments */
-	uint64_t live_bytes;     /* replicas of records in the index */
-	uint64_t deferred_bytes; /* pre-empted buffers awaiting release */
-	uint64_t complete;       /* complete records in the index */
-	uint64_t processing;     /* processing records in the index */
-	int64_t nr_complete;     /* the engine's counters, for comparison */
-	int64_t nr_processing;
-};
-
-/*
- * Fill @out. Call with no engine call running on any thread (tests, after
- * joining their workers): the walk is not a consistent snapshot.
- */
-void kvf__engine_audit(struct kvf_engine *e, struct kvf__audit *out);
 
 /* Replay the journal into a fresh engine (engine/recovery.c). */
 int kvf__engine_recover(struct kvf_engine *e);

@@ -5,6 +5,8 @@ libkvforge_core_la_SOURCES += \
 	engine/mutation.h \
 	engine/engine.c \
 	engine/segment.c \
+	engine/replica_drop.h \
+	engine/replica_drop.c \
 	engine/buffers.c \
 	engine/journal_glue.c \
 	engine/recovery.c \

@@ -43,7 +43,7 @@
 
 #include "base/die.h"
 #include "engine/internal.h"
-#include "engine/objstate.h"
+#include "metadata/objstate.h"
 #include "journal/journal.h"
 #include "metadata/hash.h"
 

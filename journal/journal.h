@@ -38,6 +38,8 @@
 #include <kvforge/batch.h>
 #include <kvforge/engine.h>
 
+#include "metadata/pin.h"
+
 /* On-disk format version written to and required from the meta database. */
 /*
  * 2: BOUNDED acknowledges through the side log files wal-0.log and
@@ -64,11 +66,7 @@ enum kvf__jrec_type {
 	KVF__JREC_OBJECT_REMOVE = 6,
 };
 
-/* Flags of OBJECT_PUT: the same bits as enum kvf__obj_flags. */
-enum kvf__jrec_obj_flags {
-	KVF__JREC_HARD_PIN = 1u << 0,
-	KVF__JREC_SOFT_PIN = 1u << 1,
-};
+/* Flags of OBJECT_PUT: the object's pin bits (metadata/pin.h). */
 
 struct kvf__jreplica {
 	uint64_t segment_id;
@@ -106,7 +104,7 @@ struct kvf__jrec {
 		struct {
 			const char *key;
 			uint32_t key_len;
-			uint8_t flags; /* enum kvf__jrec_obj_flags */
+			uint8_t flags; /* enum kvf__pin_flags */
 			uint8_t nr_replicas;
 			uint64_t size;
 			uint64_t soft_pin_deadline_ns;

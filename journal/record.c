@@ -122,7 +122,7 @@ int kvf__jrec_validate(const struct kvf__jrec *rec)
 	case KVF__JREC_CLIENT_REMOVE:
 		return KVF_OK;
 	case KVF__JREC_OBJECT_PUT:
-		if (rec->obj.flags & ~(KVF__JREC_HARD_PIN | KVF__JREC_SOFT_PIN))
+		if (rec->obj.flags & ~KVF__OBJ_PIN_MASK)
 			return KVF_ERR_INVALID_ARGUMENT;
 		/* fall through */
 	case KVF__JREC_OBJECT_REPLICAS:
@@ -270,7 +270,7 @@ int kvf__jrec_decode(const uint8_t *buf, size_t len, struct kvf__jrec *rec,
 		get_key(&r, rec);
 		rec->obj.size = get_varint(&r);
 		rec->obj.flags = get_byte(&r);
-		if (rec->obj.flags & ~(KVF__JREC_HARD_PIN | KVF__JREC_SOFT_PIN))
+		if (rec->obj.flags & ~KVF__OBJ_PIN_MASK)
 			r.bad = 1;
 		rec->obj.soft_pin_deadline_ns = get_varint(&r);
 		get_replicas(&r, rec);

@@ -2,6 +2,8 @@
 libkvforge_core_la_SOURCES += \
 	metadata/hash.h \
 	metadata/object.h \
+	metadata/objstate.h \
+	metadata/pin.h \
 	metadata/object.c \
 	metadata/arena.h \
 	metadata/arena.c \

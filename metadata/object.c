@@ -20,6 +20,7 @@
 
 #include "metadata/arena.h"
 #include "metadata/object.h"
+#include "metadata/objstate.h"
 
 #define RECLAIM_BATCH 256
 

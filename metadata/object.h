@@ -19,7 +19,7 @@
  * Immutable after publication: key, size, replicas, flags. A change to
  * the replica set is copy-on-write: a new record replaces the old one in
  * the index (the old one goes REPLACED). Mutable, atomically: @state (the
- * state machine and writer lock, engine/objstate.h) and the @owner word:
+ * state machine and writer lock, metadata/objstate.h) and the @owner word:
  * the putting client's id while the put is processing, the lease deadline
  * once complete (readers raise it with an atomic max, lock-free). Only
  * the thread that owns the ENDING state switches it, before publishing
@@ -33,23 +33,17 @@
 #include <stdint.h>
 
 #include "base/rcu.h"
+#include "metadata/pin.h"
 
 struct kvf__arena;
 struct kvf__segment;
 
-/* Base object states; engine/objstate.h adds the transient ones. */
-enum kvf__obj_state {
-	KVF__OBJ_PROCESSING = 1, /* put started, invisible to readers */
-	KVF__OBJ_COMPLETE = 2,   /* readable */
-	KVF__OBJ_DEAD = 4,       /* removed from the index, freed after GP */
-	KVF__OBJ_REPLACED = 5,   /* superseded by a newer record: look again */
-};
-
+/* @flags: the pin bits (metadata/pin.h), and this. */
 enum kvf__obj_flags {
-	KVF__OBJ_HARD_PIN = 1u << 0,
-	KVF__OBJ_SOFT_PIN = 1u << 1,
 	KVF__OBJ_HOOKED = 1u << 7, /* an index hook precedes the record */
 };
+_Static_assert(!(KVF__OBJ_HOOKED & KVF__OBJ_PIN_MASK),
+	       "an object's flags hold its pin bits and HOOKED apart");
 
 /* Size of the index hook prefix when KVF__OBJ_HOOKED is set. */
 #define KVF__OBJ_HOOK_SIZE 16
@@ -60,10 +54,10 @@ struct kvf__replica {
 };
 
 struct kvf__object {
-	uint32_t state; /* enum kvf__obj_state | KVF__OBJ_LOCKED; atomic */
+	uint32_t state; /* metadata/objstate.h; atomic */
 	uint16_t key_len;
 	uint8_t nr_replicas;
-	uint8_t flags; /* enum kvf__obj_flags */
+	uint8_t flags; /* enum kvf__pin_flags | enum kvf__obj_flags */
 	uint64_t size;
 	uint64_t owner; /* client id (processing) / lease deadline; atomic */
 	uint64_t stamp; /* put start (ns); the soft pin deadline once complete */

@@ -218,7 +218,10 @@ struct kvf_config {
 	kvf_clock_fn clock;
 	/** Argument passed to @clock. */
 	void *clock_ctx;
-	/** Seed for placement randomness; 0 picks one from the clock. */
+	/** Seed for this engine's placement randomness; 0 picks one from
+	 *  the clock at open. Engines opened with the same seed and given
+	 *  the same calls from one thread place alike, whatever other
+	 *  engines of the process do. */
 	uint64_t seed;
 	/** Where the engine reports what the caller cannot see in a
 	 *  return code. Default NULL: lines go to stderr, prefixed

@@ -375,7 +375,7 @@ static inline void jgen_put(struct jgen *g)
 	r->obj.size = 4096 + jgen_rand(g) % (1 << 20);
 	r->obj.flags = (uint8_t)(jgen_rand(g) % 4);
 	r->obj.soft_pin_deadline_ns =
-		r->obj.flags & KVF__JREC_SOFT_PIN ? jgen_rand(g) >> 4 : 0;
+		r->obj.flags & KVF__OBJ_SOFT_PIN ? jgen_rand(g) >> 4 : 0;
 	r->obj.nr_replicas = (uint8_t)nr;
 	for (unsigned k = 0; k < nr;) {
 		uint64_t sid = 1 + jgen_rand(g) % JM_SEGS;

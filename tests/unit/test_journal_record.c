@@ -129,7 +129,7 @@ static void test_objects(void **state)
 	r.obj.key = key;
 	r.obj.key_len = 68;
 	r.obj.size = 3271557;
-	r.obj.flags = KVF__JREC_SOFT_PIN;
+	r.obj.flags = KVF__OBJ_SOFT_PIN;
 	r.obj.soft_pin_deadline_ns = 1800000000000ull;
 	r.obj.nr_replicas = 1;
 	r.obj.replicas[0] = (struct kvf__jreplica){ 3, 1ull << 30 };
@@ -139,7 +139,7 @@ static void test_objects(void **state)
 	for (int i = 0; i < KVF_MAX_REPLICAS; i++)
 		r.obj.replicas[i] = (struct kvf__jreplica){ UINT64_MAX - i,
 							    UINT64_MAX };
-	r.obj.flags = KVF__JREC_HARD_PIN | KVF__JREC_SOFT_PIN;
+	r.obj.flags = KVF__OBJ_HARD_PIN | KVF__OBJ_SOFT_PIN;
 	r.obj.size = UINT64_MAX;
 	round_trip(&r);
 	r.type = KVF__JREC_OBJECT_REPLICAS;
