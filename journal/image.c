@@ -402,11 +402,7 @@ int kvf__image_fold(MDB_txn *txn, const struct kvf__store_dbs *dbs,
 					 &st->ckpt_count,
 					 sizeof(st->ckpt_count));
 	if (!rc)
-		rc = kvf__store_entries(txn, dbs->objs, &st->objects);
-	if (!rc)
-		rc = kvf__store_entries(txn, dbs->segs, &st->segments);
-	if (!rc)
-		rc = kvf__store_entries(txn, dbs->clients, &st->clients);
+		rc = kvf__store_count_image(txn, dbs, st);
 out:
 	free(f.items);
 	free(f.arena);
@@ -489,8 +485,9 @@ static int scan_log(MDB_txn *txn, MDB_dbi dbi, uint64_t ckpt_seq,
 }
 
 int kvf__image_scan(MDB_txn *txn, const struct kvf__store_dbs *dbs,
-		    uint64_t ckpt_seq, const struct kvf__journal_replay_ops *ops,
-		    void *arg, uint64_t *last_seq)
+		    uint64_t ckpt_seq,
+		    const struct kvf__journal_replay_ops *ops, void *arg,
+		    uint64_t *last_seq)
 {
 	int rc;
 

@@ -164,7 +164,8 @@ static int open_parts(struct kvf__journal *j)
 	if (!rc)
 		j->map_size = j->store.map_size;
 	if (!rc)
-		rc = kvf__flow_open(j); /* moves acknowledged frames into LMDB */
+		rc = kvf__flow_open(
+			j); /* moves acknowledged frames into LMDB */
 	if (!rc)
 		rc = kvf__store_mark_side_log(&j->store, &j->st);
 	if (!rc)

@@ -69,7 +69,8 @@ struct kvf__flow {
 	uint64_t sync_ns;
 	uint64_t synced_seq;
 	int sync_failed;
-	pthread_cond_t cv;        /* appenders wait: room, drain, direct, sync */
+	pthread_cond_t cv;        /* appenders wait: room, drain, direct,
+				   * sync */
 	pthread_cond_t strict_cv; /* STRICT appenders wait for their sync */
 };
 

@@ -699,8 +699,8 @@ static int scan_part(void *arg, struct kvf__sidelog_part *part)
  * The first frame of @s's epoch with a sequence beyond @seq, at *@off;
  * false if there is none.
  */
-static bool later_frame(const struct kvf__sidelog_src *s, uint64_t seq, uint64_t *off,
-			uint64_t *first)
+static bool later_frame(const struct kvf__sidelog_src *s, uint64_t seq,
+			uint64_t *off, uint64_t *first)
 {
 	struct frame_hdr h;
 
@@ -735,8 +735,9 @@ static bool later_frame(const struct kvf__sidelog_src *s, uint64_t seq, uint64_t
  * window of docs/journal.md); legacy files carry no boot and are read as
  * before.
  */
-static int check_tail(const struct kvf__sidelog_src s[2], const struct kvf__sidelog_part p[2],
-		      uint64_t seq, uint64_t boot)
+static int check_tail(const struct kvf__sidelog_src s[2],
+		      const struct kvf__sidelog_part p[2], uint64_t seq,
+		      uint64_t boot)
 {
 	uint64_t off, first;
 
@@ -782,8 +783,8 @@ int kvf__sidelog_read_chain(const struct kvf__sidelog_src s[2],
 /*
  * Whether an engine has DIR open (holds kvforge.lock): its appends may
  * land after the chain was read, so check_tail() cannot judge the end
- * (kvf__sidelog_read_chain() is given no boot). The probe takes a shared lock for an
- * instant.
+ * (kvf__sidelog_read_chain() is given no boot). The probe takes a shared lock
+ * for an instant.
  */
 static bool live(const char *dir)
 {

@@ -46,7 +46,7 @@ struct kvf__sidelog_frame {
 	uint64_t first_seq;
 	uint32_t len;       /* payload bytes */
 	uint32_t nr_recs;
-	uint32_t nr_frames; /* LMDB log frames in the payload; 0: a skip frame */
+	uint32_t nr_frames; /* LMDB log frames in the payload; 0: skip */
 };
 
 /* Called per frame by kvf__sidelog_walk(); non-zero stops the walk. */

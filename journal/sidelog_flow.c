@@ -20,7 +20,7 @@
  * switch to the other, which is allowed only once every frame in it is
  * in LMDB and LMDB has been synced since (@hi_seq <= @durable_seq): a
  * reused file may then be overwritten freely. A frame larger than half a
- * file bypasses the side log (writer.c: direct appends, below).
+ * file bypasses the side log (direct appends, below).
  *
  * Recovery (kvf__flow_open(), before the replay): the chain of frames
  * after LMDB's last sequence is read and judged first (sidelog.c), then
@@ -93,7 +93,7 @@ static int put_range(struct kvf__journal *j, MDB_txn *txn, void *arg,
 		     uint64_t *seq, uint64_t *frames)
 {
 	struct frame_range *r = arg;
-	struct frame_put m = { txn, j->store.dbs.log, seq, frames, r, false, 0 };
+	struct frame_put m = {txn, j->store.dbs.log, seq, frames, r, false, 0};
 
 	kvf__sidelog_walk(r->map, r->from, r->to, put_frame, &m);
 	r->gap = m.gap;
@@ -125,7 +125,8 @@ static int recover_part(struct kvf__journal *j, struct kvf__sidelog_part *p)
 			bytes += fr.len;
 			r.to += kvf__sidelog_frame_bytes(fr.len);
 		}
-		rc = kvf__commit_frames(j, put_range, &r); /* returns with @mu */
+		rc = kvf__commit_frames(j, put_range,
+					&r); /* returns with @mu */
 		pthread_mutex_unlock(&j->mu);
 		p->from = r.to;
 	}

@@ -197,7 +197,8 @@ static int log_ends(MDB_txn *txn, const struct kvf__store_dbs *dbs,
 	mdb_cursor_close(cur);
 	if (rc != MDB_NOTFOUND)
 		return rc;
-	if (last.mv_data && kvf__frame_decode(last.mv_data, last.mv_size, &count, count_frame, NULL))
+	if (last.mv_data && kvf__frame_decode(last.mv_data, last.mv_size,
+					      &count, count_frame, NULL))
 		return MDB_CORRUPTED;
 	st->last_seq = expect - 1;
 	return 0;
@@ -242,13 +243,22 @@ int kvf__store_state_read(MDB_txn *txn, const struct kvf__store_dbs *dbs,
 			      sizeof(st->id));
 	if (!rc && meta_has(txn, dbs->meta, KVF__META_SIDE_LOG))
 		rc = meta_get(txn, dbs->meta, KVF__META_SIDE_LOG,
-			      &st->sidelog_created, sizeof(st->sidelog_created));
+			      &st->sidelog_created,
+			      sizeof(st->sidelog_created));
 	if (!rc)
 		rc = log_ends(txn, dbs, st);
 	if (!rc)
 		rc = kvf__store_entries(txn, dbs->log, &st->log_frames);
 	if (!rc)
-		rc = kvf__store_entries(txn, dbs->objs, &st->objects);
+		rc = kvf__store_count_image(txn, dbs, st);
+	return rc;
+}
+
+int kvf__store_count_image(MDB_txn *txn, const struct kvf__store_dbs *dbs,
+			   struct kvf__store_state *st)
+{
+	int rc = kvf__store_entries(txn, dbs->objs, &st->objects);
+
 	if (!rc)
 		rc = kvf__store_entries(txn, dbs->segs, &st->segments);
 	if (!rc)
@@ -283,20 +293,21 @@ static int init_fresh(MDB_txn *txn, struct kvf__store_dbs *dbs)
 
 	rc = kvf__store_dbs_open(txn, dbs, 1);
 	if (!rc)
-		rc = kvf__store_meta_put(txn, dbs->meta, KVF__META_MAGIC, KVF__MAGIC_VALUE,
-			      sizeof(KVF__MAGIC_VALUE));
+		rc = kvf__store_meta_put(txn, dbs->meta, KVF__META_MAGIC,
+					 KVF__MAGIC_VALUE,
+					 sizeof(KVF__MAGIC_VALUE));
 	if (!rc)
-		rc = kvf__store_meta_put(txn, dbs->meta, KVF__META_VERSION, &version,
-			      sizeof(version));
+		rc = kvf__store_meta_put(txn, dbs->meta, KVF__META_VERSION,
+					 &version, sizeof(version));
 	if (!rc)
-		rc = kvf__store_meta_put(txn, dbs->meta, KVF__META_CKPT_SEQ, &zero,
-			      sizeof(zero));
+		rc = kvf__store_meta_put(txn, dbs->meta, KVF__META_CKPT_SEQ,
+					 &zero, sizeof(zero));
 	if (!rc)
-		rc = kvf__store_meta_put(txn, dbs->meta, KVF__META_CKPT_COUNT, &zero,
-			      sizeof(zero));
+		rc = kvf__store_meta_put(txn, dbs->meta, KVF__META_CKPT_COUNT,
+					 &zero, sizeof(zero));
 	if (!rc)
-		rc = kvf__store_meta_put(txn, dbs->meta, KVF__META_JOURNAL_ID, &id,
-			      sizeof(id));
+		rc = kvf__store_meta_put(txn, dbs->meta, KVF__META_JOURNAL_ID,
+					 &id, sizeof(id));
 	return rc;
 }
 
@@ -671,10 +682,11 @@ int kvf__store_mark_side_log(struct kvf__store *s, struct kvf__store_state *st)
 	rc = mdb_txn_begin(s->env, NULL, 0, &txn);
 	if (rc)
 		return rc;
-	rc = kvf__store_meta_put(txn, s->dbs.meta, KVF__META_SIDE_LOG, &one, sizeof(one));
+	rc = kvf__store_meta_put(txn, s->dbs.meta, KVF__META_SIDE_LOG, &one,
+				 sizeof(one));
 	if (!rc)
-		rc = kvf__store_meta_put(txn, s->dbs.meta, KVF__META_VERSION, &version,
-			      sizeof(version));
+		rc = kvf__store_meta_put(txn, s->dbs.meta, KVF__META_VERSION,
+					 &version, sizeof(version));
 	if (rc) {
 		mdb_txn_abort(txn);
 		return rc;
@@ -701,9 +713,9 @@ int kvf__store_mark_side_log(struct kvf__store *s, struct kvf__store_state *st)
  */
 int kvf__store_grow(struct kvf__store *s)
 {
-	uint64_t size = s->map_size + (s->writemap ?
-						       kvf__store_map_step(s->map_size) :
-						       s->map_size);
+	uint64_t size =
+		s->map_size +
+		(s->writemap ? kvf__store_map_step(s->map_size) : s->map_size);
 	int rc;
 
 	pthread_mutex_lock(&s->map_mu); /* no prefault during the remap */
@@ -861,7 +873,8 @@ bool kvf__store_prefault(struct kvf__store *s, uint64_t from, uint64_t to)
 			s->map_addr = find_map(s, info.me_mapsize);
 		if (s->map_addr && madvise(s->map_addr + from, to - from,
 					   MADV_POPULATE_WRITE))
-			off = errno == EINVAL; /* not supported by this kernel */
+			off = errno ==
+			      EINVAL; /* not supported by this kernel */
 	}
 	pthread_mutex_unlock(&s->map_mu);
 	return off;

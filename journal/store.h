@@ -64,7 +64,7 @@ struct kvf__store {
 	struct kvf__store_dbs dbs;
 	const char *dir;      /* the journal's; not owned */
 	bool bounded;         /* MDB_NOMETASYNC (store.c says why) */
-	bool writemap;        /* BOUNDED: MDB_WRITEMAP, map backed by fallocate */
+	bool writemap;        /* MDB_WRITEMAP, the map backed by fallocate */
 	bool compact;         /* compact at open when mostly free */
 	uint32_t psize;       /* LMDB page size */
 	uint64_t want_map;    /* the configured map size */
@@ -191,11 +191,15 @@ int kvf__image_fold(MDB_txn *txn, const struct kvf__store_dbs *dbs,
  * the last. A kvf_status, or @ops' first non-zero result.
  */
 int kvf__image_scan(MDB_txn *txn, const struct kvf__store_dbs *dbs,
-		    uint64_t ckpt_seq, const struct kvf__journal_replay_ops *ops,
-		    void *arg, uint64_t *last_seq);
+		    uint64_t ckpt_seq,
+		    const struct kvf__journal_replay_ops *ops, void *arg,
+		    uint64_t *last_seq);
 
 /* Store-internal (store.c, for image.c). */
 int kvf__store_entries(MDB_txn *txn, MDB_dbi dbi, uint64_t *n);
+/* Refresh @st's image counts (objects, segments, clients) from @txn. */
+int kvf__store_count_image(MDB_txn *txn, const struct kvf__store_dbs *dbs,
+			   struct kvf__store_state *st);
 int kvf__store_meta_put(MDB_txn *txn, MDB_dbi dbi, const char *name,
 			const void *data, size_t len);
 

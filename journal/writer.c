@@ -21,10 +21,10 @@
  *
  * Appends that fit the side log do not take part in this: they are
  * acknowledged once copied into the mapped side log (BOUNDED) or once it
- * is synced after the copy (STRICT, group sync; sidelog_flow.c),
- * and the writer thread moves them into the LMDB log in large groups. Only a batch too
- * large for the side log still goes through the queue (a "direct"
- * append, in order); the STRICT gather() below serves those.
+ * is synced after the copy (STRICT, group sync; sidelog_flow.c), and the
+ * writer thread moves them into the LMDB log in large groups. Only a
+ * batch too large for the side log still goes through the queue (a
+ * "direct" append, in order); the STRICT gather() below serves those.
  *
  * The writer thread folds checkpoint chunks and moves side log frames
  * (taking the same slot, so folds, moves and appends never overlap),
@@ -37,31 +37,25 @@
  * slot holder aborts, grows the map (legal: this process has no other
  * transaction open, see store.c) and retries the same group.
  *
- * Durability: STRICT opens the environment without MDB_NOSYNC, so each
- * commit (appends and fold chunks alike) is synced before it returns.
- * BOUNDED uses MDB_NOMETASYNC (plus MDB_WRITEMAP when configured): a
- * commit (a side log move or a fold chunk, on the writer thread) syncs its
- * data pages but not its meta page, which the next commit's sync or the
- * syncer's covers, so an OS crash can cost LMDB its last commit but never
- * leave a meta page pointing at unwritten pages (which MDB_NOSYNC could:
- * a damaged file). The commit lost that way is still in the side log,
+ * Durability (store.c has the LMDB flags): every commit of a STRICT
+ * journal is synced before it returns. A BOUNDED commit (a side log move
+ * or a fold chunk, on the writer thread) syncs its data pages but not its
+ * meta page, which the next commit's sync or the syncer's covers; the
+ * commit an OS crash can cost LMDB that way is still in the side log,
  * whose files are reused only once the syncer has synced LMDB past them.
  * The syncer syncs the side log and the file once sync_interval_ms has
- * passed since the first unsynced append or commit. With MDB_WRITEMAP a
- * commit stores into the shared mapping and makes no system call (no pwritev copy of the dirty pages); the map is
- * always fully allocated on disk (store.c), so a full disk
- * shows up as ENOSPC when the map grows, never as SIGBUS. The first store
- * into a fresh page of the map would fault on the caller's thread (page
- * cache fill, zeroing, block reservation), so a committing leader asks
- * the writer thread to keep the next PF_WINDOW bytes beyond LMDB's last
- * page prefaulted (kvf__store_prefault(); see prefault()). Populating
- * dirties those pages, so each periodic sync writes back and
- * write-protects the part of the window LMDB has not reached yet; the
- * syncer then asks for that part again (want_reprefault()), or the caller
- * would take a write-protect fault on each of those pages. Before each
- * sync the syncer also unmaps the log written more than 1 MiB behind
- * the end (kvf__store_unmap_below()): writing back a mapped page write-protects it
- * with a TLB flush, an IPI to the caller's CPU, per page.
+ * passed since the first unsynced append or commit. With MDB_WRITEMAP the
+ * first store into a fresh page of the map would fault on the committing
+ * thread (page cache fill, zeroing, block reservation), so a committing
+ * leader asks the writer thread to keep the next PF_WINDOW bytes beyond
+ * LMDB's last page prefaulted (prefault()). Populating dirties those
+ * pages, so each periodic sync writes back and write-protects the part of
+ * the window LMDB has not reached yet; the syncer then asks for that part
+ * again (want_reprefault()), or the caller would take a write-protect
+ * fault on each of those pages. Before each sync the syncer also unmaps
+ * the log written more than 1 MiB behind the end
+ * (kvf__store_unmap_below()): writing back a mapped page write-protects
+ * it with a TLB flush, an IPI to the caller's CPU, per page.
  *
  * Checkpoints: when the log holds checkpoint_records records (or
  * kvf__journal_checkpoint() asks), the writer folds the oldest frames into

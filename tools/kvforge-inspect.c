@@ -368,9 +368,10 @@ static void print_summary(const char *dir, const struct kvf__store_state *st,
 {
 	unsigned long long log = st->last_seq - st->ckpt_seq;
 	uint64_t pending = 0;
-	int wrc = kvf__sidelog_scan(
-		dir, st->id, st->version < KVF__JOURNAL_FORMAT_VERSION,
-		st->sidelog_created, st->last_seq, count_record, NULL, &pending);
+	int wrc = kvf__sidelog_scan(dir, st->id,
+				    st->version < KVF__JOURNAL_FORMAT_VERSION,
+				    st->sidelog_created, st->last_seq,
+				    count_record, NULL, &pending);
 
 	if (json) {
 		printf("{\"format_version\": %u, \"objects\": %llu, "

@@ -714,8 +714,8 @@ static void test_side_log_crash(void **state)
  * Recovery moves a crashed process's side log into LMDB with a map too
  * small for it: the map grows and every acknowledged batch is recovered.
  * (MDB_MAP_FULL can also come from the commit itself, when the puts just
- * fit; the crash harness found that case, wal.c handles both, but this
- * test cannot aim at it reliably.)
+ * fit; the crash harness found that case, sidelog_flow.c handles both,
+ * but this test cannot aim at it reliably.)
  */
 static void test_side_log_recovery_grows(void **state)
 {
