@@ -122,8 +122,8 @@ static int init_sync(struct kvf__journal *j)
 
 static void journal_free(struct kvf__journal *j)
 {
-	while (j->nr_bufs)
-		free(j->bufs[--j->nr_bufs]);
+	while (j->grp.nr_bufs)
+		free(j->grp.bufs[--j->grp.nr_bufs]);
 	kvf__flow_close(j);
 	kvf__store_close(&j->store);
 	if (j->lock_fd >= 0)
@@ -194,7 +194,7 @@ int kvf__journal_open(const struct kvf__journal_config *cfg,
 	apply_defaults(&j->cfg);
 	j->dir = strdup(cfg->dir);
 	j->cfg.dir = j->dir;
-	j->tail = &j->head;
+	j->grp.tail = &j->grp.head;
 	if (!j->dir || init_sync(j)) {
 		free(j->dir);
 		free(j);

@@ -83,6 +83,22 @@ struct kvf__jappender {
 #define KVF__JAPPENDERS 16
 
 /*
+ * The queue, the transaction slot and group commit (writer.c). Under @mu.
+ */
+struct kvf__jgroup {
+	struct kvf__jreq *head, **tail;
+	size_t nr_queued;      /* batches in the queue */
+	int busy;              /* the transaction slot: 0 free, see writer.c */
+	int leader_waiting;    /* a leader waits on lead_cv */
+	uint64_t commit_ns;    /* moving average of an append commit */
+	struct kvf__jappender appenders[KVF__JAPPENDERS];
+	/* Encoding buffers kept between appends (writer.c: buf_get()). */
+	uint8_t *bufs[KVF__JAPPENDERS];
+	size_t buf_caps[KVF__JAPPENDERS];
+	int nr_bufs;
+};
+
+/*
  * Prefaulting LMDB's map ahead of its end (MDB_WRITEMAP; writer.c), so
  * the first store into a fresh page does not fault on the caller's path.
  * Under @mu.
@@ -106,7 +122,7 @@ struct kvf__jckpt {
 /*
  * struct kvf__journal - the pipeline's state, holding the parts' states.
  * Locking: @mu protects everything but the store's write transactions,
- * which belong to the holder of the transaction slot (@busy), and is
+ * which belong to the holder of the transaction slot (@grp.busy), and is
  * never held across LMDB calls or I/O.
  */
 struct kvf__journal {
@@ -132,17 +148,7 @@ struct kvf__journal {
 	int replayed; /* replay ran or can no longer run */
 	int stop;
 
-	/* Group commit, under @mu. */
-	struct kvf__jreq *head, **tail;
-	size_t nr_queued;      /* batches in the queue */
-	int busy;              /* the transaction slot: 0 free, see writer.c */
-	int leader_waiting;    /* a leader waits on lead_cv */
-	uint64_t commit_ns;    /* moving average of an append commit */
-	struct kvf__jappender appenders[KVF__JAPPENDERS];
-	/* Encoding buffers kept between appends (writer.c: buf_get()). */
-	uint8_t *bufs[KVF__JAPPENDERS];
-	size_t buf_caps[KVF__JAPPENDERS];
-	int nr_bufs;
+	struct kvf__jgroup grp;   /* under @mu */
 	int fault_code;
 	unsigned fault_count;
 

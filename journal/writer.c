@@ -5,7 +5,7 @@
  * checkpoint scheduling.
  *
  * LMDB serialises write transactions, so exactly one thread at a time
- * holds the transaction slot (@busy, under @mu). Callers encode their
+ * holds the transaction slot (@grp.busy, under @mu). Callers encode their
  * batch into log frames on their own thread (in parallel) and queue it.
  * Leader/follower group commit: a caller that finds the slot free takes
  * it and becomes the leader: it takes the whole queue, writes every queued
@@ -78,7 +78,7 @@
 #define NSEC_PER_MSEC 1000000ull
 /* Longest a STRICT group waits for other appenders (kvf__gather_wait_ns). */
 #define GATHER_MAX_NS 300000ull
-/* Who holds the transaction slot (@busy): nobody is 0. */
+/* Who holds the transaction slot (@grp.busy): nobody is 0. */
 #define SLOT_APPEND 1
 #define SLOT_FOLD 2
 /* With MDB_WRITEMAP, keep this much of the map prefaulted ahead. */
@@ -334,11 +334,11 @@ static int fold_wanted(struct kvf__journal *j)
 /* With @mu held: the calling thread appends now. */
 void kvf__note_appender(struct kvf__journal *j, uint64_t now)
 {
-	struct kvf__jappender *mine = NULL, *oldest = &j->appenders[0];
+	struct kvf__jappender *mine = NULL, *oldest = &j->grp.appenders[0];
 	pthread_t self = pthread_self();
 
 	for (int i = 0; i < KVF__JAPPENDERS && !mine; i++) {
-		struct kvf__jappender *a = &j->appenders[i];
+		struct kvf__jappender *a = &j->grp.appenders[i];
 
 		if (a->last_ns && pthread_equal(a->thread, self))
 			mine = a;
@@ -359,8 +359,8 @@ static size_t active_appenders(const struct kvf__journal *j, uint64_t now,
 	size_t n = 0;
 
 	for (int i = 0; i < KVF__JAPPENDERS; i++)
-		n += j->appenders[i].last_ns &&
-		     j->appenders[i].last_ns + window_ns >= now;
+		n += j->grp.appenders[i].last_ns &&
+		     j->grp.appenders[i].last_ns + window_ns >= now;
 	return n;
 }
 
@@ -392,15 +392,16 @@ static void gather(struct kvf__journal *j)
 
 	if (j->cfg.durability != KVF_DURABILITY_STRICT)
 		return;
-	deadline = now + kvf__gather_wait_ns(j->commit_ns);
-	j->leader_waiting = 1;
+	deadline = now + kvf__gather_wait_ns(j->grp.commit_ns);
+	j->grp.leader_waiting = 1;
 	while (!j->stop && now < deadline &&
-	       !kvf__group_complete(j, now, j->commit_ns, j->nr_queued)) {
+	       !kvf__group_complete(j, now, j->grp.commit_ns,
+				    j->grp.nr_queued)) {
 		kvf__deadline_ts(deadline, &ts);
 		pthread_cond_timedwait(&j->lead_cv, &j->mu, &ts);
 		now = kvf__now_ns();
 	}
-	j->leader_waiting = 0;
+	j->grp.leader_waiting = 0;
 }
 
 /*
@@ -412,23 +413,23 @@ static void gather(struct kvf__journal *j)
  */
 static void release(struct kvf__journal *j, int was_fold)
 {
-	bool others = j->head ||
+	bool others = j->grp.head ||
 		      (j->flow.on && kvf__flow_movable(j) != j->st.last_seq);
 
-	j->busy = 0;
+	j->grp.busy = 0;
 	if (!j->stop && fold_wanted(j) && (!was_fold || !others)) {
-		j->busy = SLOT_FOLD;
+		j->grp.busy = SLOT_FOLD;
 		pthread_cond_signal(&j->work_cv);
 		return;
 	}
-	if (j->head)
-		pthread_cond_signal(&j->head->cv);
+	if (j->grp.head)
+		pthread_cond_signal(&j->grp.head->cv);
 	if (j->stop)
 		pthread_cond_signal(&j->work_cv);
 }
 
 /*
- * With @mu held and @j->busy taken by the caller: commit every queued
+ * With @mu held and @j->grp.busy taken by the caller: commit every queued
  * batch in one transaction and complete them all.
  */
 static void lead(struct kvf__journal *j, int may_gather)
@@ -439,17 +440,18 @@ static void lead(struct kvf__journal *j, int may_gather)
 
 	if (may_gather)
 		gather(j);
-	group = j->head;
-	j->head = NULL;
-	j->tail = &j->head;
-	j->nr_queued = 0;
+	group = j->grp.head;
+	j->grp.head = NULL;
+	j->grp.tail = &j->grp.head;
+	j->grp.nr_queued = 0;
 	pthread_mutex_unlock(&j->mu);
 	t0 = kvf__now_ns();
 	rc = kvf__commit_frames(j, put_group, group);
 	took = kvf__now_ns() - t0;
 	if (!rc)
-		j->commit_ns = j->commit_ns ? (7 * j->commit_ns + took) / 8 :
-					      took;
+		j->grp.commit_ns = j->grp.commit_ns ?
+					   (7 * j->grp.commit_ns + took) / 8 :
+					   took;
 	while (group) {
 		struct kvf__jreq *next = group->next;
 
@@ -494,19 +496,19 @@ static void *writer_main(void *arg)
 	for (;;) {
 		uint64_t deadline = 0;
 
-		if (j->busy == SLOT_FOLD) {
+		if (j->grp.busy == SLOT_FOLD) {
 			serve_fold(j); /* release() reserved the slot for us */
 		} else if (j->pf.pending && !j->stop) {
 			prefault(j); /* needs no slot */
 		} else if (j->flow.pf_want && !j->stop) {
 			kvf__flow_serve_prefault(j); /* needs no slot */
-		} else if (j->busy) {
+		} else if (j->grp.busy) {
 			pthread_cond_wait(&j->work_cv, &j->mu);
-		} else if (j->head) {
-			j->busy = SLOT_APPEND;
+		} else if (j->grp.head) {
+			j->grp.busy = SLOT_APPEND;
 			lead(j, 0);
 		} else if (kvf__flow_move_due(j, kvf__now_ns(), &deadline)) {
-			j->busy = SLOT_APPEND;
+			j->grp.busy = SLOT_APPEND;
 			kvf__flow_move(j);
 			release(j, 0);
 		} else if (j->stop) {
@@ -514,7 +516,7 @@ static void *writer_main(void *arg)
 			 * failing move left in the side log, at the next open. */
 			break;
 		} else if (fold_wanted(j)) {
-			j->busy = SLOT_FOLD;
+			j->grp.busy = SLOT_FOLD;
 			serve_fold(j);
 		} else if (deadline) {
 			kvf__deadline_ts(deadline, &ts);
@@ -634,10 +636,10 @@ void kvf__writer_stop(struct kvf__journal *j)
 static void buf_get(struct kvf__journal *j, struct kvf__jreq *req)
 {
 	pthread_mutex_lock(&j->mu);
-	if (j->nr_bufs) {
-		j->nr_bufs--;
-		req->b.buf = j->bufs[j->nr_bufs];
-		req->b.cap = j->buf_caps[j->nr_bufs];
+	if (j->grp.nr_bufs) {
+		j->grp.nr_bufs--;
+		req->b.buf = j->grp.bufs[j->grp.nr_bufs];
+		req->b.cap = j->grp.buf_caps[j->grp.nr_bufs];
 	}
 	pthread_mutex_unlock(&j->mu);
 }
@@ -645,11 +647,11 @@ static void buf_get(struct kvf__journal *j, struct kvf__jreq *req)
 /* With @mu held: keep @req's buffer for a later append if there is room. */
 static void buf_put(struct kvf__journal *j, struct kvf__jreq *req)
 {
-	if (!req->b.buf || j->nr_bufs == KVF__JAPPENDERS)
+	if (!req->b.buf || j->grp.nr_bufs == KVF__JAPPENDERS)
 		return;
-	j->bufs[j->nr_bufs] = req->b.buf;
-	j->buf_caps[j->nr_bufs] = req->b.cap;
-	j->nr_bufs++;
+	j->grp.bufs[j->grp.nr_bufs] = req->b.buf;
+	j->grp.buf_caps[j->grp.nr_bufs] = req->b.cap;
+	j->grp.nr_bufs++;
 	req->b.buf = NULL;
 }
 
@@ -696,18 +698,18 @@ int kvf__journal_append(struct kvf__journal *j, const struct kvf__jrec *recs,
 	if (!rc && j->flow.on)
 		rc = kvf__flow_direct_begin(j);
 	if (!rc) {
-		*j->tail = &req;
-		j->tail = &req.next;
-		j->nr_queued++;
+		*j->grp.tail = &req;
+		j->grp.tail = &req.next;
+		j->grp.nr_queued++;
 		kvf__note_appender(j, kvf__now_ns());
-		if (j->leader_waiting)
+		if (j->grp.leader_waiting)
 			pthread_cond_signal(&j->lead_cv);
 		while (!req.done) {
-			if (j->busy) {
+			if (j->grp.busy) {
 				pthread_cond_wait(&req.cv, &j->mu);
 				continue;
 			}
-			j->busy = SLOT_APPEND; /* lead: commit the queue */
+			j->grp.busy = SLOT_APPEND; /* lead: commit the queue */
 			lead(j, 1);
 		}
 		rc = req.status;
