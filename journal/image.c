@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * journal/image.c - folding log records into the image databases.
+ * journal/image.c - the image: applying records to the image databases,
+ * folding checkpoint chunks of the log into them, and reading image and
+ * log back for the replay.
  *
  * The image is the state as of the checkpoint sequence: segments by id,
  * objects by key, and a per-client count of mounted segments. Records are
@@ -15,7 +17,8 @@
  * full keys of the (almost always single) entries sharing it, so hash
  * collisions cost a comparison and can never merge two objects.
  *
- * Runs only on the writer thread inside its write transaction.
+ * Folds and applies run inside the caller's write transaction (the
+ * pipeline's transaction slot); the scan inside a read transaction.
  */
 #include "config.h"
 
@@ -23,7 +26,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "journal/jint.h"
+#include "journal/error.h"
+#include "journal/store.h"
 #include "metadata/hash.h"
 
 #define OBJ_KEY_LEN 12
@@ -96,7 +100,7 @@ static int obj_store(MDB_txn *txn, MDB_dbi dbi, const uint8_t *k,
 	return rc;
 }
 
-static int apply_object(MDB_txn *txn, const struct kvf__jdbs *dbs,
+static int apply_object(MDB_txn *txn, const struct kvf__store_dbs *dbs,
 			const struct kvf__jrec *rec)
 {
 	uint8_t k[OBJ_KEY_LEN];
@@ -173,7 +177,7 @@ static int segment_client(const MDB_val *val, uint64_t *client)
 	return 0;
 }
 
-static int apply_segment(MDB_txn *txn, const struct kvf__jdbs *dbs,
+static int apply_segment(MDB_txn *txn, const struct kvf__store_dbs *dbs,
 			 const struct kvf__jrec *rec)
 {
 	uint64_t id = rec->type == KVF__JREC_SEGMENT_MOUNT ?
@@ -205,7 +209,7 @@ static int apply_segment(MDB_txn *txn, const struct kvf__jdbs *dbs,
 	return rc;
 }
 
-int kvf__image_apply(MDB_txn *txn, const struct kvf__jdbs *dbs,
+int kvf__image_apply(MDB_txn *txn, const struct kvf__store_dbs *dbs,
 		     const struct kvf__jrec *rec)
 {
 	uint8_t k[8];
@@ -223,4 +227,278 @@ int kvf__image_apply(MDB_txn *txn, const struct kvf__jdbs *dbs,
 	default:
 		return apply_object(txn, dbs, rec);
 	}
+}
+
+/* --- Checkpoint chunks. --- */
+
+/*
+ * A fold chunk is applied sorted: object records by their image key (the
+ * key's hash, as image.c stores them; a stable sort keeps each key's
+ * records in log order), after the segment and client records in log
+ * order (they live in other databases). Applied in log order, each object
+ * record is a random B-tree descent and page copy; sorted, consecutive
+ * records share leaf pages.
+ */
+struct fold_item {
+	struct kvf__jrec rec;  /* strings point into the arena once applied */
+	uint64_t order;        /* 0 for segment/client records, else hash | 1 */
+	uint64_t pos;          /* log order, for a stable sort */
+	size_t key_off, name_off, endpoint_off;
+};
+
+struct fold {
+	MDB_txn *txn;
+	const struct kvf__store_dbs *dbs;
+	struct fold_item *items;
+	size_t n, cap;
+	char *arena;
+	size_t used, arena_cap;
+};
+
+static bool is_object(const struct kvf__jrec *rec)
+{
+	return rec->type == KVF__JREC_OBJECT_PUT ||
+	       rec->type == KVF__JREC_OBJECT_REPLICAS ||
+	       rec->type == KVF__JREC_OBJECT_REMOVE;
+}
+
+/* Copy @len bytes into the arena; returns their offset, or SIZE_MAX. */
+static size_t arena_copy(struct fold *f, const char *p, size_t len)
+{
+	size_t off = f->used;
+
+	if (f->used + len > f->arena_cap) {
+		size_t cap = f->arena_cap ? 2 * f->arena_cap : 1 << 20;
+		char *a;
+
+		while (cap < f->used + len)
+			cap *= 2;
+		a = realloc(f->arena, cap);
+		if (!a)
+			return SIZE_MAX;
+		f->arena = a;
+		f->arena_cap = cap;
+	}
+	if (len)
+		memcpy(f->arena + off, p, len);
+	f->used += len;
+	return off;
+}
+
+/* Collect one record of the chunk (the frame is deleted before applying). */
+static int fold_record(void *arg, const struct kvf__jrec *rec, uint32_t idx)
+{
+	struct fold *f = arg;
+	struct fold_item *it;
+
+	(void)idx;
+	if (f->n == f->cap) {
+		size_t cap = f->cap ? 2 * f->cap : 4096;
+		struct fold_item *items = realloc(f->items, cap * sizeof(*items));
+
+		if (!items)
+			return ENOMEM;
+		f->items = items;
+		f->cap = cap;
+	}
+	it = &f->items[f->n];
+	it->rec = *rec;
+	it->pos = f->n;
+	it->order = 0;
+	it->key_off = it->name_off = it->endpoint_off = 0;
+	if (is_object(rec)) {
+		it->order = kvf__key_hash(rec->obj.key, rec->obj.key_len) | 1;
+		it->key_off = arena_copy(f, rec->obj.key, rec->obj.key_len);
+		if (it->key_off == SIZE_MAX)
+			return ENOMEM;
+	} else if (rec->type == KVF__JREC_SEGMENT_MOUNT) {
+		it->name_off = arena_copy(f, rec->mount.name,
+					  rec->mount.name_len);
+		it->endpoint_off = arena_copy(f, rec->mount.endpoint,
+					      rec->mount.endpoint_len);
+		if (it->name_off == SIZE_MAX || it->endpoint_off == SIZE_MAX)
+			return ENOMEM;
+	}
+	f->n++;
+	return 0;
+}
+
+static int cmp_fold_item(const void *a, const void *b)
+{
+	const struct fold_item *x = a, *y = b;
+
+	if (x->order != y->order)
+		return x->order < y->order ? -1 : 1;
+	return (x->pos > y->pos) - (x->pos < y->pos);
+}
+
+/* Apply the collected chunk to the image, sorted (see struct fold_item). */
+static int fold_apply(struct fold *f)
+{
+	int rc = 0;
+
+	if (f->n)
+		qsort(f->items, f->n, sizeof(*f->items), cmp_fold_item);
+	for (size_t i = 0; i < f->n && !rc; i++) {
+		struct kvf__jrec *r = &f->items[i].rec;
+
+		if (is_object(r))
+			r->obj.key = f->arena + f->items[i].key_off;
+		else if (r->type == KVF__JREC_SEGMENT_MOUNT) {
+			r->mount.name = f->arena + f->items[i].name_off;
+			r->mount.endpoint = f->arena + f->items[i].endpoint_off;
+		}
+		rc = kvf__image_apply(f->txn, f->dbs, r);
+	}
+	return rc;
+}
+
+int kvf__image_fold(MDB_txn *txn, const struct kvf__store_dbs *dbs,
+		    uint64_t target, uint64_t chunk,
+		    struct kvf__store_state *st)
+{
+	struct fold f = { .txn = txn, .dbs = dbs };
+	MDB_cursor *cur;
+	MDB_val key, val;
+	uint64_t done = 0, seq;
+	uint32_t count;
+	int rc;
+
+	rc = mdb_cursor_open(txn, dbs->log, &cur);
+	if (rc)
+		goto out;
+	while (done < chunk && st->ckpt_seq < st->last_seq &&
+	       !(rc = mdb_cursor_get(cur, &key, &val, MDB_FIRST))) {
+		seq = key.mv_size == 8 ? kvf__get_be64(key.mv_data) : 0;
+		if (seq != st->ckpt_seq + 1) {
+			rc = MDB_CORRUPTED;
+			break;
+		}
+		rc = kvf__frame_decode(val.mv_data, val.mv_size, &count,
+				       fold_record, &f);
+		if (rc == KVF_ERR_JOURNAL_CORRUPT)
+			rc = MDB_CORRUPTED;
+		if (!rc)
+			rc = mdb_cursor_del(cur, 0);
+		if (rc)
+			break;
+		st->ckpt_seq += count;
+		st->log_frames--;
+		done += count;
+	}
+	mdb_cursor_close(cur);
+	if (rc == MDB_NOTFOUND)
+		rc = MDB_CORRUPTED; /* the log ended before last_seq */
+	if (!rc)
+		rc = fold_apply(&f);
+	if (rc)
+		goto out;
+	if (st->ckpt_seq >= target)
+		st->ckpt_count++;
+	rc = kvf__store_meta_put(txn, dbs->meta, KVF__META_CKPT_SEQ,
+				 &st->ckpt_seq, sizeof(st->ckpt_seq));
+	if (!rc)
+		rc = kvf__store_meta_put(txn, dbs->meta, KVF__META_CKPT_COUNT,
+					 &st->ckpt_count,
+					 sizeof(st->ckpt_count));
+	if (!rc)
+		rc = kvf__store_count_image(txn, dbs, st);
+out:
+	free(f.items);
+	free(f.arena);
+	return rc;
+}
+
+/* --- Replay reading. --- */
+
+/* Image pass: every entry of @dbi must decode to one record of @type. */
+static int scan_image(MDB_txn *txn, MDB_dbi dbi, enum kvf__jrec_type type,
+		      uint64_t seq, const struct kvf__journal_replay_ops *ops,
+		      void *arg)
+{
+	MDB_cursor *cur;
+	MDB_val key, val;
+	struct kvf__jrec rec;
+	int mrc, rc = KVF_OK;
+
+	mrc = mdb_cursor_open(txn, dbi, &cur);
+	if (mrc)
+		return kvf__journal_status(mrc);
+	while (!rc && !(mrc = mdb_cursor_get(cur, &key, &val, MDB_NEXT))) {
+		size_t used;
+
+		if (kvf__jrec_decode(val.mv_data, val.mv_size, &rec, &used) ||
+		    used != val.mv_size || rec.type != type)
+			rc = KVF_ERR_JOURNAL_CORRUPT;
+		else
+			rc = ops->record(arg, &rec, seq);
+	}
+	mdb_cursor_close(cur);
+	if (!rc && mrc != MDB_NOTFOUND)
+		rc = kvf__journal_status(mrc);
+	return rc;
+}
+
+struct log_walk {
+	const struct kvf__journal_replay_ops *ops;
+	void *arg;
+	uint64_t seq; /* of the frame's first record */
+};
+
+static int log_record(void *arg, const struct kvf__jrec *rec, uint32_t idx)
+{
+	struct log_walk *w = arg;
+
+	return w->ops->record(w->arg, rec, w->seq + idx);
+}
+
+static int scan_log(MDB_txn *txn, MDB_dbi dbi, uint64_t ckpt_seq,
+		    const struct kvf__journal_replay_ops *ops, void *arg,
+		    uint64_t *last_seq)
+{
+	struct log_walk w = { ops, arg, 0 };
+	uint64_t expect = ckpt_seq + 1;
+	MDB_cursor *cur;
+	MDB_val key, val;
+	uint32_t count;
+	int mrc, rc = KVF_OK;
+
+	mrc = mdb_cursor_open(txn, dbi, &cur);
+	if (mrc)
+		return kvf__journal_status(mrc);
+	while (!rc && !(mrc = mdb_cursor_get(cur, &key, &val, MDB_NEXT))) {
+		if (key.mv_size != 8 || kvf__get_be64(key.mv_data) != expect) {
+			rc = KVF_ERR_JOURNAL_CORRUPT; /* sequence gap */
+			break;
+		}
+		w.seq = expect;
+		rc = kvf__frame_decode(val.mv_data, val.mv_size, &count,
+				       log_record, &w);
+		if (!rc)
+			expect += count;
+	}
+	mdb_cursor_close(cur);
+	*last_seq = expect - 1;
+	if (!rc && mrc != MDB_NOTFOUND)
+		rc = kvf__journal_status(mrc);
+	return rc;
+}
+
+int kvf__image_scan(MDB_txn *txn, const struct kvf__store_dbs *dbs,
+		    uint64_t ckpt_seq,
+		    const struct kvf__journal_replay_ops *ops, void *arg,
+		    uint64_t *last_seq)
+{
+	int rc;
+
+	rc = scan_image(txn, dbs->segs, KVF__JREC_SEGMENT_MOUNT, ckpt_seq, ops,
+			arg);
+	if (!rc)
+		rc = scan_image(txn, dbs->objs, KVF__JREC_OBJECT_PUT, ckpt_seq,
+				ops, arg);
+	if (!rc && ops->image_done)
+		rc = ops->image_done(arg);
+	if (!rc)
+		rc = scan_log(txn, dbs->log, ckpt_seq, ops, arg, last_seq);
+	return rc;
 }

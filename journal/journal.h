@@ -43,7 +43,7 @@
 /* On-disk format version written to and required from the meta database. */
 /*
  * 2: BOUNDED acknowledges through the side log files wal-0.log and
- * wal-1.log (journal/wal.c); a version 1 reader would ignore them.
+ * wal-1.log (journal/sidelog.c); a version 1 reader would ignore them.
  * 3: the side log files start with a header (their geometry, journal id,
  * epoch); a version 2 reader would read it as an empty side log. Open
  * upgrades a version 2 directory (docs/journal.md).
@@ -157,8 +157,8 @@ struct kvf__journal_stats {
 	uint64_t commits;       /* write transactions committed since open */
 	uint64_t map_grows;     /* map growths since open */
 	uint64_t sync_errors;   /* failed periodic syncs (BOUNDED) */
-	uint64_t wal_pending;   /* acknowledged records still only in the
-				 * side log (BOUNDED) */
+	uint64_t sidelog_pending; /* acknowledged records still only in
+				   * the side log */
 	uint32_t format_version;
 };
 
@@ -212,12 +212,23 @@ int kvf__journal_open(const struct kvf__journal_config *cfg,
 /**
  * kvf__journal_error() - why the last refusal on this thread happened.
  *
- * After kvf__journal_open() or kvf__wal_scan() refused a directory
+ * After kvf__journal_open() or kvf__sidelog_scan() refused a directory
  * (%KVF_ERR_JOURNAL_CORRUPT, %KVF_ERR_JOURNAL_VERSION), a sentence naming
  * the file and, for a damaged side log, the frame; "" if nothing was
  * recorded. Thread-local; valid until the thread's next open.
  */
 const char *kvf__journal_error(void);
+
+/*
+ * kvf__jdir_check() - before LMDB opens DIR/data.mdb (and would create,
+ * extend or map it). A directory whose side log files exist while
+ * data.mdb is missing or empty lost its journal: initialising a new one
+ * would drop everything silently, so it is refused. data.mdb's meta pages
+ * are checked (kvf__store_check_file()). Returns 0 (also for a new
+ * directory), an errno value, or KVF_ERR_JOURNAL_CORRUPT
+ * (kvf__journal_error() says why). Also run by kvforge-inspect.
+ */
+int kvf__jdir_check(const char *dir);
 
 /**
  * kvf__journal_object_estimate() - upper bound on objects after replay.
@@ -260,7 +271,7 @@ int kvf__journal_replay(struct kvf__journal *j,
  * Context: blocks until the batch is durable for its mode: STRICT, until
  * its side log frame is synced to disk (concurrent callers share one
  * fdatasync; a failed sync makes every later append fail until reopen);
- * BOUNDED, until it is copied into the mapped side log (journal/wal.c; it survives a crash of
+ * BOUNDED, until it is copied into the mapped side log (journal/sidelog.c; it survives a crash of
  * the process from then on, and the syncer syncs every sync_interval_ms);
  * the writer thread moves it into the LMDB log later. BOUNDED appends
  * wait only when the side log is full (both files hold batches that are
@@ -286,29 +297,6 @@ int kvf__journal_append(struct kvf__journal *j, const struct kvf__jrec *recs,
  * Return: %KVF_OK or the error of the failed fold transaction.
  */
 int kvf__journal_checkpoint(struct kvf__journal *j);
-
-/**
- * kvf__journal_flush() - move every acknowledged batch into the LMDB log.
- * @j: the journal.
- *
- * BOUNDED acknowledges through the side log; this waits until the writer
- * thread has moved everything acknowledged before the call into LMDB
- * (not synced). A no-op in STRICT mode.
- * Context: blocks. Thread-safe.
- * Return: %KVF_OK or the error of a move that failed meanwhile.
- */
-int kvf__journal_flush(struct kvf__journal *j);
-
-/**
- * kvf__journal_sync() - sync everything committed so far to disk now.
- * @j: the journal.
- *
- * BOUNDED: the side log files and LMDB, so everything acknowledged before
- * the call survives an OS crash.
- * Context: blocks (fsync). Thread-safe.
- * Return: %KVF_OK, %KVF_ERR_IO or %KVF_ERR_JOURNAL_NO_SPACE.
- */
-int kvf__journal_sync(struct kvf__journal *j);
 
 /**
  * kvf__journal_get_stats() - counters and sizes.
@@ -341,33 +329,5 @@ void kvf__journal_inject_fault(struct kvf__journal *j, int code,
  * Context: blocks (joins the writer, fsync).
  */
 void kvf__journal_close(struct kvf__journal *j);
-
-/* --- Record codec (journal/record.c), exposed for tests and the tool. --- */
-
-/* Bytes kvf__jrec_encode() may write for @rec at most. */
-size_t kvf__jrec_encoded_max(const struct kvf__jrec *rec);
-
-/*
- * kvf__jrec_validate() - KVF_OK if @rec can be journaled, else
- * KVF_ERR_INVALID_ARGUMENT.
- */
-int kvf__jrec_validate(const struct kvf__jrec *rec);
-
-/* Encode a validated record at @buf (kvf__jrec_encoded_max() bytes free);
- * returns the bytes written. */
-size_t kvf__jrec_encode(const struct kvf__jrec *rec, uint8_t *buf);
-
-/*
- * kvf__jrec_decode() - decode one record from @buf[0..@len).
- * @used: receives the bytes consumed.
- *
- * Return: KVF_OK or KVF_ERR_JOURNAL_CORRUPT. Pointers in @rec point into
- * @buf.
- */
-int kvf__jrec_decode(const uint8_t *buf, size_t len, struct kvf__jrec *rec,
-		     size_t *used);
-
-/* Map an errno or LMDB code to a kvf_status (a kvf_status passes as is). */
-int kvf__journal_status(int mdb_or_errno);
 
 #endif /* KVF_JOURNAL_JOURNAL_H */

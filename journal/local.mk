@@ -1,12 +1,19 @@
 # SPDX-License-Identifier: MIT
 libkvforge_core_la_SOURCES += \
 	journal/journal.h \
-	journal/jint.h \
+	journal/error.h \
+	journal/error.c \
+	journal/record.h \
 	journal/record.c \
+	journal/store.h \
+	journal/store.c \
 	journal/image.c \
+	journal/sidelog.h \
+	journal/sidelog.c \
+	journal/pipeline.h \
 	journal/journal.c \
 	journal/writer.c \
-	journal/wal.c
+	journal/sidelog_flow.c
 
 bin_PROGRAMS += tools/kvforge-inspect
 tools_kvforge_inspect_SOURCES = tools/kvforge-inspect.c

@@ -18,13 +18,19 @@
  * The decoder trusts nothing: every length is bounds-checked, varints are
  * at most 10 bytes and must fit 64 bits, counts and flags are range-checked,
  * so a damaged value is reported as KVF_ERR_JOURNAL_CORRUPT and never read
- * out of bounds. Pure functions, thread-safe.
+ * out of bounds.
+ *
+ * Log frames (record.h) group a batch's records for the LMDB log and the
+ * side log: a batch is encoded once, on the caller's thread, into frames
+ * of ~KVF__FRAME_TARGET bytes, and both logs store those bytes as they
+ * are. Pure functions, thread-safe; no I/O.
  */
 #include "config.h"
 
+#include <stdlib.h>
 #include <string.h>
 
-#include "journal/journal.h"
+#include "journal/record.h"
 
 #define VARINT_MAX 10
 
@@ -289,4 +295,125 @@ int kvf__jrec_decode(const uint8_t *buf, size_t len, struct kvf__jrec *rec,
 		return KVF_ERR_JOURNAL_CORRUPT;
 	*used = (size_t)(r.p - buf);
 	return KVF_OK;
+}
+
+/* --- Log frames and batches. --- */
+
+static void frame_close(uint8_t *frame, size_t len, uint32_t nr)
+{
+	uint32_t vlen = (uint32_t)(len - 4);
+
+	memcpy(frame, &vlen, 4);
+	frame[4] = (uint8_t)nr;
+	frame[5] = (uint8_t)(nr >> 8);
+}
+
+/* Make room for @need bytes at @b->buf; it grows at least twofold. */
+static int buf_reserve(struct kvf__jbatch *b, size_t need)
+{
+	size_t cap = b->cap * 2 > need ? b->cap * 2 : need;
+	uint8_t *buf;
+
+	if (need <= b->cap)
+		return KVF_OK;
+	buf = realloc(b->buf, cap);
+	if (!buf)
+		return KVF_ERR_NO_MEMORY;
+	b->buf = buf;
+	b->cap = cap;
+	return KVF_OK;
+}
+
+/*
+ * One pass: each record is validated and bounded once (the buffer, kept
+ * between appends by the pipeline, rarely has to grow).
+ */
+int kvf__batch_encode(const struct kvf__jrec *recs, size_t n,
+		      struct kvf__jbatch *b)
+{
+	size_t off = 0, frame = 0;
+	uint32_t in_frame = 0;
+
+	b->nr_frames = 0;
+	for (size_t i = 0; i < n; i++) {
+		size_t max;
+
+		if (kvf__jrec_validate(&recs[i]))
+			return KVF_ERR_INVALID_ARGUMENT;
+		max = kvf__jrec_encoded_max(&recs[i]);
+		if (in_frame && (off - frame - 4 + max > KVF__FRAME_TARGET ||
+				 in_frame == KVF__FRAME_MAX_RECS)) {
+			frame_close(b->buf + frame, off - frame, in_frame);
+			in_frame = 0;
+		}
+		if (buf_reserve(b, off + 4 + KVF__FRAME_HDR + max))
+			return KVF_ERR_NO_MEMORY;
+		if (!in_frame) {
+			frame = off;
+			off += 4 + KVF__FRAME_HDR;
+			b->nr_frames++;
+		}
+		off += kvf__jrec_encode(&recs[i], b->buf + off);
+		in_frame++;
+	}
+	frame_close(b->buf + frame, off - frame, in_frame);
+	b->len = off;
+	b->nr_recs = n;
+	return KVF_OK;
+}
+
+uint32_t kvf__frame_count(const uint8_t *val, size_t len)
+{
+	if (len < KVF__FRAME_HDR)
+		return 0;
+	return (uint32_t)val[0] | (uint32_t)val[1] << 8;
+}
+
+int kvf__frame_decode(const uint8_t *val, size_t len, uint32_t *count,
+		      kvf__jrec_fn fn, void *arg)
+{
+	size_t off = KVF__FRAME_HDR;
+	struct kvf__jrec rec;
+	uint32_t n = kvf__frame_count(val, len), i;
+	int rc;
+
+	if (n == 0)
+		return KVF_ERR_JOURNAL_CORRUPT;
+	for (i = 0; i < n; i++) {
+		size_t used;
+
+		if (kvf__jrec_decode(val + off, len - off, &rec, &used))
+			return KVF_ERR_JOURNAL_CORRUPT;
+		off += used;
+		rc = fn(arg, &rec, i);
+		if (rc)
+			return rc;
+	}
+	if (off != len)
+		return KVF_ERR_JOURNAL_CORRUPT;
+	*count = n;
+	return KVF_OK;
+}
+
+int kvf__frames_decode(const uint8_t *buf, size_t len, uint64_t nr_recs,
+		       uint32_t nr_frames, kvf__jrec_fn fn, void *arg)
+{
+	uint64_t recs = 0, off = 0;
+
+	for (uint32_t k = 0; k < nr_frames; k++) {
+		uint32_t vlen, count;
+		int rc;
+
+		if (len - off < 4)
+			return KVF_ERR_JOURNAL_CORRUPT;
+		memcpy(&vlen, buf + off, 4);
+		if (vlen > len - off - 4)
+			return KVF_ERR_JOURNAL_CORRUPT;
+		rc = kvf__frame_decode(buf + off + 4, vlen, &count, fn, arg);
+		if (rc)
+			return rc;
+		recs += count;
+		off += 4 + vlen;
+	}
+	return off == len && recs == nr_recs ? 0 : KVF_ERR_JOURNAL_CORRUPT;
 }

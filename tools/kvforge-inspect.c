@@ -8,7 +8,7 @@
  * read-only (MDB_RDONLY, one read transaction), so it can run beside a
  * live engine and sees one consistent snapshot, and counts the side log
  * records after LMDB's end with open's own side log reader and verdict
- * (kvf__wal_scan()). Never takes DIR/kvforge.lock, never writes DIR.
+ * (kvf__sidelog_scan()). Never takes DIR/kvforge.lock, never writes DIR.
  *
  * --verify runs open's real recovery (kvf__journal_open()) and replay on
  * a scratch copy of the directory, so it fails exactly where open would,
@@ -37,7 +37,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "journal/jint.h"
+#include "journal/journal.h"
+#include "journal/sidelog.h"
+#include "journal/store.h"
 #include "metadata/hash.h"
 
 struct vseg {
@@ -361,12 +363,15 @@ static int count_record(void *arg, const struct kvf__jrec *r, uint64_t seq)
 	return 0;
 }
 
-static void print_summary(const char *dir, const struct kvf__jstate *st,
+static void print_summary(const char *dir, const struct kvf__store_state *st,
 			  uint64_t map_size, int json)
 {
 	unsigned long long log = st->last_seq - st->ckpt_seq;
 	uint64_t pending = 0;
-	int wrc = kvf__wal_scan(dir, st, count_record, NULL, &pending);
+	int wrc = kvf__sidelog_scan(dir, st->id,
+				    st->version < KVF__JOURNAL_FORMAT_VERSION,
+				    st->sidelog_created, st->last_seq,
+				    count_record, NULL, &pending);
 
 	if (json) {
 		printf("{\"format_version\": %u, \"objects\": %llu, "
@@ -449,7 +454,7 @@ static int remove_entry(const char *path, const struct stat *sb, int flag,
 }
 
 /* Side log geometry for the scratch open: the file's, when it is one. */
-static uint64_t wal_bytes_of(const char *dir)
+static uint64_t sidelog_bytes_of(const char *dir)
 {
 	char path[4096];
 	struct stat sb;
@@ -473,7 +478,7 @@ static int verify(const char *dir, int json)
 	struct kvf__journal_config cfg = {
 		.durability = KVF_DURABILITY_BOUNDED,
 		.checkpoint_records = UINT64_MAX,
-		.wal_bytes = wal_bytes_of(dir),
+		.wal_bytes = sidelog_bytes_of(dir),
 	};
 	struct model m = { 0 };
 	struct kvf__journal *j = NULL;
@@ -543,8 +548,8 @@ static void usage(void)
 /* Summary (read-only snapshot) and, with @do_verify, verify(). */
 static int inspect(const char *dir, int do_verify, int json)
 {
-	struct kvf__jstate st;
-	struct kvf__jdbs dbs;
+	struct kvf__store_state st;
+	struct kvf__store_dbs dbs;
 	MDB_envinfo info;
 	MDB_env *env;
 	MDB_txn *txn;
@@ -556,7 +561,7 @@ static int inspect(const char *dir, int do_verify, int json)
 			rc > 0 ? strerror(rc) : kvf__journal_error());
 		return do_verify ? 1 : 2;
 	}
-	rc = kvf__jenv_open(dir, MDB_RDONLY, 0, &env);
+	rc = kvf__store_env_open(dir, MDB_RDONLY, 0, &env);
 	if (rc) {
 		fprintf(stderr, "kvforge-inspect: %s: %s\n", dir,
 			mdb_strerror(rc));
@@ -564,9 +569,9 @@ static int inspect(const char *dir, int do_verify, int json)
 	}
 	rc = mdb_txn_begin(env, NULL, MDB_RDONLY, &txn);
 	if (!rc)
-		rc = kvf__jdbs_open(txn, &dbs, 0);
+		rc = kvf__store_dbs_open(txn, &dbs, 0);
 	if (!rc)
-		rc = kvf__jstate_read(txn, &dbs, &st);
+		rc = kvf__store_state_read(txn, &dbs, &st);
 	if (!rc && st.version != KVF__JOURNAL_FORMAT_VERSION &&
 	    st.version != KVF__JOURNAL_FORMAT_UPGRADABLE) {
 		fprintf(stderr, "kvforge-inspect: format version %u, this "

@@ -48,7 +48,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "journal/jint.h"
+#include "journal/journal.h"
+#include "journal/record.h"
+#include "journal/sidelog.h"
+#include "journal/store.h"
 #include "tests/unit/test_journal_model.h"
 #include "tests/stress/check.h"
 
@@ -246,17 +249,17 @@ static struct kvf__journal *reopen(const char *dir, int strict, uint64_t seed)
  */
 static bool lmdb_last_seq(const char *dir, uint64_t *last)
 {
-	struct kvf__jstate st;
-	struct kvf__jdbs dbs;
+	struct kvf__store_state st;
+	struct kvf__store_dbs dbs;
 	MDB_env *env;
 	MDB_txn *txn;
 	bool ok;
 
-	if (kvf__jenv_open(dir, MDB_RDONLY, 0, &env))
+	if (kvf__store_env_open(dir, MDB_RDONLY, 0, &env))
 		return false;
 	CHECK(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn) == 0);
-	ok = !kvf__jdbs_open(txn, &dbs, 0) &&
-	     !kvf__jstate_read(txn, &dbs, &st);
+	ok = !kvf__store_dbs_open(txn, &dbs, 0) &&
+	     !kvf__store_state_read(txn, &dbs, &st);
 	mdb_txn_abort(txn);
 	mdb_env_close(env);
 	*last = st.last_seq;
@@ -269,8 +272,8 @@ static bool lmdb_last_seq(const char *dir, uint64_t *last)
  */
 static uint64_t middle_frame(int fd, uint64_t last)
 {
-	uint8_t h[KVF__WAL_HDR];
-	uint64_t off = KVF__WAL_DATA, prev = 0, next = 0, first;
+	uint8_t h[KVF__SIDELOG_HDR];
+	uint64_t off = KVF__SIDELOG_DATA, prev = 0, next = 0, first;
 	uint32_t magic, len, nr;
 
 	while (pread(fd, h, sizeof(h), (off_t)off) == (ssize_t)sizeof(h)) {
@@ -284,7 +287,7 @@ static uint64_t middle_frame(int fd, uint64_t last)
 			return prev; /* @prev has a successor: this frame */
 		prev = first > last && len ? off : 0;
 		next = first + nr;
-		off += KVF__WAL_HDR + ((len + 7) & ~7u);
+		off += KVF__SIDELOG_HDR + ((len + 7) & ~7u);
 	}
 	return 0;
 }
@@ -326,7 +329,7 @@ static bool damaged(const char *dir, int strict, uint64_t seed)
 			close(fd);
 		return false;
 	}
-	off += KVF__WAL_HDR + 6 + seed % 8; /* in the first record */
+	off += KVF__SIDELOG_HDR + 6 + seed % 8; /* in the first record */
 	flip(fd, off);
 	rc = kvf__journal_open(&cfg, &j);
 	if (rc == KVF_OK)

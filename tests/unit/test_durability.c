@@ -13,8 +13,8 @@
 #include "tests/unit/helpers.h"
 
 #include "engine/internal.h"
-#include "journal/jint.h"
 #include "journal/journal.h"
+#include "journal/store.h"
 
 #define C1 31
 #define C2 32
@@ -220,7 +220,7 @@ static void test_refused_directories(void **state)
 	char path[600];
 	MDB_env *env;
 	MDB_txn *txn;
-	struct kvf__jdbs dbs;
+	struct kvf__store_dbs dbs;
 	MDB_val key = { strlen(KVF__META_VERSION), (void *)KVF__META_VERSION };
 	MDB_val val = { sizeof(v), &v };
 	int fd;
@@ -232,9 +232,9 @@ static void test_refused_directories(void **state)
 	kvf_engine_close(d->f.e);
 	d->f.e = NULL;
 	/* A directory from another format version. */
-	assert_int_equal(kvf__jenv_open(d->dir, 0, 0, &env), 0);
+	assert_int_equal(kvf__store_env_open(d->dir, 0, 0, &env), 0);
 	assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
-	assert_int_equal(kvf__jdbs_open(txn, &dbs, 0), 0);
+	assert_int_equal(kvf__store_dbs_open(txn, &dbs, 0), 0);
 	assert_int_equal(mdb_put(txn, dbs.meta, &key, &val, 0), 0);
 	assert_int_equal(mdb_txn_commit(txn), 0);
 	mdb_env_close(env);

@@ -15,7 +15,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "journal/jint.h"
+#include "journal/journal.h"
+#include "journal/record.h"
+#include "journal/sidelog.h"
+#include "journal/store.h"
 #include "tests/unit/test_journal_model.h"
 
 static struct jgen g;
@@ -36,8 +39,8 @@ static struct kvf__jrec put(const char *key, uint64_t seg, uint64_t off)
 /* Flip a payload byte of the frame of DIR/wal-0.log starting at @seq. */
 static bool flip_frame(const char *dir, uint64_t seq)
 {
-	uint8_t h[KVF__WAL_HDR], byte;
-	uint64_t off = KVF__WAL_DATA, first;
+	uint8_t h[KVF__SIDELOG_HDR], byte;
+	uint64_t off = KVF__SIDELOG_DATA, first;
 	uint32_t len;
 	bool done = false;
 	char path[4096];
@@ -50,14 +53,14 @@ static bool flip_frame(const char *dir, uint64_t seq)
 		memcpy(&len, h + 4, 4);
 		memcpy(&first, h + 8, 8);
 		if (first == seq &&
-		    pread(fd, &byte, 1, (off_t)off + KVF__WAL_HDR + 9) == 1) {
+		    pread(fd, &byte, 1, (off_t)off + KVF__SIDELOG_HDR + 9) == 1) {
 			byte ^= 0x5a;
 			done = pwrite(fd, &byte, 1,
-				      (off_t)off + KVF__WAL_HDR + 9) == 1;
+				      (off_t)off + KVF__SIDELOG_HDR + 9) == 1;
 		}
 		if (!len && !first)
 			break;
-		off += KVF__WAL_HDR + ((len + 7) & ~7u);
+		off += KVF__SIDELOG_HDR + ((len + 7) & ~7u);
 	}
 	if (fd >= 0)
 		close(fd);

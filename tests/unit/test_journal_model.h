@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "journal/journal.h"
+#include "journal/record.h"
 
 #define JM_KEY_LEN 70
 #define JM_SEGS 16

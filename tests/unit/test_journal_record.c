@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "journal/journal.h"
+#include "journal/record.h"
 
 static void assert_same(const struct kvf__jrec *a, const struct kvf__jrec *b)
 {
