@@ -48,7 +48,8 @@ int kvf__remove_claim(struct kvf__object *o, bool force, uint64_t now);
  * @status: @n item statuses; a claimed item's becomes the journal's error
  *          when the journal refuses the batch (the object then stays).
  * @n: batch size.
- * @span: stage marks (journal, publish); a span that is off for none.
+ * @span: stage marks (journal; publish: the unlinks; allocate: the
+ *        frees); a span that is off for none.
  *
  * Journals the claimed items in one append, then unlinks them and frees
  * their buffers, one allocator lock hold per segment; the records are
