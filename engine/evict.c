@@ -282,7 +282,6 @@ static size_t find_owners(struct pass *p, size_t n)
 	struct kvf__index *idx = p->e->index;
 	size_t nc = 0;
 
-	/* A victim queued earlier in this batch is REMOVING: not evictable. */
 	for (size_t i = 0; i < n + EVICT_AHEAD; i++) {
 		if (i < n)
 			kvf__index_prefetch_hash(idx, p->blk[i].tag);
@@ -294,6 +293,7 @@ static size_t find_owners(struct pass *p, size_t n)
 	for (size_t i = 0; i < n; i++) {
 		struct kvf__object *o = p->own[i];
 
+		/* A victim this batch queued is REMOVING: not evictable. */
 		if (!o || !evictable(p->e, o, p->now, p->soft_ok))
 			continue;
 		p->cand[nc++] = (struct cand){ o, last_use(p->e, o), i };

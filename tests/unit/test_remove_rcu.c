@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * tests/unit/test_remove_rcu.c - removal never holds a read-side section
- * across a journal wait, and the segment-walking sweep removes each
- * object once.
+ * across a journal wait, the segment-walking sweep removes each object
+ * once, and eviction removes through the same path without counting as
+ * a client's remove.
  *
  * The journal's syncs are held at a gate: this program defines fsync,
  * fdatasync and msync itself (the engine, linked statically, and LMDB
@@ -354,6 +355,52 @@ static void test_sweep_reports_journal_error(void **state)
 	assert_empty(r);
 }
 
+/* Calls the profiler counted for operation @name (its total row). */
+static uint64_t profiled_calls(struct kvf_engine *e, const char *name)
+{
+	struct kvf_profile_snapshot *s;
+	uint64_t calls = UINT64_MAX;
+
+	assert_int_equal(kvf_profile_snapshot(kvf_engine_profiler(e), &s),
+			 KVF_OK);
+	for (unsigned op = 0; op < s->n_ops; op++)
+		if (!strcmp(s->op_names[op], name))
+			calls = kvf_profile_snapshot_cell(s, op, s->n_stages)
+					->calls;
+	kvf_profile_snapshot_free(s);
+	assert_int_not_equal(calls, UINT64_MAX);
+	return calls;
+}
+
+/*
+ * Eviction removes its victims through the engine's removal path: they
+ * are journaled and gone, their bytes freed, a leased object stays, and
+ * none of it is counted as a client's remove.
+ */
+static void test_eviction_is_not_a_client_remove(void **state)
+{
+	struct rfix *r = *state;
+	uint64_t freed = 0, evicted = 0;
+	struct kvf__audit a;
+
+	put_all(r, 1);
+	assert_int_equal(exist1(r->f.e, r->keys[0]), KVF_OK); /* leased */
+	kvf_profile_enable(kvf_engine_profiler(r->f.e), true);
+	assert_int_equal(kvf_engine_evict(r->f.e, (uint64_t)NOBJ * OBJ_SIZE,
+					  &freed, &evicted),
+			 KVF_OK);
+	assert_int_equal(evicted, NOBJ - 1);
+	assert_int_equal(freed, (NOBJ - 1) * OBJ_SIZE);
+	assert_int_equal(profiled_calls(r->f.e, "remove"), 0);
+	assert_int_equal(stats_of(r->f.e).objects, 1);
+	assert_int_equal(exist1(r->f.e, r->keys[0]), KVF_OK);
+	kvf__engine_audit(r->f.e, &a);
+	assert_int_equal(a.used_bytes, a.live_bytes + a.deferred_bytes);
+	assert_int_equal(remove1(r->f.e, r->keys[0], true), KVF_OK);
+	assert_int_equal(profiled_calls(r->f.e, "remove"), 1);
+	assert_empty(r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -370,6 +417,8 @@ int main(void)
 			test_sweep_counts_each_object_once, rsetup, rteardown),
 		cmocka_unit_test_setup_teardown(
 			test_sweep_reports_journal_error, rsetup, rteardown),
+		cmocka_unit_test_setup_teardown(
+			test_eviction_is_not_a_client_remove, rsetup, rteardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
