@@ -6,6 +6,15 @@
  * and no offline/online dance around blocking calls (qsbr would force one
  * around every fsync). Changing flavour means changing this file only.
  *
+ * What may run inside a read-side section: lookups, claims of records,
+ * index and allocator updates, short spin-waits on a record's writer lock
+ * (metadata/objstate.h). Never blocking I/O, a journal append (it may wait
+ * for an fsync), a sleep or a wait for a grace period: every grace period
+ * (record and segment reclamation, unmounts) waits for the longest
+ * section in progress. A batch journals its claimed records outside its
+ * section (kvf__engine_journal_claimed); a walk over many records holds
+ * one section per bounded window of them.
+ *
  * ThreadSanitizer cannot see liburcu's grace periods or the ordering that
  * rcu_assign_pointer/rcu_dereference give, so publication points carry
  * kvf__tsan_release() before publishing and kvf__tsan_acquire() after

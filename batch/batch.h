@@ -68,7 +68,10 @@ typedef void (*kvf__batch_item_fn)(struct kvf__batch *b, size_t i);
  * in b->obj[i]) as one mutation of @type each, in one append; then
  * @commit each, or, if the journal refused the batch, @rollback each and
  * set its status to the journal's error. Call inside the read-side
- * section that claimed the items. Returns how many were committed.
+ * section that claimed the items (one level): the journal append runs
+ * outside it (kvf__engine_journal_claimed), so records of the batch that
+ * were not claimed must not be used after. Returns how many were
+ * committed.
  */
 enum kvf__mutation_type;
 size_t kvf__batch_commit(struct kvf__batch *b, enum kvf__mutation_type type,

@@ -46,9 +46,9 @@
  * finding anything evictable, so a pass spreads over equally full
  * segments and relieves the fullest first (where puts fail). Victims are
  * queued for up to EVICT_BATCH removals; within one batch a hand never
- * passes the point where the batch found it, so no block is read twice
- * and no victim queued twice (only an object with several replicas can
- * be met in two segments: it is checked against the queue).
+ * passes the point where the batch found it, so no block is read twice.
+ * A queued victim is already claimed (REMOVING), so an object with
+ * several replicas, met again in another segment, is no longer ranked.
  *
  * Never evicted: processing objects, objects under lease, hard-pinned
  * ones. Soft-pinned objects (pin not yet expired) are skipped in a first
@@ -58,14 +58,16 @@
  * successful eviction (a pass over a hot table gives up after bounded
  * work, never scanning more than one turn of the hands for nothing).
  *
- * Victims are removed through the ordinary batch remove without force, so
- * the lease/remove protocol (metadata/objstate.h) and the journal apply
- * unchanged: a victim that got leased after it was read is simply not
- * removed. A batch is cut where its bytes reach what is still wanted, so
- * a pass does not overshoot by a batch. Readers never wait for any of
- * this. Two passes may run at once (the background thread and a caller):
- * a hand is a relaxed atomic hint, and a victim both picked is removed by
- * one of them.
+ * Victims are claimed as they are picked, without force, inside the
+ * section that read them (kvf__remove_claim: the lease/remove protocol of
+ * metadata/objstate.h), and removed by the engine's one removal path
+ * (engine/remove.c), which journals them outside the section: a victim
+ * that got leased after it was ranked is simply not claimed. Eviction is
+ * not profiled as a client's remove. A batch is cut where its bytes reach
+ * what is still wanted, so a pass does not overshoot by a batch. Readers
+ * never wait for any of this. Two passes may run at once (the background
+ * thread and a caller): a hand is a relaxed atomic hint, and a victim
+ * both picked is claimed by one of them.
  *
  * Triggers (kvf_engine_tick): used capacity above the high watermark, or
  * a failed allocation (put_start raises e->evict_requested and wakes the
@@ -74,10 +76,9 @@
 #include "config.h"
 
 #include <stdlib.h>
-#include <string.h>
 
-#include "batch/batch.h"
 #include "engine/internal.h"
+#include "engine/remove.h"
 #include "metadata/objstate.h"
 
 /* Used blocks one step of a hand reads. */
@@ -93,18 +94,18 @@
 /* Steps per RCU read-side section (keeps a writer's grace period short). */
 #define EVICT_STEPS_PER_SECTION 16
 
+/* Claimed victims (REMOVING), with what kvf__remove_claimed() needs. */
 struct victims {
 	size_t n;
 	uint64_t bytes_sum;
-	struct kvf_key keys[EVICT_BATCH];
+	struct kvf__object *obj[EVICT_BATCH];
+	uint64_t hash[EVICT_BATCH];
+	enum kvf_status status[EVICT_BATCH];
 	uint64_t bytes[EVICT_BATCH];
-	const struct kvf__object *picked[EVICT_BATCH];
-	char *keybuf;
-	size_t keybuf_len, keybuf_cap;
 };
 
 struct cand {
-	const struct kvf__object *o;
+	struct kvf__object *o;
 	uint64_t use;
 	size_t blk; /* its block in the window */
 };
@@ -141,6 +142,7 @@ struct pass {
 	struct turn *turn;
 	uint32_t turn_cap;
 	struct victims v;
+	struct kvf__prof_span span; /* off: eviction is not a client remove */
 	struct kvf__segalloc_block blk[EVICT_WINDOW];
 	struct kvf__object *own[EVICT_WINDOW];
 	struct cand cand[EVICT_WINDOW];
@@ -170,39 +172,21 @@ static bool evictable(const struct kvf_engine *e, const struct kvf__object *o,
 	return true;
 }
 
-static bool already_picked(const struct victims *v, const struct kvf__object *o)
+/*
+ * Queue @o (key hash @hash) as a victim if it can still be claimed: it
+ * may have been leased, removed or replaced since it was ranked.
+ */
+static void claim_victim(struct pass *p, struct kvf__object *o, uint64_t hash)
 {
-	for (size_t i = 0; i < v->n; i++)
-		if (v->picked[i] == o)
-			return true;
-	return false;
-}
+	struct victims *v = &p->v;
 
-static int keep_key(struct victims *v, const struct kvf__object *o)
-{
-	if (v->keybuf_len + o->key_len > v->keybuf_cap) {
-		size_t cap = v->keybuf_cap ? 2 * v->keybuf_cap : 16384;
-		char *buf;
-
-		while (cap < v->keybuf_len + o->key_len)
-			cap *= 2;
-		buf = realloc(v->keybuf, cap);
-		if (!buf)
-			return KVF_ERR_NO_MEMORY;
-		/* Keys point into the buffer: re-point them after a move. */
-		for (size_t i = 0; i < v->n; i++)
-			v->keys[i].data = buf + (v->keys[i].data - v->keybuf);
-		v->keybuf = buf;
-		v->keybuf_cap = cap;
-	}
-	memcpy(v->keybuf + v->keybuf_len, kvf__object_key(o), o->key_len);
-	v->keys[v->n] = (struct kvf_key){ v->keybuf + v->keybuf_len,
-					  o->key_len };
+	if (kvf__remove_claim(o, false, p->now) != KVF_OK)
+		return;
+	v->obj[v->n] = o;
+	v->hash[v->n] = hash;
+	v->status[v->n] = KVF_OK;
 	v->bytes[v->n] = o->size * o->nr_replicas;
-	v->bytes_sum += v->bytes[v->n];
-	v->picked[v->n++] = o;
-	v->keybuf_len += o->key_len;
-	return KVF_OK;
+	v->bytes_sum += v->bytes[v->n++];
 }
 
 /*
@@ -307,12 +291,10 @@ static size_t find_owners(struct pass *p, size_t n)
 				NULL);
 	}
 	for (size_t i = 0; i < n; i++) {
-		const struct kvf__object *o = p->own[i];
+		struct kvf__object *o = p->own[i];
 
+		/* A victim this batch queued is REMOVING: not evictable. */
 		if (!o || !evictable(p->e, o, p->now, p->soft_ok))
-			continue;
-		/* Only an object with replicas elsewhere can be met twice. */
-		if (o->nr_replicas > 1 && already_picked(&p->v, o))
 			continue;
 		p->cand[nc++] = (struct cand){ o, last_use(p->e, o), i };
 	}
@@ -394,7 +376,7 @@ static int64_t next_segment(const struct pass *p,
 #define BATCH_ROUND 1
 
 /*
- * One step of one hand: read a window, keep its oldest evictable owners
+ * One step of one hand: read a window, claim its oldest evictable owners
  * as victims (no more than @want bytes' worth beyond what is queued).
  * Returns KVF_OK, BATCH_ROUND, KVF_ERR_OBJECT_NOT_FOUND when the phase is
  * over, or KVF_ERR_NO_MEMORY. Call inside an RCU read-side section.
@@ -440,60 +422,64 @@ static int step(struct pass *p, struct kvf__seg_table *t, uint64_t want)
 	select_oldest(p->cand, nc, take);
 	for (size_t i = 0; i < take; i++)
 		__builtin_prefetch(kvf__object_replicas_const(p->cand[i].o));
-	for (size_t i = 0; i < take && p->v.bytes_sum < want; i++) {
-		if (!verify_owner(p, t->seg[slot], &p->cand[i]))
-			continue;
-		ret = keep_key(&p->v, p->cand[i].o);
-		if (ret)
-			return ret;
-	}
+	for (size_t i = 0; i < take && p->v.bytes_sum < want; i++)
+		if (verify_owner(p, t->seg[slot], &p->cand[i]))
+			claim_victim(p, p->cand[i].o,
+				     p->blk[p->cand[i].blk].tag);
 	return KVF_OK;
 }
 
 /*
- * Fill the victims batch for @want more bytes: steps until the batch is
- * full, holds @want bytes, every hand came round in it, or after
- * EVICT_STEPS_PER_SECTION steps. Returns KVF_OK, KVF_ERR_OBJECT_NOT_FOUND
- * (phase over; the batch may still hold victims) or KVF_ERR_NO_MEMORY.
+ * Remove the claimed victims (inside the section that claimed them); adds
+ * what went to @freed and @count. A journal error stops the pass.
  */
-static int choose(struct pass *p, uint64_t want)
-{
-	int ret = KVF_OK;
-
-	p->v.n = 0;
-	p->v.bytes_sum = 0;
-	p->v.keybuf_len = 0;
-	p->batch++;
-	kvf__rcu_read_lock();
-	p->now = kvf__now(p->e);
-	for (int i = 0; i < EVICT_STEPS_PER_SECTION && !ret &&
-		     p->v.n + EVICT_TAKE_MAX <= EVICT_BATCH &&
-		     p->v.bytes_sum < want;
-	     i++)
-		ret = step(p, kvf__segs(p->e), want);
-	kvf__rcu_read_unlock();
-	return ret == BATCH_ROUND ? KVF_OK : ret;
-}
-
-/* Remove the queued victims; adds what went to @freed and @count. */
 static int remove_victims(struct pass *p, uint64_t *freed, uint64_t *count)
 {
-	enum kvf_status status[EVICT_BATCH];
-	int ret;
+	struct victims *v = &p->v;
+	int ret = KVF_OK;
 
-	if (!p->v.n)
+	if (!v->n)
 		return KVF_OK;
-	ret = kvf_batch_remove(p->e, p->v.keys, p->v.n, false, status);
-	if (ret != KVF_OK && ret != KVF_ERR_PARTIAL)
-		return ret;
-	for (size_t i = 0; i < p->v.n; i++) {
-		if (status[i] != KVF_OK)
-			continue; /* leased or removed since it was read */
-		*freed += p->v.bytes[i];
+	kvf__remove_claimed(p->e, v->obj, v->hash, v->status, v->n, &p->span);
+	for (size_t i = 0; i < v->n; i++) {
+		if (v->status[i] != KVF_OK) {
+			ret = v->status[i];
+			continue;
+		}
+		*freed += v->bytes[i];
 		(*count)++;
 		p->dry = 0;
 	}
-	return KVF_OK;
+	return ret;
+}
+
+/*
+ * One batch, in one read-side section: claim victims for @want more
+ * bytes (steps until the batch is full, holds @want bytes, every hand
+ * came round in it, or after EVICT_STEPS_PER_SECTION steps), then remove
+ * them. Returns KVF_OK, KVF_ERR_OBJECT_NOT_FOUND (phase over), or
+ * KVF_ERR_NO_MEMORY or a journal error.
+ */
+static int evict_batch(struct pass *p, uint64_t want, uint64_t *freed,
+		       uint64_t *count)
+{
+	int found = KVF_OK, ret;
+
+	p->v.n = 0;
+	p->v.bytes_sum = 0;
+	p->batch++;
+	kvf__rcu_read_lock();
+	p->now = kvf__now(p->e);
+	for (int i = 0; i < EVICT_STEPS_PER_SECTION && !found &&
+		     p->v.n + EVICT_TAKE_MAX <= EVICT_BATCH &&
+		     p->v.bytes_sum < want;
+	     i++)
+		found = step(p, kvf__segs(p->e), want);
+	ret = remove_victims(p, freed, count);
+	kvf__rcu_read_unlock();
+	if (found == BATCH_ROUND)
+		found = KVF_OK;
+	return ret ? ret : found;
 }
 
 int kvf_engine_evict(struct kvf_engine *e, uint64_t bytes,
@@ -514,17 +500,12 @@ int kvf_engine_evict(struct kvf_engine *e, uint64_t bytes,
 		p->soft_ok = phase == 1;
 		p->t = NULL; /* every hand starts a new turn */
 		p->dry = 0;
-		do {
-			int found = choose(p, bytes - freed);
-
-			ret = remove_victims(p, &freed, &count);
-			if (!ret && found != KVF_ERR_OBJECT_NOT_FOUND)
-				ret = found;
-			if (found == KVF_ERR_OBJECT_NOT_FOUND)
-				break;
-		} while (!ret && freed < bytes);
+		do
+			ret = evict_batch(p, bytes - freed, &freed, &count);
+		while (!ret && freed < bytes);
+		if (ret == KVF_ERR_OBJECT_NOT_FOUND)
+			ret = KVF_OK;
 	}
-	free(p->v.keybuf);
 	free(p->turn);
 	free(p);
 	__atomic_fetch_add(&e->nr_evicted, count, __ATOMIC_RELAXED);

@@ -165,6 +165,20 @@ struct kvf__mutation;
 int kvf__engine_journal(struct kvf_engine *e, const struct kvf__mutation *m,
 			size_t n);
 
+/*
+ * kvf__engine_journal_claimed() - journal, in one append, a mutation of
+ * @type for each @obj[i] whose @status[i] is KVF_OK: records this thread
+ * claimed (ENDING or REMOVING). KVF_OK at once without a journal or
+ * claimed item. Call inside exactly one read-side section level: it is
+ * left for the append (which may wait for an fsync) and entered again, so
+ * other records looked up before must not be used after.
+ */
+enum kvf__mutation_type;
+int kvf__engine_journal_claimed(struct kvf_engine *e,
+				enum kvf__mutation_type type,
+				struct kvf__object *const *obj,
+				const enum kvf_status *status, size_t n);
+
 /* Mount/unmount with seg_lock held; @journal false while recovering. */
 int kvf__segment_mount_locked(struct kvf_engine *e, uint64_t client_id,
 			      const struct kvf_segment_desc *d, bool journal,

@@ -9,6 +9,13 @@
  *
  * The records of one call are all-or-nothing: the callers make the
  * affected objects visible (or gone) only after this returns KVF_OK.
+ *
+ * A batch's claimed objects are journaled outside the caller's read-side
+ * section (kvf__engine_journal_claimed): an append may wait for an fsync,
+ * and a section held across it would stall every grace period. The
+ * records stay meanwhile because a claimed record (ENDING, REMOVING) is
+ * moved on by its owner alone, and an unmount waits for that verdict
+ * before it lets the record's segments go.
  */
 #include "config.h"
 
@@ -93,8 +100,14 @@ static void translate(const struct kvf_engine *e, const struct kvf__mutation *m,
 	}
 }
 
-int kvf__engine_journal(struct kvf_engine *e, const struct kvf__mutation *m,
-			size_t n)
+/*
+ * Out of line: inlined into kvf__engine_journal_claimed(), GCC cannot see
+ * that translate() sets every field the encoder reads of an object
+ * record, and warns that the records may be used uninitialised.
+ */
+__attribute__((noinline)) int kvf__engine_journal(struct kvf_engine *e,
+						  const struct kvf__mutation *m,
+						  size_t n)
 {
 	struct kvf__jrec stack[GLUE_STACK], *recs = stack;
 	int ret;
@@ -111,5 +124,37 @@ int kvf__engine_journal(struct kvf_engine *e, const struct kvf__mutation *m,
 	ret = kvf__journal_append(e->journal, recs, n);
 	if (recs != stack)
 		free(recs);
+	return ret;
+}
+
+int kvf__engine_journal_claimed(struct kvf_engine *e,
+				enum kvf__mutation_type type,
+				struct kvf__object *const *obj,
+				const enum kvf_status *status, size_t n)
+{
+	struct kvf__mutation stack[GLUE_STACK], *muts = stack;
+	size_t nr = 0;
+	int ret;
+
+	if (!e->journal)
+		return KVF_OK;
+	for (size_t i = 0; i < n; i++)
+		nr += status[i] == KVF_OK;
+	if (!nr)
+		return KVF_OK;
+	if (nr > GLUE_STACK) {
+		muts = malloc(nr * sizeof(*muts));
+		if (!muts)
+			return KVF_ERR_NO_MEMORY;
+	}
+	for (size_t i = 0, k = 0; i < n; i++)
+		if (status[i] == KVF_OK)
+			muts[k++] = (struct kvf__mutation){ .type = type,
+							    .obj = obj[i] };
+	kvf__rcu_read_unlock();
+	ret = kvf__engine_journal(e, muts, nr);
+	kvf__rcu_read_lock();
+	if (muts != stack)
+		free(muts);
 	return ret;
 }

@@ -10,4 +10,6 @@ libkvforge_core_la_SOURCES += \
 	engine/buffers.c \
 	engine/journal_glue.c \
 	engine/recovery.c \
-	engine/evict.c
+	engine/evict.c \
+	engine/remove.h \
+	engine/remove.c

@@ -91,3 +91,12 @@ endif
 dist_check_SCRIPTS += tests/unit/test_layers.sh
 UNIT_TESTS += tests/unit/test_layers.sh
 EXTRA_DIST += scripts/check-layers.py
+
+if HAVE_CMOCKA
+# Removal leaves its read-side section for the journal (syncs held at a
+# gate the program defines), and the segment-walking sweep.
+check_PROGRAMS += tests/unit/test_remove_rcu
+UNIT_TESTS += tests/unit/test_remove_rcu
+tests_unit_test_remove_rcu_CFLAGS = $(KVF_TEST_CFLAGS)
+tests_unit_test_remove_rcu_LDADD = $(KVF_TEST_LIBS)
+endif

@@ -235,9 +235,14 @@ int kvf_batch_remove(struct kvf_engine *engine, const struct kvf_key *keys,
  * @force: also leased and pinned objects.
  * @removed: if not NULL, receives how many were removed.
  *
- * Context: any thread; visits the whole index (readers are not stalled);
- * may block on the journal.
- * Return: %KVF_OK or a journal error.
+ * Objects are found through the mounted segments' used blocks, one
+ * bounded window at a time; objects put after the call began may or may
+ * not be removed. A journal error does not stop the sweep: the objects
+ * it refused stay, and the last such error is returned.
+ *
+ * Context: any thread; readers are not stalled, and no RCU read-side
+ * section is held across a journal wait; may block on the journal.
+ * Return: %KVF_OK, %KVF_ERR_NO_MEMORY, or a journal error.
  */
 int kvf_remove_all(struct kvf_engine *engine, bool force, uint64_t *removed);
 
