@@ -14,6 +14,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <ftw.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <kvforge.h>
 
@@ -248,7 +251,34 @@ static inline void assert_replicas_equal(const struct kvf_replicas *a,
 			    a->count * sizeof(a->replica[0]));
 }
 
-/* A unique temporary directory under $KVF_TEST_TMPDIR (or /tmp). */
+/* Directories test_tmpdir() made, removed when the process that made them
+ * exits (KVF_TEST_KEEP=1 keeps them for a post-mortem). */
+#define TEST_MAX_TMPDIRS 256
+static char *test_tmpdirs[TEST_MAX_TMPDIRS];
+static int test_nr_tmpdirs;
+static pid_t test_tmpdir_owner;
+
+static inline int test_rm_entry(const char *path, const struct stat *sb,
+				int flag, struct FTW *ftw)
+{
+	(void)sb;
+	(void)flag;
+	(void)ftw;
+	remove(path);
+	return 0;
+}
+
+static inline void test_remove_tmpdirs(void)
+{
+	/* A forked child that exits must not take its parent's files. */
+	if (getpid() != test_tmpdir_owner || getenv("KVF_TEST_KEEP"))
+		return;
+	for (int i = 0; i < test_nr_tmpdirs; i++)
+		nftw(test_tmpdirs[i], test_rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* A unique temporary directory under $KVF_TEST_TMPDIR (or /tmp), removed
+ * with its contents when the test program exits. */
 static inline char *test_tmpdir(const char *tag)
 {
 	const char *base = getenv("KVF_TEST_TMPDIR");
@@ -257,6 +287,12 @@ static inline char *test_tmpdir(const char *tag)
 	assert_non_null(path);
 	snprintf(path, 512, "%s/%s-XXXXXX", base ? base : "/tmp", tag);
 	assert_non_null(mkdtemp(path));
+	if (!test_tmpdir_owner) {
+		test_tmpdir_owner = getpid();
+		atexit(test_remove_tmpdirs);
+	}
+	if (test_nr_tmpdirs < TEST_MAX_TMPDIRS)
+		test_tmpdirs[test_nr_tmpdirs++] = strdup(path);
 	return path;
 }
 

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "tests/unit/helpers.h"
+#include "tests/stress/audit.h"
 
 #include "base/rcu.h"
 #include "engine/internal.h"
@@ -211,12 +212,12 @@ static void put_all(struct rfix *r, uint32_t replicas)
 /* The engine holds nothing: no object, no allocated byte. */
 static void assert_empty(struct rfix *r)
 {
-	struct kvf__audit a;
+	struct audit_held h = audit_held(r->f.e);
+	struct kvf_engine_stats s = stats_of(r->f.e);
 
-	kvf__engine_audit(r->f.e, &a);
-	assert_int_equal(a.complete, 0);
-	assert_int_equal(a.nr_complete, 0);
-	assert_int_equal(a.used_bytes, a.deferred_bytes);
+	assert_int_equal(h.complete, 0);
+	assert_int_equal(s.objects, 0);
+	assert_int_equal(s.used_bytes, h.deferred_bytes);
 }
 
 /* ---- removal across a held sync ----------------------------------------- */
@@ -381,7 +382,6 @@ static void test_eviction_is_not_a_client_remove(void **state)
 {
 	struct rfix *r = *state;
 	uint64_t freed = 0, evicted = 0;
-	struct kvf__audit a;
 
 	put_all(r, 1);
 	assert_int_equal(exist1(r->f.e, r->keys[0]), KVF_OK); /* leased */
@@ -394,8 +394,7 @@ static void test_eviction_is_not_a_client_remove(void **state)
 	assert_int_equal(profiled_calls(r->f.e, "remove"), 0);
 	assert_int_equal(stats_of(r->f.e).objects, 1);
 	assert_int_equal(exist1(r->f.e, r->keys[0]), KVF_OK);
-	kvf__engine_audit(r->f.e, &a);
-	assert_int_equal(a.used_bytes, a.live_bytes + a.deferred_bytes);
+	assert_accounting(r->f.e);
 	assert_int_equal(remove1(r->f.e, r->keys[0], true), KVF_OK);
 	assert_int_equal(profiled_calls(r->f.e, "remove"), 1);
 	assert_empty(r);
