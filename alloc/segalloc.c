@@ -985,12 +985,6 @@ static uint64_t rounded(const struct kvf__segalloc *a, uint64_t size)
 	return need < size || need > a->pub.capacity ? 0 : need;
 }
 
-int kvf__segalloc_alloc(struct kvf__segalloc *a, uint64_t size,
-			uint64_t *offset)
-{
-	return kvf__segalloc_alloc_tagged(a, size, 0, offset);
-}
-
 /* With the lock held: allocate @need (rounded) bytes. */
 static int alloc_locked(struct kvf__segalloc *a, uint64_t need, uint64_t tag,
 			uint64_t *offset)
@@ -1252,12 +1246,6 @@ void kvf__segalloc_free_many(struct kvf__segalloc *a,
 		kvf__die("free of [%#llx, +%llu): %s",
 			 (unsigned long long)r[i - 1].offset,
 			 (unsigned long long)r[i - 1].size, why);
-}
-
-int kvf__segalloc_reserve(struct kvf__segalloc *a, uint64_t offset,
-			  uint64_t size)
-{
-	return kvf__segalloc_reserve_tagged(a, offset, size, 0);
 }
 
 int kvf__segalloc_reserve_tagged(struct kvf__segalloc *a, uint64_t offset,

@@ -30,14 +30,6 @@ int kvf__segalloc_create(uint64_t size, uint64_t alignment,
 void kvf__segalloc_destroy(struct kvf__segalloc *a);
 
 /*
- * kvf__segalloc_alloc() - allocate @size bytes (> 0). On KVF_OK, *offset is
- * the start (aligned). KVF_ERR_NO_SPACE when no free region fits,
- * KVF_ERR_NO_MEMORY if bookkeeping could not grow. O(1) or O(log n).
- */
-int kvf__segalloc_alloc(struct kvf__segalloc *a, uint64_t size,
-			uint64_t *offset);
-
-/*
  * kvf__segalloc_free() - return the range that alloc gave for (@offset,
  * @size). Coalesces with free neighbours. Freeing anything else aborts
  * (kvf__die): it is a broken invariant, not an input error.
@@ -72,10 +64,13 @@ int kvf__segalloc_release(struct kvf__segalloc *a, uint64_t offset,
 			  uint64_t size);
 
 /*
- * kvf__segalloc_alloc_tagged() - alloc, remembering @tag (non-zero; the
- * engine uses the owning object's key hash) with the block, so the owners
- * of a segment's blocks can be enumerated (kvf__segalloc_used_blocks,
- * kvf__segalloc_scan) without any other index.
+ * kvf__segalloc_alloc_tagged() - allocate @size bytes (> 0), remembering
+ * @tag (the engine uses the owning object's key hash) with the block, so
+ * the owners of a segment's blocks can be enumerated
+ * (kvf__segalloc_used_blocks, kvf__segalloc_scan) without any other index.
+ * On KVF_OK, *@offset is the start (aligned). KVF_ERR_NO_SPACE when no free
+ * region fits, KVF_ERR_NO_MEMORY if bookkeeping could not grow.
+ * KVF_ERR_INVALID_PARAMS for size 0 or a NULL @offset. O(log n).
  */
 int kvf__segalloc_alloc_tagged(struct kvf__segalloc *a, uint64_t size,
 			       uint64_t tag, uint64_t *offset);
@@ -89,7 +84,16 @@ int kvf__segalloc_alloc_tagged(struct kvf__segalloc *a, uint64_t size,
 int kvf__segalloc_try_alloc_tagged(struct kvf__segalloc *a, uint64_t size,
 				   uint64_t tag, uint64_t *offset);
 
-/* kvf__segalloc_reserve() with a tag (see kvf__segalloc_alloc_tagged). */
+/*
+ * kvf__segalloc_reserve_tagged() - mark exactly [@offset, @offset + @size)
+ * used, as if alloc had returned it with @tag (journal recovery rebuilds
+ * allocators from the recorded replicas). @offset must be aligned; @size is
+ * rounded up to the alignment like alloc does, and the range is released with
+ * kvf__segalloc_free(a, @offset, @size). Returns KVF_OK,
+ * KVF_ERR_INVALID_PARAMS (size 0, unaligned offset, outside the segment),
+ * KVF_ERR_NO_SPACE (some part of the range is not free) or
+ * KVF_ERR_NO_MEMORY. O(log n), takes the allocator's lock.
+ */
 int kvf__segalloc_reserve_tagged(struct kvf__segalloc *a, uint64_t offset,
 				 uint64_t size, uint64_t tag);
 
@@ -117,19 +121,6 @@ uint64_t kvf__segalloc_largest_free(const struct kvf__segalloc *a);
 
 /* The segment size given at create. */
 uint64_t kvf__segalloc_size(const struct kvf__segalloc *a);
-
-/*
- * kvf__segalloc_reserve() - mark exactly [@offset, @offset + @size) used, as
- * if alloc had returned it (journal recovery rebuilds allocators from the
- * recorded replicas). @offset must be aligned; @size is rounded up to the
- * alignment like alloc does, and the range is released with
- * kvf__segalloc_free(a, @offset, @size). Returns KVF_OK,
- * KVF_ERR_INVALID_PARAMS (size 0, unaligned offset, outside the segment),
- * KVF_ERR_NO_SPACE (some part of the range is not free) or
- * KVF_ERR_NO_MEMORY. O(log n), takes the allocator's lock.
- */
-int kvf__segalloc_reserve(struct kvf__segalloc *a, uint64_t offset,
-			  uint64_t size);
 
 /*
  * Bytes handed out (sizes rounded up to the alignment), exact, lock-free:

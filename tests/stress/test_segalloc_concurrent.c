@@ -88,10 +88,10 @@ static void *worker(void *arg)
 			 * (KVF_ERR_BUSY when another thread is inside). */
 			uint32_t s = (uint32_t)((r >> 16) % NR_SEGS);
 			uint64_t off;
-			int rc = (r & 8) ?
-				kvf__segalloc_try_alloc_tagged(segs[s], size,
-							       1, &off) :
-				kvf__segalloc_alloc(segs[s], size, &off);
+			int rc = (r & 8) ? kvf__segalloc_try_alloc_tagged(
+						   segs[s], size, 1, &off)
+					 : kvf__segalloc_alloc_tagged(
+						   segs[s], size, 1, &off);
 
 			if (rc != KVF_OK)
 				continue;

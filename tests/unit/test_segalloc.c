@@ -249,9 +249,7 @@ static void run_exact_random(const struct exact_cfg *cfg, uint64_t rng)
 			int rc;
 
 			tag = op % 5 ? rng_next(&rng) : 0;
-			rc = tag ? kvf__segalloc_alloc_tagged(r.a, asked, tag,
-							      &off)
-				 : kvf__segalloc_alloc(r.a, asked, &off);
+			rc = kvf__segalloc_alloc_tagged(r.a, asked, tag, &off);
 
 			if (rc == KVF_ERR_NO_SPACE) {
 				/* Only when no free run fits. */
@@ -348,8 +346,9 @@ static void run_largest_taken(const struct largest_cfg *cfg, uint64_t rng)
 			}
 			if (sz > largest)
 				continue;
-			assert_int_equal(kvf__segalloc_alloc(r.a, sz, &off),
-					 KVF_OK);
+			assert_int_equal(
+				kvf__segalloc_alloc_tagged(r.a, sz, 1, &off),
+				KVF_OK);
 			if (big || cfg->fit_all)
 				assert_int_equal(off,
 						 bm_first_fit(&r.m, sz / al));
@@ -515,12 +514,12 @@ static void test_coalesce_full(void **state)
 	for (;;) {
 		uint64_t asked = rng_range(&rng, 1, 8 * KiB);
 
-		if (kvf__segalloc_alloc(a, asked, &off) != KVF_OK)
+		if (kvf__segalloc_alloc_tagged(a, asked, 1, &off) != KVF_OK)
 			break;
 		lv[n++] = (struct live){ off, round_up(asked, al), asked, 0 };
 	}
 	/* Fill the tail with the smallest unit: the segment is then full. */
-	while (kvf__segalloc_alloc(a, 1, &off) == KVF_OK)
+	while (kvf__segalloc_alloc_tagged(a, 1, 1, &off) == KVF_OK)
 		lv[n++] = (struct live){ off, al, 1, 0 };
 	assert_int_equal(kvf__segalloc_free_bytes(a), 0);
 	assert_int_equal(kvf__segalloc_largest_free(a), 0);
@@ -537,7 +536,7 @@ static void test_coalesce_full(void **state)
 	assert_int_equal(kvf__segalloc_free_bytes(a), seg);
 	assert_int_equal(kvf__segalloc_nr_allocs(a), 0);
 	/* One region: the whole segment can be allocated at once. */
-	assert_int_equal(kvf__segalloc_alloc(a, seg, &off), KVF_OK);
+	assert_int_equal(kvf__segalloc_alloc_tagged(a, seg, 1, &off), KVF_OK);
 	assert_int_equal(off, 0);
 	kvf__segalloc_destroy(a);
 	free(lv);
@@ -556,8 +555,9 @@ static void test_alignment(void **state)
 	assert_int_equal(kvf__segalloc_alignment(a), 4096);
 	assert_int_equal(kvf__segalloc_largest_free(a), MiB);
 	for (int i = 0; i < 64; i++) {
-		assert_int_equal(kvf__segalloc_alloc(a, 1 + i * 64, &off[i]),
-				 KVF_OK);
+		assert_int_equal(
+			kvf__segalloc_alloc_tagged(a, 1 + i * 64, 1, &off[i]),
+			KVF_OK);
 		assert_int_equal(off[i] % 4096, 0);
 	}
 	/* Each took one 4 KiB unit, and first fit packs them from 0. */
@@ -571,8 +571,10 @@ static void test_alignment(void **state)
 	kvf__segalloc_destroy(a);
 
 	assert_int_equal(kvf__segalloc_create(64 * MiB, 2 * MiB, &a), KVF_OK);
-	assert_int_equal(kvf__segalloc_alloc(a, 100, &off[0]), KVF_OK);
-	assert_int_equal(kvf__segalloc_alloc(a, 100, &off[1]), KVF_OK);
+	assert_int_equal(kvf__segalloc_alloc_tagged(a, 100, 1, &off[0]),
+			 KVF_OK);
+	assert_int_equal(kvf__segalloc_alloc_tagged(a, 100, 1, &off[1]),
+			 KVF_OK);
 	assert_int_equal(off[1] - off[0], 2 * MiB);
 	assert_int_equal(kvf__segalloc_free_bytes(a), 60 * MiB);
 	kvf__segalloc_destroy(a);
@@ -586,31 +588,36 @@ static void test_reserve(void **state)
 	(void)state;
 	assert_int_equal(kvf__segalloc_create(MiB, 64, &a), KVF_OK);
 	/* Middle of the one region: it splits in two. */
-	assert_int_equal(kvf__segalloc_reserve(a, 4096, 100), KVF_OK);
+	assert_int_equal(kvf__segalloc_reserve_tagged(a, 4096, 100, 1), KVF_OK);
 	assert_int_equal(kvf__segalloc_free_bytes(a), MiB - 128);
 	assert_int_equal(kvf__segalloc_largest_free(a), MiB - 4096 - 128);
 	/* Any overlap with a used range is NO_SPACE. */
-	assert_int_equal(kvf__segalloc_reserve(a, 4096, 64), KVF_ERR_NO_SPACE);
-	assert_int_equal(kvf__segalloc_reserve(a, 4096 - 64, 128),
+	assert_int_equal(kvf__segalloc_reserve_tagged(a, 4096, 64, 1),
 			 KVF_ERR_NO_SPACE);
-	assert_int_equal(kvf__segalloc_reserve(a, 4096 + 64, 64),
+	assert_int_equal(kvf__segalloc_reserve_tagged(a, 4096 - 64, 128, 1),
+			 KVF_ERR_NO_SPACE);
+	assert_int_equal(kvf__segalloc_reserve_tagged(a, 4096 + 64, 64, 1),
 			 KVF_ERR_NO_SPACE);
 	/* Exactly adjacent is fine (start and end of regions). */
-	assert_int_equal(kvf__segalloc_reserve(a, 4096 - 64, 64), KVF_OK);
-	assert_int_equal(kvf__segalloc_reserve(a, 4096 + 128, 64), KVF_OK);
-	assert_int_equal(kvf__segalloc_reserve(a, 0, 64), KVF_OK);
-	assert_int_equal(kvf__segalloc_reserve(a, MiB - 64, 64), KVF_OK);
+	assert_int_equal(kvf__segalloc_reserve_tagged(a, 4096 - 64, 64, 1),
+			 KVF_OK);
+	assert_int_equal(kvf__segalloc_reserve_tagged(a, 4096 + 128, 64, 1),
+			 KVF_OK);
+	assert_int_equal(kvf__segalloc_reserve_tagged(a, 0, 64, 1), KVF_OK);
+	assert_int_equal(kvf__segalloc_reserve_tagged(a, MiB - 64, 64, 1),
+			 KVF_OK);
 	assert_int_equal(kvf__segalloc_nr_allocs(a), 5);
 	/* Invalid: unaligned, zero, outside. */
-	assert_int_equal(kvf__segalloc_reserve(a, 8, 64), KVF_ERR_INVALID_PARAMS);
-	assert_int_equal(kvf__segalloc_reserve(a, 8192, 0),
+	assert_int_equal(kvf__segalloc_reserve_tagged(a, 8, 64, 1),
 			 KVF_ERR_INVALID_PARAMS);
-	assert_int_equal(kvf__segalloc_reserve(a, MiB, 64),
+	assert_int_equal(kvf__segalloc_reserve_tagged(a, 8192, 0, 1),
 			 KVF_ERR_INVALID_PARAMS);
-	assert_int_equal(kvf__segalloc_reserve(a, MiB - 64, 128),
+	assert_int_equal(kvf__segalloc_reserve_tagged(a, MiB, 64, 1),
+			 KVF_ERR_INVALID_PARAMS);
+	assert_int_equal(kvf__segalloc_reserve_tagged(a, MiB - 64, 128, 1),
 			 KVF_ERR_INVALID_PARAMS);
 	/* First fit now lands in the hole [64, 4096 - 64). */
-	assert_int_equal(kvf__segalloc_alloc(a, 64, &off), KVF_OK);
+	assert_int_equal(kvf__segalloc_alloc_tagged(a, 64, 1, &off), KVF_OK);
 	assert_int_equal(off, 64);
 	kvf__segalloc_free(a, off, 64);
 	/* Reserved ranges are freed like allocations; all coalesces. */
@@ -621,8 +628,9 @@ static void test_reserve(void **state)
 	kvf__segalloc_free(a, 4096 - 64, 64);
 	assert_int_equal(kvf__segalloc_largest_free(a), MiB);
 	/* Whole segment. */
-	assert_int_equal(kvf__segalloc_reserve(a, 0, MiB), KVF_OK);
-	assert_int_equal(kvf__segalloc_alloc(a, 1, &off), KVF_ERR_NO_SPACE);
+	assert_int_equal(kvf__segalloc_reserve_tagged(a, 0, MiB, 1), KVF_OK);
+	assert_int_equal(kvf__segalloc_alloc_tagged(a, 1, 1, &off),
+			 KVF_ERR_NO_SPACE);
 	kvf__segalloc_free(a, 0, MiB);
 	kvf__segalloc_destroy(a);
 }
@@ -635,27 +643,32 @@ static void test_tib(void **state)
 	(void)state;
 	assert_int_equal(kvf__segalloc_create(4 * TiB, 64, &a), KVF_OK);
 	assert_int_equal(kvf__segalloc_largest_free(a), 4 * TiB);
-	assert_int_equal(kvf__segalloc_alloc(a, 4 * TiB, &off), KVF_OK);
-	assert_int_equal(kvf__segalloc_alloc(a, 64, &off), KVF_ERR_NO_SPACE);
+	assert_int_equal(kvf__segalloc_alloc_tagged(a, 4 * TiB, 1, &off),
+			 KVF_OK);
+	assert_int_equal(kvf__segalloc_alloc_tagged(a, 64, 1, &off),
+			 KVF_ERR_NO_SPACE);
 	kvf__segalloc_free(a, 0, 4 * TiB);
 	for (int i = 0; i < 1000; i++)
-		assert_int_equal(kvf__segalloc_alloc(a, 3 * GiB + 7, &offs[i]),
-				 KVF_OK);
+		assert_int_equal(
+			kvf__segalloc_alloc_tagged(a, 3 * GiB + 7, 1, &offs[i]),
+			KVF_OK);
 	for (int i = 0; i < 1000; i += 2)
 		kvf__segalloc_free(a, offs[i], 3 * GiB + 7);
 	assert_int_equal(kvf__segalloc_largest_free(a),
 			 4 * TiB - 1000 * round_up(3 * GiB + 7, 64));
 	/* Used ranges end near 2.93 TiB; cut the free tail in two. */
-	assert_int_equal(kvf__segalloc_reserve(a, 2 * TiB, TiB),
+	assert_int_equal(kvf__segalloc_reserve_tagged(a, 2 * TiB, TiB, 1),
 			 KVF_ERR_NO_SPACE);
-	assert_int_equal(kvf__segalloc_reserve(a, 3 * TiB + 4096, 512 * GiB),
-			 KVF_OK);
+	assert_int_equal(
+		kvf__segalloc_reserve_tagged(a, 3 * TiB + 4096, 512 * GiB, 1),
+		KVF_OK);
 	assert_int_equal(kvf__segalloc_largest_free(a), 512 * GiB - 4096);
 	kvf__segalloc_destroy(a);
 
 	assert_int_equal(kvf__segalloc_create(TiB, 4096, &a), KVF_OK);
-	assert_int_equal(kvf__segalloc_alloc(a, TiB + 1, &off), KVF_ERR_NO_SPACE);
-	assert_int_equal(kvf__segalloc_alloc(a, TiB, &off), KVF_OK);
+	assert_int_equal(kvf__segalloc_alloc_tagged(a, TiB + 1, 1, &off),
+			 KVF_ERR_NO_SPACE);
+	assert_int_equal(kvf__segalloc_alloc_tagged(a, TiB, 1, &off), KVF_OK);
 	kvf__segalloc_destroy(a);
 }
 
@@ -673,10 +686,13 @@ static void test_invalid(void **state)
 	assert_int_equal(kvf__segalloc_create(MiB, 64, NULL),
 			 KVF_ERR_INVALID_PARAMS);
 	assert_int_equal(kvf__segalloc_create(MiB, 64, &a), KVF_OK);
-	assert_int_equal(kvf__segalloc_alloc(a, 0, &off), KVF_ERR_INVALID_PARAMS);
-	assert_int_equal(kvf__segalloc_alloc(a, 64, NULL), KVF_ERR_INVALID_PARAMS);
-	assert_int_equal(kvf__segalloc_alloc(a, MiB + 1, &off), KVF_ERR_NO_SPACE);
-	assert_int_equal(kvf__segalloc_alloc(a, UINT64_MAX, &off),
+	assert_int_equal(kvf__segalloc_alloc_tagged(a, 0, 1, &off),
+			 KVF_ERR_INVALID_PARAMS);
+	assert_int_equal(kvf__segalloc_alloc_tagged(a, 64, 1, NULL),
+			 KVF_ERR_INVALID_PARAMS);
+	assert_int_equal(kvf__segalloc_alloc_tagged(a, MiB + 1, 1, &off),
+			 KVF_ERR_NO_SPACE);
+	assert_int_equal(kvf__segalloc_alloc_tagged(a, UINT64_MAX, 1, &off),
 			 KVF_ERR_NO_SPACE);
 	kvf__segalloc_destroy(a);
 	kvf__segalloc_destroy(NULL);
@@ -762,7 +778,7 @@ static void test_bad_free_dies(void **state)
 
 	(void)state;
 	assert_int_equal(kvf__segalloc_create(MiB, 64, &a), KVF_OK);
-	assert_int_equal(kvf__segalloc_alloc(a, 64, &off), KVF_OK);
+	assert_int_equal(kvf__segalloc_alloc_tagged(a, 64, 1, &off), KVF_OK);
 	assert_int_equal(off, 0);
 	expect_death(free_unknown, a);
 	expect_death(free_wrong_size, a);
@@ -888,7 +904,7 @@ static void test_free_many_bad_dies(void **state)
 
 	(void)state;
 	assert_int_equal(kvf__segalloc_create(MiB, 64, &a), KVF_OK);
-	assert_int_equal(kvf__segalloc_alloc(a, 64, &off), KVF_OK);
+	assert_int_equal(kvf__segalloc_alloc_tagged(a, 64, 1, &off), KVF_OK);
 	expect_death(free_many_twice, a);
 	/* An empty batch changes nothing. */
 	kvf__segalloc_free_many(a, none, 0);
