@@ -6,7 +6,9 @@
  * All bookkeeping lives outside the segment: the master never touches
  * segment memory. Every call is thread-safe. free_bytes and largest_free
  * are exact and readable in O(1) without the allocator's lock, so placement
- * can reject a segment cheaply.
+ * can reject a segment cheaply. Freed blocks of the sizes being allocated
+ * may be kept for the next alloc of their size (reuse lists, see
+ * segalloc.c); they count as free everywhere.
  */
 #ifndef KVF_ALLOC_SEGALLOC_H
 #define KVF_ALLOC_SEGALLOC_H
@@ -112,6 +114,18 @@ struct kvf__segalloc_block {
  */
 int kvf__segalloc_used_blocks(struct kvf__segalloc *a,
 			      struct kvf__segalloc_block **out, size_t *n);
+
+/*
+ * kvf__segalloc_set_reuse_limit() - bound the bytes the exact-size reuse
+ * lists may hold (freed blocks kept, still counted free, for the next
+ * alloc of their size: the fast path of alloc). 0 turns the lists off and
+ * gives their blocks back: alloc is then address-ordered first fit only.
+ * The default is the capacity / 16. Takes the allocator's lock.
+ */
+void kvf__segalloc_set_reuse_limit(struct kvf__segalloc *a, uint64_t bytes);
+
+/* Bytes parked in the reuse lists now (free to every other reader). */
+uint64_t kvf__segalloc_reuse_bytes(struct kvf__segalloc *a);
 
 /* Free bytes, exact, lock-free. */
 uint64_t kvf__segalloc_free_bytes(const struct kvf__segalloc *a);
