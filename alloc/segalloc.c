@@ -95,12 +95,12 @@
  * state a put follows a remove of the same size. A freed block whose
  * rounded size has a slot (REUSE_SIZES slots, claimed by a size allocated
  * a third time within REUSE_SEEN allocs, a slot going to a new size when
- * its own is stale or has nothing parked) and whose
- * neighbours are both held is not merged into the tree: it stays marked
- * used there, with the CACHED flag, and its offset goes on that size's
- * list (REUSE_DEPTH offsets, one array). The next alloc of that size pops
- * the newest one: a compare per slot and one read-only descent to its
- * leaf to set the owner's tag, no split, no summary to fix. To every
+ * its own is stale or has nothing parked) and whose neighbours are both
+ * held is not merged into the tree: it stays marked used there, with the
+ * CACHED flag, and its offset goes on that size's list (REUSE_DEPTH
+ * offsets, one array). The next alloc of that size pops the newest one: a
+ * compare per slot and one read-only descent to its leaf to set the
+ * owner's tag, no split, no summary to fix. To every
  * reader a parked block is free: free_bytes counts it, nr_allocs, the used
  * blocks and the scan skip it, reserve takes it.
  *  - Bound: parked bytes stay under reuse.limit (capacity / REUSE_SHARE
