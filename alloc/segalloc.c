@@ -90,6 +90,35 @@
  * frees that merge in place in one leaf rescans that leaf and raises its
  * path once, at the end of the run, instead of once per free.
  *
+ * Reuse lists (the fast path of alloc): a master's objects come in a
+ * handful of sizes (KV-cache pages: one or two per model), and in steady
+ * state a put follows a remove of the same size. A freed block whose
+ * rounded size has a slot (REUSE_SIZES slots, claimed by a size allocated
+ * a third time within REUSE_SEEN allocs, a slot going to a new size when
+ * its own is stale or has nothing parked) and whose neighbours are both
+ * held is not merged into the tree: it stays marked used there, with the
+ * CACHED flag, and its offset goes on that size's list (REUSE_DEPTH
+ * offsets, one array). The next alloc of that size pops the newest one: a
+ * compare per slot and one read-only descent to its leaf to set the
+ * owner's tag, no split, no summary to fix. To every
+ * reader a parked block is free: free_bytes counts it, nr_allocs, the used
+ * blocks and the scan skip it, reserve takes it.
+ *  - Bound: parked bytes stay under reuse.limit (capacity / REUSE_SHARE
+ *    by default; kvf__segalloc_set_reuse_limit, 0 turns the lists off).
+ *  - A parked block borders only held blocks: a free next to one takes it
+ *    off its list and merges with it in the tree as usual, and a block
+ *    next to a free or parked one is never parked. So giving parked
+ *    blocks back merges nothing, and the published largest_free, the
+ *    larger of the tree's and the largest parked block, stays exactly the
+ *    largest request alloc can serve.
+ *  - When the tree cannot serve a request but a parked block could (the
+ *    lists hold space the tree needs), every list gives its blocks back
+ *    to the tree and first fit runs: NO_SPACE still means no free range
+ *    fits, as without the lists.
+ * Allocations are then not all address-ordered first fit (a parked block
+ * is an exact fit wherever it is); tests/unit/test_segalloc checks the
+ * lists against the tree alone on the same requests.
+ *
  * Concurrency: one mutex per allocator guards everything. After each change
  * the lock holder publishes free_bytes, largest_free and the allocation
  * count with atomic stores, so placement reads them lock-free (possibly
@@ -123,11 +152,27 @@
 #define MIN_FILL (FAN / 8)
 #define USED 1ULL
 /*
+ * A used block parked in an exact-size reuse list (see "Reuse lists"
+ * above): free to the outside, used to the tree. Sizes are multiples of
+ * the alignment (>= 8), so the low three bits are free for flags.
+ */
+#define CACHED 2ULL
+#define FLAGS (USED | CACHED)
+/*
  * Height h needs >= 2 * MIN_FILL^h blocks; a segment holds at most
  * 2^62 / 8 = 2^59, so h <= 28.
  */
 #define MAX_HEIGHT 29
 #define MAX_SPARE 8
+/* Reuse lists: sizes per allocator, blocks per size. */
+#define REUSE_SIZES 4
+/* Recent sizes remembered to admit a size to a slot (reuse_seen). */
+#define REUSE_SEEN 8
+#define REUSE_DEPTH 64
+/* A size not allocated in this many allocs gives up its slot. */
+#define REUSE_STALE 4096
+/* Default bound on parked bytes: capacity / REUSE_SHARE. */
+#define REUSE_SHARE 16
 
 /*
  * Leaves and inner nodes share a head (struct node: count, summaries,
@@ -187,6 +232,27 @@ static inline struct inner *as_inner(const struct node *n)
 	return (struct inner *)n;
 }
 
+/*
+ * Exact-size reuse lists: per size (rounded), the offsets of freed blocks
+ * of that size still marked used in the tree (CACHED), newest last.
+ */
+struct reuse_list {
+	uint64_t size;     /* 0: slot unused */
+	uint64_t last_use; /* reuse.clock at this size's last alloc */
+	uint32_t n;
+	uint64_t off[REUSE_DEPTH];
+};
+
+struct reuse {
+	struct reuse_list list[REUSE_SIZES];
+	uint64_t bytes; /* parked in the lists, counted free */
+	uint64_t limit; /* at most this many bytes parked; 0: off */
+	uint64_t clock; /* allocs so far (ages the slots) */
+	/* The last sizes allocated without a slot, newest at seen_at. */
+	uint64_t seen[REUSE_SEEN];
+	uint32_t seen_at;
+};
+
 struct kvf__segalloc {
 	struct kvf__segalloc_pub pub; /* must stay first: see segalloc.h */
 	_Atomic uint64_t nr_allocs;
@@ -201,18 +267,25 @@ struct kvf__segalloc {
 	/* Spare nodes, linked through val[0]. */
 	struct node *spare_inner, *spare_leaf;
 	unsigned nr_spare_inner, nr_spare_leaf;
+	struct reuse reuse;
 };
 
 /* A block as the operations see it. */
 struct blk {
 	uint64_t off;
-	uint64_t val; /* size | USED */
+	uint64_t val; /* size | USED, | CACHED when parked in a reuse list */
 	uint64_t tag; /* the caller's tag of a used block; 0 if free */
 };
 
 static inline uint64_t blk_size(uint64_t val)
 {
-	return val & ~USED;
+	return val & ~FLAGS;
+}
+
+/* Held by an owner: used, and not parked in a reuse list. */
+static inline bool allocated(uint64_t val)
+{
+	return (val & FLAGS) == USED;
 }
 
 /* Block @i of leaf @l, which starts at @off. */
@@ -433,15 +506,25 @@ static inline void refresh(struct node *p, uint32_t i, bool child_leaf)
 	p->val[i] = in->child[i]->max;
 }
 
-/* Index of the last entry of inner node @n with key <= @key (0 if none). */
+/*
+ * Index of the last entry of inner node @n with key <= @key (0 if none).
+ * A branch-free binary search (keys ascend): five selects in a full node
+ * instead of a compare per entry passed (the reuse lists' descent by
+ * offset, callgrind: 344 instructions per lookup in a three-level tree
+ * with the linear scan).
+ */
 static inline uint32_t find_pos(const struct node *n, uint64_t key)
 {
-	const struct inner *in = as_inner(n);
-	uint32_t i = 1;
+	const uint64_t *k = as_inner(n)->key;
+	uint32_t lo = 0, len = n->n;
 
-	while (i < n->n && in->key[i] <= key)
-		i++;
-	return i - 1;
+	while (len > 1) {
+		uint32_t half = len / 2;
+
+		lo = k[lo + half] <= key ? lo + half : lo;
+		len -= half;
+	}
+	return lo;
 }
 
 /* Move @cnt entries from @src[@s] to @dst[@d] (arrays may overlap). */
@@ -851,6 +934,187 @@ static struct node *first_fit(const struct kvf__segalloc *a, uint64_t need,
 	return n;
 }
 
+/* ---- exact-size reuse lists ---- */
+
+static struct reuse_list *reuse_find(struct kvf__segalloc *a, uint64_t size)
+{
+	for (unsigned k = 0; k < REUSE_SIZES; k++)
+		if (a->reuse.list[k].size == size)
+			return &a->reuse.list[k];
+	return NULL;
+}
+
+/* The largest parked block (0 if none). */
+static uint64_t reuse_largest(const struct kvf__segalloc *a)
+{
+	uint64_t m = 0;
+
+	for (unsigned k = 0; k < REUSE_SIZES; k++) {
+		const struct reuse_list *rl = &a->reuse.list[k];
+
+		if (rl->n && rl->size > m)
+			m = rl->size;
+	}
+	return m;
+}
+
+/*
+ * The list a freed block of @need bytes may be parked in, or NULL: its
+ * size has a slot with room, the bound allows it, and both neighbours
+ * (@prev_val, @next_val; USED at the segment's ends) are held by owners,
+ * so no parked block ever borders a free or parked one.
+ */
+static struct reuse_list *reuse_room(struct kvf__segalloc *a, uint64_t need,
+				     uint64_t prev_val, uint64_t next_val)
+{
+	struct reuse_list *rl;
+
+	if (!allocated(prev_val) || !allocated(next_val) ||
+	    a->reuse.bytes + need > a->reuse.limit)
+		return NULL;
+	rl = reuse_find(a, need);
+	return rl && rl->n < REUSE_DEPTH ? rl : NULL;
+}
+
+/* Park the block at @off, leaf position @p, in @rl (reuse_room said so). */
+static void reuse_park(struct kvf__segalloc *a, struct reuse_list *rl,
+		       const struct path *p, uint64_t off)
+{
+	struct node *l = p->node[0];
+
+	l->val[p->idx[0]] |= CACHED;
+	as_leaf(l)->tag[p->idx[0]] = 0;
+	rl->off[rl->n++] = off;
+	a->reuse.bytes += rl->size;
+}
+
+/* Take the parked block at @off (@size bytes) out of its list. */
+static void reuse_unlist(struct kvf__segalloc *a, uint64_t off, uint64_t size)
+{
+	struct reuse_list *rl = reuse_find(a, size);
+
+	for (uint32_t i = 0; rl && i < rl->n; i++) {
+		if (rl->off[i] == off) {
+			rl->off[i] = rl->off[--rl->n];
+			a->reuse.bytes -= size;
+			return;
+		}
+	}
+	kvf__die("parked block %#llx missing from its list",
+		 (unsigned long long)off);
+}
+
+/*
+ * Turn the parked block at @off (out of its list already) into a free
+ * block of the tree. Its neighbours are held (see reuse_room), so nothing
+ * merges: the tree gains exactly this block.
+ */
+static void reuse_to_tree(struct kvf__segalloc *a, uint64_t off, uint64_t size)
+{
+	struct path p;
+	struct node *l = lookup(a, off, &p);
+
+	if (p.off != off || l->val[p.idx[0]] != (size | FLAGS))
+		kvf__die("parked block %#llx lost", (unsigned long long)off);
+	l->val[p.idx[0]] = size;
+	fix_path_freed(a, &p);
+}
+
+/* Give every block parked in @rl back to the tree. */
+static void reuse_flush_list(struct kvf__segalloc *a, struct reuse_list *rl)
+{
+	while (rl->n) {
+		a->reuse.bytes -= rl->size;
+		reuse_to_tree(a, rl->off[--rl->n], rl->size);
+	}
+}
+
+static void reuse_flush(struct kvf__segalloc *a)
+{
+	for (unsigned k = 0; k < REUSE_SIZES && a->reuse.bytes; k++)
+		reuse_flush_list(a, &a->reuse.list[k]);
+}
+
+/*
+ * Was @need allocated without a slot at least twice among the last
+ * REUSE_SEEN such allocs? Remembers this one too. A master's page sizes
+ * pass at once; a spread of sizes (the placement workload's wide mix)
+ * all but never does, and stays with first fit.
+ */
+static bool reuse_seen(struct reuse *r, uint64_t need)
+{
+	unsigned hits = 0;
+
+	for (unsigned k = 0; k < REUSE_SEEN; k++)
+		hits += r->seen[k] == need;
+	r->seen_at = (r->seen_at + 1) % REUSE_SEEN;
+	r->seen[r->seen_at] = need;
+	return hits >= 2;
+}
+
+/*
+ * A size allocated again takes a slot: an unused one, else the least
+ * recently allocated size's if its list is empty or the size has gone
+ * stale (its blocks go back to the tree first). Otherwise the size is
+ * not tracked and its frees go to the tree.
+ */
+static void reuse_claim(struct kvf__segalloc *a, uint64_t need)
+{
+	struct reuse_list *v = &a->reuse.list[0];
+
+	if (!reuse_seen(&a->reuse, need))
+		return;
+	for (unsigned k = 0; k < REUSE_SIZES; k++) {
+		struct reuse_list *rl = &a->reuse.list[k];
+
+		if (!rl->size) {
+			v = rl;
+			break;
+		}
+		if (rl->last_use < v->last_use)
+			v = rl;
+	}
+	if (v->size && v->n && a->reuse.clock - v->last_use < REUSE_STALE)
+		return;
+	reuse_flush_list(a, v);
+	v->size = need;
+	v->last_use = a->reuse.clock;
+}
+
+/*
+ * The fast path of alloc: a parked block of exactly @need bytes, newest
+ * first, handed to @tag's owner. One slot compare per tracked size, one
+ * pop and a read-only descent to the block's leaf (its tag and flag
+ * change in place; no summary moves, since the tree saw it used all
+ * along). False when none is parked.
+ */
+static bool reuse_take(struct kvf__segalloc *a, uint64_t need, uint64_t tag,
+		       uint64_t *offset)
+{
+	struct reuse_list *rl = reuse_find(a, need);
+	struct node *l;
+	struct path p;
+	uint64_t off;
+
+	a->reuse.clock++;
+	if (!rl) {
+		reuse_claim(a, need);
+		return false;
+	}
+	rl->last_use = a->reuse.clock;
+	if (!rl->n)
+		return false;
+	off = rl->off[--rl->n];
+	l = lookup(a, off, &p);
+	if (p.off != off || l->val[p.idx[0]] != (need | FLAGS))
+		kvf__die("parked block %#llx lost", (unsigned long long)off);
+	l->val[p.idx[0]] = need | USED;
+	as_leaf(l)->tag[p.idx[0]] = tag;
+	a->reuse.bytes -= need;
+	*offset = off;
+	return true;
+}
+
 /* ---- publishing ---- */
 
 #ifdef KVF_SEGALLOC_CHECK
@@ -897,18 +1161,81 @@ static uint64_t check_node(const struct node *n, unsigned level, uint64_t *at)
 }
 #endif
 
+#ifdef KVF_SEGALLOC_CHECK
+/*
+ * Parked blocks under @n: count and bytes into @nr and @bytes; each must
+ * border only held blocks (@prev: the block before the first one here,
+ * updated as the walk goes).
+ */
+static void check_parked(const struct node *n, unsigned level, uint64_t *prev,
+			 uint64_t *nr, uint64_t *bytes)
+{
+	for (uint32_t i = 0; i < n->n; i++) {
+		uint64_t v;
+
+		if (level) {
+			check_parked(as_inner(n)->child[i], level - 1, prev, nr,
+				     bytes);
+			continue;
+		}
+		v = n->val[i];
+		if (((v & CACHED) && !allocated(*prev)) ||
+		    ((*prev & CACHED) && !allocated(v)))
+			kvf__die("parked block borders a free or parked one");
+		if (v & CACHED) {
+			(*nr)++;
+			*bytes += blk_size(v);
+		}
+		*prev = v;
+	}
+}
+
+/* The lists name exactly the parked blocks of the tree. */
+static void check_reuse(const struct kvf__segalloc *a)
+{
+	uint64_t prev = USED, nr = 0, bytes = 0, listed = 0;
+
+	check_parked(a->root, a->height, &prev, &nr, &bytes);
+	for (unsigned k = 0; k < REUSE_SIZES; k++) {
+		const struct reuse_list *rl = &a->reuse.list[k];
+
+		for (uint32_t i = 0; i < rl->n; i++) {
+			struct blk b = block_at(a, rl->off[i]);
+
+			if (b.off != rl->off[i] || b.val != (rl->size | FLAGS))
+				kvf__die("listed block %#llx not parked",
+					 (unsigned long long)rl->off[i]);
+		}
+		listed += rl->n;
+	}
+	if (nr != listed || bytes != a->reuse.bytes || bytes > a->reuse.limit)
+		kvf__die("%llu parked blocks (%llu bytes), %llu listed (%llu)",
+			 (unsigned long long)nr, (unsigned long long)bytes,
+			 (unsigned long long)listed,
+			 (unsigned long long)a->reuse.bytes);
+}
+#endif
+
 static void publish(struct kvf__segalloc *a)
 {
+	uint64_t parked = reuse_largest(a);
 #ifdef KVF_SEGALLOC_CHECK
 	uint64_t at = 0;
 
 	if (check_node(a->root, a->height, &at) != a->largest ||
 	    at != a->pub.capacity)
 		kvf__die("largest stale or blocks do not tile");
+	check_reuse(a);
 #endif
 	atomic_store_explicit(&a->pub.free_bytes, a->free_bytes,
 			      memory_order_release);
-	atomic_store_explicit(&a->pub.largest_free, a->largest,
+	/*
+	 * Parked blocks border only held ones, so giving them back merges
+	 * nothing: the largest region alloc can find is exactly the larger
+	 * of the tree's and the largest parked block.
+	 */
+	atomic_store_explicit(&a->pub.largest_free,
+			      parked > a->largest ? parked : a->largest,
 			      memory_order_release);
 	atomic_store_explicit(&a->nr_allocs, a->allocs, memory_order_release);
 }
@@ -943,6 +1270,7 @@ int kvf__segalloc_create(uint64_t size, uint64_t alignment,
 	a->root->sub_exact = 1;
 	a->free_bytes = cap;
 	a->largest = cap;
+	a->reuse.limit = cap / REUSE_SHARE;
 	if (kvf__mutex_init_short(&a->lock))
 		goto err_root;
 	publish(a);
@@ -985,12 +1313,6 @@ static uint64_t rounded(const struct kvf__segalloc *a, uint64_t size)
 	return need < size || need > a->pub.capacity ? 0 : need;
 }
 
-int kvf__segalloc_alloc(struct kvf__segalloc *a, uint64_t size,
-			uint64_t *offset)
-{
-	return kvf__segalloc_alloc_tagged(a, size, 0, offset);
-}
-
 /* With the lock held: allocate @need (rounded) bytes. */
 static int alloc_locked(struct kvf__segalloc *a, uint64_t need, uint64_t tag,
 			uint64_t *offset)
@@ -1001,6 +1323,19 @@ static int alloc_locked(struct kvf__segalloc *a, uint64_t need, uint64_t tag,
 	uint32_t i;
 	int rc;
 
+	if (a->reuse.limit && reuse_take(a, need, tag, offset)) {
+		a->free_bytes -= need;
+		a->allocs++;
+		publish(a);
+		return KVF_OK;
+	}
+	/*
+	 * The tree cannot serve it but a parked block could: the lists give
+	 * all their blocks back to the tree (none merges, see reuse_room),
+	 * and first fit runs on the result.
+	 */
+	if (a->largest < need && reuse_largest(a) >= need)
+		reuse_flush(a);
 	if (a->largest < need)
 		return KVF_ERR_NO_SPACE;
 	rc = spares_fill(a);
@@ -1141,6 +1476,7 @@ static const char *release_locked(struct kvf__segalloc *a, uint64_t offset,
 	uint64_t need = size ? rounded(a, size) : 0, end, start;
 	struct blk b = { 0, 0, 0 }, prev = { 0, USED, 0 }, next = { 0, USED, 0 }, m;
 	bool prev_here = false, next_here = false;
+	struct reuse_list *rl;
 	const struct node *l;
 	struct path p;
 	uint32_t i;
@@ -1163,10 +1499,25 @@ static const char *release_locked(struct kvf__segalloc *a, uint64_t offset,
 		else if (end < a->pub.capacity)
 			next = block_at(a, end);
 	}
-	if (b.off != offset || !(b.val & USED) || !need ||
+	if (b.off != offset || !allocated(b.val) || !need ||
 	    blk_size(b.val) != need)
-		return b.off == offset && (b.val & USED) ? "wrong size" :
-							   "not allocated";
+		return b.off == offset && allocated(b.val) ? "wrong size" :
+							     "not allocated";
+	/* Park it for the next alloc of its size, if it may be. */
+	rl = reuse_room(a, need, prev.val, next.val);
+	if (rl) {
+		reuse_park(a, rl, &p, offset);
+		goto done;
+	}
+	/* Parked neighbours leave their lists and merge with it as free. */
+	if (prev.val & CACHED) {
+		reuse_unlist(a, prev.off, blk_size(prev.val));
+		prev.val = blk_size(prev.val);
+	}
+	if (next.val & CACHED) {
+		reuse_unlist(a, next.off, blk_size(next.val));
+		next.val = blk_size(next.val);
+	}
 	/* Merge with free neighbours: the merged block starts at @start. */
 	start = prev.val & USED ? offset : prev.off;
 	m = (struct blk){ start,
@@ -1254,12 +1605,6 @@ void kvf__segalloc_free_many(struct kvf__segalloc *a,
 			 (unsigned long long)r[i - 1].size, why);
 }
 
-int kvf__segalloc_reserve(struct kvf__segalloc *a, uint64_t offset,
-			  uint64_t size)
-{
-	return kvf__segalloc_reserve_tagged(a, offset, size, 0);
-}
-
 int kvf__segalloc_reserve_tagged(struct kvf__segalloc *a, uint64_t offset,
 				 uint64_t size, uint64_t tag)
 {
@@ -1276,6 +1621,12 @@ int kvf__segalloc_reserve_tagged(struct kvf__segalloc *a, uint64_t offset,
 	end = offset + need;
 	pthread_mutex_lock(&a->lock);
 	b = block_at(a, offset);
+	if (b.val & CACHED) {
+		/* Free to the outside: back to the tree, then reserve. */
+		reuse_unlist(a, b.off, blk_size(b.val));
+		reuse_to_tree(a, b.off, blk_size(b.val));
+		b = block_at(a, offset);
+	}
 	b_end = b.off + blk_size(b.val);
 	if ((b.val & USED) || b_end < end) {
 		rc = KVF_ERR_NO_SPACE;
@@ -1298,6 +1649,26 @@ out:
 	return rc;
 }
 
+void kvf__segalloc_set_reuse_limit(struct kvf__segalloc *a, uint64_t bytes)
+{
+	pthread_mutex_lock(&a->lock);
+	a->reuse.limit = bytes;
+	if (a->reuse.bytes > bytes)
+		reuse_flush(a);
+	publish(a);
+	pthread_mutex_unlock(&a->lock);
+}
+
+uint64_t kvf__segalloc_reuse_bytes(struct kvf__segalloc *a)
+{
+	uint64_t bytes;
+
+	pthread_mutex_lock(&a->lock);
+	bytes = a->reuse.bytes;
+	pthread_mutex_unlock(&a->lock);
+	return bytes;
+}
+
 /* Append the used blocks under @n to @out[*k]. */
 static void collect_used(const struct node *n, unsigned level,
 			 struct kvf__segalloc_block *out, size_t *k)
@@ -1309,7 +1680,7 @@ static void collect_used(const struct node *n, unsigned level,
 			collect_used(as_inner(n)->child[i], level - 1, out, k);
 			continue;
 		}
-		if (n->val[i] & USED)
+		if (allocated(n->val[i]))
 			out[(*k)++] = (struct kvf__segalloc_block){
 				off, blk_size(n->val[i]), as_leaf(n)->tag[i] };
 		off += blk_size(n->val[i]);
@@ -1425,7 +1796,7 @@ size_t kvf__segalloc_scan(struct kvf__segalloc *a, uint64_t from,
 			uint64_t sz = blk_size(l->val[i]);
 
 			off += sz;
-			if (!(l->val[i] & USED) || off - sz < from)
+			if (!allocated(l->val[i]) || off - sz < from)
 				continue;
 			out[k++] = (struct kvf__segalloc_block){
 				off - sz, sz, as_leaf(l)->tag[i] };

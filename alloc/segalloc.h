@@ -6,7 +6,9 @@
  * All bookkeeping lives outside the segment: the master never touches
  * segment memory. Every call is thread-safe. free_bytes and largest_free
  * are exact and readable in O(1) without the allocator's lock, so placement
- * can reject a segment cheaply.
+ * can reject a segment cheaply. Freed blocks of the sizes being allocated
+ * may be kept for the next alloc of their size (reuse lists, see
+ * segalloc.c); they count as free everywhere.
  */
 #ifndef KVF_ALLOC_SEGALLOC_H
 #define KVF_ALLOC_SEGALLOC_H
@@ -28,14 +30,6 @@ int kvf__segalloc_create(uint64_t size, uint64_t alignment,
 
 /* Free the allocator; outstanding allocations are simply forgotten. */
 void kvf__segalloc_destroy(struct kvf__segalloc *a);
-
-/*
- * kvf__segalloc_alloc() - allocate @size bytes (> 0). On KVF_OK, *offset is
- * the start (aligned). KVF_ERR_NO_SPACE when no free region fits,
- * KVF_ERR_NO_MEMORY if bookkeeping could not grow. O(1) or O(log n).
- */
-int kvf__segalloc_alloc(struct kvf__segalloc *a, uint64_t size,
-			uint64_t *offset);
 
 /*
  * kvf__segalloc_free() - return the range that alloc gave for (@offset,
@@ -72,10 +66,13 @@ int kvf__segalloc_release(struct kvf__segalloc *a, uint64_t offset,
 			  uint64_t size);
 
 /*
- * kvf__segalloc_alloc_tagged() - alloc, remembering @tag (non-zero; the
- * engine uses the owning object's key hash) with the block, so the owners
- * of a segment's blocks can be enumerated (kvf__segalloc_used_blocks,
- * kvf__segalloc_scan) without any other index.
+ * kvf__segalloc_alloc_tagged() - allocate @size bytes (> 0), remembering
+ * @tag (the engine uses the owning object's key hash) with the block, so
+ * the owners of a segment's blocks can be enumerated
+ * (kvf__segalloc_used_blocks, kvf__segalloc_scan) without any other index.
+ * On KVF_OK, *@offset is the start (aligned). KVF_ERR_NO_SPACE when no free
+ * region fits, KVF_ERR_NO_MEMORY if bookkeeping could not grow.
+ * KVF_ERR_INVALID_PARAMS for size 0 or a NULL @offset. O(log n).
  */
 int kvf__segalloc_alloc_tagged(struct kvf__segalloc *a, uint64_t size,
 			       uint64_t tag, uint64_t *offset);
@@ -89,7 +86,16 @@ int kvf__segalloc_alloc_tagged(struct kvf__segalloc *a, uint64_t size,
 int kvf__segalloc_try_alloc_tagged(struct kvf__segalloc *a, uint64_t size,
 				   uint64_t tag, uint64_t *offset);
 
-/* kvf__segalloc_reserve() with a tag (see kvf__segalloc_alloc_tagged). */
+/*
+ * kvf__segalloc_reserve_tagged() - mark exactly [@offset, @offset + @size)
+ * used, as if alloc had returned it with @tag (journal recovery rebuilds
+ * allocators from the recorded replicas). @offset must be aligned; @size is
+ * rounded up to the alignment like alloc does, and the range is released with
+ * kvf__segalloc_free(a, @offset, @size). Returns KVF_OK,
+ * KVF_ERR_INVALID_PARAMS (size 0, unaligned offset, outside the segment),
+ * KVF_ERR_NO_SPACE (some part of the range is not free) or
+ * KVF_ERR_NO_MEMORY. O(log n), takes the allocator's lock.
+ */
 int kvf__segalloc_reserve_tagged(struct kvf__segalloc *a, uint64_t offset,
 				 uint64_t size, uint64_t tag);
 
@@ -109,6 +115,18 @@ struct kvf__segalloc_block {
 int kvf__segalloc_used_blocks(struct kvf__segalloc *a,
 			      struct kvf__segalloc_block **out, size_t *n);
 
+/*
+ * kvf__segalloc_set_reuse_limit() - bound the bytes the exact-size reuse
+ * lists may hold (freed blocks kept, still counted free, for the next
+ * alloc of their size: the fast path of alloc). 0 turns the lists off and
+ * gives their blocks back: alloc is then address-ordered first fit only.
+ * The default is the capacity / 16. Takes the allocator's lock.
+ */
+void kvf__segalloc_set_reuse_limit(struct kvf__segalloc *a, uint64_t bytes);
+
+/* Bytes parked in the reuse lists now (free to every other reader). */
+uint64_t kvf__segalloc_reuse_bytes(struct kvf__segalloc *a);
+
 /* Free bytes, exact, lock-free. */
 uint64_t kvf__segalloc_free_bytes(const struct kvf__segalloc *a);
 
@@ -117,19 +135,6 @@ uint64_t kvf__segalloc_largest_free(const struct kvf__segalloc *a);
 
 /* The segment size given at create. */
 uint64_t kvf__segalloc_size(const struct kvf__segalloc *a);
-
-/*
- * kvf__segalloc_reserve() - mark exactly [@offset, @offset + @size) used, as
- * if alloc had returned it (journal recovery rebuilds allocators from the
- * recorded replicas). @offset must be aligned; @size is rounded up to the
- * alignment like alloc does, and the range is released with
- * kvf__segalloc_free(a, @offset, @size). Returns KVF_OK,
- * KVF_ERR_INVALID_PARAMS (size 0, unaligned offset, outside the segment),
- * KVF_ERR_NO_SPACE (some part of the range is not free) or
- * KVF_ERR_NO_MEMORY. O(log n), takes the allocator's lock.
- */
-int kvf__segalloc_reserve(struct kvf__segalloc *a, uint64_t offset,
-			  uint64_t size);
 
 /*
  * Bytes handed out (sizes rounded up to the alignment), exact, lock-free:

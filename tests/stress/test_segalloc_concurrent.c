@@ -7,6 +7,8 @@
  * gets a range swaps the flags of its granules to 1 and must see 0 in each
  * (no overlap with any live range), and swaps them back to 0 before it
  * frees (seeing 1). At the end every allocator is one free region again.
+ * Half the requests are of three page sizes, so frees park blocks in the
+ * allocators' reuse lists and allocs take them back, under contention.
  * Worker threads never call cmocka (it is not thread-safe): they count
  * violations, the main thread asserts.
  */
@@ -36,7 +38,8 @@
 
 static struct kvf__segalloc *segs[NR_SEGS];
 static atomic_uchar owner[NR_SEGS][GRANULES];
-static atomic_ulong violations;
+static atomic_ulong violations, parked_seen;
+static const uint64_t hot_sizes[3] = { 4096, 9000, 20 * 1024 };
 
 struct held {
 	uint32_t seg;
@@ -78,6 +81,9 @@ static void *worker(void *arg)
 	for (int op = 0; op < OPS; op++) {
 		uint64_t r = next(&rng), size = 1 + (r >> 40) % (32 * 1024);
 
+		if (r & 16)
+			size = hot_sizes[(r >> 20) % 3];
+
 		if (n && ((r & 3) == 0 || n + 2 > MAX_LIVE)) {
 			uint32_t k = (uint32_t)((r >> 8) % n);
 
@@ -88,10 +94,10 @@ static void *worker(void *arg)
 			 * (KVF_ERR_BUSY when another thread is inside). */
 			uint32_t s = (uint32_t)((r >> 16) % NR_SEGS);
 			uint64_t off;
-			int rc = (r & 8) ?
-				kvf__segalloc_try_alloc_tagged(segs[s], size,
-							       1, &off) :
-				kvf__segalloc_alloc(segs[s], size, &off);
+			int rc = (r & 8) ? kvf__segalloc_try_alloc_tagged(
+						   segs[s], size, 1, &off)
+					 : kvf__segalloc_alloc_tagged(
+						   segs[s], size, 1, &off);
 
 			if (rc != KVF_OK)
 				continue;
@@ -116,6 +122,9 @@ static void *worker(void *arg)
 							   res.offset[k], size };
 			}
 		}
+		if (op % 64 == 0 &&
+		    kvf__segalloc_reuse_bytes(segs[(r >> 8) % NR_SEGS]))
+			atomic_fetch_add(&parked_seen, 1);
 		/* Lock-free reads must stay within bounds. */
 		for (uint32_t s = 0; s < NR_SEGS; s++)
 			if (kvf__segalloc_largest_free(segs[s]) > SEG_SIZE ||
@@ -141,6 +150,7 @@ static void test_concurrent(void **state)
 	for (int i = 0; i < NR_THREADS; i++)
 		assert_int_equal(pthread_join(t[i], NULL), 0);
 	assert_int_equal(atomic_load(&violations), 0);
+	assert_true(atomic_load(&parked_seen) > 0);
 	for (int s = 0; s < NR_SEGS; s++) {
 		assert_int_equal(kvf__segalloc_free_bytes(segs[s]), SEG_SIZE);
 		assert_int_equal(kvf__segalloc_largest_free(segs[s]), SEG_SIZE);

@@ -199,8 +199,9 @@ static void test_no_space_leaves_nothing(void **state)
 		uint64_t rng = 3 + s, off;
 
 		pool_init(&p, 3, MiB);
-		assert_int_equal(kvf__segalloc_alloc(p.seg[1], MiB, &off),
-				 KVF_OK);
+		assert_int_equal(
+			kvf__segalloc_alloc_tagged(p.seg[1], MiB, 1, &off),
+			KVF_OK);
 		for (int i = 0; i < 20; i++) {
 			assert_int_equal(kvf__place(all[s], p.seg, p.n, &req,
 						    &rng, &res),
@@ -263,8 +264,8 @@ static void fragmented_pool(struct pool *p)
 	pool_init(p, 4, 8 * MiB);
 	for (uint32_t s = 0; s < 2; s++) {
 		for (int i = 0; i < 128; i++) {
-			assert_int_equal(kvf__segalloc_alloc(p->seg[s], 64 * KiB,
-							     &off),
+			assert_int_equal(kvf__segalloc_alloc_tagged(
+						 p->seg[s], 64 * KiB, 1, &off),
 					 KVF_OK);
 			assert_int_equal(off, i * 64 * KiB);
 		}
@@ -275,8 +276,9 @@ static void fragmented_pool(struct pool *p)
 				 64 * KiB);
 	}
 	for (uint32_t s = 2; s < 4; s++)
-		assert_int_equal(kvf__segalloc_alloc(p->seg[s], 7 * MiB, &off),
-				 KVF_OK);
+		assert_int_equal(
+			kvf__segalloc_alloc_tagged(p->seg[s], 7 * MiB, 1, &off),
+			KVF_OK);
 }
 
 static void test_free_ratio_lies(void **state)
@@ -327,8 +329,9 @@ static void test_best_fit(void **state)
 	pool_init(&p, 6, 4 * MiB);
 	/* Largest free: seg i has 4 MiB - (i + 1) * 512 KiB. */
 	for (uint32_t s = 0; s < 6; s++)
-		assert_int_equal(kvf__segalloc_alloc(p.seg[s],
-						     (s + 1) * 512 * KiB, &off),
+		assert_int_equal(kvf__segalloc_alloc_tagged(p.seg[s],
+							    (s + 1) * 512 * KiB,
+							    1, &off),
 				 KVF_OK);
 	assert_int_equal(kvf__place(KVF_PLACEMENT_FRAGMENTATION_AWARE, p.seg,
 				    p.n, &req, &rng, &res),
@@ -358,8 +361,8 @@ static void test_exact_fit(void **state)
 	(void)state;
 	pool_init(&p, 8, 4 * MiB);
 	for (uint32_t s = 0; s < 8; s++)
-		assert_int_equal(kvf__segalloc_alloc(p.seg[s], 4 * MiB - tail[s],
-						     &off),
+		assert_int_equal(kvf__segalloc_alloc_tagged(
+					 p.seg[s], 4 * MiB - tail[s], 1, &off),
 				 KVF_OK);
 	for (int k = 0; k < 400; k++) {
 		assert_int_equal(kvf__place(KVF_PLACEMENT_FRAGMENTATION_AWARE,

@@ -156,7 +156,12 @@ struct model_run {
 	struct kvf__segalloc *a;
 };
 
-static void run_begin(struct model_run *r, uint64_t seg, uint64_t al)
+/*
+ * @reuse: the bound on the reuse lists (kvf__segalloc_set_reuse_limit);
+ * 0 for the tree alone, whose first-fit choices the models predict.
+ */
+static void run_begin(struct model_run *r, uint64_t seg, uint64_t al,
+		      uint64_t reuse)
 {
 	r->m = (struct bitmap_model){ calloc(seg / al, 1), seg / al, al };
 	r->lv = calloc(seg / al, sizeof(*r->lv));
@@ -165,6 +170,7 @@ static void run_begin(struct model_run *r, uint64_t seg, uint64_t al)
 	assert_non_null(r->m.used);
 	assert_non_null(r->lv);
 	assert_int_equal(kvf__segalloc_create(seg, al, &r->a), KVF_OK);
+	kvf__segalloc_set_reuse_limit(r->a, reuse);
 }
 
 /* Record a new live allocation (alloc or reserve). */
@@ -206,6 +212,7 @@ struct exact_cfg {
 	int check_every;    /* full model comparison every this many ops */
 	int first_fit_every; /* first-fit offset checked every this many */
 	int blocks_every;   /* used_blocks checked every this many */
+	uint64_t reuse;     /* reuse lists' bound; 0: tree only */
 };
 
 /*
@@ -217,9 +224,10 @@ struct exact_cfg {
 static void run_exact_random(const struct exact_cfg *cfg, uint64_t rng)
 {
 	const uint64_t seg = cfg->seg, al = cfg->al;
+	uint64_t parked = 0, not_first = 0;
 	struct model_run r;
 
-	run_begin(&r, seg, al);
+	run_begin(&r, seg, al, cfg->reuse);
 	bm_check(&r.m, r.a);
 	for (int op = 0; op < cfg->ops; op++) {
 		uint64_t dice = rng_next(&rng) % 100, tag;
@@ -249,9 +257,7 @@ static void run_exact_random(const struct exact_cfg *cfg, uint64_t rng)
 			int rc;
 
 			tag = op % 5 ? rng_next(&rng) : 0;
-			rc = tag ? kvf__segalloc_alloc_tagged(r.a, asked, tag,
-							      &off)
-				 : kvf__segalloc_alloc(r.a, asked, &off);
+			rc = kvf__segalloc_alloc_tagged(r.a, asked, tag, &off);
 
 			if (rc == KVF_ERR_NO_SPACE) {
 				/* Only when no free run fits. */
@@ -264,11 +270,15 @@ static void run_exact_random(const struct exact_cfg *cfg, uint64_t rng)
 			assert_int_equal(rc, KVF_OK);
 			assert_int_equal(off % al, 0);
 			assert_true(off + sz <= seg);
-			if (op % cfg->first_fit_every == 0)
+			/* Reuse hands out parked blocks, not the first fit. */
+			if (!cfg->reuse && op % cfg->first_fit_every == 0)
 				assert_int_equal(off,
 						 bm_first_fit(&r.m, sz / al));
+			not_first += off != bm_first_fit(&r.m, sz / al);
 			run_add(&r, (struct live){ off, sz, asked, tag });
 		}
+		parked += kvf__segalloc_reuse_bytes(r.a) > 0;
+		assert_true(kvf__segalloc_reuse_bytes(r.a) <= cfg->reuse);
 		if (op % cfg->check_every == 0)
 			bm_check(&r.m, r.a);
 		if (op % cfg->blocks_every == 0)
@@ -277,15 +287,48 @@ static void run_exact_random(const struct exact_cfg *cfg, uint64_t rng)
 	}
 	bm_check(&r.m, r.a);
 	check_blocks(r.a, r.lv, r.n);
+	/* With the lists on, blocks were parked and handed out again. */
+	if (cfg->reuse) {
+		assert_true(parked > (uint64_t)cfg->ops / 4);
+		assert_true(not_first > 0);
+	}
 	run_end(&r);
 }
 
 static void test_exact_random(void **state)
 {
-	const struct exact_cfg cfg = { 64 * KiB, 64, 4096, 30000, 45, 1, 1, 16 };
+	const struct exact_cfg cfg = { 64 * KiB, 64, 4096, 30000, 45, 1, 1, 16,
+				       0 };
 
 	(void)state;
 	run_exact_random(&cfg, 0x1234567);
+}
+
+/*
+ * The same with the reuse lists on (bound: half the segment) and four
+ * request sizes, so frees park and allocs take parked blocks: free bytes
+ * and the largest region stay exact against the bitmap (a parked block is
+ * free to every reader), NO_SPACE only when no free run fits, reserve
+ * succeeds exactly on free ranges (parked ones too), used blocks and tags
+ * exactly the live ones.
+ */
+static void test_exact_random_reuse(void **state)
+{
+	const struct exact_cfg cfg = { 64 * KiB, 64, 256, 30000, 45, 1, 1, 16,
+				       32 * KiB };
+
+	(void)state;
+	run_exact_random(&cfg, 0x7654321);
+}
+
+/* Many sizes: slots are claimed, go stale and are handed on. */
+static void test_exact_random_reuse_sizes(void **state)
+{
+	const struct exact_cfg cfg = { 256 * KiB, 64, 2048, 20000, 45, 4, 1,
+				       64, 128 * KiB };
+
+	(void)state;
+	run_exact_random(&cfg, 0x2468ace);
 }
 
 /*
@@ -296,7 +339,7 @@ static void test_exact_random(void **state)
 static void test_exact_random_deep(void **state)
 {
 	const struct exact_cfg cfg = { 1 * MiB, 8, 64, 150000, 35, 512, 16,
-				       8192 };
+				       8192, 0 };
 
 	(void)state;
 	run_exact_random(&cfg, 0xabcdef12);
@@ -326,7 +369,7 @@ static void run_largest_taken(const struct largest_cfg *cfg, uint64_t rng)
 	const uint64_t al = cfg->al;
 	struct model_run r;
 
-	run_begin(&r, 1 * MiB, al);
+	run_begin(&r, 1 * MiB, al, 0);
 	for (int op = 0; op < cfg->ops; op++) {
 		uint64_t largest = kvf__segalloc_largest_free(r.a), off, sz;
 		uint64_t dice = rng_next(&rng) % 100;
@@ -348,8 +391,9 @@ static void run_largest_taken(const struct largest_cfg *cfg, uint64_t rng)
 			}
 			if (sz > largest)
 				continue;
-			assert_int_equal(kvf__segalloc_alloc(r.a, sz, &off),
-					 KVF_OK);
+			assert_int_equal(
+				kvf__segalloc_alloc_tagged(r.a, sz, 1, &off),
+				KVF_OK);
 			if (big || cfg->fit_all)
 				assert_int_equal(off,
 						 bm_first_fit(&r.m, sz / al));
@@ -515,12 +559,12 @@ static void test_coalesce_full(void **state)
 	for (;;) {
 		uint64_t asked = rng_range(&rng, 1, 8 * KiB);
 
-		if (kvf__segalloc_alloc(a, asked, &off) != KVF_OK)
+		if (kvf__segalloc_alloc_tagged(a, asked, 1, &off) != KVF_OK)
 			break;
 		lv[n++] = (struct live){ off, round_up(asked, al), asked, 0 };
 	}
 	/* Fill the tail with the smallest unit: the segment is then full. */
-	while (kvf__segalloc_alloc(a, 1, &off) == KVF_OK)
+	while (kvf__segalloc_alloc_tagged(a, 1, 1, &off) == KVF_OK)
 		lv[n++] = (struct live){ off, al, 1, 0 };
 	assert_int_equal(kvf__segalloc_free_bytes(a), 0);
 	assert_int_equal(kvf__segalloc_largest_free(a), 0);
@@ -537,7 +581,7 @@ static void test_coalesce_full(void **state)
 	assert_int_equal(kvf__segalloc_free_bytes(a), seg);
 	assert_int_equal(kvf__segalloc_nr_allocs(a), 0);
 	/* One region: the whole segment can be allocated at once. */
-	assert_int_equal(kvf__segalloc_alloc(a, seg, &off), KVF_OK);
+	assert_int_equal(kvf__segalloc_alloc_tagged(a, seg, 1, &off), KVF_OK);
 	assert_int_equal(off, 0);
 	kvf__segalloc_destroy(a);
 	free(lv);
@@ -556,8 +600,9 @@ static void test_alignment(void **state)
 	assert_int_equal(kvf__segalloc_alignment(a), 4096);
 	assert_int_equal(kvf__segalloc_largest_free(a), MiB);
 	for (int i = 0; i < 64; i++) {
-		assert_int_equal(kvf__segalloc_alloc(a, 1 + i * 64, &off[i]),
-				 KVF_OK);
+		assert_int_equal(
+			kvf__segalloc_alloc_tagged(a, 1 + i * 64, 1, &off[i]),
+			KVF_OK);
 		assert_int_equal(off[i] % 4096, 0);
 	}
 	/* Each took one 4 KiB unit, and first fit packs them from 0. */
@@ -571,8 +616,10 @@ static void test_alignment(void **state)
 	kvf__segalloc_destroy(a);
 
 	assert_int_equal(kvf__segalloc_create(64 * MiB, 2 * MiB, &a), KVF_OK);
-	assert_int_equal(kvf__segalloc_alloc(a, 100, &off[0]), KVF_OK);
-	assert_int_equal(kvf__segalloc_alloc(a, 100, &off[1]), KVF_OK);
+	assert_int_equal(kvf__segalloc_alloc_tagged(a, 100, 1, &off[0]),
+			 KVF_OK);
+	assert_int_equal(kvf__segalloc_alloc_tagged(a, 100, 1, &off[1]),
+			 KVF_OK);
 	assert_int_equal(off[1] - off[0], 2 * MiB);
 	assert_int_equal(kvf__segalloc_free_bytes(a), 60 * MiB);
 	kvf__segalloc_destroy(a);
@@ -586,31 +633,36 @@ static void test_reserve(void **state)
 	(void)state;
 	assert_int_equal(kvf__segalloc_create(MiB, 64, &a), KVF_OK);
 	/* Middle of the one region: it splits in two. */
-	assert_int_equal(kvf__segalloc_reserve(a, 4096, 100), KVF_OK);
+	assert_int_equal(kvf__segalloc_reserve_tagged(a, 4096, 100, 1), KVF_OK);
 	assert_int_equal(kvf__segalloc_free_bytes(a), MiB - 128);
 	assert_int_equal(kvf__segalloc_largest_free(a), MiB - 4096 - 128);
 	/* Any overlap with a used range is NO_SPACE. */
-	assert_int_equal(kvf__segalloc_reserve(a, 4096, 64), KVF_ERR_NO_SPACE);
-	assert_int_equal(kvf__segalloc_reserve(a, 4096 - 64, 128),
+	assert_int_equal(kvf__segalloc_reserve_tagged(a, 4096, 64, 1),
 			 KVF_ERR_NO_SPACE);
-	assert_int_equal(kvf__segalloc_reserve(a, 4096 + 64, 64),
+	assert_int_equal(kvf__segalloc_reserve_tagged(a, 4096 - 64, 128, 1),
+			 KVF_ERR_NO_SPACE);
+	assert_int_equal(kvf__segalloc_reserve_tagged(a, 4096 + 64, 64, 1),
 			 KVF_ERR_NO_SPACE);
 	/* Exactly adjacent is fine (start and end of regions). */
-	assert_int_equal(kvf__segalloc_reserve(a, 4096 - 64, 64), KVF_OK);
-	assert_int_equal(kvf__segalloc_reserve(a, 4096 + 128, 64), KVF_OK);
-	assert_int_equal(kvf__segalloc_reserve(a, 0, 64), KVF_OK);
-	assert_int_equal(kvf__segalloc_reserve(a, MiB - 64, 64), KVF_OK);
+	assert_int_equal(kvf__segalloc_reserve_tagged(a, 4096 - 64, 64, 1),
+			 KVF_OK);
+	assert_int_equal(kvf__segalloc_reserve_tagged(a, 4096 + 128, 64, 1),
+			 KVF_OK);
+	assert_int_equal(kvf__segalloc_reserve_tagged(a, 0, 64, 1), KVF_OK);
+	assert_int_equal(kvf__segalloc_reserve_tagged(a, MiB - 64, 64, 1),
+			 KVF_OK);
 	assert_int_equal(kvf__segalloc_nr_allocs(a), 5);
 	/* Invalid: unaligned, zero, outside. */
-	assert_int_equal(kvf__segalloc_reserve(a, 8, 64), KVF_ERR_INVALID_PARAMS);
-	assert_int_equal(kvf__segalloc_reserve(a, 8192, 0),
+	assert_int_equal(kvf__segalloc_reserve_tagged(a, 8, 64, 1),
 			 KVF_ERR_INVALID_PARAMS);
-	assert_int_equal(kvf__segalloc_reserve(a, MiB, 64),
+	assert_int_equal(kvf__segalloc_reserve_tagged(a, 8192, 0, 1),
 			 KVF_ERR_INVALID_PARAMS);
-	assert_int_equal(kvf__segalloc_reserve(a, MiB - 64, 128),
+	assert_int_equal(kvf__segalloc_reserve_tagged(a, MiB, 64, 1),
+			 KVF_ERR_INVALID_PARAMS);
+	assert_int_equal(kvf__segalloc_reserve_tagged(a, MiB - 64, 128, 1),
 			 KVF_ERR_INVALID_PARAMS);
 	/* First fit now lands in the hole [64, 4096 - 64). */
-	assert_int_equal(kvf__segalloc_alloc(a, 64, &off), KVF_OK);
+	assert_int_equal(kvf__segalloc_alloc_tagged(a, 64, 1, &off), KVF_OK);
 	assert_int_equal(off, 64);
 	kvf__segalloc_free(a, off, 64);
 	/* Reserved ranges are freed like allocations; all coalesces. */
@@ -621,8 +673,9 @@ static void test_reserve(void **state)
 	kvf__segalloc_free(a, 4096 - 64, 64);
 	assert_int_equal(kvf__segalloc_largest_free(a), MiB);
 	/* Whole segment. */
-	assert_int_equal(kvf__segalloc_reserve(a, 0, MiB), KVF_OK);
-	assert_int_equal(kvf__segalloc_alloc(a, 1, &off), KVF_ERR_NO_SPACE);
+	assert_int_equal(kvf__segalloc_reserve_tagged(a, 0, MiB, 1), KVF_OK);
+	assert_int_equal(kvf__segalloc_alloc_tagged(a, 1, 1, &off),
+			 KVF_ERR_NO_SPACE);
 	kvf__segalloc_free(a, 0, MiB);
 	kvf__segalloc_destroy(a);
 }
@@ -635,27 +688,32 @@ static void test_tib(void **state)
 	(void)state;
 	assert_int_equal(kvf__segalloc_create(4 * TiB, 64, &a), KVF_OK);
 	assert_int_equal(kvf__segalloc_largest_free(a), 4 * TiB);
-	assert_int_equal(kvf__segalloc_alloc(a, 4 * TiB, &off), KVF_OK);
-	assert_int_equal(kvf__segalloc_alloc(a, 64, &off), KVF_ERR_NO_SPACE);
+	assert_int_equal(kvf__segalloc_alloc_tagged(a, 4 * TiB, 1, &off),
+			 KVF_OK);
+	assert_int_equal(kvf__segalloc_alloc_tagged(a, 64, 1, &off),
+			 KVF_ERR_NO_SPACE);
 	kvf__segalloc_free(a, 0, 4 * TiB);
 	for (int i = 0; i < 1000; i++)
-		assert_int_equal(kvf__segalloc_alloc(a, 3 * GiB + 7, &offs[i]),
-				 KVF_OK);
+		assert_int_equal(
+			kvf__segalloc_alloc_tagged(a, 3 * GiB + 7, 1, &offs[i]),
+			KVF_OK);
 	for (int i = 0; i < 1000; i += 2)
 		kvf__segalloc_free(a, offs[i], 3 * GiB + 7);
 	assert_int_equal(kvf__segalloc_largest_free(a),
 			 4 * TiB - 1000 * round_up(3 * GiB + 7, 64));
 	/* Used ranges end near 2.93 TiB; cut the free tail in two. */
-	assert_int_equal(kvf__segalloc_reserve(a, 2 * TiB, TiB),
+	assert_int_equal(kvf__segalloc_reserve_tagged(a, 2 * TiB, TiB, 1),
 			 KVF_ERR_NO_SPACE);
-	assert_int_equal(kvf__segalloc_reserve(a, 3 * TiB + 4096, 512 * GiB),
-			 KVF_OK);
+	assert_int_equal(
+		kvf__segalloc_reserve_tagged(a, 3 * TiB + 4096, 512 * GiB, 1),
+		KVF_OK);
 	assert_int_equal(kvf__segalloc_largest_free(a), 512 * GiB - 4096);
 	kvf__segalloc_destroy(a);
 
 	assert_int_equal(kvf__segalloc_create(TiB, 4096, &a), KVF_OK);
-	assert_int_equal(kvf__segalloc_alloc(a, TiB + 1, &off), KVF_ERR_NO_SPACE);
-	assert_int_equal(kvf__segalloc_alloc(a, TiB, &off), KVF_OK);
+	assert_int_equal(kvf__segalloc_alloc_tagged(a, TiB + 1, 1, &off),
+			 KVF_ERR_NO_SPACE);
+	assert_int_equal(kvf__segalloc_alloc_tagged(a, TiB, 1, &off), KVF_OK);
 	kvf__segalloc_destroy(a);
 }
 
@@ -673,10 +731,13 @@ static void test_invalid(void **state)
 	assert_int_equal(kvf__segalloc_create(MiB, 64, NULL),
 			 KVF_ERR_INVALID_PARAMS);
 	assert_int_equal(kvf__segalloc_create(MiB, 64, &a), KVF_OK);
-	assert_int_equal(kvf__segalloc_alloc(a, 0, &off), KVF_ERR_INVALID_PARAMS);
-	assert_int_equal(kvf__segalloc_alloc(a, 64, NULL), KVF_ERR_INVALID_PARAMS);
-	assert_int_equal(kvf__segalloc_alloc(a, MiB + 1, &off), KVF_ERR_NO_SPACE);
-	assert_int_equal(kvf__segalloc_alloc(a, UINT64_MAX, &off),
+	assert_int_equal(kvf__segalloc_alloc_tagged(a, 0, 1, &off),
+			 KVF_ERR_INVALID_PARAMS);
+	assert_int_equal(kvf__segalloc_alloc_tagged(a, 64, 1, NULL),
+			 KVF_ERR_INVALID_PARAMS);
+	assert_int_equal(kvf__segalloc_alloc_tagged(a, MiB + 1, 1, &off),
+			 KVF_ERR_NO_SPACE);
+	assert_int_equal(kvf__segalloc_alloc_tagged(a, UINT64_MAX, 1, &off),
 			 KVF_ERR_NO_SPACE);
 	kvf__segalloc_destroy(a);
 	kvf__segalloc_destroy(NULL);
@@ -762,7 +823,7 @@ static void test_bad_free_dies(void **state)
 
 	(void)state;
 	assert_int_equal(kvf__segalloc_create(MiB, 64, &a), KVF_OK);
-	assert_int_equal(kvf__segalloc_alloc(a, 64, &off), KVF_OK);
+	assert_int_equal(kvf__segalloc_alloc_tagged(a, 64, 1, &off), KVF_OK);
 	assert_int_equal(off, 0);
 	expect_death(free_unknown, a);
 	expect_death(free_wrong_size, a);
@@ -770,6 +831,232 @@ static void test_bad_free_dies(void **state)
 	/* Same rounded size is the same allocation: accepted. */
 	kvf__segalloc_free(a, 0, 60);
 	kvf__segalloc_destroy(a);
+}
+
+/* ---- reuse lists (the fast path of alloc) ---- */
+
+/* Free of a parked block (the middle of three 64 KiB blocks) again. */
+static void free_parked_twice(struct kvf__segalloc *a)
+{
+	kvf__segalloc_free(a, 64 * KiB, 64 * KiB);
+	kvf__segalloc_free(a, 64 * KiB, 64 * KiB);
+}
+
+static uint64_t used_block_count(struct kvf__segalloc *a)
+{
+	struct kvf__segalloc_block *b;
+	size_t n;
+
+	assert_int_equal(kvf__segalloc_used_blocks(a, &b, &n), KVF_OK);
+	free(b);
+	return n;
+}
+
+/*
+ * What the lists do, step by step, in a 1 MiB segment of 16 blocks of
+ * 64 KiB: a freed block between held ones is parked (free to every
+ * reader, not a used block, not scanned), the next alloc of its size
+ * takes the newest parked block, an alloc the tree cannot serve while a
+ * parked block could gives every parked block back to the tree first, a
+ * free next to a parked block merges with it, the bound holds, reserve
+ * takes a parked range, and freeing a parked block again dies.
+ */
+static void test_reuse_lists(void **state)
+{
+	struct kvf__segalloc_block blk[16];
+	struct kvf__segalloc *a;
+	uint64_t off[16], o, next;
+
+	(void)state;
+	assert_int_equal(kvf__segalloc_create(MiB, 64, &a), KVF_OK);
+	/* The default bound: a sixteenth of the segment. */
+	for (int i = 0; i < 16; i++) {
+		assert_int_equal(kvf__segalloc_alloc_tagged(a, 64 * KiB, 100 + i,
+							    &off[i]),
+				 KVF_OK);
+		assert_int_equal(off[i], i * 64 * KiB);
+	}
+	kvf__segalloc_free(a, off[1], 64 * KiB);
+	kvf__segalloc_free(a, off[3], 64 * KiB);
+	assert_int_equal(kvf__segalloc_reuse_bytes(a), 64 * KiB);
+	/* Over the bound: block 3 went to the tree. */
+	assert_int_equal(kvf__segalloc_free_bytes(a), 128 * KiB);
+	assert_int_equal(kvf__segalloc_largest_free(a), 64 * KiB);
+	kvf__segalloc_set_reuse_limit(a, MiB);
+	kvf__segalloc_free(a, off[5], 64 * KiB);
+	kvf__segalloc_free(a, off[7], 64 * KiB);
+	assert_int_equal(kvf__segalloc_reuse_bytes(a), 192 * KiB);
+	assert_int_equal(kvf__segalloc_free_bytes(a), 256 * KiB);
+	assert_int_equal(kvf__segalloc_nr_allocs(a), 12);
+	assert_int_equal(used_block_count(a), 12);
+	assert_int_equal(kvf__segalloc_scan(a, 0, blk, 16, &next), 12);
+	for (int i = 0; i < 12; i++)
+		assert_true(blk[i].tag >= 100);
+	/* Newest parked first, with the new owner's tag. */
+	assert_int_equal(kvf__segalloc_alloc_tagged(a, 64 * KiB, 7, &o),
+			 KVF_OK);
+	assert_int_equal(o, off[7]);
+	assert_int_equal(kvf__segalloc_scan(a, off[7], blk, 1, &next), 1);
+	assert_int_equal(blk[0].tag, 7);
+	assert_int_equal(kvf__segalloc_reuse_bytes(a), 128 * KiB);
+	/* The tree holds 64 KiB (block 3): 32 KiB fits there, lists stay. */
+	assert_int_equal(kvf__segalloc_alloc_tagged(a, 32 * KiB, 8, &o),
+			 KVF_OK);
+	assert_int_equal(o, off[3]);
+	assert_int_equal(kvf__segalloc_reuse_bytes(a), 128 * KiB);
+	/* Bigger than anything free: NO_SPACE, the lists untouched. */
+	assert_int_equal(kvf__segalloc_alloc_tagged(a, 128 * KiB, 9, &o),
+			 KVF_ERR_NO_SPACE);
+	assert_int_equal(kvf__segalloc_reuse_bytes(a), 128 * KiB);
+	/*
+	 * 48 KiB: the tree's largest is 32 KiB, parked blocks are 64 KiB.
+	 * The lists give everything back, first fit takes block 1.
+	 */
+	assert_int_equal(kvf__segalloc_alloc_tagged(a, 48 * KiB, 10, &o),
+			 KVF_OK);
+	assert_int_equal(o, off[1]);
+	assert_int_equal(kvf__segalloc_reuse_bytes(a), 0);
+	assert_int_equal(kvf__segalloc_free_bytes(a),
+			 64 * KiB + 16 * KiB + 32 * KiB);
+	assert_int_equal(kvf__segalloc_largest_free(a), 64 * KiB);
+	/* Park 9; freeing 10 (next to it) merges both into the tree. */
+	kvf__segalloc_free(a, off[9], 64 * KiB);
+	assert_int_equal(kvf__segalloc_reuse_bytes(a), 64 * KiB);
+	kvf__segalloc_free(a, off[10], 64 * KiB);
+	assert_int_equal(kvf__segalloc_reuse_bytes(a), 0);
+	assert_int_equal(kvf__segalloc_largest_free(a), 128 * KiB);
+	/* A parked range can be reserved (recovery), and is then used. */
+	kvf__segalloc_free(a, off[12], 64 * KiB);
+	assert_int_equal(kvf__segalloc_reuse_bytes(a), 64 * KiB);
+	assert_int_equal(kvf__segalloc_reserve_tagged(a, off[12], 64 * KiB,
+						      11),
+			 KVF_OK);
+	assert_int_equal(kvf__segalloc_reuse_bytes(a), 0);
+	assert_int_equal(kvf__segalloc_free_bytes(a), 240 * KiB);
+	/* Turning the lists off gives their blocks back. */
+	kvf__segalloc_free(a, off[14], 64 * KiB);
+	assert_int_equal(kvf__segalloc_reuse_bytes(a), 64 * KiB);
+	kvf__segalloc_set_reuse_limit(a, 0);
+	assert_int_equal(kvf__segalloc_reuse_bytes(a), 0);
+	assert_int_equal(kvf__segalloc_free_bytes(a), 304 * KiB);
+	kvf__segalloc_destroy(a);
+
+	/* A parked block is not allocated: freeing it again dies. */
+	assert_int_equal(kvf__segalloc_create(MiB, 64, &a), KVF_OK);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(kvf__segalloc_alloc_tagged(a, 64 * KiB, 1,
+							    &off[i]),
+				 KVF_OK);
+	expect_death(free_parked_twice, a);
+	kvf__segalloc_destroy(a);
+}
+
+struct shadow {
+	struct kvf__segalloc *a;
+	struct bitmap_model m;
+	struct live *lv;
+};
+
+/*
+ * The fast path against the slow path it bypasses: the same requests and
+ * frees go to an allocator with its reuse lists on (frees batched, as a
+ * batch remove does) and to one without (single frees). Placements differ
+ * (a parked block is not the first fit), so "the same decisions" means:
+ * every request succeeds in both (the pool stays under 80% full, requests
+ * are small), the bytes in use are equal after every step, neither
+ * allocator ever overlaps two blocks (each has its own bitmap), free
+ * bytes and the largest region are exact against its bitmap, its used
+ * blocks and tags are exactly its live allocations, and freeing
+ * everything leaves both one free region. Three hot sizes and a few odd
+ * ones, as a master's page sizes with an occasional other object.
+ */
+static void test_reuse_matches_tree(void **state)
+{
+	const uint64_t seg = 4 * MiB, al = 64;
+	const uint64_t hot[3] = { 40 * KiB, 13 * KiB + 100, 64 * KiB };
+	struct shadow sh[2];
+	struct kvf__segalloc_range *r = calloc(seg / al, sizeof(*r));
+	uint64_t rng = 0x51ad0u, used = 0, n = 0, hits = 0;
+
+	(void)state;
+	assert_non_null(r);
+	for (int k = 0; k < 2; k++) {
+		sh[k].m = (struct bitmap_model){ calloc(seg / al, 1), seg / al,
+						 al };
+		sh[k].lv = calloc(seg / al, sizeof(*sh[k].lv));
+		assert_non_null(sh[k].m.used);
+		assert_non_null(sh[k].lv);
+		assert_int_equal(kvf__segalloc_create(seg, al, &sh[k].a),
+				 KVF_OK);
+	}
+	kvf__segalloc_set_reuse_limit(sh[0].a, seg / 4);
+	kvf__segalloc_set_reuse_limit(sh[1].a, 0);
+	for (int op = 0; op < 20000; op++) {
+		uint64_t dice = rng_next(&rng) % 100, asked, sz, tag;
+
+		if (n && (dice < 40 || used > seg * 8 / 10)) {
+			/* Free a random handful, in one batch for the fast. */
+			uint64_t cnt = rng_range(&rng, 1, n < 2 ? n : 2);
+
+			for (uint64_t i = 0; i < cnt; i++) {
+				uint64_t j = rng_next(&rng) % n;
+				struct live l0 = sh[0].lv[j], l1 = sh[1].lv[j];
+
+				r[i] = (struct kvf__segalloc_range){ l0.off,
+								     l0.asked };
+				kvf__segalloc_free(sh[1].a, l1.off, l1.asked);
+				bm_mark(&sh[0].m, l0.off, l0.size, 0);
+				bm_mark(&sh[1].m, l1.off, l1.size, 0);
+				used -= l0.size;
+				n--;
+				sh[0].lv[j] = sh[0].lv[n];
+				sh[1].lv[j] = sh[1].lv[n];
+			}
+			kvf__segalloc_free_many(sh[0].a, r, cnt);
+		} else {
+			asked = dice % 10 ? hot[dice % 3] :
+					    rng_range(&rng, 1, 64 * KiB);
+			sz = round_up(asked, al);
+			tag = rng_next(&rng) | 1;
+			for (int k = 0; k < 2; k++) {
+				uint64_t off, ff = bm_first_fit(&sh[k].m,
+								sz / al);
+
+				assert_int_equal(kvf__segalloc_alloc_tagged(
+							 sh[k].a, asked, tag,
+							 &off),
+						 KVF_OK);
+				if (k == 0)
+					hits += off != ff;
+				else
+					assert_int_equal(off, ff);
+				bm_mark(&sh[k].m, off, sz, 1);
+				sh[k].lv[n] = (struct live){ off, sz, asked,
+							     tag };
+			}
+			used += sz;
+			n++;
+		}
+		for (int k = 0; k < 2; k++) {
+			assert_int_equal(kvf__segalloc_used_bytes(sh[k].a),
+					 used);
+			assert_int_equal(kvf__segalloc_nr_allocs(sh[k].a), n);
+			if (op % 16 == 0)
+				bm_check(&sh[k].m, sh[k].a);
+			if (op % 512 == 0)
+				check_blocks(sh[k].a, sh[k].lv, n);
+		}
+	}
+	/* The fast path did serve: allocations off the first fit. */
+	assert_true(hits > 1000);
+	for (int k = 0; k < 2; k++) {
+		struct model_run end = { sh[k].m, sh[k].lv, n, seg, sh[k].a };
+
+		bm_check(&sh[k].m, sh[k].a);
+		check_blocks(sh[k].a, sh[k].lv, n);
+		run_end(&end);
+	}
+	free(r);
 }
 
 /* Both allocators hold the same used blocks (offsets, sizes, tags). */
@@ -826,6 +1113,12 @@ static void test_free_many_matches_single(void **state)
 			 KVF_OK);
 	assert_int_equal(kvf__segalloc_create(granules * gran, gran, &many),
 			 KVF_OK);
+	/*
+	 * The tree alone: parking depends on the order of the frees, which
+	 * differs here on purpose.
+	 */
+	kvf__segalloc_set_reuse_limit(one, 0);
+	kvf__segalloc_set_reuse_limit(many, 0);
 	for (int round = 0; round < 400; round++) {
 		size_t nr_free, k = 0;
 
@@ -888,7 +1181,7 @@ static void test_free_many_bad_dies(void **state)
 
 	(void)state;
 	assert_int_equal(kvf__segalloc_create(MiB, 64, &a), KVF_OK);
-	assert_int_equal(kvf__segalloc_alloc(a, 64, &off), KVF_OK);
+	assert_int_equal(kvf__segalloc_alloc_tagged(a, 64, 1, &off), KVF_OK);
 	expect_death(free_many_twice, a);
 	/* An empty batch changes nothing. */
 	kvf__segalloc_free_many(a, none, 0);
@@ -908,6 +1201,8 @@ int main(void)
 		cmocka_unit_test(test_coalesce_full),
 		cmocka_unit_test(test_exact_random),
 		cmocka_unit_test(test_exact_random_deep),
+		cmocka_unit_test(test_exact_random_reuse),
+		cmocka_unit_test(test_exact_random_reuse_sizes),
 		cmocka_unit_test(test_largest_taken),
 		cmocka_unit_test(test_largest_taken_deep),
 		cmocka_unit_test(test_no_overlap_large),
@@ -916,6 +1211,8 @@ int main(void)
 		cmocka_unit_test(test_bad_free_dies),
 		cmocka_unit_test(test_free_many_matches_single),
 		cmocka_unit_test(test_free_many_bad_dies),
+		cmocka_unit_test(test_reuse_lists),
+		cmocka_unit_test(test_reuse_matches_tree),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

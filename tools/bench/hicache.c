@@ -2,16 +2,22 @@
 /*
  * tools/bench/hicache.c - the default workload, shaped like SGLang HiCache.
  *
- * Fill N objects (64-hex page hash + "_<rank>_k|v" keys, 1-4 MB values)
- * in batches through put_start + put_end, then batch exist over random keys
- * (half of them missing), batch get over random existing keys, batch
- * remove of everything, and a second fill ("refill") into the emptied
- * engine: the first fill pays for touching fresh memory (page faults and
- * zeroing, which dominate at 10M objects on this VM), the refill shows
- * the steady state of a master whose memory is warm. Threads split every
- * phase evenly and run it
- * together; a phase's throughput is its keys over its wall time, its
- * latencies are per batch.
+ * Fill N objects (64-hex page hash + "_<rank>_k|v" keys) in batches
+ * through put_start + put_end, then batch exist over random keys (half of
+ * them missing), batch get over random existing keys, batch remove of
+ * everything, a second fill ("refill") into the emptied engine, and
+ * "churn": N more puts, each batch preceded (untimed) by the remove of as
+ * many random live objects, so the engine stays at N objects. The first
+ * fill pays for touching fresh memory (page faults and zeroing, which
+ * dominate at 10M objects on this VM), the refill is a fill of a master
+ * whose memory is warm, and churn is a master's steady state: puts into
+ * space that removes have just freed, of the sizes it has seen before.
+ * Threads split every phase evenly and run it together; a phase's
+ * throughput is its keys over its wall time, its latencies are per batch.
+ *
+ * Values are KV-cache pages of a model with two page sizes (a DSA model:
+ * 3.12 MB and 643 KB, 3:1, by key id), as a HiCache rank sees: a master
+ * holds a handful of distinct sizes, not a spread.
  *
  * Each thread generates its share of a phase's keys before the phase's
  * clock starts, so formatting keys is not timed, and RSS is sampled after
@@ -40,10 +46,23 @@
 
 #define KEY_CAP 96
 
-enum phase { PH_FILL, PH_EXIST, PH_GET, PH_REMOVE, PH_REFILL, PH_COUNT };
+enum phase {
+	PH_FILL,
+	PH_EXIST,
+	PH_GET,
+	PH_REMOVE,
+	PH_REFILL,
+	PH_CHURN,
+	PH_COUNT
+};
 
-static const char *const phase_names[PH_COUNT] = { "put", "exist", "get",
-						    "remove", "refill" };
+static const char *const phase_names[PH_COUNT] = {
+	"put", "exist", "get", "remove", "refill", "churn"
+};
+
+/* The model's two page sizes; one key in four holds the small one. */
+#define PAGE_BIG 3120000
+#define PAGE_SMALL 643000
 
 struct worker {
 	pthread_t thread;
@@ -60,6 +79,11 @@ struct worker {
 	/* --keys request: one batch's request buffer and its keys. */
 	char *reqbuf;
 	struct kvf_key *req;
+	/* churn: the ids this thread holds, and one batch of victims. */
+	uint64_t first_id; /* the id of the phase's key 0 */
+	uint64_t *live;
+	char *victim_buf;
+	struct kvf_key *victims;
 	uint64_t busy_ns[PH_COUNT];
 	double *lat_us[PH_COUNT];
 	size_t nr_lat[PH_COUNT];
@@ -111,6 +135,35 @@ static const struct kvf_key *receive_keys(struct worker *w, size_t first,
 	return w->req;
 }
 
+static uint64_t page_size(uint64_t id)
+{
+	return id % 4 == 3 ? PAGE_SMALL : PAGE_BIG;
+}
+
+/*
+ * churn, untimed: remove @n distinct random objects of this thread's
+ * (spaced positions from a random start) and note that the batch's new
+ * ids (w->keys[first...]) take their places.
+ */
+static void remove_victims(struct worker *w, size_t first, size_t n)
+{
+	size_t held = w->nr_keys, stride = held / n;
+	size_t at = (size_t)(bench_rand(&w->rng) % held);
+
+	for (size_t j = 0; j < n; j++) {
+		size_t pos = (at + j * stride) % held;
+		char *k = w->victim_buf + j * KEY_CAP;
+
+		w->victims[j] = (struct kvf_key){
+			.data = k,
+			.len = bench_hicache_key(k, KEY_CAP, w->live[pos]),
+		};
+		w->live[pos] = w->first_id + first + j;
+	}
+	if (kvf_batch_remove(w->h->e, w->victims, n, true, w->st) != KVF_OK)
+		w->errors[PH_CHURN]++;
+}
+
 static void run_batch(struct worker *w, enum phase ph, size_t first,
 		      size_t n)
 {
@@ -120,12 +173,15 @@ static void run_batch(struct worker *w, enum phase ph, size_t first,
 	uint64_t t0, ns;
 	int ret = KVF_OK;
 
+	if (ph == PH_CHURN)
+		remove_victims(w, first, n);
 	if (!w->h->o->scattered_keys)
 		keys = receive_keys(w, first, n);
 	t0 = bench_now_ns();
 	switch (ph) {
 	case PH_FILL:
 	case PH_REFILL:
+	case PH_CHURN:
 		ret = kvf_batch_put_start(e, 1, keys, w->sizes + first, n, &cfg,
 					  w->out, w->st);
 		if (ret == KVF_OK)
@@ -161,6 +217,9 @@ static uint64_t phase_id(const struct hicache *h, enum phase ph, uint64_t x)
 		return perm(h, x) + (x % 2 ? n : 0);
 	case PH_GET:
 		return perm(h, x);
+	case PH_CHURN:
+		/* New objects, never written before. */
+		return x + n;
 	default:
 		return x;
 	}
@@ -173,15 +232,17 @@ static void prepare_phase(struct worker *w, enum phase ph)
 
 	share(w->h, w->id, w->h->o->objects, &lo, &hi);
 	w->nr_keys = (size_t)(hi - lo);
+	w->first_id = phase_id(w->h, ph, lo);
 	for (size_t i = 0; i < w->nr_keys; i++) {
 		char *k = w->keybuf + i * KEY_CAP;
+		uint64_t id = phase_id(w->h, ph, lo + i);
 
 		w->keys[i].data = k;
-		w->keys[i].len = bench_hicache_key(k, KEY_CAP,
-						   phase_id(w->h, ph, lo + i));
-		if (ph == PH_FILL || ph == PH_REFILL)
-			w->sizes[i] = (1u << 20) +
-				      (bench_rand(&w->rng) % 768) * 4096;
+		w->keys[i].len = bench_hicache_key(k, KEY_CAP, id);
+		w->sizes[i] = page_size(id);
+		/* The refill's objects are the ones churn replaces. */
+		if (ph == PH_REFILL)
+			w->live[i] = id;
 	}
 }
 
@@ -226,8 +287,11 @@ static void record_phase(struct hicache *h, enum phase ph, uint64_t ns)
 		if (h->w[t].busy_ns[ph] > busy)
 			busy = h->w[t].busy_ns[ph];
 	}
-	/* Request keys: the engine's time, not the untimed key copies. */
-	if (!o->scattered_keys && busy)
+	/*
+	 * Request keys: the engine's time, not the untimed key copies;
+	 * churn: its puts' time, not the removes between them.
+	 */
+	if ((!o->scattered_keys || ph == PH_CHURN) && busy)
 		ns = busy;
 	all = malloc((total ? total : 1) * sizeof(*all));
 	for (unsigned t = 0; t < o->threads; t++)
@@ -264,8 +328,12 @@ static int workers_init(struct hicache *h)
 		w->st = calloc(o->batch, sizeof(*w->st));
 		w->reqbuf = malloc((size_t)o->batch * (KEY_CAP + 1));
 		w->req = calloc(o->batch, sizeof(*w->req));
+		w->live = calloc(share_max, sizeof(*w->live));
+		w->victim_buf = malloc((size_t)o->batch * KEY_CAP);
+		w->victims = calloc(o->batch, sizeof(*w->victims));
 		if (!w->keybuf || !w->keys || !w->sizes || !w->out || !w->st ||
-		    !w->reqbuf || !w->req)
+		    !w->reqbuf || !w->req || !w->live || !w->victim_buf ||
+		    !w->victims)
 			return KVF_ERR_NO_MEMORY;
 		for (int p = 0; p < PH_COUNT; p++) {
 			w->lat_us[p] = calloc(batches, sizeof(double));
@@ -288,6 +356,9 @@ static void workers_free(struct hicache *h)
 		free(w->st);
 		free(w->reqbuf);
 		free(w->req);
+		free(w->live);
+		free(w->victim_buf);
+		free(w->victims);
 		for (int p = 0; p < PH_COUNT; p++)
 			free(w->lat_us[p]);
 	}

@@ -20,8 +20,8 @@
  * EVICT_PASS_OBJECTS average objects. A sampled-LRU pass should cost the
  * same at every size.
  *
- * Keys are bench_hicache_key(id); sizes 1 MB + 0..767 pages of 4 KiB, as
- * in the hicache workload. Segments are virtual (only numbers).
+ * Keys are bench_hicache_key(id); sizes 1 MB + 0..767 pages of 4 KiB (a
+ * spread of sizes, so the allocator's trees are exercised). Segments are virtual (only numbers).
  */
 #include "config.h"
 
