@@ -237,7 +237,9 @@ int kvf_client_register(struct kvf_engine *e, uint64_t client_id)
 
 static int check_desc(const struct kvf_segment_desc *d)
 {
+	/* A replica holds a 48-bit offset (metadata/object.h). */
 	if (!d->id || d->size < KVF_MIN_SEGMENT_SIZE ||
+	    d->size - 1 > KVF__REPLICA_OFFSET_MAX ||
 	    d->base + d->size < d->base)
 		return KVF_ERR_INVALID_PARAMS;
 	if (!d->name || strlen(d->name) > KVF_SEGMENT_NAME_MAX)
@@ -383,7 +385,7 @@ static int replica_index(const struct kvf__object *o,
 	const struct kvf__replica *r = kvf__object_replicas_const(o);
 
 	for (int i = 0; i < o->nr_replicas; i++)
-		if (r[i].seg == seg)
+		if (kvf__replica_seg(&r[i]) == seg)
 			return i;
 	return -1;
 }
@@ -912,7 +914,7 @@ static void audit_visit(struct kvf__object *o, void *arg)
 	a->complete += base == KVF__OBJ_COMPLETE;
 	a->processing += base == KVF__OBJ_PROCESSING;
 	for (unsigned i = 0; i < o->nr_replicas; i++)
-		a->live_bytes += block_bytes(r[i].seg, o->size);
+		a->live_bytes += block_bytes(kvf__replica_seg(&r[i]), o->size);
 }
 
 void kvf__engine_audit(struct kvf_engine *e, struct kvf__audit *out)

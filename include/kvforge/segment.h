@@ -72,7 +72,7 @@ struct kvf_segment_info {
  * Return: %KVF_OK, %KVF_ERR_INVALID_ARGUMENT (NULL @engine or @seg),
  * %KVF_ERR_SEGMENT_EXISTS (same id mounted), %KVF_ERR_SEGMENT_OVERLAP
  * (overlaps another segment of @client_id), %KVF_ERR_INVALID_PARAMS (size
- * below 1 MiB or below the alignment or above 2^62, base+size overflows,
+ * below 1 MiB or below the alignment or above 2^48, base+size overflows,
  * NULL or too long name, endpoint too long, zero ids),
  * %KVF_ERR_NO_MEMORY, a journal error.
  */
