@@ -8,11 +8,6 @@
  * a newer one holds the key: look it up again. Replica lists are
  * immutable, so copying them needs no lock either.
  *
- * Probe, lease and copy are one pass over the batch: the index hands
- * each record over as soon as its key compare found it (lookup_visit),
- * so its lines are read once, while in cache, and no stage walks the
- * whole batch's records a second time.
- *
  * A record that is not visible still says why: a put not yet ended
  * (PROCESSING, or ENDING while its put_end is journaled) makes get answer
  * "not ready", as remove does; exist folds that into "not found". The state
@@ -67,73 +62,25 @@ static struct kvf__object *lease_visible(struct kvf__batch *b, size_t i,
 	return NULL;
 }
 
-/* Lease key @i (status KVF_OK) and, for get (@out), copy its replicas. */
-static void lease_one(struct kvf__batch *b, size_t i, uint64_t deadline,
-		      struct kvf_replicas *out)
-{
-	enum kvf_status why;
-	struct kvf__object *o = lease_visible(b, i, deadline, &why);
-
-	if (!o) {
-		/* exist (no @out) answers only "there or not" */
-		b->status[i] = out ? why : KVF_ERR_OBJECT_NOT_FOUND;
-		return;
-	}
-	if (out)
-		kvf__replicas_describe(o, &out[i]);
-}
-
-static uint64_t lease_deadline(const struct kvf__batch *b)
-{
-	return kvf__now(b->e) + b->e->lease_ttl_ns;
-}
-
 static void lease_all(struct kvf__batch *b, struct kvf_replicas *out)
 {
-	uint64_t deadline = lease_deadline(b);
-
-	for (size_t i = 0; i < b->n; i++)
-		if (b->status[i] == KVF_OK)
-			lease_one(b, i, deadline, out);
-	kvf__prof_mark(&b->span, KVF__STAGE_PUBLISH);
-}
-
-struct lease_ctx {
-	struct kvf__batch *b;
-	struct kvf_replicas *out;
-	uint64_t deadline;
-};
-
-static void lease_found(void *arg, size_t i, struct kvf__object *o)
-{
-	struct lease_ctx *c = arg;
-
-	(void)o; /* also in b->obj[i], where lease_visible() reads it */
-	lease_one(c->b, i, c->deadline, c->out);
-}
-
-/*
- * Probe, lease and copy in one pass (the index hands each record over as
- * its key compare finds it, metadata/index.h lookup_visit): the record's
- * lines are read once, while they are in cache. The profile counts it
- * all as "probe". A batch with refused keys takes the staged path, which
- * keeps them out of the index.
- */
-static void probe_and_lease(struct kvf__batch *b, struct kvf_replicas *out)
-{
-	struct lease_ctx c = {b, out, 0};
+	uint64_t deadline = kvf__now(b->e) + b->e->lease_ttl_ns;
 
 	for (size_t i = 0; i < b->n; i++) {
-		if (b->status[i] != KVF_OK) {
-			kvf__batch_probe(b);
-			lease_all(b, out);
-			return;
+		struct kvf__object *o;
+		enum kvf_status why;
+
+		if (b->status[i] != KVF_OK)
+			continue;
+		o = lease_visible(b, i, deadline, &why);
+		if (!o) {
+			/* exist (no @out) answers only "there or not" */
+			b->status[i] = out ? why : KVF_ERR_OBJECT_NOT_FOUND;
+			continue;
 		}
+		if (out)
+			kvf__replicas_describe(o, &out[i]);
 	}
-	c.deadline = lease_deadline(b);
-	kvf__index_lookup_visit(b->e->index, b->n, b->hash, b->keys, b->obj,
-				lease_found, &c);
-	kvf__prof_mark(&b->span, KVF__STAGE_PROBE);
 	kvf__prof_mark(&b->span, KVF__STAGE_PUBLISH);
 }
 
@@ -150,7 +97,8 @@ int kvf_batch_get(struct kvf_engine *e, const struct kvf_key *keys, size_t n,
 	if (ret)
 		return ret;
 	kvf__rcu_read_lock();
-	probe_and_lease(&b, out);
+	kvf__batch_probe(&b);
+	lease_all(&b, out);
 	kvf__rcu_read_unlock();
 	if (lease_ttl_ms)
 		*lease_ttl_ms = e->cfg.lease_ttl_ms;
@@ -167,7 +115,8 @@ int kvf_batch_exist(struct kvf_engine *e, const struct kvf_key *keys,
 	if (ret)
 		return ret;
 	kvf__rcu_read_lock();
-	probe_and_lease(&b, NULL);
+	kvf__batch_probe(&b);
+	lease_all(&b, NULL);
 	kvf__rcu_read_unlock();
 	return kvf__batch_end(&b, true);
 }

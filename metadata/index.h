@@ -33,12 +33,6 @@ struct kvf__index;
 /* Called for each record by foreach; may remove or replace that record. */
 typedef void (*kvf__index_visit_fn)(struct kvf__object *o, void *arg);
 
-/*
- * Called by lookup_visit for key @i once out[@i] (its record, or NULL) is
- * known, inside the lookup's read-side section.
- */
-typedef void (*kvf__index_found_fn)(void *arg, size_t i, struct kvf__object *o);
-
 /* A predicate over records, for lookups by hash alone. */
 typedef bool (*kvf__index_match_fn)(const struct kvf__object *o, void *arg);
 
@@ -57,16 +51,6 @@ struct kvf__index_ops {
 	void (*lookup_batch)(struct kvf__index *idx, size_t n,
 			     const uint64_t *hashes, const struct kvf_key *keys,
 			     struct kvf__object **out);
-	/*
-	 * Optional: lookup_batch that also calls @fn(@arg, i, out[i]) for
-	 * every i, in any order, as soon as out[i] is known, so the caller
-	 * works on a record while its lines are still in cache. @fn may look
-	 * keys up again but must not insert, replace or remove.
-	 */
-	void (*lookup_visit)(struct kvf__index *idx, size_t n,
-			     const uint64_t *hashes, const struct kvf_key *keys,
-			     struct kvf__object **out, kvf__index_found_fn fn,
-			     void *arg);
 	/* Insert @o unless its key is present: NULL, or the existing record. */
 	struct kvf__object *(*insert_unique)(struct kvf__index *idx,
 					     struct kvf__object *o,
@@ -114,22 +98,6 @@ static inline void kvf__index_lookup_batch(struct kvf__index *idx, size_t n,
 					   struct kvf__object **out)
 {
 	idx->ops->lookup_batch(idx, n, hashes, keys, out);
-}
-
-/* lookup_visit, or lookup_batch then @fn for each key in order. */
-static inline void kvf__index_lookup_visit(struct kvf__index *idx, size_t n,
-					   const uint64_t *hashes,
-					   const struct kvf_key *keys,
-					   struct kvf__object **out,
-					   kvf__index_found_fn fn, void *arg)
-{
-	if (idx->ops->lookup_visit) {
-		idx->ops->lookup_visit(idx, n, hashes, keys, out, fn, arg);
-		return;
-	}
-	idx->ops->lookup_batch(idx, n, hashes, keys, out);
-	for (size_t i = 0; i < n; i++)
-		fn(arg, i, out[i]);
 }
 
 static inline struct kvf__object *

@@ -84,21 +84,17 @@
  * read-side section. Writers stall for the duration of a rebuild (O(n),
  * tens of ms at 1M records); readers never do. The table never shrinks.
  *
- * Batch lookup pipeline
- * One pass over the batch in three stages PIPE_DIST keys apart: at step
- * s, key s computes its home bucket and prefetches it; key s - PIPE_DIST
- * (whose bucket has had PIPE_DIST steps to arrive) matches tags and
- * prefetches the lines of every candidate record that the key compare
- * and the caller will touch; key s - 2 * PIPE_DIST compares keys and, with
- * lookup_visit, is handed to the caller at once, so a get leases and
- * copies a record while its lines are still in L1, with no second pass
- * over the batch. About 3 * PIPE_DIST misses stay in flight, steadily,
- * where bursts of a whole chunk's prefetches overran the line fill
- * buffers and then left them idle while the chunk was compared. Keys not
- * found whose home has displaced > 0 are gathered (LOOKUP_CHUNK at a
- * time) for a second pass: prefetch their neighbour buckets in one burst,
- * match tags and prefetch records, compare. At load <= 0.8 this is a small
- * minority.
+ * Batch lookup pipeline (per chunk of LOOKUP_CHUNK keys)
+ *   1. home buckets of every key (hashes are given), then one burst of
+ *      bucket prefetches;
+ *   2. tag match in each home bucket, prefetching the lines of every
+ *      candidate record that the key compare and the engine will touch;
+ *   3. key compare (key_len, memcmp) of the candidates;
+ *   4. keys not found whose home has displaced > 0 go to a second pass:
+ *      prefetch their neighbour buckets in one burst, match tags and
+ *      prefetch records, compare. At load <= 0.8 this is a small minority.
+ * No step depends on a miss of the same step for another key, so ~14-16
+ * misses stay in flight.
  *
  * foreach walks home buckets in order and visits, for home h, the records
  * in buckets h..h+displaced[h] whose home is h. Because multiply-shift is
@@ -134,14 +130,12 @@
 #define MAX_DISPLACEMENT 16
 /* ...unless the table is below its growth load: then it may go this far. */
 #define FAR_DISPLACEMENT 64
-/* Keys between the stages of the lookup pipeline (see the note). */
-#define PIPE_DIST 6
-/* Ring of home buckets in flight: > 2 * PIPE_DIST, a power of two. */
-#define PIPE_RING 16
-/* Keys gathered for one second pass: bounds the stack, n may be 65536. */
+/* Keys per pipelined chunk: bounds the stack, n may be 65536. */
 #define LOOKUP_CHUNK 64
 /* Neighbour buckets prefetched per displaced key in the second pass. */
 #define PREFETCH_NEIGHBOURS 4
+/* Record bytes before the key (the key follows the header). */
+#define KEY_OFFSET_GUESS (sizeof(struct kvf__object))
 
 struct bucket {
 	uint64_t slot[SLOTS_PER_BUCKET]; /* tag << 48 | pointer; atomic */
@@ -149,8 +143,6 @@ struct bucket {
 };
 
 _Static_assert(sizeof(struct bucket) == 64, "a bucket is one cache line");
-_Static_assert(PIPE_RING > 2 * PIPE_DIST && !(PIPE_RING & (PIPE_RING - 1)),
-	       "the ring holds every home bucket in flight");
 
 struct bucket_table {
 	struct rcu_head rcu;
@@ -295,15 +287,14 @@ static uint64_t *slot_of(struct bucket_table *t, struct kvf__object *o,
 /* ---- prefetching ------------------------------------------------------ */
 
 /*
- * The lines of @o that a key compare of @len bytes and then a get read:
- * the header (state, lease, key length, size), the key and, assuming one
- * replica (the common case), the replica right after it, which a line
- * boundary puts on a line of its own for some records.
+ * The lines of @o that a key compare of @len bytes reads (key_len,
+ * nr_replicas, the key, assuming one replica, the common case) plus the
+ * first line (hash, lease, state), which the engine reads next.
  */
 static inline void prefetch_record(const struct kvf__object *o, size_t len)
 {
 	const char *p = (const char *)o;
-	const char *end = p + kvf__object_bytes(len, 1);
+	const char *end = p + KEY_OFFSET_GUESS + len;
 
 	for (; p < end; p += 64)
 		__builtin_prefetch(p);
@@ -596,17 +587,14 @@ static void bucket_destroy(struct kvf__index *idx)
 	free(bi);
 }
 
-/*
- * Keys @which[0..nr) missed in their home bucket, which has neighbours:
- * prefetch the neighbours in one burst, then their candidates, then look.
- */
+/* Second pass: keys missing from their home bucket that has neighbours. */
 static void lookup_displaced(struct bucket_table *t, size_t nr,
-			     const uint32_t *which, const uint64_t *hashes,
-			     const struct kvf_key *keys,
+			     const uint32_t *which, const uint64_t *home,
+			     const uint64_t *hashes, const struct kvf_key *keys,
 			     struct kvf__object **out)
 {
 	for (size_t j = 0; j < nr; j++) {
-		uint64_t h = home_of(t, hashes[which[j]]);
+		uint64_t h = home[which[j]];
 		uint64_t last = displaced_load(bucket_at(t, h));
 
 		for (uint64_t d = 1; d <= last && d <= PREFETCH_NEIGHBOURS; d++)
@@ -614,88 +602,48 @@ static void lookup_displaced(struct bucket_table *t, size_t nr,
 	}
 	for (size_t j = 0; j < nr; j++) {
 		size_t i = which[j];
-		uint64_t h = home_of(t, hashes[i]);
-		uint64_t last = displaced_load(bucket_at(t, h));
+		uint64_t last = displaced_load(bucket_at(t, home[i]));
 
 		for (uint64_t d = 1; d <= last && d <= PREFETCH_NEIGHBOURS; d++)
-			prefetch_candidates(bucket_at(t, h + d),
+			prefetch_candidates(bucket_at(t, home[i] + d),
 					    tag_of(hashes[i]), keys[i].len);
 	}
 	for (size_t j = 0; j < nr; j++) {
 		size_t i = which[j];
 
-		out[i] = range_find(t, home_of(t, hashes[i]), 1, hashes[i],
-				    &keys[i]);
+		out[i] = range_find(t, home[i], 1, hashes[i], &keys[i]);
 	}
 }
 
-/* Keys whose lookup went to the second pass, waiting for it. */
-struct displaced_keys {
-	size_t nr;
-	uint32_t which[LOOKUP_CHUNK];
-};
-
-static inline void found(struct kvf__object **out, size_t i,
-			 kvf__index_found_fn fn, void *arg)
+/* One chunk (n <= LOOKUP_CHUNK) of the pipeline in the design note. */
+static void lookup_chunk(struct bucket_table *t, size_t n,
+			 const uint64_t *hashes, const struct kvf_key *keys,
+			 struct kvf__object **out)
 {
-	if (out[i])
-		kvf__tsan_acquire(out[i]);
-	if (fn)
-		fn(arg, i, out[i]);
-}
+	uint64_t home[LOOKUP_CHUNK];
+	uint32_t displaced[LOOKUP_CHUNK];
+	size_t nr_displaced = 0;
 
-static void displaced_flush(struct bucket_table *t, struct displaced_keys *dk,
-			    const uint64_t *hashes, const struct kvf_key *keys,
-			    struct kvf__object **out, kvf__index_found_fn fn,
-			    void *arg)
-{
-	lookup_displaced(t, dk->nr, dk->which, hashes, keys, out);
-	for (size_t j = 0; j < dk->nr; j++)
-		found(out, dk->which[j], fn, arg);
-	dk->nr = 0;
-}
+	for (size_t i = 0; i < n; i++)
+		home[i] = home_of(t, hashes[i]);
+	for (size_t i = 0; i < n; i++)
+		__builtin_prefetch(&t->b[home[i]]);
+	for (size_t i = 0; i < n; i++)
+		prefetch_candidates(&t->b[home[i]], tag_of(hashes[i]),
+				    keys[i].len);
+	for (size_t i = 0; i < n; i++) {
+		const struct bucket *b = &t->b[home[i]];
 
-/*
- * The pipeline of the design note: at step s, key s has its home bucket
- * prefetched, key s - PIPE_DIST its candidate records, and key
- * s - 2 * PIPE_DIST is compared and handed to @fn (NULL: none).
- */
-static void lookup_pipelined(struct bucket_table *t, size_t n,
-			     const uint64_t *hashes, const struct kvf_key *keys,
-			     struct kvf__object **out, kvf__index_found_fn fn,
-			     void *arg)
-{
-	uint64_t home[PIPE_RING];
-	struct displaced_keys dk = {.nr = 0};
-
-	for (size_t s = 0; s < n + 2 * PIPE_DIST; s++) {
-		if (s < n) {
-			home[s % PIPE_RING] = home_of(t, hashes[s]);
-			__builtin_prefetch(&t->b[home[s % PIPE_RING]]);
-		}
-		if (s >= PIPE_DIST && s - PIPE_DIST < n) {
-			size_t i = s - PIPE_DIST;
-
-			prefetch_candidates(&t->b[home[i % PIPE_RING]],
-					    tag_of(hashes[i]), keys[i].len);
-		}
-		if (s >= 2 * PIPE_DIST && s - 2 * PIPE_DIST < n) {
-			size_t i = s - 2 * PIPE_DIST;
-			const struct bucket *b = &t->b[home[i % PIPE_RING]];
-
-			out[i] = bucket_find(b, tag_of(hashes[i]), &keys[i]);
-			if (out[i] || !displaced_load(b)) {
-				found(out, i, fn, arg);
-				continue;
-			}
-			dk.which[dk.nr++] = (uint32_t)i;
-			if (dk.nr == LOOKUP_CHUNK)
-				displaced_flush(t, &dk, hashes, keys, out, fn,
-						arg);
-		}
+		out[i] = bucket_find(b, tag_of(hashes[i]), &keys[i]);
+		if (!out[i] && displaced_load(b))
+			displaced[nr_displaced++] = (uint32_t)i;
 	}
-	if (dk.nr)
-		displaced_flush(t, &dk, hashes, keys, out, fn, arg);
+	if (nr_displaced)
+		lookup_displaced(t, nr_displaced, displaced, home, hashes, keys,
+				 out);
+	for (size_t i = 0; i < n; i++)
+		if (out[i])
+			kvf__tsan_acquire(out[i]);
 }
 
 static struct kvf__object *bucket_lookup_hash(struct kvf__index *idx,
@@ -734,18 +682,13 @@ static void bucket_lookup_batch(struct kvf__index *idx, size_t n,
 				const struct kvf_key *keys,
 				struct kvf__object **out)
 {
-	lookup_pipelined(table_load(bucket_index_of(idx)), n, hashes, keys, out,
-			 NULL, NULL);
-}
+	struct bucket_table *t = table_load(bucket_index_of(idx));
 
-static void bucket_lookup_visit(struct kvf__index *idx, size_t n,
-				const uint64_t *hashes,
-				const struct kvf_key *keys,
-				struct kvf__object **out,
-				kvf__index_found_fn fn, void *arg)
-{
-	lookup_pipelined(table_load(bucket_index_of(idx)), n, hashes, keys, out,
-			 fn, arg);
+	for (size_t i = 0; i < n; i += LOOKUP_CHUNK) {
+		size_t len = n - i < LOOKUP_CHUNK ? n - i : LOOKUP_CHUNK;
+
+		lookup_chunk(t, len, hashes + i, keys + i, out + i);
+	}
 }
 
 static struct kvf__object *bucket_insert_unique(struct kvf__index *idx,
@@ -886,7 +829,6 @@ const struct kvf__index_ops kvf__index_bucket_ops = {
 	.create = bucket_create,
 	.destroy = bucket_destroy,
 	.lookup_batch = bucket_lookup_batch,
-	.lookup_visit = bucket_lookup_visit,
 	.lookup_hash = bucket_lookup_hash,
 	.prefetch_hash = bucket_prefetch_hash,
 	.insert_unique = bucket_insert_unique,

@@ -1,15 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * tests/unit/test_get_paths.c - batch get and exist: the one-pass path
- * (probe, lease and copy fused, taken when every key is valid) against
- * the staged path (probe, then lease; taken when a key is refused) and
- * against a model, on randomised batches, for both index kinds.
+ * tests/unit/test_get_paths.c - batch get and exist: the batched probe
+ * (the index's pipelined lookup_batch over every key, taken when every
+ * key is valid) against the key-by-key probe (taken when a key is
+ * refused, to keep it out of the index) and against a model, on
+ * randomised batches, for both index kinds.
  *
- * The same batch is asked twice: as it is (one pass), and with one
- * invalid key inserted at a random place (staged). Every valid key must
- * get the same status and replicas both ways, and those the model says:
- * complete objects their replicas from put_start, a put not yet ended
- * "not ready" (exist: not found), removed and unknown keys not found.
+ * The same batch is asked twice: as it is (batched), and with one
+ * invalid key inserted at a random place (key by key). Every valid key
+ * must get the same status and replicas both ways, and those the model
+ * says: complete objects their replicas from put_start, a put not yet
+ * ended "not ready" (exist: not found), removed and unknown keys not
+ * found.
  * Keys have random lengths, so records straddle cache lines every way,
  * and objects have one to three replicas.
  */

@@ -5,9 +5,7 @@
  *
  * Single-threaded: the basic calls, a randomized run against a reference
  * model (an array indexed by key id) with indexes created tiny so they
- * resize many times (its lookups alternate between lookup_batch and
- * lookup_visit, whose callback must see each key once, its result
- * already stored), and foreach while its callback removes, replaces and
+ * resize many times, and foreach while its callback removes, replaces and
  * inserts (inserts force resizes in the middle of the walk). Removed
  * records are freed after a grace period; each test ends with an RCU
  * barrier so nothing is left queued.
@@ -228,47 +226,6 @@ static void model_replace(struct model *m, unsigned id)
 	m->ref[id] = n;
 }
 
-struct visit_check {
-	struct kvf__index *idx;
-	const uint64_t *h;
-	const struct kvf_key *k;
-	struct kvf__object **out;
-	unsigned char *seen;
-	size_t n;
-};
-
-/*
- * Each key is handed over once, with out[i] already set, and a lookup
- * made from inside the callback (get looks a replaced record up again)
- * agrees with it.
- */
-static void visit_found(void *arg, size_t i, struct kvf__object *o)
-{
-	struct visit_check *c = arg;
-	struct kvf__object *again;
-
-	assert_true(i < c->n);
-	assert_int_equal(c->seen[i], 0);
-	c->seen[i] = 1;
-	assert_ptr_equal(c->out[i], o);
-	kvf__index_lookup_batch(c->idx, 1, &c->h[i], &c->k[i], &again);
-	assert_ptr_equal(again, o);
-}
-
-/* lookup_visit, checked against its contract; out[] as lookup_batch's. */
-static void lookup_visit_checked(struct kvf__index *idx, size_t n,
-				 const uint64_t *h, const struct kvf_key *k,
-				 struct kvf__object **out)
-{
-	struct visit_check c = {idx, h, k, out, calloc(n, 1), n};
-
-	assert_non_null(c.seen);
-	kvf__index_lookup_visit(idx, n, h, k, out, visit_found, &c);
-	for (size_t i = 0; i < n; i++)
-		assert_int_equal(c.seen[i], 1);
-	free(c.seen);
-}
-
 /* A batch of 1..MAX_BATCH ids, present, absent and never-inserted. */
 static void model_lookup(struct model *m)
 {
@@ -283,10 +240,7 @@ static void model_lookup(struct model *m)
 		k[i] = (struct kvf_key){keys[ids[i]].data, keys[ids[i]].len};
 		h[i] = keys[ids[i]].hash;
 	}
-	if (rng() % 2)
-		kvf__index_lookup_batch(m->idx, n, h, k, out);
-	else
-		lookup_visit_checked(m->idx, n, h, k, out);
+	kvf__index_lookup_batch(m->idx, n, h, k, out);
 	for (size_t i = 0; i < n; i++)
 		assert_ptr_equal(out[i],
 				 ids[i] < NR_KEYS ? m->ref[ids[i]] : NULL);
@@ -454,10 +408,6 @@ static void test_large_batch(void **state)
 		h[id] = keys[id].hash;
 	}
 	kvf__index_lookup_batch(idx, NR_KEYS + NR_MISS, h, k, out);
-	for (unsigned id = 0; id < NR_KEYS + NR_MISS; id++)
-		assert_ptr_equal(out[id], id < NR_KEYS ? rec[id] : NULL);
-	memset(out, 0, sizeof(out));
-	lookup_visit_checked(idx, NR_KEYS + NR_MISS, h, k, out);
 	for (unsigned id = 0; id < NR_KEYS + NR_MISS; id++)
 		assert_ptr_equal(out[id], id < NR_KEYS ? rec[id] : NULL);
 	kvf__rcu_read_unlock();
