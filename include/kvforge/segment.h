@@ -34,7 +34,8 @@ extern "C" {
  * @id: caller-chosen identifier, unique in the engine, non-zero.
  * @name: NUL-terminated, at most %KVF_SEGMENT_NAME_MAX bytes.
  * @base: first address of the segment in the client's address space.
- * @size: bytes; at least 1 MiB and at least &kvf_config.alloc_alignment.
+ * @size: bytes; at least 1 MiB and at least &kvf_config.alloc_alignment,
+ *        at most 2^48.
  *        A tail past the last multiple of the alignment is never handed
  *        out and counts as neither used nor free.
  * @endpoint: transport endpoint ("host:port" or RDMA GID), may be empty.

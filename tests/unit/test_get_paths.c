@@ -13,12 +13,14 @@
  * ended "not ready" (exist: not found), removed and unknown keys not
  * found.
  * Keys have random lengths, so records straddle cache lines every way,
- * and objects have one to three replicas.
+ * and objects have one to three replicas. Also: a replica's packed
+ * segment pointer and offset, and the segment size mount allows for it.
  */
 #include "config.h"
 
 #include <stdio.h>
 
+#include "metadata/object.h"
 #include "tests/unit/helpers.h"
 
 #define CLIENT 11
@@ -178,6 +180,51 @@ static void run_kind(enum kvf_index_kind kind)
 	free(m);
 }
 
+/* A replica keeps any 48-bit segment pointer and offset exactly. */
+static void test_replica_fields(void **state)
+{
+	static const uint64_t ptrs[] = {0x1000, 0x7fffffffeff8,
+					0x0000800000000000 - 8, 0x12345678};
+	static const uint64_t offs[] = {0, 1, 0xffffffff, 0x100000000,
+					KVF__REPLICA_OFFSET_MAX};
+	struct kvf__replica r;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(ptrs) / sizeof(ptrs[0]); i++) {
+		for (size_t j = 0; j < sizeof(offs) / sizeof(offs[0]); j++) {
+			struct kvf__segment *seg =
+				(struct kvf__segment *)(uintptr_t)ptrs[i];
+
+			kvf__replica_set(&r, seg, offs[j]);
+			assert_ptr_equal(kvf__replica_seg(&r), seg);
+			assert_int_equal(kvf__replica_offset(&r), offs[j]);
+		}
+	}
+}
+
+/* Mount refuses a segment whose offsets a replica cannot hold. */
+static void test_mount_size_limit(void **state)
+{
+	struct fixture f = {0};
+	struct kvf_replicas out, got;
+
+	(void)state;
+	fixture_config(&f);
+	assert_int_equal(kvf_engine_open(&f.cfg, &f.e), KVF_OK);
+	assert_int_equal(mount(f.e, CLIENT, 1, KVF__REPLICA_OFFSET_MAX + 2),
+			 KVF_ERR_INVALID_PARAMS);
+	assert_int_equal(stats_of(f.e).segments, 0);
+	assert_int_equal(mount(f.e, CLIENT, 1, KVF__REPLICA_OFFSET_MAX + 1),
+			 KVF_OK);
+	assert_int_equal(stats_of(f.e).capacity_bytes,
+			 KVF__REPLICA_OFFSET_MAX + 1);
+	assert_int_equal(put1(f.e, CLIENT, "big", 1 << 20, 1, &out), KVF_OK);
+	assert_int_equal(end1(f.e, CLIENT, "big"), KVF_OK);
+	assert_int_equal(get1(f.e, "big", &got), KVF_OK);
+	assert_replicas_equal(&got, &out);
+	kvf_engine_close(f.e);
+}
+
 static void test_bucket(void **state)
 {
 	(void)state;
@@ -193,6 +240,8 @@ static void test_lfht(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_replica_fields),
+		cmocka_unit_test(test_mount_size_limit),
 		cmocka_unit_test(test_bucket),
 		cmocka_unit_test(test_lfht),
 	};
