@@ -109,10 +109,9 @@ static int make_record(struct put_ctx *c, size_t i, struct kvf__object **out)
 	o->flags |= (c->cfg->hard_pin ? KVF__OBJ_HARD_PIN : 0) |
 		    (c->cfg->soft_pin ? KVF__OBJ_SOFT_PIN : 0);
 	rep = kvf__object_replicas(o);
-	for (uint32_t r = 0; r < res.count; r++) {
-		rep[r].seg = c->segs->seg[res.seg[r]];
-		rep[r].offset = res.offset[r];
-	}
+	for (uint32_t r = 0; r < res.count; r++)
+		kvf__replica_set(&rep[r], c->segs->seg[res.seg[r]],
+				 res.offset[r]);
 	*out = o;
 	return KVF_OK;
 }

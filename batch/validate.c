@@ -210,10 +210,10 @@ void kvf__replicas_describe(const struct kvf__object *o,
 
 	out->count = o->nr_replicas;
 	for (unsigned i = 0; i < o->nr_replicas; i++) {
-		const struct kvf__segment *seg = r[i].seg;
+		const struct kvf__segment *seg = kvf__replica_seg(&r[i]);
 
 		out->replica[i].segment_id = seg->id;
-		out->replica[i].addr = seg->base + r[i].offset;
+		out->replica[i].addr = seg->base + kvf__replica_offset(&r[i]);
 		out->replica[i].size = o->size;
 	}
 }

@@ -25,7 +25,8 @@ void kvf__replicas_free(struct kvf__object *o)
 	const struct kvf__replica *r = kvf__object_replicas(o);
 
 	for (unsigned i = 0; i < o->nr_replicas; i++)
-		kvf__segalloc_free(r[i].seg->alloc, r[i].offset, o->size);
+		kvf__segalloc_free(kvf__replica_seg(&r[i])->alloc,
+				   kvf__replica_offset(&r[i]), o->size);
 }
 
 bool kvf__object_has_replica(const struct kvf__object *o, void *arg)
@@ -34,7 +35,8 @@ bool kvf__object_has_replica(const struct kvf__object *o, void *arg)
 	const struct kvf__replica *r = kvf__object_replicas_const(o);
 
 	for (unsigned i = 0; i < o->nr_replicas; i++)
-		if (r[i].seg == ref->seg && r[i].offset == ref->offset)
+		if (kvf__replica_seg(&r[i]) == ref->seg &&
+		    kvf__replica_offset(&r[i]) == ref->offset)
 			return true;
 	return false;
 }
@@ -67,18 +69,19 @@ void kvf__defer_free(struct kvf_engine *e, struct kvf__object *o)
 
 	pthread_mutex_lock(&e->deferred_lock);
 	for (unsigned i = 0; i < o->nr_replicas; i++) {
-		struct kvf__segment *seg = r[i].seg;
+		struct kvf__segment *seg = kvf__replica_seg(&r[i]);
 
 		if (__atomic_load_n(&seg->dead, __ATOMIC_SEQ_CST))
 			continue;
 		if (e->nr_deferred == e->cap_deferred && !deferred_grow(e)) {
 			/* Cannot remember it: free now rather than leak. */
-			kvf__segalloc_free(seg->alloc, r[i].offset, o->size);
+			kvf__segalloc_free(seg->alloc,
+					   kvf__replica_offset(&r[i]), o->size);
 			continue;
 		}
 		e->deferred[e->nr_deferred++] = (struct kvf__deferred_free){
 			.seg = seg,
-			.offset = r[i].offset,
+			.offset = kvf__replica_offset(&r[i]),
 			.size = o->size,
 			.release_at_ns = at,
 		};

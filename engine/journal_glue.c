@@ -51,8 +51,8 @@ static void object_jrec(const struct kvf_engine *e, const struct kvf__object *o,
 	for (unsigned i = 0; i < o->nr_replicas; i++) {
 		const struct kvf__replica *rep = kvf__object_replicas_const(o);
 
-		r->obj.replicas[i].segment_id = rep[i].seg->id;
-		r->obj.replicas[i].offset = rep[i].offset;
+		r->obj.replicas[i].segment_id = kvf__replica_seg(&rep[i])->id;
+		r->obj.replicas[i].offset = kvf__replica_offset(&rep[i]);
 	}
 }
 

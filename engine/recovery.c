@@ -93,7 +93,8 @@ static int release_replicas(struct replay *rp, const struct kvf__object *o)
 	int ret = KVF_OK;
 
 	for (unsigned i = 0; i < o->nr_replicas; i++)
-		if (kvf__segalloc_release(r[i].seg->alloc, r[i].offset,
+		if (kvf__segalloc_release(kvf__replica_seg(&r[i])->alloc,
+					  kvf__replica_offset(&r[i]),
 					  o->size) != KVF_OK)
 			ret = corrupt(rp, "frees space it does not hold");
 	return ret;
@@ -153,10 +154,11 @@ static int set_replicas(struct replay *rp, struct kvf__object *o,
 		if (!seg)
 			return corrupt(rp, "replica in a segment not mounted");
 		for (unsigned j = 0; j < i; j++)
-			if (rep[j].seg == seg)
+			if (kvf__replica_seg(&rep[j]) == seg)
 				return corrupt(rp, "replicas share a segment");
-		rep[i].seg = seg;
-		rep[i].offset = r->obj.replicas[i].offset;
+		if (r->obj.replicas[i].offset > KVF__REPLICA_OFFSET_MAX)
+			return corrupt(rp, "replica offset out of range");
+		kvf__replica_set(&rep[i], seg, r->obj.replicas[i].offset);
 	}
 	return KVF_OK;
 }
@@ -168,12 +170,14 @@ static int reserve_replicas(struct replay *rp, struct kvf__object *o,
 	const struct kvf__replica *rep = kvf__object_replicas(o);
 
 	for (unsigned i = 0; i < o->nr_replicas; i++) {
-		if (kvf__segalloc_reserve_tagged(rep[i].seg->alloc,
-						 rep[i].offset, o->size,
-						 hash) == KVF_OK)
+		if (kvf__segalloc_reserve_tagged(
+			    kvf__replica_seg(&rep[i])->alloc,
+			    kvf__replica_offset(&rep[i]), o->size,
+			    hash) == KVF_OK)
 			continue;
 		while (i--)
-			kvf__segalloc_free(rep[i].seg->alloc, rep[i].offset,
+			kvf__segalloc_free(kvf__replica_seg(&rep[i])->alloc,
+					   kvf__replica_offset(&rep[i]),
 					   o->size);
 		return corrupt(rp, "replica outside its segment or on space "
 				   "already in use");
@@ -198,8 +202,8 @@ static int defer_replicas(struct replay *rp, struct kvf__object *o,
 	}
 	for (unsigned i = 0; i < o->nr_replicas; i++)
 		rp->pend[rp->nr_pend++] = (struct pending){
-			rep[i].seg, rep[i].offset, o->size, hash
-		};
+			kvf__replica_seg(&rep[i]), kvf__replica_offset(&rep[i]),
+			o->size, hash};
 	return KVF_OK;
 }
 
@@ -279,7 +283,8 @@ static bool replicas_subset(const struct kvf__object *sub,
 	const struct kvf__replica *r = kvf__object_replicas_const(sub);
 
 	for (unsigned i = 0; i < sub->nr_replicas; i++) {
-		struct kvf__replica_ref ref = { r[i].seg, r[i].offset };
+		struct kvf__replica_ref ref = {kvf__replica_seg(&r[i]),
+					       kvf__replica_offset(&r[i])};
 
 		if (!kvf__object_has_replica(of, &ref))
 			return false;
@@ -319,11 +324,13 @@ static int apply_replicas(struct replay *rp, const struct kvf__jrec *r)
 	}
 	orep = kvf__object_replicas_const(old);
 	for (unsigned i = 0; i < old->nr_replicas; i++) {
-		struct kvf__replica_ref ref = { orep[i].seg, orep[i].offset };
+		struct kvf__replica_ref ref = {kvf__replica_seg(&orep[i]),
+					       kvf__replica_offset(&orep[i])};
 
 		/* Reserved when @old was applied: the free cannot fail. */
 		if (!kvf__object_has_replica(o, &ref))
-			kvf__segalloc_free(orep[i].seg->alloc, orep[i].offset,
+			kvf__segalloc_free(kvf__replica_seg(&orep[i])->alloc,
+					   kvf__replica_offset(&orep[i]),
 					   old->size);
 	}
 	o->state = KVF__OBJ_COMPLETE;

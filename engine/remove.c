@@ -136,9 +136,9 @@ static void free_removed(struct kvf__object *const *obj,
 			continue;
 		rep = kvf__object_replicas_const(o);
 		for (unsigned k = 0; k < o->nr_replicas; k++, m++) {
-			segs[m] = rep[k].seg;
-			r[m] = (struct kvf__segalloc_range){ rep[k].offset,
-							     o->size };
+			segs[m] = kvf__replica_seg(&rep[k]);
+			r[m] = (struct kvf__segalloc_range){
+				kvf__replica_offset(&rep[k]), o->size };
 		}
 	}
 	/* The second halves are group_segment()'s scratch. */

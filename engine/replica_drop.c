@@ -46,7 +46,7 @@ static int replica_index(const struct kvf__object *o,
 	const struct kvf__replica *r = kvf__object_replicas_const(o);
 
 	for (int i = 0; i < o->nr_replicas; i++)
-		if (r[i].seg == seg)
+		if (kvf__replica_seg(&r[i]) == seg)
 			return i;
 	return -1;
 }

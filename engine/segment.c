@@ -228,7 +228,9 @@ int kvf_client_register(struct kvf_engine *e, uint64_t client_id)
 
 static int check_desc(const struct kvf_segment_desc *d)
 {
+	/* A replica holds a 48-bit offset (metadata/object.h). */
 	if (!d->id || d->size < KVF_MIN_SEGMENT_SIZE ||
+	    d->size - 1 > KVF__REPLICA_OFFSET_MAX ||
 	    d->base + d->size < d->base)
 		return KVF_ERR_INVALID_PARAMS;
 	if (!d->name || strlen(d->name) > KVF_SEGMENT_NAME_MAX)

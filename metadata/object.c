@@ -37,8 +37,7 @@ struct kvf__object *kvf__object_new(struct kvf__arena *arena, const char *key,
 				    bool hooked)
 {
 	size_t prefix = hooked ? KVF__OBJ_HOOK_SIZE : 0;
-	size_t size = kvf__object_replicas_offset(key_len) +
-		      nr_replicas * sizeof(struct kvf__replica);
+	size_t size = kvf__object_bytes(key_len, nr_replicas);
 	char *block = kvf__arena_alloc(arena, prefix + size);
 	struct kvf__object *o;
 

@@ -3,10 +3,15 @@
  * metadata/object.h - the per-object record the index points at.
  *
  * One arena block per object (metadata/arena.h), laid out so a lookup and
- * a get touch as few cache lines as possible: a 32-byte header (state, key length, replica
- * count, pins, size, lease, stamp), the key inline right after it, then
- * the replicas, 8-byte aligned. For a 68-byte HiCache key and one replica
- * that is 120 bytes: one 120-byte arena block, no malloc header or
+ * a get touch as few cache lines as possible: a 32-byte header (state, key
+ * length, replica count, pins, size, lease, stamp), the key inline right
+ * after it, then the replicas, 4-byte aligned. A replica is 12 bytes: a
+ * 48-bit segment pointer and a 48-bit offset (user-space pointers have 48
+ * significant bits on x86-64 and arm64, and a segment larger than 2^48
+ * bytes is refused at mount, KVF__REPLICA_OFFSET_MAX), read and written
+ * only through kvf__replica_seg()/_offset()/_set(). For a 68-byte HiCache
+ * key and one replica that is 112 bytes (120 with an 8-byte aligned
+ * pointer + offset pair): one 112-byte arena block, no malloc header or
  * rounding. Nothing else is stored per object:
  *   - no hash: the engine has it at hand (it hashed the batch), and the
  *     index recomputes it (XXH3, ~5 ns) on its rare paths (resize, walks);
@@ -32,6 +37,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/die.h"
 #include "base/rcu.h"
 #include "metadata/pin.h"
 
@@ -48,10 +54,53 @@ _Static_assert(!(KVF__OBJ_HOOKED & KVF__OBJ_PIN_MASK),
 /* Size of the index hook prefix when KVF__OBJ_HOOKED is set. */
 #define KVF__OBJ_HOOK_SIZE 16
 
+/*
+ * One replica: the segment (RCU-protected; outlives every record) and the
+ * offset from its base, 48 bits each, in three 4-byte words so that the
+ * replicas of a record need only 4-byte alignment after its key.
+ */
 struct kvf__replica {
-	struct kvf__segment *seg; /* RCU-protected; outlives every record */
-	uint64_t offset;          /* from the segment base */
+	uint32_t seg_lo; /* segment pointer, bits 0-31 */
+	uint16_t seg_hi; /* segment pointer, bits 32-47 */
+	uint16_t off_hi; /* offset, bits 32-47 */
+	uint32_t off_lo; /* offset, bits 0-31 */
 };
+
+_Static_assert(sizeof(struct kvf__replica) == 12, "a replica is 12 bytes");
+
+/* Largest offset (so: segment size) a replica can hold. */
+#define KVF__REPLICA_OFFSET_MAX ((UINT64_C(1) << 48) - 1)
+
+static inline struct kvf__segment *
+kvf__replica_seg(const struct kvf__replica *r)
+{
+	return (struct kvf__segment *)(uintptr_t)((uint64_t)r->seg_hi << 32 |
+						  r->seg_lo);
+}
+
+static inline uint64_t kvf__replica_offset(const struct kvf__replica *r)
+{
+	return (uint64_t)r->off_hi << 32 | r->off_lo;
+}
+
+/*
+ * Store @seg and @offset (<= KVF__REPLICA_OFFSET_MAX: segments larger than
+ * that are refused at mount). Dies on a segment pointer beyond 48 bits.
+ */
+static inline void kvf__replica_set(struct kvf__replica *r,
+				    struct kvf__segment *seg, uint64_t offset)
+{
+	uint64_t p = (uintptr_t)seg;
+
+	if (p >> 48)
+		kvf__die("segment pointer %p does not fit in 48 bits",
+			 (void *)seg);
+	kvf__assert(offset <= KVF__REPLICA_OFFSET_MAX);
+	r->seg_lo = (uint32_t)p;
+	r->seg_hi = (uint16_t)(p >> 32);
+	r->off_lo = (uint32_t)offset;
+	r->off_hi = (uint16_t)(offset >> 32);
+}
 
 struct kvf__object {
 	uint32_t state; /* metadata/objstate.h; atomic */
@@ -71,7 +120,14 @@ static inline const char *kvf__object_key(const struct kvf__object *o)
 
 static inline size_t kvf__object_replicas_offset(size_t key_len)
 {
-	return (sizeof(struct kvf__object) + key_len + 7) & ~(size_t)7;
+	return (sizeof(struct kvf__object) + key_len + 3) & ~(size_t)3;
+}
+
+/* Bytes of a record (without a hook) with @key_len and @nr_replicas. */
+static inline size_t kvf__object_bytes(size_t key_len, unsigned nr_replicas)
+{
+	return kvf__object_replicas_offset(key_len) +
+	       nr_replicas * sizeof(struct kvf__replica);
 }
 
 static inline struct kvf__replica *kvf__object_replicas(struct kvf__object *o)

@@ -29,14 +29,17 @@ tests_unit_test_contracts_CFLAGS = $(KVF_TEST_CFLAGS)
 tests_unit_test_contracts_LDADD = $(KVF_TEST_LIBS)
 
 check_PROGRAMS += tests/unit/test_batch tests/unit/test_lifecycle \
-	tests/stress/test_engine_concurrent
+	tests/unit/test_get_paths tests/stress/test_engine_concurrent
 UNIT_TESTS += tests/unit/test_batch tests/unit/test_lifecycle \
+	tests/unit/test_get_paths \
 	$(KVF_LFHT_TESTS) $(KVF_PROFILE_TIER_TESTS)
 CONCURRENCY_TESTS += tests/stress/test_engine_concurrent \
 	$(KVF_LFHT_CONCURRENCY_TESTS)
 
 tests_unit_test_batch_CFLAGS = $(KVF_TEST_CFLAGS)
 tests_unit_test_batch_LDADD = $(KVF_TEST_LIBS)
+tests_unit_test_get_paths_CFLAGS = $(KVF_TEST_CFLAGS)
+tests_unit_test_get_paths_LDADD = $(KVF_TEST_LIBS)
 tests_unit_test_lifecycle_CFLAGS = $(KVF_TEST_CFLAGS)
 tests_unit_test_lifecycle_LDADD = $(KVF_TEST_LIBS)
 tests_stress_test_engine_concurrent_CFLAGS = $(KVF_TEST_CFLAGS)

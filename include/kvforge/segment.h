@@ -34,7 +34,8 @@ extern "C" {
  * @id: caller-chosen identifier, unique in the engine, non-zero.
  * @name: NUL-terminated, at most %KVF_SEGMENT_NAME_MAX bytes.
  * @base: first address of the segment in the client's address space.
- * @size: bytes; at least 1 MiB and at least &kvf_config.alloc_alignment.
+ * @size: bytes; at least 1 MiB and at least &kvf_config.alloc_alignment,
+ *        at most 2^48.
  *        A tail past the last multiple of the alignment is never handed
  *        out and counts as neither used nor free.
  * @endpoint: transport endpoint ("host:port" or RDMA GID), may be empty.
@@ -72,7 +73,7 @@ struct kvf_segment_info {
  * Return: %KVF_OK, %KVF_ERR_INVALID_ARGUMENT (NULL @engine or @seg),
  * %KVF_ERR_SEGMENT_EXISTS (same id mounted), %KVF_ERR_SEGMENT_OVERLAP
  * (overlaps another segment of @client_id), %KVF_ERR_INVALID_PARAMS (size
- * below 1 MiB or below the alignment or above 2^62, base+size overflows,
+ * below 1 MiB or below the alignment or above 2^48, base+size overflows,
  * NULL or too long name, endpoint too long, zero ids),
  * %KVF_ERR_NO_MEMORY, a journal error.
  */

@@ -42,7 +42,7 @@ static inline void audit_visit(struct kvf__object *o, void *arg)
 	h->complete += base == KVF__OBJ_COMPLETE;
 	h->processing += base == KVF__OBJ_PROCESSING;
 	for (unsigned i = 0; i < o->nr_replicas; i++)
-		h->live_bytes += audit_block_bytes(r[i].seg, o->size);
+		h->live_bytes += audit_block_bytes(kvf__replica_seg(&r[i]), o->size);
 }
 
 /* What should hold the segments' bytes. Not a consistent snapshot: call

@@ -31,10 +31,12 @@
 void bench_floor_sizes(uint64_t objects, size_t key_len,
 		       struct bench_floor_sizes *s)
 {
-	/* A record is its hook, header, key and one replica (object.h). */
-	s->record_bytes = KVF__OBJ_HOOK_SIZE +
-			  kvf__object_replicas_offset(key_len) +
-			  sizeof(struct kvf__replica);
+	/*
+	 * A record is its hook, header, key and one replica (object.h), in
+	 * an arena block of the next multiple of 8 (metadata/arena.c).
+	 */
+	s->record_bytes = (KVF__OBJ_HOOK_SIZE + kvf__object_bytes(key_len, 1) +
+			   7) & ~(size_t)7;
 	s->records_bytes = objects * s->record_bytes;
 	s->table_bytes = kvf__index_bucket_table_bytes(objects);
 }
