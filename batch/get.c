@@ -4,7 +4,7 @@
  *
  * Readers take no lock. For each found record: wait out a writer's brief
  * lock, require COMPLETE, raise the lease, then re-read the state (the
- * Dekker pair with remove, see engine/objstate.h). A REPLACED record means
+ * Dekker pair with remove, see metadata/objstate.h). A REPLACED record means
  * a newer one holds the key: look it up again. Replica lists are
  * immutable, so copying them needs no lock either.
  *
@@ -16,7 +16,7 @@
 #include "config.h"
 
 #include "batch/batch.h"
-#include "engine/objstate.h"
+#include "metadata/objstate.h"
 
 /* Why a record in base state @s is invisible to readers. */
 static enum kvf_status invisible_status(uint32_t s)

@@ -1,7 +1,6 @@
 # SPDX-License-Identifier: MIT
 libkvforge_core_la_SOURCES += \
 	engine/internal.h \
-	engine/objstate.h \
 	engine/mutation.h \
 	engine/engine.c \
 	engine/segment.c \
