@@ -139,17 +139,26 @@ static void drop_finish_remove(struct kvf__replica_drop *c, struct drop_pending 
 
 /*
  * Journal the collected object changes, then let other writers at the
- * objects (inside the walk's read section, so the records are still
- * there). A journal error is kept for the caller, but the changes stand:
- * the segment goes away regardless (engine/segment.c: unmount_locked()).
+ * objects. The append may wait for an fsync, so it runs outside the walk's
+ * read section (left and entered again: call at exactly one level). The
+ * pending records stay valid meanwhile: this drop owns every one of them
+ * (REMOVING, or HELD, which every other writer waits out), so nobody else
+ * can unlink them. Any other record looked up before must be looked up
+ * again afterwards. A journal error is kept for the caller, but the
+ * changes stand: the segment goes away regardless (engine/segment.c:
+ * unmount_locked()).
  */
 static void drop_flush(struct kvf__replica_drop *c)
 {
-	int ret;
+	int ret = KVF_OK;
 
 	if (!c->nr)
 		return;
-	ret = c->journal ? kvf__engine_journal(c->e, c->muts, c->nr) : KVF_OK;
+	if (c->journal) {
+		kvf__rcu_read_unlock();
+		ret = kvf__engine_journal(c->e, c->muts, c->nr);
+		kvf__rcu_read_lock();
+	}
 	if (ret && !c->err)
 		c->err = ret;
 	for (size_t i = 0; i < c->nr; i++) {
@@ -188,7 +197,9 @@ enum drop_result { DROP_DONE, DROP_AGAIN, DROP_NO_MEMORY };
  * Lock @o for a drop. Before any wait, the changes this drop still
  * holds are journaled and released: the owner of an ENDING or REMOVING
  * record may itself be waiting for one of them (a batch claims its items
- * one by one). Returns false with *base DEAD or REPLACED.
+ * one by one). Returns false with *base DEAD, or REPLACED when @o must be
+ * looked up again (it was, or a flush left the read section meanwhile and
+ * @o, not ours, may be gone).
  */
 static bool drop_lock(struct kvf__replica_drop *c, struct kvf__object *o,
 		      uint32_t *base)
@@ -196,11 +207,15 @@ static bool drop_lock(struct kvf__replica_drop *c, struct kvf__object *o,
 	unsigned spins = 0;
 
 	if (kvf__obj_load(o) & KVF__OBJ_HELD)
-		drop_flush(c); /* only this thread holds records */
+		drop_flush(c); /* @o is ours: HELD kept it in the index */
 	while (!kvf__obj_lock(o, base)) {
 		if (*base == KVF__OBJ_DEAD || *base == KVF__OBJ_REPLACED)
 			return false;
-		drop_flush(c);
+		if (c->nr) {
+			drop_flush(c);
+			*base = KVF__OBJ_REPLACED;
+			return false;
+		}
 		kvf__obj_pause(&spins); /* ENDING or REMOVING: wait */
 	}
 	return true;

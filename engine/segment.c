@@ -300,9 +300,23 @@ static void mount_mutation(struct kvf__mutation *r, uint64_t client_id,
 	r->endpoint = d->endpoint ? d->endpoint : "";
 }
 
+/* Whether @d may be mounted for @client_id. In a read-side section. */
+static int mount_check(struct kvf_engine *e, uint64_t client_id,
+		       const struct kvf_segment_desc *d)
+{
+	if (kvf__seg_find(e->segs, d->id, NULL))
+		return KVF_ERR_SEGMENT_EXISTS;
+	if (overlaps_mounted(e->segs, client_id, d->base, d->size))
+		return KVF_ERR_SEGMENT_OVERLAP;
+	return KVF_OK;
+}
+
 /*
  * Mount with seg_lock held. @journal false during recovery (the record is
- * already in the journal).
+ * already in the journal). seg_lock is what keeps the checks true until
+ * the table is published (only its holders change the table and the
+ * clients), so the journal append, which may wait for an fsync, runs
+ * outside any read-side section.
  */
 int kvf__segment_mount_locked(struct kvf_engine *e, uint64_t client_id,
 			      const struct kvf_segment_desc *d, bool journal,
@@ -314,39 +328,35 @@ int kvf__segment_mount_locked(struct kvf_engine *e, uint64_t client_id,
 	int ret;
 
 	kvf__rcu_read_lock();
-	if (kvf__seg_find(e->segs, d->id, NULL)) {
-		ret = KVF_ERR_SEGMENT_EXISTS;
-		goto out_unlock;
-	}
-	if (overlaps_mounted(e->segs, client_id, d->base, d->size)) {
-		ret = KVF_ERR_SEGMENT_OVERLAP;
-		goto out_unlock;
-	}
+	ret = mount_check(e, client_id, d);
+	kvf__rcu_read_unlock();
+	if (ret)
+		return ret;
 	ret = segment_new(e, client_id, d, &seg);
 	if (ret)
-		goto out_unlock;
+		return ret;
 	if (journal) {
 		mount_mutation(&rec, client_id, d);
 		ret = kvf__engine_journal(e, &rec, 1);
 		if (ret)
 			goto err_seg;
 	}
+	kvf__rcu_read_lock();
 	ret = KVF_ERR_NO_MEMORY;
 	c = client_get_or_add(e, client_id);
-	if (!c)
-		goto err_seg;
-	client_touch(e, c);
-	ret = table_add(e, seg);
+	if (c) {
+		client_touch(e, c);
+		ret = table_add(e, seg);
+	}
+	kvf__rcu_read_unlock();
 	if (ret)
 		goto err_seg;
 	if (out)
 		*out = seg;
-out_unlock:
-	kvf__rcu_read_unlock();
-	return ret;
+	return KVF_OK;
 err_seg:
 	segment_free(seg);
-	goto out_unlock;
+	return ret;
 }
 
 int kvf_segment_mount(struct kvf_engine *e, uint64_t client_id,

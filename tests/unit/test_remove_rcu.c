@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * tests/unit/test_remove_rcu.c - removal never holds a read-side section
- * across a journal wait, the segment-walking sweep removes each object
+ * tests/unit/test_remove_rcu.c - removal, mount and unmount (which drops
+ * the segment's replicas) never hold a read-side section across a journal
+ * wait, the segment-walking sweep removes each object
  * once, and eviction removes through the same path without counting as
  * a client's remove.
  *
@@ -222,7 +223,7 @@ static void assert_empty(struct rfix *r)
 
 /* ---- removal across a held sync ----------------------------------------- */
 
-enum op { OP_REMOVE_ALL, OP_REMOVE_PREFIX, OP_BATCH_REMOVE };
+enum op { OP_REMOVE_ALL, OP_REMOVE_PREFIX, OP_BATCH_REMOVE, OP_MOUNT, OP_UNMOUNT };
 
 struct remover {
 	struct rfix *r;
@@ -250,6 +251,12 @@ static void *remover_main(void *arg)
 		m->removed = NOBJ;
 		for (int i = 0; i < NOBJ; i++)
 			m->removed -= m->st[i] != KVF_OK;
+		break;
+	case OP_MOUNT:
+		m->ret = mount(m->r->f.e, C1, 10, 64 * MIB);
+		break;
+	case OP_UNMOUNT:
+		m->ret = kvf_segment_unmount(m->r->f.e, C1, 1);
 		break;
 	}
 	return NULL;
@@ -310,6 +317,37 @@ static void test_batch_remove_lets_grace_periods_pass(void **state)
 	put_all(r, 1);
 	assert_int_equal(remove_with_sync_held(r, OP_BATCH_REMOVE), NOBJ);
 	assert_empty(r);
+}
+
+/* A mount journals its segment outside any read-side section. */
+static void test_mount_lets_grace_periods_pass(void **state)
+{
+	struct rfix *r = *state;
+
+	remove_with_sync_held(r, OP_MOUNT);
+	assert_int_equal(stats_of(r->f.e).segments, 4);
+}
+
+/*
+ * An unmount journals the replica drops of its segment's objects (here
+ * every object loses one of its two replicas) outside the read-side
+ * sections of its walk.
+ */
+static void test_unmount_lets_grace_periods_pass(void **state)
+{
+	struct rfix *r = *state;
+	struct kvf_replicas rep;
+
+	put_all(r, 2);
+	remove_with_sync_held(r, OP_UNMOUNT);
+	assert_int_equal(stats_of(r->f.e).segments, 2);
+	assert_int_equal(stats_of(r->f.e).objects, NOBJ);
+	for (int i = 0; i < NOBJ; i++) {
+		assert_int_equal(get1(r->f.e, r->keys[i], &rep), KVF_OK);
+		assert_int_equal(rep.count, 1);
+		assert_true(rep.replica[0].segment_id != 1);
+	}
+	assert_accounting(r->f.e);
 }
 
 /* ---- the sweep over segments -------------------------------------------- */
@@ -405,6 +443,11 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(
 			test_remove_all_lets_grace_periods_pass, rsetup,
+			rteardown),
+		cmocka_unit_test_setup_teardown(
+			test_mount_lets_grace_periods_pass, rsetup, rteardown),
+		cmocka_unit_test_setup_teardown(
+			test_unmount_lets_grace_periods_pass, rsetup,
 			rteardown),
 		cmocka_unit_test_setup_teardown(
 			test_remove_prefix_lets_grace_periods_pass, rsetup,
