@@ -5,6 +5,7 @@ libkvforge_core_la_SOURCES += \
 	base/clock.h \
 	base/die.h \
 	base/die.c \
+	base/fault.h \
 	base/lock.h \
 	base/rcu.h \
 	base/rcu.c \

@@ -156,8 +156,9 @@ static void back_to_complete(struct kvf__batch *b, size_t i)
 	kvf__obj_set(b->obj[i], KVF__OBJ_COMPLETE);
 }
 
-int kvf_batch_remove(struct kvf_engine *e, const struct kvf_key *keys,
-		     size_t n, bool force, enum kvf_status *status)
+enum kvf_status kvf_batch_remove(struct kvf_engine *e,
+				 const struct kvf_key *keys, size_t n,
+				 bool force, enum kvf_status *status)
 {
 	struct kvf__batch b;
 	size_t removed;
@@ -275,15 +276,17 @@ static int sweep(struct kvf_engine *e, const char *prefix, size_t len,
 	return ret;
 }
 
-int kvf_remove_all(struct kvf_engine *e, bool force, uint64_t *removed)
+enum kvf_status kvf_remove_all(struct kvf_engine *e, bool force,
+			       uint64_t *removed)
 {
 	if (!e)
 		return KVF_ERR_INVALID_ARGUMENT;
 	return sweep(e, NULL, 0, force, removed);
 }
 
-int kvf_remove_prefix(struct kvf_engine *e, const struct kvf_key *prefix,
-		      bool force, uint64_t *removed)
+enum kvf_status kvf_remove_prefix(struct kvf_engine *e,
+				  const struct kvf_key *prefix, bool force,
+				  uint64_t *removed)
 {
 	if (!e || !prefix)
 		return KVF_ERR_INVALID_ARGUMENT;

@@ -10,6 +10,13 @@
  * Housekeeping (kvf_engine_tick) is serialised by tick_lock so concurrent
  * ticks (the background thread and an embedder) do not duplicate work;
  * every step it runs is also safe against all batch operations.
+ *
+ * Growable structs: the config and the stats cross the ABI with the
+ * caller's sizeof (the config's size field, the stats call's argument).
+ * The engine works on its own full-size copy: an older caller's missing
+ * fields take defaults, a newer caller's unknown fields must be zero (a
+ * config) or read as zero (the stats). This holds only while fields are
+ * appended past the previous struct's end, never into its tail padding.
  */
 #include "config.h"
 
@@ -39,9 +46,26 @@ const char *kvf_version(void)
 	return KVF_VERSION_STRING;
 }
 
-void kvf_config_init(struct kvf_config *cfg)
+/*
+ * Largest size a config may claim: an uninitialised size field must not
+ * send the zero-tail check through unrelated memory.
+ */
+#define CONFIG_SIZE_MAX 4096
+
+static bool tail_is_zero(const void *p, size_t from, size_t to)
+{
+	const unsigned char *b = p;
+
+	for (size_t i = from; i < to; i++)
+		if (b[i])
+			return false;
+	return true;
+}
+
+static void config_defaults(struct kvf_config *cfg)
 {
 	memset(cfg, 0, sizeof(*cfg));
+	cfg->size = sizeof(*cfg);
 	cfg->durability = KVF_DURABILITY_DEFAULT;
 	cfg->sync_interval_ms = 50;
 	cfg->lease_ttl_ms = 10000;
@@ -59,6 +83,41 @@ void kvf_config_init(struct kvf_config *cfg)
 	cfg->eviction_ratio = 0.05;
 	cfg->background = true;
 	cfg->tick_interval_ms = 100;
+}
+
+enum kvf_status kvf_config_init_sized(struct kvf_config *cfg, size_t size)
+{
+	struct kvf_config d;
+
+	if (!cfg)
+		return KVF_ERR_INVALID_ARGUMENT;
+	if (size < KVF_CONFIG_SIZE_MIN)
+		return KVF_ERR_INVALID_PARAMS;
+	config_defaults(&d);
+	memcpy(cfg, &d, size < sizeof(d) ? size : sizeof(d));
+	/* Fields of a newer header than this library's: their zero default. */
+	if (size > sizeof(d))
+		memset((char *)cfg + sizeof(d), 0, size - sizeof(d));
+	cfg->size = size;
+	return KVF_OK;
+}
+
+/*
+ * The caller's config, whatever header it was built with, as this
+ * library's full struct in @out.
+ */
+static int import_config(const struct kvf_config *in, struct kvf_config *out)
+{
+	size_t size = in->size;
+
+	if (size < KVF_CONFIG_SIZE_MIN || size > CONFIG_SIZE_MAX)
+		return KVF_ERR_INVALID_PARAMS;
+	if (!tail_is_zero(in, sizeof(*out), size))
+		return KVF_ERR_INVALID_PARAMS;
+	config_defaults(out);
+	memcpy(out, in, size < sizeof(*out) ? size : sizeof(*out));
+	out->size = sizeof(*out);
+	return KVF_OK;
 }
 
 static int check_config(const struct kvf_config *c)
@@ -237,14 +296,20 @@ static int open_journal(struct kvf_engine *e, uint64_t *expected)
 	return KVF_OK;
 }
 
-int kvf_engine_open(const struct kvf_config *cfg, struct kvf_engine **out)
+enum kvf_status kvf_engine_open(const struct kvf_config *cfg,
+				struct kvf_engine **out)
 {
+	struct kvf_config full;
 	struct kvf_engine *e;
 	uint64_t expected;
 	int ret;
 
 	if (!cfg || !out)
 		return KVF_ERR_INVALID_ARGUMENT;
+	ret = import_config(cfg, &full);
+	if (ret)
+		return ret;
+	cfg = &full;
 	ret = check_config(cfg);
 	if (ret)
 		return ret;
@@ -339,7 +404,7 @@ void kvf_engine_close(struct kvf_engine *e)
 	free(e);
 }
 
-int kvf_engine_tick(struct kvf_engine *e)
+enum kvf_status kvf_engine_tick(struct kvf_engine *e)
 {
 	int ret, ev;
 
@@ -356,13 +421,10 @@ int kvf_engine_tick(struct kvf_engine *e)
 	return ret ? ret : ev;
 }
 
-int kvf_engine_get_stats(struct kvf_engine *e, struct kvf_engine_stats *st)
+static void collect_stats(struct kvf_engine *e, struct kvf_engine_stats *st)
 {
 	struct kvf__seg_table *t;
 
-	if (!e || !st)
-		return KVF_ERR_INVALID_ARGUMENT;
-	kvf__rcu_ensure_registered();
 	memset(st, 0, sizeof(*st));
 	st->objects = (uint64_t)__atomic_load_n(&e->nr_complete, __ATOMIC_RELAXED);
 	st->processing =
@@ -391,6 +453,25 @@ int kvf_engine_get_stats(struct kvf_engine *e, struct kvf_engine_stats *st)
 		st->clients = count;
 	}
 	kvf__rcu_read_unlock();
+}
+
+enum kvf_status kvf_engine_get_stats_sized(struct kvf_engine *e,
+					   struct kvf_engine_stats *st,
+					   size_t size)
+{
+	struct kvf_engine_stats all;
+
+	if (!e || !st)
+		return KVF_ERR_INVALID_ARGUMENT;
+	if (size < KVF_ENGINE_STATS_SIZE_MIN)
+		return KVF_ERR_INVALID_PARAMS;
+	kvf__rcu_ensure_registered();
+	collect_stats(e, &all);
+	all.size = size < sizeof(all) ? size : sizeof(all);
+	memcpy(st, &all, all.size);
+	/* Counters of a newer header than this library's read as zero. */
+	if (size > sizeof(all))
+		memset((char *)st + sizeof(all), 0, size - sizeof(all));
 	return KVF_OK;
 }
 

@@ -496,8 +496,8 @@ static int remove_victims(struct pass *p, uint64_t *freed, uint64_t *count)
 	return KVF_OK;
 }
 
-int kvf_engine_evict(struct kvf_engine *e, uint64_t bytes,
-		     uint64_t *freed_bytes, uint64_t *evicted)
+enum kvf_status kvf_engine_evict(struct kvf_engine *e, uint64_t bytes,
+				 uint64_t *freed_bytes, uint64_t *evicted)
 {
 	uint64_t freed = 0, count = 0;
 	struct pass *p;

@@ -1,8 +1,23 @@
 # SPDX-License-Identifier: MIT
 kvforgeinclude_HEADERS += \
 	include/kvforge/status.h \
+	include/kvforge/log.h \
 	include/kvforge/engine.h \
 	include/kvforge/segment.h \
 	include/kvforge/batch.h \
 	include/kvforge/profile.h \
 	include/kvforge/rdma.h
+
+# The public headers as a C++11 program uses them, warnings as errors,
+# linked against the shared library (its exported symbols only).
+EXTRA_DIST += tests/unit/test_api_cxx_skip.sh
+if HAVE_CXX
+check_PROGRAMS += tests/unit/test_api_cxx
+UNIT_TESTS += tests/unit/test_api_cxx
+tests_unit_test_api_cxx_SOURCES = tests/unit/test_api_cxx.cc
+tests_unit_test_api_cxx_CXXFLAGS = -std=c++11 -Wall -Wextra -Wpedantic \
+	-Werror $(SAN_CFLAGS)
+tests_unit_test_api_cxx_LDADD = libkvforge.la
+else
+UNIT_TESTS += tests/unit/test_api_cxx_skip.sh
+endif

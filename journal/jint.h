@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "base/clock.h"
+#include "base/fault.h"
 #include "journal/journal.h"
 
 /*
@@ -192,8 +193,10 @@ struct kvf__journal {
 	uint64_t fold_gen;     /* bumped after each fold attempt */
 	int fold_err;          /* result of the last fold attempt */
 	int fold_blocked;      /* a threshold fold failed: wait for progress */
+#ifdef KVF_FAULT_INJECTION
 	int fault_code;
 	unsigned fault_count;
+#endif
 
 	/* Written by the writer under @mu, read by anyone under @mu. */
 	struct kvf__jstate st;
@@ -351,8 +354,10 @@ void kvf__note_appender(struct kvf__journal *j, uint64_t now);
 uint64_t kvf__gather_wait_ns(uint64_t avg_ns);
 bool kvf__group_complete(const struct kvf__journal *j, uint64_t now,
 			 uint64_t avg_ns, uint64_t waiting);
+#ifdef KVF_FAULT_INJECTION
 /* With @mu held: a pending injected errno fault as a kvf_status, or 0. */
 int kvf__take_errno_fault(struct kvf__journal *j);
+#endif
 int kvf__writer_start(struct kvf__journal *j);
 void kvf__writer_stop(struct kvf__journal *j);
 

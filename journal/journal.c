@@ -1124,6 +1124,7 @@ void kvf__journal_get_stats(struct kvf__journal *j,
 	st->file_size = file_size(j->dir);
 }
 
+#ifdef KVF_FAULT_INJECTION
 void kvf__journal_inject_fault(struct kvf__journal *j, int code,
 			       unsigned count)
 {
@@ -1132,6 +1133,7 @@ void kvf__journal_inject_fault(struct kvf__journal *j, int code,
 	j->fault_count = count;
 	pthread_mutex_unlock(&j->mu);
 }
+#endif
 
 int kvf__journal_sync(struct kvf__journal *j)
 {

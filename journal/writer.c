@@ -169,6 +169,7 @@ static int encode_batch(const struct kvf__jrec *recs, size_t n,
 
 /* --- Writer side. --- */
 
+#ifdef KVF_FAULT_INJECTION
 /*
  * With @mu held: take one pending injected fault, or 0; @errno_only: only
  * an errno code (the side log has no LMDB calls to fail).
@@ -198,6 +199,7 @@ int kvf__take_errno_fault(struct kvf__journal *j)
 
 	return code ? kvf__journal_status(code) : KVF_OK;
 }
+#endif
 
 /*
  * Grow the map: double it, or with MDB_WRITEMAP by a quarter
@@ -271,7 +273,7 @@ static int classify_eio(struct kvf__journal *j)
  */
 static int finish(struct kvf__journal *j, MDB_txn *txn, int rc)
 {
-	int fault = rc ? 0 : take_fault(j);
+	int fault = rc ? 0 : KVF__FAULT(take_fault(j));
 
 	if (rc || fault) {
 		mdb_txn_abort(txn);

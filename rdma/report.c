@@ -8,16 +8,17 @@
  */
 #include "config.h"
 
-#include <stdio.h>
 #include <string.h>
 
-#include <kvforge/status.h>
+#include <kvforge/rdma.h>
 
+#include "base/die.h"
 #include "rdma/rdma.h"
 
 static int said; /* atomic */
 
-int kvf_rdma_probe(struct kvf_rdma_info *info)
+enum kvf_status kvf_rdma_probe(struct kvf_rdma_info *info, kvf_log_fn log,
+			       void *log_ctx)
 {
 	if (!info)
 		return KVF_ERR_INVALID_ARGUMENT;
@@ -25,7 +26,7 @@ int kvf_rdma_probe(struct kvf_rdma_info *info)
 	kvf__rdma_backend_probe(info);
 	if (!info->available &&
 	    !__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
-		fprintf(stderr, "kvforge: rdma unavailable: %s\n",
-			info->reason);
+		kvf__log(log, log_ctx, KVF_LOG_INFO, "rdma unavailable: %s",
+			 info->reason);
 	return KVF_OK;
 }

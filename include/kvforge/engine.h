@@ -41,7 +41,7 @@
  * Reporting: what a return code cannot say (which journal record made an
  * open refuse, which counter tier the profiler fell back to) goes to
  * &kvf_config.log, stderr by default. The RDMA probe (kvforge/rdma.h),
- * which runs without an engine, writes to stderr.
+ * which runs without an engine, takes its own log callback.
  */
 #ifndef KVFORGE_ENGINE_H
 #define KVFORGE_ENGINE_H
@@ -50,6 +50,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <kvforge/log.h>
 #include <kvforge/status.h>
 
 #ifdef __cplusplus
@@ -108,41 +109,22 @@ enum kvf_index_kind {
 typedef uint64_t (*kvf_clock_fn)(void *ctx);
 
 /**
- * enum kvf_log_level - severity of a line the library reports.
- *
- * The values are syslog's, so a callback can pass them on unchanged.
- */
-enum kvf_log_level {
-	/** An operation was refused or failed; the line says why (for
-	 *  example which journal record made kvf_engine_open() refuse). */
-	KVF_LOG_ERROR = 3,
-	/** Working, but not as configured or asked. */
-	KVF_LOG_WARNING = 4,
-	/** What the library found or chose (for example the profiler's
-	 *  counter tier and why faster tiers are unavailable). */
-	KVF_LOG_INFO = 6,
-};
-
-/**
- * typedef kvf_log_fn - receives the lines the library reports.
- * @ctx: &kvf_config.log_ctx.
- * @level: an &enum kvf_log_level.
- * @msg: one line, NUL-terminated, without a trailing newline; valid only
- *       during the call.
- *
- * Called on whichever thread hit the condition, possibly from several at
- * once (must be thread-safe), and possibly inside kvf_engine_open()
- * before it returns. Must not call back into the engine.
- */
-typedef void (*kvf_log_fn)(void *ctx, int level, const char *msg);
-
-/**
  * struct kvf_config - engine configuration.
  *
- * Always start from kvf_config_init(), which fills the documented defaults,
- * then change what you need.
+ * Always start from kvf_config_init(), which fills the documented defaults
+ * and stamps @size, then change what you need.
+ *
+ * Growable: later releases only append fields (each starting past the
+ * previous struct's end). kvf_engine_open() reads @size: a program built
+ * against an older, smaller struct gets the defaults for the fields it
+ * does not know; one built against a newer, larger struct is accepted
+ * only if every byte this library does not know is zero (a newer field
+ * left at its zero default), else refused with %KVF_ERR_INVALID_PARAMS.
  */
 struct kvf_config {
+	/** sizeof(struct kvf_config) as the caller was compiled, stamped by
+	 *  kvf_config_init(); never set it by hand. */
+	size_t size;
 	/** Journal directory (created if missing). Default NULL: memory
 	 *  only. %KVF_DURABILITY_BOUNDED and %KVF_DURABILITY_STRICT need
 	 *  one; asking for either without it is refused. */
@@ -229,8 +211,19 @@ struct kvf_config {
 	void *log_ctx;
 };
 
-/** struct kvf_engine_stats - a consistent-enough snapshot of counters. */
+/**
+ * struct kvf_engine_stats - a consistent-enough snapshot of counters.
+ *
+ * Growable: later releases only append counters. kvf_engine_get_stats()
+ * passes the caller's sizeof to the library, which fills what both know,
+ * zeroes counters it does not know, and says in @size how many bytes it
+ * filled.
+ */
 struct kvf_engine_stats {
+	/** Bytes of this struct the library filled: the smaller of the
+	 *  caller's and the library's sizeof. A counter at or past @size is
+	 *  unknown to the library that ran (and reads zero). */
+	size_t size;
 	uint64_t objects;          /**< complete objects */
 	uint64_t processing;       /**< puts started, not ended */
 	uint64_t clients;          /**< known clients */
@@ -252,13 +245,38 @@ struct kvf_engine_stats {
 	uint64_t record_reserve_bytes;
 };
 
+/* Smallest struct sizes the library accepts: this release's layouts. */
+#define KVF_CONFIG_SIZE_MIN (offsetof(struct kvf_config, log_ctx) + sizeof(void *))
+#define KVF_ENGINE_STATS_SIZE_MIN                                              \
+	(offsetof(struct kvf_engine_stats, record_reserve_bytes) +             \
+	 sizeof(uint64_t))
+
+/**
+ * kvf_config_init_sized() - what kvf_config_init() calls.
+ * @cfg: configuration to initialise.
+ * @size: sizeof(*@cfg) as the caller was compiled.
+ *
+ * Fills the fields the library knows with their defaults, zeroes the rest
+ * of @size bytes (fields of a newer header than the library's keep their
+ * zero default) and stamps &kvf_config.size with @size.
+ *
+ * Context: any thread; never blocks.
+ * Return: %KVF_OK, %KVF_ERR_INVALID_ARGUMENT (NULL @cfg),
+ * %KVF_ERR_INVALID_PARAMS (@size below %KVF_CONFIG_SIZE_MIN; @cfg is
+ * untouched).
+ */
+enum kvf_status kvf_config_init_sized(struct kvf_config *cfg, size_t size);
+
 /**
  * kvf_config_init() - fill @cfg with the documented defaults.
  * @cfg: configuration to initialise.
  *
  * Context: any thread; never blocks.
  */
-void kvf_config_init(struct kvf_config *cfg);
+static inline void kvf_config_init(struct kvf_config *cfg)
+{
+	(void)kvf_config_init_sized(cfg, sizeof(*cfg));
+}
 
 /**
  * kvf_engine_open() - create an engine, recovering the journal if present.
@@ -276,7 +294,8 @@ void kvf_config_init(struct kvf_config *cfg);
  * %KVF_ERR_JOURNAL_VERSION / %KVF_ERR_JOURNAL_CORRUPT for a directory it
  * refuses, %KVF_ERR_IO, %KVF_ERR_JOURNAL_NO_SPACE, %KVF_ERR_NO_MEMORY.
  */
-int kvf_engine_open(const struct kvf_config *cfg, struct kvf_engine **out);
+enum kvf_status kvf_engine_open(const struct kvf_config *cfg,
+				struct kvf_engine **out);
 
 /**
  * kvf_engine_close() - stop background work, flush the journal, free all.
@@ -303,7 +322,7 @@ void kvf_engine_close(struct kvf_engine *engine);
  * Return: %KVF_OK, %KVF_ERR_INVALID_ARGUMENT (NULL @engine), or a journal
  * error.
  */
-int kvf_engine_tick(struct kvf_engine *engine);
+enum kvf_status kvf_engine_tick(struct kvf_engine *engine);
 
 /**
  * kvf_engine_evict() - evict about @bytes of objects now.
@@ -322,19 +341,37 @@ int kvf_engine_tick(struct kvf_engine *engine);
  * Context: any thread; may block on the journal. Readers never wait.
  * Return: %KVF_OK or a journal error.
  */
-int kvf_engine_evict(struct kvf_engine *engine, uint64_t bytes,
-		     uint64_t *freed_bytes, uint64_t *evicted);
+enum kvf_status kvf_engine_evict(struct kvf_engine *engine, uint64_t bytes,
+				 uint64_t *freed_bytes, uint64_t *evicted);
+
+/**
+ * kvf_engine_get_stats_sized() - what kvf_engine_get_stats() calls.
+ * @engine: the engine.
+ * @stats: receives @size bytes.
+ * @size: sizeof(*@stats) as the caller was compiled.
+ *
+ * Context: any thread; lock-free, never blocks.
+ * Return: %KVF_OK, %KVF_ERR_INVALID_ARGUMENT (NULL @engine or @stats),
+ * %KVF_ERR_INVALID_PARAMS (@size below %KVF_ENGINE_STATS_SIZE_MIN;
+ * @stats is untouched).
+ */
+enum kvf_status kvf_engine_get_stats_sized(struct kvf_engine *engine,
+					   struct kvf_engine_stats *stats,
+					   size_t size);
 
 /**
  * kvf_engine_get_stats() - read the engine's counters.
  * @engine: the engine.
- * @stats: filled on return.
+ * @stats: filled on return (&kvf_engine_stats.size included).
  *
  * Context: any thread; lock-free, never blocks.
  * Return: %KVF_OK or %KVF_ERR_INVALID_ARGUMENT.
  */
-int kvf_engine_get_stats(struct kvf_engine *engine,
-			 struct kvf_engine_stats *stats);
+static inline enum kvf_status
+kvf_engine_get_stats(struct kvf_engine *engine, struct kvf_engine_stats *stats)
+{
+	return kvf_engine_get_stats_sized(engine, stats, sizeof(*stats));
+}
 
 /**
  * kvf_engine_profiler() - the engine's per-stage profiler.
@@ -357,7 +394,7 @@ struct kvf_profiler *kvf_engine_profiler(struct kvf_engine *engine);
  * a thread may block briefly (takes liburcu's registry lock).
  * Return: %KVF_OK.
  */
-int kvf_thread_register(void);
+enum kvf_status kvf_thread_register(void);
 
 /**
  * kvf_thread_unregister() - give back the engine's RCU registration now.

@@ -180,8 +180,8 @@ void kvf_profile_reset(struct kvf_profiler *p);
  * Context: any thread; takes the profiler's mutex; allocates.
  * Return: %KVF_OK or %KVF_ERR_NO_MEMORY.
  */
-int kvf_profile_snapshot(struct kvf_profiler *p,
-			 struct kvf_profile_snapshot **out);
+enum kvf_status kvf_profile_snapshot(struct kvf_profiler *p,
+				     struct kvf_profile_snapshot **out);
 
 /**
  * kvf_profile_snapshot_free() - release a snapshot.
@@ -220,7 +220,7 @@ const char *kvf_profile_tier(struct kvf_profiler *p);
  * Example: "hardware: unavailable: perf::cycles: No such file or
  * directory". Return: %KVF_OK, %KVF_ERR_NO_MEMORY or %KVF_ERR_IO.
  */
-int kvf_profile_render_tiers(struct kvf_profiler *p, FILE *f);
+enum kvf_status kvf_profile_render_tiers(struct kvf_profiler *p, FILE *f);
 
 /**
  * kvf_profile_render_text() - print the stage table.
@@ -233,7 +233,7 @@ int kvf_profile_render_tiers(struct kvf_profiler *p, FILE *f);
  *
  * Return: %KVF_OK, %KVF_ERR_NO_MEMORY or %KVF_ERR_IO.
  */
-int kvf_profile_render_text(struct kvf_profiler *p, FILE *f);
+enum kvf_status kvf_profile_render_text(struct kvf_profiler *p, FILE *f);
 
 /**
  * kvf_profile_render_json() - print the stage table as one JSON object.
@@ -250,7 +250,7 @@ int kvf_profile_render_text(struct kvf_profiler *p, FILE *f);
  *
  * Return: %KVF_OK, %KVF_ERR_NO_MEMORY or %KVF_ERR_IO.
  */
-int kvf_profile_render_json(struct kvf_profiler *p, FILE *f);
+enum kvf_status kvf_profile_render_json(struct kvf_profiler *p, FILE *f);
 
 #ifdef __cplusplus
 }

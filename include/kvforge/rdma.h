@@ -13,6 +13,9 @@
 
 #include <stdbool.h>
 
+#include <kvforge/log.h>
+#include <kvforge/status.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -34,15 +37,20 @@ struct kvf_rdma_info {
 /**
  * kvf_rdma_probe() - discover RDMA devices.
  * @info: filled on return.
+ * @log: where the reason RDMA is unavailable goes (%KVF_LOG_INFO); NULL:
+ *       stderr ("kvforge: rdma unavailable: ...").
+ * @log_ctx: argument passed to @log.
  *
- * The first call that finds RDMA unavailable prints the reason once on
- * stderr ("kvforge: rdma unavailable: ..."); later calls are silent.
+ * Only the first call in the process that finds RDMA unavailable reports
+ * it, so a master that probes on every mount does not flood its log;
+ * @info->reason always says why.
  *
  * Context: any thread; may block briefly (opens device files).
  * Return: %KVF_OK (also when RDMA is unavailable: see @info->available),
  * %KVF_ERR_INVALID_ARGUMENT.
  */
-int kvf_rdma_probe(struct kvf_rdma_info *info);
+enum kvf_status kvf_rdma_probe(struct kvf_rdma_info *info, kvf_log_fn log,
+			       void *log_ctx);
 
 #ifdef __cplusplus
 }

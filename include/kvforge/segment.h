@@ -76,8 +76,8 @@ struct kvf_segment_info {
  * NULL or too long name, endpoint too long, zero ids),
  * %KVF_ERR_NO_MEMORY, a journal error.
  */
-int kvf_segment_mount(struct kvf_engine *engine, uint64_t client_id,
-		      const struct kvf_segment_desc *seg);
+enum kvf_status kvf_segment_mount(struct kvf_engine *engine, uint64_t client_id,
+				  const struct kvf_segment_desc *seg);
 
 /**
  * kvf_segment_unmount() - withdraw a segment; drop every replica in it.
@@ -95,8 +95,8 @@ int kvf_segment_mount(struct kvf_engine *engine, uint64_t client_id,
  * %KVF_ERR_ILLEGAL_CLIENT (another client owns it), %KVF_ERR_NO_MEMORY,
  * a journal error.
  */
-int kvf_segment_unmount(struct kvf_engine *engine, uint64_t client_id,
-			uint64_t segment_id);
+enum kvf_status kvf_segment_unmount(struct kvf_engine *engine,
+				    uint64_t client_id, uint64_t segment_id);
 
 /**
  * kvf_segment_query() - describe a mounted segment.
@@ -107,8 +107,9 @@ int kvf_segment_unmount(struct kvf_engine *engine, uint64_t client_id,
  * Context: any thread; lock-free.
  * Return: %KVF_OK or %KVF_ERR_SEGMENT_NOT_FOUND.
  */
-int kvf_segment_query(struct kvf_engine *engine, uint64_t segment_id,
-		      struct kvf_segment_info *info);
+enum kvf_status kvf_segment_query(struct kvf_engine *engine,
+				  uint64_t segment_id,
+				  struct kvf_segment_info *info);
 
 /**
  * kvf_client_heartbeat() - a client says it is alive.
@@ -119,7 +120,8 @@ int kvf_segment_query(struct kvf_engine *engine, uint64_t segment_id,
  * Return: %KVF_OK or %KVF_ERR_CLIENT_NOT_FOUND (never mounted, or expired:
  * the client should mount its segments again).
  */
-int kvf_client_heartbeat(struct kvf_engine *engine, uint64_t client_id);
+enum kvf_status kvf_client_heartbeat(struct kvf_engine *engine,
+				     uint64_t client_id);
 
 /**
  * kvf_client_register() - make a client known without mounting a segment.
@@ -139,7 +141,8 @@ int kvf_client_heartbeat(struct kvf_engine *engine, uint64_t client_id);
  * Return: %KVF_OK, %KVF_ERR_INVALID_ARGUMENT (NULL engine or client 0),
  * %KVF_ERR_NO_MEMORY.
  */
-int kvf_client_register(struct kvf_engine *engine, uint64_t client_id);
+enum kvf_status kvf_client_register(struct kvf_engine *engine,
+				    uint64_t client_id);
 
 /**
  * kvf_client_unregister() - a client leaves: unmount all its segments.
@@ -149,7 +152,8 @@ int kvf_client_register(struct kvf_engine *engine, uint64_t client_id);
  * Context: any thread; blocks like kvf_segment_unmount().
  * Return: %KVF_OK, %KVF_ERR_CLIENT_NOT_FOUND, a journal error.
  */
-int kvf_client_unregister(struct kvf_engine *engine, uint64_t client_id);
+enum kvf_status kvf_client_unregister(struct kvf_engine *engine,
+				      uint64_t client_id);
 
 #ifdef __cplusplus
 }
