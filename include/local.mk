@@ -21,3 +21,11 @@ tests_unit_test_api_cxx_LDADD = libkvforge.la
 else
 UNIT_TESTS += tests/unit/test_api_cxx_skip.sh
 endif
+
+# The growable structs (config, stats) across older and newer layouts.
+if HAVE_CMOCKA
+check_PROGRAMS += tests/unit/test_abi
+UNIT_TESTS += tests/unit/test_abi
+tests_unit_test_abi_CFLAGS = $(KVF_TEST_CFLAGS)
+tests_unit_test_abi_LDADD = $(KVF_TEST_LIBS)
+endif

@@ -58,6 +58,7 @@ extern "C" {
 /**
  * struct kvf_key - a key: @len bytes at @data (not NUL-terminated).
  * The engine copies what it keeps; the caller owns @data.
+ * Stable layout within a major version.
  */
 struct kvf_key {
 	const char *data;
@@ -69,6 +70,8 @@ struct kvf_key {
  * @segment_id: the segment (its endpoint: kvf_segment_query()).
  * @addr: first byte, in the segment owner's address space.
  * @size: bytes (the object's size).
+ *
+ * Stable layout within a major version (callers allocate arrays of it).
  */
 struct kvf_replica_desc {
 	uint64_t segment_id;
@@ -76,7 +79,7 @@ struct kvf_replica_desc {
 	uint64_t size;
 };
 
-/** struct kvf_replicas - the replicas of one object. */
+/** struct kvf_replicas - the replicas of one object (stable layout). */
 struct kvf_replicas {
 	uint32_t count;
 	struct kvf_replica_desc replica[KVF_MAX_REPLICAS];
@@ -92,6 +95,8 @@ struct kvf_replicas {
  * @soft_pin: evict these only after everything else, for
  *            &kvf_config.soft_pin_ttl_ms. With @hard_pin also set, the
  *            hard pin governs and the soft pin adds nothing.
+ *
+ * Stable layout within a major version.
  */
 struct kvf_put_config {
 	uint32_t replica_num;

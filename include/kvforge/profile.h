@@ -24,6 +24,10 @@
  * Thread safety: every call is thread-safe; a profiler lives as long as
  * its engine (until kvf_engine_close(), which no call may overlap).
  *
+ * ABI: not stable. The snapshot structs and the text and JSON renderings
+ * follow the counters a machine offers and may change in any release;
+ * the calls themselves are stable.
+ *
  * What is measured when:
  *   - Elapsed time, calls and keys: every stage of every batch (one clock
  *     read per mark, about 12 ns with rdtsc).

@@ -26,6 +26,8 @@ extern "C" {
  * @nr_devices: RDMA devices found (active or not).
  * @device: name of the first device with an active port, or "".
  * @reason: why RDMA is unavailable ("" when available).
+ *
+ * Stable layout within a major version.
  */
 struct kvf_rdma_info {
 	bool available;

@@ -38,6 +38,8 @@ extern "C" {
  *        A tail past the last multiple of the alignment is never handed
  *        out and counts as neither used nor free.
  * @endpoint: transport endpoint ("host:port" or RDMA GID), may be empty.
+ *
+ * Stable layout within a major version.
  */
 struct kvf_segment_desc {
 	uint64_t id;
@@ -47,7 +49,8 @@ struct kvf_segment_desc {
 	const char *endpoint;
 };
 
-/** struct kvf_segment_info - what kvf_segment_query() reports. */
+/** struct kvf_segment_info - what kvf_segment_query() reports (stable
+ *  layout within a major version). */
 struct kvf_segment_info {
 	uint64_t id;
 	uint64_t client_id;

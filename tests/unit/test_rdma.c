@@ -30,7 +30,7 @@ static void hear(void *ctx, int level, const char *msg)
 int main(void)
 {
 	struct kvf_rdma_info info;
-	struct heard h = { 0 };
+	struct heard h = {0};
 
 	if (kvf_rdma_probe(NULL, hear, &h) != KVF_ERR_INVALID_ARGUMENT ||
 	    h.lines)
@@ -48,8 +48,7 @@ int main(void)
 		printf("1..0 # SKIP no usable RDMA device: %s\n", info.reason);
 		return 77;
 	}
-	if (!info.device[0] || info.nr_devices < 1 || info.reason[0] ||
-	    h.lines)
+	if (!info.device[0] || info.nr_devices < 1 || info.reason[0] || h.lines)
 		return 1;
 	printf("rdma device %s\n", info.device);
 	return 0;
