@@ -29,3 +29,12 @@ UNIT_TESTS += tests/unit/test_abi
 tests_unit_test_abi_CFLAGS = $(KVF_TEST_CFLAGS)
 tests_unit_test_abi_LDADD = $(KVF_TEST_LIBS)
 endif
+
+# Every per-item error the batch headers document that a memory-only
+# engine can provoke, one mixed batch per call.
+if HAVE_CMOCKA
+check_PROGRAMS += tests/unit/test_item_errors
+UNIT_TESTS += tests/unit/test_item_errors
+tests_unit_test_item_errors_CFLAGS = $(KVF_TEST_CFLAGS)
+tests_unit_test_item_errors_LDADD = $(KVF_TEST_LIBS)
+endif
