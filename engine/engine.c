@@ -11,12 +11,13 @@
  * ticks (the background thread and an embedder) do not duplicate work;
  * every step it runs is also safe against all batch operations.
  *
- * Growable structs: the config and the stats cross the ABI with the
- * caller's sizeof (the config's size field, the stats call's argument).
- * The engine works on its own full-size copy: an older caller's missing
- * fields take defaults, a newer caller's unknown fields must be zero (a
- * config) or read as zero (the stats). This holds only while fields are
- * appended past the previous struct's end, never into its tail padding.
+ * Growable structs: the config, the stats and a segment's info cross the
+ * ABI with the caller's sizeof (the config's struct_size field, the other
+ * calls' size argument). The engine works on its own full-size copy: an
+ * older caller's missing fields take defaults, a newer caller's unknown
+ * fields must be zero (a config) or read as zero (the others, through
+ * base/abi.h). This holds only while fields are appended past the
+ * previous struct's end, never into its tail padding.
  */
 #include "config.h"
 
@@ -25,8 +26,10 @@
 #include <string.h>
 #include <time.h>
 
+#include <kvforge/segment.h>
 #include <kvforge/version.h>
 
+#include "base/abi.h"
 #include "base/clock.h"
 #include "base/die.h"
 #include "engine/internal.h"
@@ -65,7 +68,7 @@ static bool tail_is_zero(const void *p, size_t from, size_t to)
 static void config_defaults(struct kvf_config *cfg)
 {
 	memset(cfg, 0, sizeof(*cfg));
-	cfg->size = sizeof(*cfg);
+	cfg->struct_size = sizeof(*cfg);
 	cfg->durability = KVF_DURABILITY_DEFAULT;
 	cfg->sync_interval_ms = 50;
 	cfg->lease_ttl_ms = 10000;
@@ -98,7 +101,7 @@ enum kvf_status kvf_config_init_sized(struct kvf_config *cfg, size_t size)
 	/* Fields of a newer header than this library's: their zero default. */
 	if (size > sizeof(d))
 		memset((char *)cfg + sizeof(d), 0, size - sizeof(d));
-	cfg->size = size;
+	cfg->struct_size = size;
 	return KVF_OK;
 }
 
@@ -108,7 +111,7 @@ enum kvf_status kvf_config_init_sized(struct kvf_config *cfg, size_t size)
  */
 static int import_config(const struct kvf_config *in, struct kvf_config *out)
 {
-	size_t size = in->size;
+	size_t size = in->struct_size;
 
 	if (size < KVF_CONFIG_SIZE_MIN || size > CONFIG_SIZE_MAX)
 		return KVF_ERR_INVALID_PARAMS;
@@ -116,7 +119,7 @@ static int import_config(const struct kvf_config *in, struct kvf_config *out)
 		return KVF_ERR_INVALID_PARAMS;
 	config_defaults(out);
 	memcpy(out, in, size < sizeof(*out) ? size : sizeof(*out));
-	out->size = sizeof(*out);
+	out->struct_size = sizeof(*out);
 	return KVF_OK;
 }
 
@@ -467,12 +470,26 @@ enum kvf_status kvf_engine_get_stats_sized(struct kvf_engine *e,
 		return KVF_ERR_INVALID_PARAMS;
 	kvf__rcu_ensure_registered();
 	collect_stats(e, &all);
-	all.size = size < sizeof(all) ? size : sizeof(all);
-	memcpy(st, &all, all.size);
-	/* Counters of a newer header than this library's read as zero. */
-	if (size > sizeof(all))
-		memset((char *)st + sizeof(all), 0, size - sizeof(all));
+	kvf__abi_copy_out(st, size, &all, sizeof(all));
 	return KVF_OK;
+}
+
+enum kvf_status kvf_segment_query_sized(struct kvf_engine *e,
+					uint64_t segment_id,
+					struct kvf_segment_info *info,
+					size_t size)
+{
+	struct kvf_segment_info all;
+	int ret;
+
+	if (!e || !info)
+		return KVF_ERR_INVALID_ARGUMENT;
+	if (size < KVF_SEGMENT_INFO_SIZE_MIN)
+		return KVF_ERR_INVALID_PARAMS;
+	ret = kvf__segment_query(e, segment_id, &all);
+	if (!ret)
+		kvf__abi_copy_out(info, size, &all, sizeof(all));
+	return ret;
 }
 
 struct kvf_profiler *kvf_engine_profiler(struct kvf_engine *e)

@@ -765,8 +765,8 @@ enum kvf_status kvf_segment_unmount(struct kvf_engine *e, uint64_t client_id,
 	return ret;
 }
 
-enum kvf_status kvf_segment_query(struct kvf_engine *e, uint64_t segment_id,
-				  struct kvf_segment_info *info)
+int kvf__segment_query(struct kvf_engine *e, uint64_t segment_id,
+		       struct kvf_segment_info *info)
 {
 	struct kvf__segment *seg;
 	int ret = KVF_ERR_SEGMENT_NOT_FOUND;

@@ -112,19 +112,19 @@ typedef uint64_t (*kvf_clock_fn)(void *ctx);
  * struct kvf_config - engine configuration.
  *
  * Always start from kvf_config_init(), which fills the documented defaults
- * and stamps @size, then change what you need.
+ * and stamps @struct_size, then change what you need.
  *
  * Growable: later releases only append fields (each starting past the
- * previous struct's end). kvf_engine_open() reads @size: a program built
- * against an older, smaller struct gets the defaults for the fields it
- * does not know; one built against a newer, larger struct is accepted
+ * previous struct's end). kvf_engine_open() reads @struct_size: a program
+ * built against an older, smaller struct gets the defaults for the fields
+ * it does not know; one built against a newer, larger struct is accepted
  * only if every byte this library does not know is zero (a newer field
  * left at its zero default), else refused with %KVF_ERR_INVALID_PARAMS.
  */
 struct kvf_config {
 	/** sizeof(struct kvf_config) as the caller was compiled, stamped by
 	 *  kvf_config_init(); never set it by hand. */
-	size_t size;
+	size_t struct_size;
 	/** Journal directory (created if missing). Default NULL: memory
 	 *  only. %KVF_DURABILITY_BOUNDED and %KVF_DURABILITY_STRICT need
 	 *  one; asking for either without it is refused. */
@@ -216,14 +216,15 @@ struct kvf_config {
  *
  * Growable: later releases only append counters. kvf_engine_get_stats()
  * passes the caller's sizeof to the library, which fills what both know,
- * zeroes counters it does not know, and says in @size how many bytes it
- * filled.
+ * zeroes counters it does not know, and says in @struct_size how many
+ * bytes it filled.
  */
 struct kvf_engine_stats {
 	/** Bytes of this struct the library filled: the smaller of the
-	 *  caller's and the library's sizeof. A counter at or past @size is
-	 *  unknown to the library that ran (and reads zero). */
-	size_t size;
+	 *  caller's and the library's sizeof. A counter at or past
+	 *  @struct_size is unknown to the library that ran (and reads
+	 *  zero). */
+	size_t struct_size;
 	uint64_t objects;          /**< complete objects */
 	uint64_t processing;       /**< puts started, not ended */
 	uint64_t clients;          /**< known clients */
@@ -246,7 +247,8 @@ struct kvf_engine_stats {
 };
 
 /* Smallest struct sizes the library accepts: this release's layouts. */
-#define KVF_CONFIG_SIZE_MIN (offsetof(struct kvf_config, log_ctx) + sizeof(void *))
+#define KVF_CONFIG_SIZE_MIN                                                    \
+	(offsetof(struct kvf_config, log_ctx) + sizeof(void *))
 #define KVF_ENGINE_STATS_SIZE_MIN                                              \
 	(offsetof(struct kvf_engine_stats, record_reserve_bytes) +             \
 	 sizeof(uint64_t))
@@ -258,7 +260,7 @@ struct kvf_engine_stats {
  *
  * Fills the fields the library knows with their defaults, zeroes the rest
  * of @size bytes (fields of a newer header than the library's keep their
- * zero default) and stamps &kvf_config.size with @size.
+ * zero default) and stamps &kvf_config.struct_size with @size.
  *
  * Context: any thread; never blocks.
  * Return: %KVF_OK, %KVF_ERR_INVALID_ARGUMENT (NULL @cfg),
@@ -362,7 +364,7 @@ enum kvf_status kvf_engine_get_stats_sized(struct kvf_engine *engine,
 /**
  * kvf_engine_get_stats() - read the engine's counters.
  * @engine: the engine.
- * @stats: filled on return (&kvf_engine_stats.size included).
+ * @stats: filled on return (&kvf_engine_stats.struct_size included).
  *
  * Context: any thread; lock-free, never blocks.
  * Return: %KVF_OK or %KVF_ERR_INVALID_ARGUMENT.

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * tests/unit/test_abi.c - the growable public structs across header
- * versions: a config or stats struct as an older or newer program lays it
- * out, and what the library must do with each (take defaults, refuse, or
- * read and write only the bytes the caller owns).
+ * versions: a config, stats or segment info struct as an older or newer
+ * program lays it out, and what the library must do with each (take defaults,
+ * refuse, or read and write only the bytes the caller owns).
  */
 #include "config.h"
 
@@ -29,6 +29,11 @@ struct newer_stats {
 	uint64_t later[3];
 };
 
+struct newer_info {
+	struct kvf_segment_info known;
+	uint64_t later[2];
+};
+
 static void memory_only(struct kvf_config *cfg)
 {
 	cfg->background = false;
@@ -41,7 +46,7 @@ static void test_init_stamps_size(void **state)
 	(void)state;
 	memset(&cfg, 0xa5, sizeof(cfg));
 	kvf_config_init(&cfg);
-	assert_int_equal(cfg.size, sizeof(cfg));
+	assert_int_equal(cfg.struct_size, sizeof(cfg));
 	assert_int_equal(cfg.max_batch, 65536);
 	assert_null(cfg.log);
 	assert_int_equal(KVF_CONFIG_SIZE_MIN, sizeof(cfg));
@@ -71,12 +76,12 @@ static void test_open_refuses_bad_size(void **state)
 	(void)state;
 	kvf_config_init(&cfg);
 	memory_only(&cfg);
-	cfg.size = 0;
+	cfg.struct_size = 0;
 	assert_int_equal(kvf_engine_open(&cfg, &e), KVF_ERR_INVALID_PARAMS);
 	assert_ptr_equal(e, (struct kvf_engine *)&cfg);
-	cfg.size = KVF_CONFIG_SIZE_MIN - sizeof(void *);
+	cfg.struct_size = KVF_CONFIG_SIZE_MIN - sizeof(void *);
 	assert_int_equal(kvf_engine_open(&cfg, &e), KVF_ERR_INVALID_PARAMS);
-	cfg.size = 1 << 20; /* garbage: never scanned */
+	cfg.struct_size = 1 << 20; /* garbage: never scanned */
 	assert_int_equal(kvf_engine_open(&cfg, &e), KVF_ERR_INVALID_PARAMS);
 	assert_ptr_equal(e, (struct kvf_engine *)&cfg);
 }
@@ -90,7 +95,7 @@ static void test_newer_config(void **state)
 	memset(&big, 0xff, sizeof(big));
 	assert_int_equal(kvf_config_init_sized(&big.known, sizeof(big)),
 			 KVF_OK);
-	assert_int_equal(big.known.size, sizeof(big));
+	assert_int_equal(big.known.struct_size, sizeof(big));
 	/* Fields this library does not know keep their zero default. */
 	assert_int_equal(big.later[0], 0);
 	assert_int_equal(big.later[1], 0);
@@ -146,7 +151,7 @@ static void test_stats_sizes(void **state)
 	(void)state;
 	assert_int_equal(kvf_segment_mount(e, 9, &seg), KVF_OK);
 	assert_int_equal(kvf_engine_get_stats(e, &st), KVF_OK);
-	assert_int_equal(st.size, sizeof(st));
+	assert_int_equal(st.struct_size, sizeof(st));
 	assert_int_equal(st.segments, 1);
 	assert_int_equal(st.capacity_bytes, 8 << 20);
 
@@ -154,7 +159,7 @@ static void test_stats_sizes(void **state)
 	memset(&big, 0xff, sizeof(big));
 	assert_int_equal(kvf_engine_get_stats_sized(e, &big.known, sizeof(big)),
 			 KVF_OK);
-	assert_int_equal(big.known.size, sizeof(big.known));
+	assert_int_equal(big.known.struct_size, sizeof(big.known));
 	assert_int_equal(big.known.segments, 1);
 	for (int i = 0; i < 3; i++)
 		assert_int_equal(big.later[i], 0);
@@ -172,6 +177,41 @@ static void test_stats_sizes(void **state)
 	kvf_engine_close(e);
 }
 
+static void test_segment_info_sizes(void **state)
+{
+	struct kvf_engine *e = open_engine();
+	struct kvf_segment_info info;
+	struct newer_info big;
+	struct kvf_segment_desc seg = {.id = 4,
+				       .name = "s4",
+				       .base = 1 << 20,
+				       .size = 8 << 20,
+				       .endpoint = "ep"};
+
+	(void)state;
+	assert_int_equal(kvf_segment_mount(e, 9, &seg), KVF_OK);
+	assert_int_equal(kvf_segment_query(e, 4, &info), KVF_OK);
+	assert_int_equal(info.struct_size, sizeof(info));
+	assert_int_equal(info.size, 8 << 20);
+	assert_string_equal(info.endpoint, "ep");
+	memset(&big, 0xff, sizeof(big));
+	assert_int_equal(kvf_segment_query_sized(e, 4, &big.known, sizeof(big)),
+			 KVF_OK);
+	assert_int_equal(big.known.struct_size, sizeof(big.known));
+	assert_int_equal(big.known.client_id, 9);
+	assert_int_equal(big.later[0], 0);
+	assert_int_equal(big.later[1], 0);
+	/* Refusals leave the caller's struct alone. */
+	memset(&info, 0x77, sizeof(info));
+	assert_int_equal(kvf_segment_query_sized(e, 4, &info,
+						 KVF_SEGMENT_INFO_SIZE_MIN - 1),
+			 KVF_ERR_INVALID_PARAMS);
+	assert_int_equal(kvf_segment_query(e, 5, &info),
+			 KVF_ERR_SEGMENT_NOT_FOUND);
+	assert_int_equal(info.id, 0x7777777777777777ULL);
+	kvf_engine_close(e);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -181,6 +221,7 @@ int main(void)
 		cmocka_unit_test(test_newer_config),
 		cmocka_unit_test(test_values_still_checked),
 		cmocka_unit_test(test_stats_sizes),
+		cmocka_unit_test(test_segment_info_sizes),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -27,7 +27,7 @@ int main()
 {
 	kvf_config cfg;
 	kvf_config_init(&cfg);
-	CHECK(cfg.size == sizeof(cfg));
+	CHECK(cfg.struct_size == sizeof(cfg));
 	cfg.background = false;
 
 	kvf_engine *e = nullptr;
@@ -72,12 +72,17 @@ int main()
 
 	kvf_engine_stats stats;
 	s = kvf_engine_get_stats(e, &stats);
-	CHECK(s == KVF_OK && stats.size == sizeof(stats));
+	CHECK(s == KVF_OK && stats.struct_size == sizeof(stats));
 	CHECK(stats.objects == 1 && stats.segments == 1);
 
 	kvf_segment_info info;
 	s = kvf_segment_query(e, 1, &info);
 	CHECK(s == KVF_OK && info.client_id == 7);
+	CHECK(info.struct_size == sizeof(info));
+
+	kvf_rdma_info rdma;
+	s = kvf_rdma_probe(&rdma, nullptr, nullptr);
+	CHECK(s == KVF_OK && rdma.struct_size == sizeof(rdma));
 
 	s = kvf_batch_remove(e, keys, 1, true, st);
 	CHECK(s == KVF_OK);

@@ -35,7 +35,13 @@ int main(void)
 	if (kvf_rdma_probe(NULL, hear, &h) != KVF_ERR_INVALID_ARGUMENT ||
 	    h.lines)
 		return 1;
-	if (kvf_rdma_probe(&info, hear, &h) != KVF_OK)
+	/* A struct smaller than this release's: refused before probing. */
+	if (kvf_rdma_probe_sized(&info, KVF_RDMA_INFO_SIZE_MIN - 1, hear, &h) !=
+		    KVF_ERR_INVALID_PARAMS ||
+	    h.lines)
+		return 1;
+	if (kvf_rdma_probe(&info, hear, &h) != KVF_OK ||
+	    info.struct_size != sizeof(info))
 		return 1;
 	if (!info.available) {
 		/* Unavailable must say why, to the callback, not stderr. */
