@@ -50,10 +50,11 @@ const char *kvf_version(void)
 }
 
 /*
- * Largest size a config may claim: an uninitialised size field must not
- * send the zero-tail check through unrelated memory.
+ * Largest size a config may claim (KVF_CONFIG_SIZE_MAX): an uninitialised
+ * struct_size must not send the zero-tail check through unrelated memory.
  */
-#define CONFIG_SIZE_MAX 4096
+_Static_assert(KVF_CONFIG_SIZE_MAX >= sizeof(struct kvf_config),
+	       "the config outgrew KVF_CONFIG_SIZE_MAX");
 
 static bool tail_is_zero(const void *p, size_t from, size_t to)
 {
@@ -94,14 +95,12 @@ enum kvf_status kvf_config_init_sized(struct kvf_config *cfg, size_t size)
 
 	if (!cfg)
 		return KVF_ERR_INVALID_ARGUMENT;
-	if (size < KVF_CONFIG_SIZE_MIN)
+	if (size < KVF_CONFIG_SIZE_MIN || size > KVF_CONFIG_SIZE_MAX)
 		return KVF_ERR_INVALID_PARAMS;
 	config_defaults(&d);
-	memcpy(cfg, &d, size < sizeof(d) ? size : sizeof(d));
 	/* Fields of a newer header than this library's: their zero default. */
-	if (size > sizeof(d))
-		memset((char *)cfg + sizeof(d), 0, size - sizeof(d));
-	cfg->struct_size = size;
+	kvf__abi_copy_out(cfg, size, &d, sizeof(d));
+	cfg->struct_size = size; /* the caller's, as open expects it */
 	return KVF_OK;
 }
 
@@ -113,7 +112,7 @@ static int import_config(const struct kvf_config *in, struct kvf_config *out)
 {
 	size_t size = in->struct_size;
 
-	if (size < KVF_CONFIG_SIZE_MIN || size > CONFIG_SIZE_MAX)
+	if (size < KVF_CONFIG_SIZE_MIN || size > KVF_CONFIG_SIZE_MAX)
 		return KVF_ERR_INVALID_PARAMS;
 	if (!tail_is_zero(in, sizeof(*out), size))
 		return KVF_ERR_INVALID_PARAMS;

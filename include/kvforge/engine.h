@@ -249,6 +249,8 @@ struct kvf_engine_stats {
 /* Smallest struct sizes the library accepts: this release's layouts. */
 #define KVF_CONFIG_SIZE_MIN                                                    \
 	(offsetof(struct kvf_config, log_ctx) + sizeof(void *))
+/* Largest struct kvf_config accepted, whatever header the caller has. */
+#define KVF_CONFIG_SIZE_MAX 4096
 #define KVF_ENGINE_STATS_SIZE_MIN                                              \
 	(offsetof(struct kvf_engine_stats, record_reserve_bytes) +             \
 	 sizeof(uint64_t))
@@ -264,8 +266,8 @@ struct kvf_engine_stats {
  *
  * Context: any thread; never blocks.
  * Return: %KVF_OK, %KVF_ERR_INVALID_ARGUMENT (NULL @cfg),
- * %KVF_ERR_INVALID_PARAMS (@size below %KVF_CONFIG_SIZE_MIN; @cfg is
- * untouched).
+ * %KVF_ERR_INVALID_PARAMS (@size below %KVF_CONFIG_SIZE_MIN or above
+ * %KVF_CONFIG_SIZE_MAX; @cfg is untouched).
  */
 enum kvf_status kvf_config_init_sized(struct kvf_config *cfg, size_t size);
 
@@ -290,7 +292,10 @@ static inline void kvf_config_init(struct kvf_config *cfg)
  *
  * Context: may block (disk I/O, thread creation). Registers the calling
  * thread with RCU.
- * Return: %KVF_OK, %KVF_ERR_INVALID_ARGUMENT for a bad configuration
+ * Return: %KVF_OK, %KVF_ERR_INVALID_PARAMS for a &kvf_config.struct_size
+ * this library cannot take (outside %KVF_CONFIG_SIZE_MIN ..
+ * %KVF_CONFIG_SIZE_MAX, or a newer struct with a field it does not know
+ * set), %KVF_ERR_INVALID_ARGUMENT for a bad configuration
  * (including %KVF_DURABILITY_BOUNDED or %KVF_DURABILITY_STRICT without a
  * @data_dir), %KVF_ERR_UNAVAILABLE for an index kind this build lacks,
  * %KVF_ERR_JOURNAL_VERSION / %KVF_ERR_JOURNAL_CORRUPT for a directory it

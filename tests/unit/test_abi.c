@@ -62,6 +62,9 @@ static void test_init_refuses_short(void **state)
 	assert_int_equal(kvf_config_init_sized(&cfg, KVF_CONFIG_SIZE_MIN - 1),
 			 KVF_ERR_INVALID_PARAMS);
 	assert_memory_equal(&cfg, &before, sizeof(cfg));
+	assert_int_equal(kvf_config_init_sized(&cfg, KVF_CONFIG_SIZE_MAX + 1),
+			 KVF_ERR_INVALID_PARAMS);
+	assert_memory_equal(&cfg, &before, sizeof(cfg));
 	assert_int_equal(kvf_config_init_sized(NULL, sizeof(cfg)),
 			 KVF_ERR_INVALID_ARGUMENT);
 }
