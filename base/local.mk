@@ -2,9 +2,11 @@
 # base/: what every module below the public API stands on - logging and
 # the fatal exit, short locks, the RCU flavour, the clock, status strings.
 libkvforge_core_la_SOURCES += \
+	base/abi.h \
 	base/clock.h \
 	base/die.h \
 	base/die.c \
+	base/fault.h \
 	base/lock.h \
 	base/rcu.h \
 	base/rcu.c \

@@ -79,7 +79,7 @@ void kvf__rcu_ensure_registered(void)
 		register_slow();
 }
 
-int kvf_thread_register(void)
+enum kvf_status kvf_thread_register(void)
 {
 	kvf__rcu_ensure_registered();
 	return KVF_OK;

@@ -84,9 +84,9 @@ static void lease_all(struct kvf__batch *b, struct kvf_replicas *out)
 	kvf__prof_mark(&b->span, KVF__STAGE_PUBLISH);
 }
 
-int kvf_batch_get(struct kvf_engine *e, const struct kvf_key *keys, size_t n,
-		  struct kvf_replicas *out, enum kvf_status *status,
-		  uint64_t *lease_ttl_ms)
+enum kvf_status kvf_batch_get(struct kvf_engine *e, const struct kvf_key *keys,
+			      size_t n, struct kvf_replicas *out,
+			      enum kvf_status *status, uint64_t *lease_ttl_ms)
 {
 	struct kvf__batch b;
 	int ret;
@@ -105,8 +105,9 @@ int kvf_batch_get(struct kvf_engine *e, const struct kvf_key *keys, size_t n,
 	return kvf__batch_end(&b, false);
 }
 
-int kvf_batch_exist(struct kvf_engine *e, const struct kvf_key *keys,
-		    size_t n, enum kvf_status *status)
+enum kvf_status kvf_batch_exist(struct kvf_engine *e,
+				const struct kvf_key *keys, size_t n,
+				enum kvf_status *status)
 {
 	struct kvf__batch b;
 	int ret;

@@ -200,10 +200,12 @@ static int start_one(struct put_ctx *c, size_t i)
 	return KVF_ERR_BUSY;
 }
 
-int kvf_batch_put_start(struct kvf_engine *e, uint64_t client_id,
-			const struct kvf_key *keys, const uint64_t *sizes,
-			size_t n, const struct kvf_put_config *cfg,
-			struct kvf_replicas *out, enum kvf_status *status)
+enum kvf_status kvf_batch_put_start(struct kvf_engine *e, uint64_t client_id,
+				    const struct kvf_key *keys,
+				    const uint64_t *sizes, size_t n,
+				    const struct kvf_put_config *cfg,
+				    struct kvf_replicas *out,
+				    enum kvf_status *status)
 {
 	struct put_ctx c = { .client_id = client_id, .sizes = sizes,
 			     .cfg = cfg, .out = out };
@@ -331,9 +333,9 @@ static void revoke_locked(struct kvf__batch *b, size_t i)
 	kvf__count_add(&b->e->nr_processing, -1);
 }
 
-int kvf_batch_put_end(struct kvf_engine *e, uint64_t client_id,
-		      const struct kvf_key *keys, size_t n,
-		      enum kvf_status *status)
+enum kvf_status kvf_batch_put_end(struct kvf_engine *e, uint64_t client_id,
+				  const struct kvf_key *keys, size_t n,
+				  enum kvf_status *status)
 {
 	struct kvf__batch b;
 	size_t ended;
@@ -354,9 +356,9 @@ int kvf_batch_put_end(struct kvf_engine *e, uint64_t client_id,
 	return kvf__batch_end(&b, false);
 }
 
-int kvf_batch_put_revoke(struct kvf_engine *e, uint64_t client_id,
-			 const struct kvf_key *keys, size_t n,
-			 enum kvf_status *status)
+enum kvf_status kvf_batch_put_revoke(struct kvf_engine *e, uint64_t client_id,
+				     const struct kvf_key *keys, size_t n,
+				     enum kvf_status *status)
 {
 	struct kvf__batch b;
 	int ret;

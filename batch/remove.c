@@ -29,8 +29,9 @@ static int claim(struct kvf__batch *b, size_t i, bool force, uint64_t now)
 	return KVF_ERR_OBJECT_NOT_FOUND;
 }
 
-int kvf_batch_remove(struct kvf_engine *e, const struct kvf_key *keys,
-		     size_t n, bool force, enum kvf_status *status)
+enum kvf_status kvf_batch_remove(struct kvf_engine *e,
+				 const struct kvf_key *keys, size_t n,
+				 bool force, enum kvf_status *status)
 {
 	struct kvf__batch b;
 	uint64_t now;
@@ -51,15 +52,17 @@ int kvf_batch_remove(struct kvf_engine *e, const struct kvf_key *keys,
 	return kvf__batch_end(&b, false);
 }
 
-int kvf_remove_all(struct kvf_engine *e, bool force, uint64_t *removed)
+enum kvf_status kvf_remove_all(struct kvf_engine *e, bool force,
+			       uint64_t *removed)
 {
 	if (!e)
 		return KVF_ERR_INVALID_ARGUMENT;
 	return kvf__remove_sweep(e, NULL, 0, force, removed);
 }
 
-int kvf_remove_prefix(struct kvf_engine *e, const struct kvf_key *prefix,
-		      bool force, uint64_t *removed)
+enum kvf_status kvf_remove_prefix(struct kvf_engine *e,
+				  const struct kvf_key *prefix, bool force,
+				  uint64_t *removed)
 {
 	if (!e || !prefix)
 		return KVF_ERR_INVALID_ARGUMENT;

@@ -10,6 +10,14 @@
  * Housekeeping (kvf_engine_tick) is serialised by tick_lock so concurrent
  * ticks (the background thread and an embedder) do not duplicate work;
  * every step it runs is also safe against all batch operations.
+ *
+ * Growable structs: the config, the stats and a segment's info cross the
+ * ABI with the caller's sizeof (the config's struct_size field, the other
+ * calls' size argument). The engine works on its own full-size copy: an
+ * older caller's missing fields take defaults, a newer caller's unknown
+ * fields must be zero (a config) or read as zero (the others, through
+ * base/abi.h). This holds only while fields are appended past the
+ * previous struct's end, never into its tail padding.
  */
 #include "config.h"
 
@@ -18,8 +26,10 @@
 #include <string.h>
 #include <time.h>
 
+#include <kvforge/segment.h>
 #include <kvforge/version.h>
 
+#include "base/abi.h"
 #include "base/clock.h"
 #include "base/die.h"
 #include "engine/internal.h"
@@ -39,9 +49,27 @@ const char *kvf_version(void)
 	return KVF_VERSION_STRING;
 }
 
-void kvf_config_init(struct kvf_config *cfg)
+/*
+ * Largest size a config may claim (KVF_CONFIG_SIZE_MAX): an uninitialised
+ * struct_size must not send the zero-tail check through unrelated memory.
+ */
+_Static_assert(KVF_CONFIG_SIZE_MAX >= sizeof(struct kvf_config),
+	       "the config outgrew KVF_CONFIG_SIZE_MAX");
+
+static bool tail_is_zero(const void *p, size_t from, size_t to)
+{
+	const unsigned char *b = p;
+
+	for (size_t i = from; i < to; i++)
+		if (b[i])
+			return false;
+	return true;
+}
+
+static void config_defaults(struct kvf_config *cfg)
 {
 	memset(cfg, 0, sizeof(*cfg));
+	cfg->struct_size = sizeof(*cfg);
 	cfg->durability = KVF_DURABILITY_DEFAULT;
 	cfg->sync_interval_ms = 50;
 	cfg->lease_ttl_ms = 10000;
@@ -59,6 +87,39 @@ void kvf_config_init(struct kvf_config *cfg)
 	cfg->eviction_ratio = 0.05;
 	cfg->background = true;
 	cfg->tick_interval_ms = 100;
+}
+
+enum kvf_status kvf_config_init_sized(struct kvf_config *cfg, size_t size)
+{
+	struct kvf_config d;
+
+	if (!cfg)
+		return KVF_ERR_INVALID_ARGUMENT;
+	if (size < KVF_CONFIG_SIZE_MIN || size > KVF_CONFIG_SIZE_MAX)
+		return KVF_ERR_INVALID_PARAMS;
+	config_defaults(&d);
+	/* Fields of a newer header than this library's: their zero default. */
+	kvf__abi_copy_out(cfg, size, &d, sizeof(d));
+	cfg->struct_size = size; /* the caller's, as open expects it */
+	return KVF_OK;
+}
+
+/*
+ * The caller's config, whatever header it was built with, as this
+ * library's full struct in @out.
+ */
+static int import_config(const struct kvf_config *in, struct kvf_config *out)
+{
+	size_t size = in->struct_size;
+
+	if (size < KVF_CONFIG_SIZE_MIN || size > KVF_CONFIG_SIZE_MAX)
+		return KVF_ERR_INVALID_PARAMS;
+	if (!tail_is_zero(in, sizeof(*out), size))
+		return KVF_ERR_INVALID_PARAMS;
+	config_defaults(out);
+	memcpy(out, in, size < sizeof(*out) ? size : sizeof(*out));
+	out->struct_size = sizeof(*out);
+	return KVF_OK;
 }
 
 static int check_config(const struct kvf_config *c)
@@ -229,14 +290,20 @@ static int open_journal(struct kvf_engine *e, uint64_t *expected)
 	return KVF_OK;
 }
 
-int kvf_engine_open(const struct kvf_config *cfg, struct kvf_engine **out)
+enum kvf_status kvf_engine_open(const struct kvf_config *cfg,
+				struct kvf_engine **out)
 {
+	struct kvf_config full;
 	struct kvf_engine *e;
 	uint64_t expected;
 	int ret;
 
 	if (!cfg || !out)
 		return KVF_ERR_INVALID_ARGUMENT;
+	ret = import_config(cfg, &full);
+	if (ret)
+		return ret;
+	cfg = &full;
 	ret = check_config(cfg);
 	if (ret)
 		return ret;
@@ -331,7 +398,7 @@ void kvf_engine_close(struct kvf_engine *e)
 	free(e);
 }
 
-int kvf_engine_tick(struct kvf_engine *e)
+enum kvf_status kvf_engine_tick(struct kvf_engine *e)
 {
 	int ret, ev;
 
@@ -348,13 +415,10 @@ int kvf_engine_tick(struct kvf_engine *e)
 	return ret ? ret : ev;
 }
 
-int kvf_engine_get_stats(struct kvf_engine *e, struct kvf_engine_stats *st)
+static void collect_stats(struct kvf_engine *e, struct kvf_engine_stats *st)
 {
 	struct kvf__seg_table *t;
 
-	if (!e || !st)
-		return KVF_ERR_INVALID_ARGUMENT;
-	kvf__rcu_ensure_registered();
 	memset(st, 0, sizeof(*st));
 	st->objects = (uint64_t)__atomic_load_n(&e->nr_complete, __ATOMIC_RELAXED);
 	st->processing =
@@ -383,7 +447,40 @@ int kvf_engine_get_stats(struct kvf_engine *e, struct kvf_engine_stats *st)
 		st->clients = count;
 	}
 	kvf__rcu_read_unlock();
+}
+
+enum kvf_status kvf_engine_get_stats_sized(struct kvf_engine *e,
+					   struct kvf_engine_stats *st,
+					   size_t size)
+{
+	struct kvf_engine_stats all;
+
+	if (!e || !st)
+		return KVF_ERR_INVALID_ARGUMENT;
+	if (size < KVF_ENGINE_STATS_SIZE_MIN)
+		return KVF_ERR_INVALID_PARAMS;
+	kvf__rcu_ensure_registered();
+	collect_stats(e, &all);
+	kvf__abi_copy_out(st, size, &all, sizeof(all));
 	return KVF_OK;
+}
+
+enum kvf_status kvf_segment_query_sized(struct kvf_engine *e,
+					uint64_t segment_id,
+					struct kvf_segment_info *info,
+					size_t size)
+{
+	struct kvf_segment_info all;
+	int ret;
+
+	if (!e || !info)
+		return KVF_ERR_INVALID_ARGUMENT;
+	if (size < KVF_SEGMENT_INFO_SIZE_MIN)
+		return KVF_ERR_INVALID_PARAMS;
+	ret = kvf__segment_query(e, segment_id, &all);
+	if (!ret)
+		kvf__abi_copy_out(info, size, &all, sizeof(all));
+	return ret;
 }
 
 struct kvf_profiler *kvf_engine_profiler(struct kvf_engine *e)

@@ -482,8 +482,8 @@ static int evict_batch(struct pass *p, uint64_t want, uint64_t *freed,
 	return ret ? ret : found;
 }
 
-int kvf_engine_evict(struct kvf_engine *e, uint64_t bytes,
-		     uint64_t *freed_bytes, uint64_t *evicted)
+enum kvf_status kvf_engine_evict(struct kvf_engine *e, uint64_t bytes,
+				 uint64_t *freed_bytes, uint64_t *evicted)
 {
 	uint64_t freed = 0, count = 0;
 	struct pass *p;

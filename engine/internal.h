@@ -137,6 +137,9 @@ struct kvf__segment *kvf__seg_find(struct kvf__seg_table *t, uint64_t id,
 				   uint32_t *slot);
 bool kvf__client_known(struct kvf_engine *e, uint64_t client_id);
 int kvf__segments_init(struct kvf_engine *e);
+/* kvf_segment_query_sized()'s work, on this library's full struct. */
+int kvf__segment_query(struct kvf_engine *e, uint64_t segment_id,
+		       struct kvf_segment_info *info);
 void kvf__segments_fini(struct kvf_engine *e);
 int kvf__expire_clients(struct kvf_engine *e);
 

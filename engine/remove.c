@@ -256,6 +256,7 @@ static uint64_t sweep_window(struct sweep *s, uint64_t id, uint64_t offset)
 					  &s->span);
 	for (size_t i = 0; i < n; i++)
 		if (s->status[i] == KVF_ERR_JOURNAL ||
+		    s->status[i] == KVF_ERR_JOURNAL_CORRUPT ||
 		    s->status[i] == KVF_ERR_JOURNAL_NO_SPACE ||
 		    s->status[i] == KVF_ERR_IO ||
 		    s->status[i] == KVF_ERR_NO_MEMORY)

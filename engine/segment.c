@@ -188,7 +188,7 @@ static void client_touch(struct kvf_engine *e, struct kvf__client *c)
 	__atomic_store_n(&c->last_seen_ns, kvf__now(e), __ATOMIC_RELAXED);
 }
 
-int kvf_client_heartbeat(struct kvf_engine *e, uint64_t client_id)
+enum kvf_status kvf_client_heartbeat(struct kvf_engine *e, uint64_t client_id)
 {
 	struct kvf__client *c;
 
@@ -203,7 +203,7 @@ int kvf_client_heartbeat(struct kvf_engine *e, uint64_t client_id)
 	return c ? KVF_OK : KVF_ERR_CLIENT_NOT_FOUND;
 }
 
-int kvf_client_register(struct kvf_engine *e, uint64_t client_id)
+enum kvf_status kvf_client_register(struct kvf_engine *e, uint64_t client_id)
 {
 	struct kvf__client *c;
 
@@ -359,8 +359,8 @@ err_seg:
 	return ret;
 }
 
-int kvf_segment_mount(struct kvf_engine *e, uint64_t client_id,
-		      const struct kvf_segment_desc *seg)
+enum kvf_status kvf_segment_mount(struct kvf_engine *e, uint64_t client_id,
+				  const struct kvf_segment_desc *seg)
 {
 	int ret;
 
@@ -434,8 +434,8 @@ int kvf__segment_unmount_locked(struct kvf_engine *e, uint64_t client_id,
 	return unmount_locked(e, seg, slot, journal);
 }
 
-int kvf_segment_unmount(struct kvf_engine *e, uint64_t client_id,
-			uint64_t segment_id)
+enum kvf_status kvf_segment_unmount(struct kvf_engine *e, uint64_t client_id,
+				    uint64_t segment_id)
 {
 	int ret;
 
@@ -450,8 +450,8 @@ int kvf_segment_unmount(struct kvf_engine *e, uint64_t client_id,
 	return ret;
 }
 
-int kvf_segment_query(struct kvf_engine *e, uint64_t segment_id,
-		      struct kvf_segment_info *info)
+int kvf__segment_query(struct kvf_engine *e, uint64_t segment_id,
+		       struct kvf_segment_info *info)
 {
 	struct kvf__segment *seg;
 	int ret = KVF_ERR_SEGMENT_NOT_FOUND;
@@ -526,7 +526,7 @@ int kvf__client_forget_locked(struct kvf_engine *e, uint64_t client_id)
 	return c ? client_remove_locked(e, c, false) : KVF_OK;
 }
 
-int kvf_client_unregister(struct kvf_engine *e, uint64_t client_id)
+enum kvf_status kvf_client_unregister(struct kvf_engine *e, uint64_t client_id)
 {
 	struct kvf__client *c;
 	int ret;

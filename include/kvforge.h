@@ -4,6 +4,7 @@
 #define KVFORGE_H
 #include <kvforge/version.h>
 #include <kvforge/status.h>
+#include <kvforge/log.h>
 #include <kvforge/engine.h>
 #include <kvforge/segment.h>
 #include <kvforge/batch.h>

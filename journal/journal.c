@@ -281,6 +281,7 @@ void kvf__journal_get_stats(struct kvf__journal *j,
 	st->file_size = kvf__store_file_size(j->dir);
 }
 
+#ifdef KVF_FAULT_INJECTION
 void kvf__journal_inject_fault(struct kvf__journal *j, int code,
 			       unsigned count)
 {
@@ -289,6 +290,7 @@ void kvf__journal_inject_fault(struct kvf__journal *j, int code,
 	j->fault_count = count;
 	pthread_mutex_unlock(&j->mu);
 }
+#endif
 
 void kvf__journal_close(struct kvf__journal *j)
 {

@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "base/clock.h"
+#include "base/fault.h"
 #include "journal/error.h"
 #include "journal/journal.h"
 #include "journal/record.h"
@@ -149,8 +150,10 @@ struct kvf__journal {
 	int stop;
 
 	struct kvf__jgroup grp;   /* under @mu */
+#ifdef KVF_FAULT_INJECTION
 	int fault_code;
 	unsigned fault_count;
+#endif
 
 	/* Written by the slot holder under @mu, read by anyone under @mu. */
 	struct kvf__store_state st;
@@ -188,8 +191,10 @@ void kvf__note_appender(struct kvf__journal *j, uint64_t now);
 uint64_t kvf__gather_wait_ns(uint64_t avg_ns);
 bool kvf__group_complete(const struct kvf__journal *j, uint64_t now,
 			 uint64_t avg_ns, uint64_t waiting);
+#ifdef KVF_FAULT_INJECTION
 /* With @mu held: a pending injected errno fault as a kvf_status, or 0. */
 int kvf__take_errno_fault(struct kvf__journal *j);
+#endif
 /* With @mu held: start the writer (and syncer) threads once. */
 int kvf__writer_start(struct kvf__journal *j);
 void kvf__writer_stop(struct kvf__journal *j);

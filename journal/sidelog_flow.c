@@ -343,7 +343,7 @@ int kvf__flow_append(struct kvf__journal *j, struct kvf__jreq *req,
 
 	if (w->sync_failed)
 		return w->sync_failed;
-	rc = kvf__take_errno_fault(j);
+	rc = KVF__FAULT(kvf__take_errno_fault(j));
 	if (!rc)
 		rc = wait_room(j, bytes, true);
 	if (!rc && w->sync_failed)

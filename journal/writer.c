@@ -86,6 +86,7 @@
 
 /* --- Writer side. --- */
 
+#ifdef KVF_FAULT_INJECTION
 /*
  * With @mu held: take one pending injected fault, or 0; @errno_only: only
  * an errno code (the side log has no LMDB calls to fail).
@@ -105,6 +106,18 @@ int kvf__take_errno_fault(struct kvf__journal *j)
 	return code ? kvf__journal_status(code) : KVF_OK;
 }
 
+/* A pending injected fault for this commit, or 0. */
+static int take_fault(struct kvf__journal *j)
+{
+	int code;
+
+	pthread_mutex_lock(&j->mu);
+	code = take_fault_locked(j, false);
+	pthread_mutex_unlock(&j->mu);
+	return code;
+}
+#endif
+
 /*
  * The slot holder: grow the map (store.c says how), and have the window
  * ahead of LMDB's end prefaulted again (the map may have moved).
@@ -123,17 +136,6 @@ static int grow(struct kvf__journal *j)
 	return 0;
 }
 
-/* A pending injected fault for this commit, or 0. */
-static int take_fault(struct kvf__journal *j)
-{
-	int code;
-
-	pthread_mutex_lock(&j->mu);
-	code = take_fault_locked(j, false);
-	pthread_mutex_unlock(&j->mu);
-	return code;
-}
-
 /*
  * One write transaction: @fn fills it, then it is committed unless @fn
  * failed or a fault is injected. The final LMDB/errno code.
@@ -149,7 +151,7 @@ static int write_txn(struct kvf__journal *j,
 		return rc;
 	rc = fn(j, txn, arg);
 	if (!rc)
-		rc = take_fault(j);
+		rc = KVF__FAULT(take_fault(j));
 	return kvf__store_end(&j->store, txn, rc);
 }
 

@@ -642,8 +642,8 @@ static void cell_from_slot(struct kvf_profile_cell *c,
 		c->counters[i] = s->ctr[i] - b->ctr[i];
 }
 
-int kvf_profile_snapshot(struct kvf_profiler *p,
-			 struct kvf_profile_snapshot **out)
+enum kvf_status kvf_profile_snapshot(struct kvf_profiler *p,
+				     struct kvf_profile_snapshot **out)
 {
 	struct kvf_profile_snapshot *s = calloc(1, sizeof(*s));
 	struct kvf__slot(*sum)[KVF__ROWS] = malloc(sizeof(p->retired));

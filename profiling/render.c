@@ -58,7 +58,7 @@ static void text_row(FILE *f, const struct kvf_profile_snapshot *s,
 	fputc('\n', f);
 }
 
-int kvf_profile_render_text(struct kvf_profiler *p, FILE *f)
+enum kvf_status kvf_profile_render_text(struct kvf_profiler *p, FILE *f)
 {
 	struct kvf_profile_snapshot *s;
 	int ret = kvf_profile_snapshot(p, &s);
@@ -160,7 +160,7 @@ static void json_op(FILE *f, const struct kvf_profile_snapshot *s, unsigned o)
 	fputs("}}", f);
 }
 
-int kvf_profile_render_json(struct kvf_profiler *p, FILE *f)
+enum kvf_status kvf_profile_render_json(struct kvf_profiler *p, FILE *f)
 {
 	struct kvf_profile_snapshot *s;
 	int ret = kvf_profile_snapshot(p, &s);
@@ -195,7 +195,7 @@ int kvf_profile_render_json(struct kvf_profiler *p, FILE *f)
 	return finish(f, s);
 }
 
-int kvf_profile_render_tiers(struct kvf_profiler *p, FILE *f)
+enum kvf_status kvf_profile_render_tiers(struct kvf_profiler *p, FILE *f)
 {
 	struct kvf_profile_snapshot *s;
 	int ret = kvf_profile_snapshot(p, &s);

@@ -26,6 +26,7 @@
 
 #include <kvforge/status.h>
 
+#include "base/die.h"
 #include "rdma/listener.h"
 #include "rdma/stream.h"
 
@@ -34,8 +35,8 @@ struct kvf__rdma_listener {
 	char why[160];
 };
 
-int kvf__rdma_listener_open(const struct kvf__verbs_ops *ops,
-			    struct kvf__rdma_listener **out)
+int kvf__rdma_listener_open(const struct kvf__verbs_ops *ops, kvf_log_fn log,
+			    void *log_ctx, struct kvf__rdma_listener **out)
 {
 	struct kvf__rdma_listener *l = calloc(1, sizeof(*l));
 	int ret;
@@ -51,10 +52,10 @@ int kvf__rdma_listener_open(const struct kvf__verbs_ops *ops,
 		return ret;
 	}
 	if (ret)
-		fprintf(stderr,
-			"kvforge: RDMA requested but unavailable (%s): serving "
-			"TCP only, closing RDMA handshakes\n",
-			l->why);
+		kvf__log(log, log_ctx, KVF_LOG_WARNING,
+			 "RDMA requested but unavailable (%s): serving TCP "
+			 "only, closing RDMA handshakes",
+			 l->why);
 	*out = l;
 	return KVF_OK;
 }

@@ -16,6 +16,8 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+#include <kvforge/log.h>
+
 struct kvf__rdma_listener;
 struct kvf__rdma_stream;
 struct kvf__verbs_ops;
@@ -31,16 +33,20 @@ bool kvf__rdma_wanted(bool flag);
  * kvf__rdma_listener_open() - prepare to accept RDMA handshakes.
  * @ops: verbs implementation (NULL: libibverbs, loaded at run time;
  *       ignored in a build without the transport).
+ * @log: where the one line saying RDMA is unavailable goes (a
+ *       kvf_log_fn; NULL: stderr).
+ * @log_ctx: argument passed to @log.
  * @out: the listener (always created, also without a device: it then
  *       refuses handshakes).
  *
- * Without a usable device the reason is logged on one line and every
- * RDMA handshake is closed; TCP is unaffected.
+ * Without a usable device the reason is logged on one line
+ * (%KVF_LOG_WARNING) and every RDMA handshake is closed; TCP is
+ * unaffected.
  * Context: start-up; may block briefly. Return: %KVF_OK,
  * %KVF_ERR_NO_MEMORY.
  */
-int kvf__rdma_listener_open(const struct kvf__verbs_ops *ops,
-			    struct kvf__rdma_listener **out);
+int kvf__rdma_listener_open(const struct kvf__verbs_ops *ops, kvf_log_fn log,
+			    void *log_ctx, struct kvf__rdma_listener **out);
 
 /** kvf__rdma_listener_close() - release the device. NULL is ignored. */
 void kvf__rdma_listener_close(struct kvf__rdma_listener *l);

@@ -13,6 +13,7 @@
 
 #include <kvforge/status.h>
 
+#include "base/die.h"
 #include "rdma/listener.h"
 #include "rdma/rdma.h"
 
@@ -30,13 +31,13 @@ void kvf__rdma_backend_probe(struct kvf_rdma_info *info)
 		 "configure time)");
 }
 
-int kvf__rdma_listener_open(const struct kvf__verbs_ops *ops,
-			    struct kvf__rdma_listener **out)
+int kvf__rdma_listener_open(const struct kvf__verbs_ops *ops, kvf_log_fn log,
+			    void *log_ctx, struct kvf__rdma_listener **out)
 {
 	(void)ops;
-	fprintf(stderr,
-		"kvforge: RDMA requested but this build has no RDMA "
-		"transport: serving TCP only, closing RDMA handshakes\n");
+	kvf__log(log, log_ctx, KVF_LOG_WARNING,
+		 "RDMA requested but this build has no RDMA transport: "
+		 "serving TCP only, closing RDMA handshakes");
 	*out = &none;
 	return KVF_OK;
 }

@@ -6,14 +6,17 @@
 # under ThreadSanitizer, then a short libFuzzer run of the wire decoders
 # (scripts/fuzz.sh, 20 s per harness; skipped without clang), then `make
 # distcheck` (the release tarball builds, passes make check and installs
-# cleanly). Warnings are errors. Set KVF_TEST_TIERS to a subset of
-# "plain asan tsan fuzz dist" to run fewer.
+# cleanly). Warnings are errors, and every tier compiles in the test-only
+# fault hooks (--enable-fault-injection; without them the tests that need
+# them skip). Set KVF_TEST_TIERS to a subset of "plain asan tsan fuzz
+# dist" to run fewer.
 set -euo pipefail
 . "$(dirname "$0")/setup.sh"
 kvf_install_deps
 kvf_bootstrap
 
 tiers=${KVF_TEST_TIERS:-plain asan tsan fuzz dist}
+fault=--enable-fault-injection
 failed=()
 
 run_tier() {
@@ -34,21 +37,21 @@ run_tier() {
 # The tarball from the plain build directory, built and checked apart.
 run_dist() {
 	kvf_log "tier dist"
-	if ! kvf_build build; then
+	if ! kvf_build build $fault; then
 		failed+=("dist (build)")
 		return
 	fi
 	if ! make -C "$KVF_TOP/build" -j"$KVF_JOBS" distcheck \
-		DISTCHECK_CONFIGURE_FLAGS=--enable-werror; then
+		DISTCHECK_CONFIGURE_FLAGS="--enable-werror $fault"; then
 		failed+=("dist")
 	fi
 }
 
 for t in $tiers; do
 	case $t in
-	plain) run_tier plain build ;;
-	asan) run_tier asan build-asan --enable-sanitizers=address,undefined ;;
-	tsan) run_tier tsan build-tsan --enable-sanitizers=thread ;;
+	plain) run_tier plain build $fault ;;
+	asan) run_tier asan build-asan $fault --enable-sanitizers=address,undefined ;;
+	tsan) run_tier tsan build-tsan $fault --enable-sanitizers=thread ;;
 	dist) run_dist ;;
 	fuzz)
 		if command -v clang >/dev/null; then

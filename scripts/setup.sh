@@ -15,7 +15,7 @@ KVF_PACKAGES=(
 	liburcu-dev liblmdb-dev lmdb-utils libcmocka-dev libxxhash-dev
 	libpfm4-dev libibverbs-dev
 	gnuplot-nox linux-perf python3
-	clang
+	clang g++
 )
 
 kvf_log() { printf '== %s\n' "$*" >&2; }

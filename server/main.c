@@ -160,7 +160,7 @@ static int start_rpc(struct master *m)
 	}
 	lo.service = m->service;
 	if (kvf__rdma_wanted(f->enable_rdma)) {
-		ret = kvf__rdma_listener_open(NULL, &m->rdma);
+		ret = kvf__rdma_listener_open(NULL, NULL, NULL, &m->rdma);
 		if (ret) {
 			die_status("preparing RDMA", ret);
 			return ret;

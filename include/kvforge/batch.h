@@ -14,10 +14,21 @@
  *     @status, when @status is not NULL, holds that same code.
  * An item that fails changes nothing, and the other items proceed.
  *
- * Per-item validation: an empty key or one longer than
+ * Batch errors every call shares: %KVF_ERR_INVALID_ARGUMENT (NULL
+ * @engine, @keys or @status, or another required array), and
+ * %KVF_ERR_BATCH_EMPTY, %KVF_ERR_BATCH_TOO_LARGE (more than
+ * &kvf_config.max_batch items), %KVF_ERR_NO_MEMORY (scratch space).
+ *
+ * Per-item validation, for every call: an empty key or one longer than
  * &kvf_config.max_key_len gives %KVF_ERR_INVALID_KEY; a key that appears
  * more than once in one batch gives %KVF_ERR_DUPLICATE_KEY to every
- * occurrence.
+ * occurrence. Each call's comment lists its other item errors, all of
+ * them.
+ *
+ * Journal errors: a journaled call whose batch the journal refuses gives
+ * every item it held the journal's status, one of %KVF_ERR_JOURNAL,
+ * %KVF_ERR_JOURNAL_NO_SPACE, %KVF_ERR_JOURNAL_CORRUPT, %KVF_ERR_IO,
+ * %KVF_ERR_NO_MEMORY; those items change nothing and may be retried.
  *
  * Concurrency (as in kvforge/engine.h): all calls are thread-safe, and
  * kvf_engine_close() must not overlap any of them. Readers are lock-free
@@ -47,6 +58,7 @@ extern "C" {
 /**
  * struct kvf_key - a key: @len bytes at @data (not NUL-terminated).
  * The engine copies what it keeps; the caller owns @data.
+ * Stable layout within a major version.
  */
 struct kvf_key {
 	const char *data;
@@ -58,6 +70,8 @@ struct kvf_key {
  * @segment_id: the segment (its endpoint: kvf_segment_query()).
  * @addr: first byte, in the segment owner's address space.
  * @size: bytes (the object's size).
+ *
+ * Stable layout within a major version (callers allocate arrays of it).
  */
 struct kvf_replica_desc {
 	uint64_t segment_id;
@@ -65,7 +79,7 @@ struct kvf_replica_desc {
 	uint64_t size;
 };
 
-/** struct kvf_replicas - the replicas of one object. */
+/** struct kvf_replicas - the replicas of one object (stable layout). */
 struct kvf_replicas {
 	uint32_t count;
 	struct kvf_replica_desc replica[KVF_MAX_REPLICAS];
@@ -81,6 +95,8 @@ struct kvf_replicas {
  * @soft_pin: evict these only after everything else, for
  *            &kvf_config.soft_pin_ttl_ms. With @hard_pin also set, the
  *            hard pin governs and the soft pin adds nothing.
+ *
+ * Stable layout within a major version.
  */
 struct kvf_put_config {
 	uint32_t replica_num;
@@ -113,20 +129,23 @@ struct kvf_put_config {
  * is triggered), %KVF_ERR_OBJECT_ALREADY_EXISTS (complete, or processing
  * and not yet pre-emptible), %KVF_ERR_NO_SPACE (no segment set has room
  * now; the next housekeeping round evicts), %KVF_ERR_NO_MEMORY (no memory
- * for the record), %KVF_ERR_BUSY (other threads kept creating and
- * deleting the same key; retry).
- * Batch errors: %KVF_ERR_CLIENT_NOT_FOUND, %KVF_ERR_INVALID_PARAMS (bad
- * replica_num, more than %KVF_MAX_PREFERRED preferred segments),
- * %KVF_ERR_INVALID_ARGUMENT (@nr_preferred without a list),
- * %KVF_ERR_NOT_ENOUGH_SEGMENTS, %KVF_ERR_SEGMENT_NOT_FOUND (an unknown
- * preferred segment), plus the common ones above.
+ * for the record or the allocators' bookkeeping), %KVF_ERR_BUSY (other
+ * threads kept creating and deleting the same key; retry). Not journaled,
+ * so no journal errors.
+ * Batch errors: %KVF_ERR_CLIENT_NOT_FOUND, %KVF_ERR_INVALID_PARAMS (NULL
+ * @cfg, bad replica_num, more than %KVF_MAX_PREFERRED preferred
+ * segments), %KVF_ERR_INVALID_ARGUMENT (NULL @sizes or @out,
+ * @nr_preferred without a list), %KVF_ERR_NOT_ENOUGH_SEGMENTS,
+ * %KVF_ERR_SEGMENT_NOT_FOUND (an unknown preferred segment), plus the
+ * common ones above.
  *
  * Context: any thread; never blocks on I/O.
  */
-int kvf_batch_put_start(struct kvf_engine *engine, uint64_t client_id,
-			const struct kvf_key *keys, const uint64_t *sizes,
-			size_t n, const struct kvf_put_config *cfg,
-			struct kvf_replicas *out, enum kvf_status *status);
+enum kvf_status
+kvf_batch_put_start(struct kvf_engine *engine, uint64_t client_id,
+		    const struct kvf_key *keys, const uint64_t *sizes, size_t n,
+		    const struct kvf_put_config *cfg, struct kvf_replicas *out,
+		    enum kvf_status *status);
 
 /**
  * kvf_batch_put_end() - mark puts complete; the objects become readable.
@@ -142,20 +161,20 @@ int kvf_batch_put_start(struct kvf_engine *engine, uint64_t client_id,
  * replicas in its own segments went with them). A client id the engine
  * never saw gets %KVF_ERR_ILLEGAL_CLIENT for every item that exists.
  *
- * Item errors: %KVF_ERR_OBJECT_NOT_FOUND (no processing put),
+ * Item errors: %KVF_ERR_INVALID_KEY, %KVF_ERR_DUPLICATE_KEY,
+ * %KVF_ERR_OBJECT_NOT_FOUND (no processing put),
  * %KVF_ERR_ILLEGAL_CLIENT (another client started it),
  * %KVF_ERR_OBJECT_ALREADY_EXISTS (already ended, or being ended or
- * removed by another call), and when the journal refuses the batch,
- * its error on every item it held (%KVF_ERR_JOURNAL,
- * %KVF_ERR_JOURNAL_NO_SPACE, %KVF_ERR_IO, %KVF_ERR_NO_MEMORY): those puts
- * stay processing and may be ended again.
+ * removed by another call), and the journal errors (above) on every item
+ * the refused batch held: those puts stay processing and may be ended
+ * again.
  * Journaled: with %KVF_DURABILITY_STRICT it returns after the sync.
  *
  * Context: any thread; may block on the journal.
  */
-int kvf_batch_put_end(struct kvf_engine *engine, uint64_t client_id,
-		      const struct kvf_key *keys, size_t n,
-		      enum kvf_status *status);
+enum kvf_status kvf_batch_put_end(struct kvf_engine *engine, uint64_t client_id,
+				  const struct kvf_key *keys, size_t n,
+				  enum kvf_status *status);
 
 /**
  * kvf_batch_put_revoke() - abandon started puts and free their buffers.
@@ -165,12 +184,16 @@ int kvf_batch_put_end(struct kvf_engine *engine, uint64_t client_id,
  * @n: batch size.
  * @status: @n per-item statuses.
  *
- * Item errors as for kvf_batch_put_end(), without the journal ones.
+ * Item errors: %KVF_ERR_INVALID_KEY, %KVF_ERR_DUPLICATE_KEY,
+ * %KVF_ERR_OBJECT_NOT_FOUND, %KVF_ERR_ILLEGAL_CLIENT,
+ * %KVF_ERR_OBJECT_ALREADY_EXISTS, as for kvf_batch_put_end(); not
+ * journaled, so no journal errors.
  * Context: any thread; never blocks on I/O.
  */
-int kvf_batch_put_revoke(struct kvf_engine *engine, uint64_t client_id,
-			 const struct kvf_key *keys, size_t n,
-			 enum kvf_status *status);
+enum kvf_status kvf_batch_put_revoke(struct kvf_engine *engine,
+				     uint64_t client_id,
+				     const struct kvf_key *keys, size_t n,
+				     enum kvf_status *status);
 
 /**
  * kvf_batch_get() - replica descriptors of complete objects, with a lease.
@@ -184,14 +207,16 @@ int kvf_batch_put_revoke(struct kvf_engine *engine, uint64_t client_id,
  * Grants or extends each found object's lease to now + lease TTL (never
  * shortens it). A leased object is not evicted, nor removed without force.
  *
- * Item errors: %KVF_ERR_OBJECT_NOT_FOUND (absent, removed or evicted),
+ * Item errors: %KVF_ERR_INVALID_KEY, %KVF_ERR_DUPLICATE_KEY,
+ * %KVF_ERR_OBJECT_NOT_FOUND (absent, removed or evicted),
  * %KVF_ERR_OBJECT_NOT_READY (its put has not ended yet, or its put_end is
  * in flight).
  * Context: any thread; RCU reader; lock-free, never blocks.
  */
-int kvf_batch_get(struct kvf_engine *engine, const struct kvf_key *keys,
-		  size_t n, struct kvf_replicas *out, enum kvf_status *status,
-		  uint64_t *lease_ttl_ms);
+enum kvf_status kvf_batch_get(struct kvf_engine *engine,
+			      const struct kvf_key *keys, size_t n,
+			      struct kvf_replicas *out, enum kvf_status *status,
+			      uint64_t *lease_ttl_ms);
 
 /**
  * kvf_batch_exist() - which keys name complete objects; extends leases.
@@ -199,14 +224,16 @@ int kvf_batch_get(struct kvf_engine *engine, const struct kvf_key *keys,
  * @keys: @n keys.
  * @n: batch size.
  * @status: @n per-item: %KVF_OK (exists) or %KVF_ERR_OBJECT_NOT_FOUND
- *          (also for an object whose put has not ended yet).
+ *          (also for an object whose put has not ended yet), or the item
+ *          errors %KVF_ERR_INVALID_KEY, %KVF_ERR_DUPLICATE_KEY.
  *
  * Return: %KVF_OK when every key was answered (found or not),
  * %KVF_ERR_PARTIAL when some were refused (invalid or duplicate keys).
  * Context: any thread; RCU reader; lock-free, never blocks.
  */
-int kvf_batch_exist(struct kvf_engine *engine, const struct kvf_key *keys,
-		    size_t n, enum kvf_status *status);
+enum kvf_status kvf_batch_exist(struct kvf_engine *engine,
+				const struct kvf_key *keys, size_t n,
+				enum kvf_status *status);
 
 /**
  * kvf_batch_remove() - remove complete objects and free their buffers.
@@ -216,17 +243,18 @@ int kvf_batch_exist(struct kvf_engine *engine, const struct kvf_key *keys,
  * @force: remove even if leased or pinned.
  * @status: @n per-item statuses.
  *
- * Item errors: %KVF_ERR_OBJECT_NOT_FOUND, %KVF_ERR_OBJECT_NOT_READY
- * (processing: use revoke; or its put_end is in flight),
- * %KVF_ERR_OBJECT_HAS_LEASE and %KVF_ERR_OBJECT_PINNED (hard pin) without
- * @force, and the journal's error (%KVF_ERR_JOURNAL,
- * %KVF_ERR_JOURNAL_NO_SPACE, %KVF_ERR_IO, %KVF_ERR_NO_MEMORY) on every
- * item it held when it refuses the batch: those objects stay. Journaled.
+ * Item errors: %KVF_ERR_INVALID_KEY, %KVF_ERR_DUPLICATE_KEY,
+ * %KVF_ERR_OBJECT_NOT_FOUND (also while another call removes it),
+ * %KVF_ERR_OBJECT_NOT_READY (processing: use revoke; or its put_end is in
+ * flight), %KVF_ERR_OBJECT_HAS_LEASE and %KVF_ERR_OBJECT_PINNED (hard
+ * pin) without @force, and the journal errors (above) on every item the
+ * refused batch held: those objects stay. Journaled.
  *
  * Context: any thread; may block on the journal.
  */
-int kvf_batch_remove(struct kvf_engine *engine, const struct kvf_key *keys,
-		     size_t n, bool force, enum kvf_status *status);
+enum kvf_status kvf_batch_remove(struct kvf_engine *engine,
+				 const struct kvf_key *keys, size_t n,
+				 bool force, enum kvf_status *status);
 
 /**
  * kvf_remove_all() - remove every complete object (leased and hard-pinned
@@ -242,9 +270,11 @@ int kvf_batch_remove(struct kvf_engine *engine, const struct kvf_key *keys,
  *
  * Context: any thread; readers are not stalled, and no RCU read-side
  * section is held across a journal wait; may block on the journal.
- * Return: %KVF_OK, %KVF_ERR_NO_MEMORY, or a journal error.
+ * Return: %KVF_OK, %KVF_ERR_INVALID_ARGUMENT (NULL @engine),
+ * %KVF_ERR_NO_MEMORY, or one of the journal errors (above).
  */
-int kvf_remove_all(struct kvf_engine *engine, bool force, uint64_t *removed);
+enum kvf_status kvf_remove_all(struct kvf_engine *engine, bool force,
+			       uint64_t *removed);
 
 /**
  * kvf_remove_prefix() - remove complete objects whose key starts with
@@ -255,10 +285,12 @@ int kvf_remove_all(struct kvf_engine *engine, bool force, uint64_t *removed);
  * @removed: if not NULL, receives how many were removed.
  *
  * Context: as kvf_remove_all().
- * Return: %KVF_OK, %KVF_ERR_INVALID_KEY, or a journal error.
+ * Return: %KVF_OK, %KVF_ERR_INVALID_ARGUMENT (NULL @engine or @prefix),
+ * %KVF_ERR_INVALID_KEY, or one of the journal errors (above).
  */
-int kvf_remove_prefix(struct kvf_engine *engine, const struct kvf_key *prefix,
-		      bool force, uint64_t *removed);
+enum kvf_status kvf_remove_prefix(struct kvf_engine *engine,
+				  const struct kvf_key *prefix, bool force,
+				  uint64_t *removed);
 
 #ifdef __cplusplus
 }

@@ -41,7 +41,7 @@
  * Reporting: what a return code cannot say (which journal record made an
  * open refuse, which counter tier the profiler fell back to) goes to
  * &kvf_config.log, stderr by default. The RDMA probe (kvforge/rdma.h),
- * which runs without an engine, writes to stderr.
+ * which runs without an engine, takes its own log callback.
  */
 #ifndef KVFORGE_ENGINE_H
 #define KVFORGE_ENGINE_H
@@ -50,6 +50,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <kvforge/log.h>
 #include <kvforge/status.h>
 
 #ifdef __cplusplus
@@ -108,41 +109,22 @@ enum kvf_index_kind {
 typedef uint64_t (*kvf_clock_fn)(void *ctx);
 
 /**
- * enum kvf_log_level - severity of a line the library reports.
- *
- * The values are syslog's, so a callback can pass them on unchanged.
- */
-enum kvf_log_level {
-	/** An operation was refused or failed; the line says why (for
-	 *  example which journal record made kvf_engine_open() refuse). */
-	KVF_LOG_ERROR = 3,
-	/** Working, but not as configured or asked. */
-	KVF_LOG_WARNING = 4,
-	/** What the library found or chose (for example the profiler's
-	 *  counter tier and why faster tiers are unavailable). */
-	KVF_LOG_INFO = 6,
-};
-
-/**
- * typedef kvf_log_fn - receives the lines the library reports.
- * @ctx: &kvf_config.log_ctx.
- * @level: an &enum kvf_log_level.
- * @msg: one line, NUL-terminated, without a trailing newline; valid only
- *       during the call.
- *
- * Called on whichever thread hit the condition, possibly from several at
- * once (must be thread-safe), and possibly inside kvf_engine_open()
- * before it returns. Must not call back into the engine.
- */
-typedef void (*kvf_log_fn)(void *ctx, int level, const char *msg);
-
-/**
  * struct kvf_config - engine configuration.
  *
- * Always start from kvf_config_init(), which fills the documented defaults,
- * then change what you need.
+ * Always start from kvf_config_init(), which fills the documented defaults
+ * and stamps @struct_size, then change what you need.
+ *
+ * Growable: later releases only append fields (each starting past the
+ * previous struct's end). kvf_engine_open() reads @struct_size: a program
+ * built against an older, smaller struct gets the defaults for the fields
+ * it does not know; one built against a newer, larger struct is accepted
+ * only if every byte this library does not know is zero (a newer field
+ * left at its zero default), else refused with %KVF_ERR_INVALID_PARAMS.
  */
 struct kvf_config {
+	/** sizeof(struct kvf_config) as the caller was compiled, stamped by
+	 *  kvf_config_init(); never set it by hand. */
+	size_t struct_size;
 	/** Journal directory (created if missing). Default NULL: memory
 	 *  only. %KVF_DURABILITY_BOUNDED and %KVF_DURABILITY_STRICT need
 	 *  one; asking for either without it is refused. */
@@ -232,8 +214,20 @@ struct kvf_config {
 	void *log_ctx;
 };
 
-/** struct kvf_engine_stats - a consistent-enough snapshot of counters. */
+/**
+ * struct kvf_engine_stats - a consistent-enough snapshot of counters.
+ *
+ * Growable: later releases only append counters. kvf_engine_get_stats()
+ * passes the caller's sizeof to the library, which fills what both know,
+ * zeroes counters it does not know, and says in @struct_size how many
+ * bytes it filled.
+ */
 struct kvf_engine_stats {
+	/** Bytes of this struct the library filled: the smaller of the
+	 *  caller's and the library's sizeof. A counter at or past
+	 *  @struct_size is unknown to the library that ran (and reads
+	 *  zero). */
+	size_t struct_size;
 	uint64_t objects;          /**< complete objects */
 	uint64_t processing;       /**< puts started, not ended */
 	uint64_t clients;          /**< known clients */
@@ -255,13 +249,41 @@ struct kvf_engine_stats {
 	uint64_t record_reserve_bytes;
 };
 
+/* Smallest struct sizes the library accepts: this release's layouts. */
+#define KVF_CONFIG_SIZE_MIN                                                    \
+	(offsetof(struct kvf_config, log_ctx) + sizeof(void *))
+/* Largest struct kvf_config accepted, whatever header the caller has. */
+#define KVF_CONFIG_SIZE_MAX 4096
+#define KVF_ENGINE_STATS_SIZE_MIN                                              \
+	(offsetof(struct kvf_engine_stats, record_reserve_bytes) +             \
+	 sizeof(uint64_t))
+
+/**
+ * kvf_config_init_sized() - what kvf_config_init() calls.
+ * @cfg: configuration to initialise.
+ * @size: sizeof(*@cfg) as the caller was compiled.
+ *
+ * Fills the fields the library knows with their defaults, zeroes the rest
+ * of @size bytes (fields of a newer header than the library's keep their
+ * zero default) and stamps &kvf_config.struct_size with @size.
+ *
+ * Context: any thread; never blocks.
+ * Return: %KVF_OK, %KVF_ERR_INVALID_ARGUMENT (NULL @cfg),
+ * %KVF_ERR_INVALID_PARAMS (@size below %KVF_CONFIG_SIZE_MIN or above
+ * %KVF_CONFIG_SIZE_MAX; @cfg is untouched).
+ */
+enum kvf_status kvf_config_init_sized(struct kvf_config *cfg, size_t size);
+
 /**
  * kvf_config_init() - fill @cfg with the documented defaults.
  * @cfg: configuration to initialise.
  *
  * Context: any thread; never blocks.
  */
-void kvf_config_init(struct kvf_config *cfg);
+static inline void kvf_config_init(struct kvf_config *cfg)
+{
+	(void)kvf_config_init_sized(cfg, sizeof(*cfg));
+}
 
 /**
  * kvf_engine_open() - create an engine, recovering the journal if present.
@@ -273,13 +295,17 @@ void kvf_config_init(struct kvf_config *cfg);
  *
  * Context: may block (disk I/O, thread creation). Registers the calling
  * thread with RCU.
- * Return: %KVF_OK, %KVF_ERR_INVALID_ARGUMENT for a bad configuration
+ * Return: %KVF_OK, %KVF_ERR_INVALID_PARAMS for a &kvf_config.struct_size
+ * this library cannot take (outside %KVF_CONFIG_SIZE_MIN ..
+ * %KVF_CONFIG_SIZE_MAX, or a newer struct with a field it does not know
+ * set), %KVF_ERR_INVALID_ARGUMENT for a bad configuration
  * (including %KVF_DURABILITY_BOUNDED or %KVF_DURABILITY_STRICT without a
  * @data_dir), %KVF_ERR_UNAVAILABLE for an index kind this build lacks,
  * %KVF_ERR_JOURNAL_VERSION / %KVF_ERR_JOURNAL_CORRUPT for a directory it
  * refuses, %KVF_ERR_IO, %KVF_ERR_JOURNAL_NO_SPACE, %KVF_ERR_NO_MEMORY.
  */
-int kvf_engine_open(const struct kvf_config *cfg, struct kvf_engine **out);
+enum kvf_status kvf_engine_open(const struct kvf_config *cfg,
+				struct kvf_engine **out);
 
 /**
  * kvf_engine_close() - stop background work, flush the journal, free all.
@@ -306,7 +332,7 @@ void kvf_engine_close(struct kvf_engine *engine);
  * Return: %KVF_OK, %KVF_ERR_INVALID_ARGUMENT (NULL @engine), or a journal
  * error.
  */
-int kvf_engine_tick(struct kvf_engine *engine);
+enum kvf_status kvf_engine_tick(struct kvf_engine *engine);
 
 /**
  * kvf_engine_evict() - evict about @bytes of objects now.
@@ -325,19 +351,37 @@ int kvf_engine_tick(struct kvf_engine *engine);
  * Context: any thread; may block on the journal. Readers never wait.
  * Return: %KVF_OK or a journal error.
  */
-int kvf_engine_evict(struct kvf_engine *engine, uint64_t bytes,
-		     uint64_t *freed_bytes, uint64_t *evicted);
+enum kvf_status kvf_engine_evict(struct kvf_engine *engine, uint64_t bytes,
+				 uint64_t *freed_bytes, uint64_t *evicted);
+
+/**
+ * kvf_engine_get_stats_sized() - what kvf_engine_get_stats() calls.
+ * @engine: the engine.
+ * @stats: receives @size bytes.
+ * @size: sizeof(*@stats) as the caller was compiled.
+ *
+ * Context: any thread; lock-free, never blocks.
+ * Return: %KVF_OK, %KVF_ERR_INVALID_ARGUMENT (NULL @engine or @stats),
+ * %KVF_ERR_INVALID_PARAMS (@size below %KVF_ENGINE_STATS_SIZE_MIN;
+ * @stats is untouched).
+ */
+enum kvf_status kvf_engine_get_stats_sized(struct kvf_engine *engine,
+					   struct kvf_engine_stats *stats,
+					   size_t size);
 
 /**
  * kvf_engine_get_stats() - read the engine's counters.
  * @engine: the engine.
- * @stats: filled on return.
+ * @stats: filled on return (&kvf_engine_stats.struct_size included).
  *
  * Context: any thread; lock-free, never blocks.
  * Return: %KVF_OK or %KVF_ERR_INVALID_ARGUMENT.
  */
-int kvf_engine_get_stats(struct kvf_engine *engine,
-			 struct kvf_engine_stats *stats);
+static inline enum kvf_status
+kvf_engine_get_stats(struct kvf_engine *engine, struct kvf_engine_stats *stats)
+{
+	return kvf_engine_get_stats_sized(engine, stats, sizeof(*stats));
+}
 
 /**
  * kvf_engine_profiler() - the engine's per-stage profiler.
@@ -360,7 +404,7 @@ struct kvf_profiler *kvf_engine_profiler(struct kvf_engine *engine);
  * a thread may block briefly (takes liburcu's registry lock).
  * Return: %KVF_OK.
  */
-int kvf_thread_register(void);
+enum kvf_status kvf_thread_register(void);
 
 /**
  * kvf_thread_unregister() - give back the engine's RCU registration now.

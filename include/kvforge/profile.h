@@ -24,6 +24,10 @@
  * Thread safety: every call is thread-safe; a profiler lives as long as
  * its engine (until kvf_engine_close(), which no call may overlap).
  *
+ * ABI: not stable. The snapshot structs and the text and JSON renderings
+ * follow the counters a machine offers and may change in any release;
+ * the calls themselves are stable.
+ *
  * What is measured when:
  *   - Elapsed time, calls and keys: every stage of every batch (one clock
  *     read per mark, about 12 ns with rdtsc).
@@ -180,8 +184,8 @@ void kvf_profile_reset(struct kvf_profiler *p);
  * Context: any thread; takes the profiler's mutex; allocates.
  * Return: %KVF_OK or %KVF_ERR_NO_MEMORY.
  */
-int kvf_profile_snapshot(struct kvf_profiler *p,
-			 struct kvf_profile_snapshot **out);
+enum kvf_status kvf_profile_snapshot(struct kvf_profiler *p,
+				     struct kvf_profile_snapshot **out);
 
 /**
  * kvf_profile_snapshot_free() - release a snapshot.
@@ -220,7 +224,7 @@ const char *kvf_profile_tier(struct kvf_profiler *p);
  * Example: "hardware: unavailable: perf::cycles: No such file or
  * directory". Return: %KVF_OK, %KVF_ERR_NO_MEMORY or %KVF_ERR_IO.
  */
-int kvf_profile_render_tiers(struct kvf_profiler *p, FILE *f);
+enum kvf_status kvf_profile_render_tiers(struct kvf_profiler *p, FILE *f);
 
 /**
  * kvf_profile_render_text() - print the stage table.
@@ -233,7 +237,7 @@ int kvf_profile_render_tiers(struct kvf_profiler *p, FILE *f);
  *
  * Return: %KVF_OK, %KVF_ERR_NO_MEMORY or %KVF_ERR_IO.
  */
-int kvf_profile_render_text(struct kvf_profiler *p, FILE *f);
+enum kvf_status kvf_profile_render_text(struct kvf_profiler *p, FILE *f);
 
 /**
  * kvf_profile_render_json() - print the stage table as one JSON object.
@@ -250,7 +254,7 @@ int kvf_profile_render_text(struct kvf_profiler *p, FILE *f);
  *
  * Return: %KVF_OK, %KVF_ERR_NO_MEMORY or %KVF_ERR_IO.
  */
-int kvf_profile_render_json(struct kvf_profiler *p, FILE *f);
+enum kvf_status kvf_profile_render_json(struct kvf_profiler *p, FILE *f);
 
 #ifdef __cplusplus
 }

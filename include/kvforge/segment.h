@@ -17,6 +17,7 @@
 #ifndef KVFORGE_SEGMENT_H
 #define KVFORGE_SEGMENT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include <kvforge/engine.h>
@@ -39,6 +40,8 @@ extern "C" {
  *        A tail past the last multiple of the alignment is never handed
  *        out and counts as neither used nor free.
  * @endpoint: transport endpoint ("host:port" or RDMA GID), may be empty.
+ *
+ * Stable layout within a major version.
  */
 struct kvf_segment_desc {
 	uint64_t id;
@@ -48,8 +51,16 @@ struct kvf_segment_desc {
 	const char *endpoint;
 };
 
-/** struct kvf_segment_info - what kvf_segment_query() reports. */
+/**
+ * struct kvf_segment_info - what kvf_segment_query() reports.
+ *
+ * Growable: later releases only append fields. kvf_segment_query() passes
+ * the caller's sizeof; the library fills what both know, zeroes the rest.
+ */
 struct kvf_segment_info {
+	/** Bytes the library filled: the smaller of the caller's and the
+	 *  library's sizeof (a field at or past it reads zero). */
+	size_t struct_size;
 	uint64_t id;
 	uint64_t client_id;
 	uint64_t base;
@@ -77,8 +88,8 @@ struct kvf_segment_info {
  * NULL or too long name, endpoint too long, zero ids),
  * %KVF_ERR_NO_MEMORY, a journal error.
  */
-int kvf_segment_mount(struct kvf_engine *engine, uint64_t client_id,
-		      const struct kvf_segment_desc *seg);
+enum kvf_status kvf_segment_mount(struct kvf_engine *engine, uint64_t client_id,
+				  const struct kvf_segment_desc *seg);
 
 /**
  * kvf_segment_unmount() - withdraw a segment; drop every replica in it.
@@ -96,20 +107,46 @@ int kvf_segment_mount(struct kvf_engine *engine, uint64_t client_id,
  * %KVF_ERR_ILLEGAL_CLIENT (another client owns it), %KVF_ERR_NO_MEMORY,
  * a journal error.
  */
-int kvf_segment_unmount(struct kvf_engine *engine, uint64_t client_id,
-			uint64_t segment_id);
+enum kvf_status kvf_segment_unmount(struct kvf_engine *engine,
+				    uint64_t client_id, uint64_t segment_id);
+
+/* Smallest struct kvf_segment_info accepted: this release's layout. */
+#define KVF_SEGMENT_INFO_SIZE_MIN                                              \
+	(offsetof(struct kvf_segment_info, endpoint) + KVF_ENDPOINT_MAX + 1)
+
+/**
+ * kvf_segment_query_sized() - what kvf_segment_query() calls.
+ * @engine: the engine.
+ * @segment_id: the segment.
+ * @info: receives @size bytes on success; untouched on failure.
+ * @size: sizeof(*@info) as the caller was compiled.
+ *
+ * Context: any thread; lock-free.
+ * Return: %KVF_OK, %KVF_ERR_SEGMENT_NOT_FOUND, %KVF_ERR_INVALID_ARGUMENT
+ * (NULL @engine or @info), %KVF_ERR_INVALID_PARAMS (@size below
+ * %KVF_SEGMENT_INFO_SIZE_MIN).
+ */
+enum kvf_status kvf_segment_query_sized(struct kvf_engine *engine,
+					uint64_t segment_id,
+					struct kvf_segment_info *info,
+					size_t size);
 
 /**
  * kvf_segment_query() - describe a mounted segment.
  * @engine: the engine.
  * @segment_id: the segment.
- * @info: filled on success.
+ * @info: filled on success (&kvf_segment_info.struct_size included).
  *
  * Context: any thread; lock-free.
- * Return: %KVF_OK or %KVF_ERR_SEGMENT_NOT_FOUND.
+ * Return: %KVF_OK, %KVF_ERR_SEGMENT_NOT_FOUND or %KVF_ERR_INVALID_ARGUMENT.
  */
-int kvf_segment_query(struct kvf_engine *engine, uint64_t segment_id,
-		      struct kvf_segment_info *info);
+static inline enum kvf_status kvf_segment_query(struct kvf_engine *engine,
+						uint64_t segment_id,
+						struct kvf_segment_info *info)
+{
+	return kvf_segment_query_sized(engine, segment_id, info,
+				       sizeof(*info));
+}
 
 /**
  * kvf_client_heartbeat() - a client says it is alive.
@@ -120,7 +157,8 @@ int kvf_segment_query(struct kvf_engine *engine, uint64_t segment_id,
  * Return: %KVF_OK or %KVF_ERR_CLIENT_NOT_FOUND (never mounted, or expired:
  * the client should mount its segments again).
  */
-int kvf_client_heartbeat(struct kvf_engine *engine, uint64_t client_id);
+enum kvf_status kvf_client_heartbeat(struct kvf_engine *engine,
+				     uint64_t client_id);
 
 /**
  * kvf_client_register() - make a client known without mounting a segment.
@@ -140,7 +178,8 @@ int kvf_client_heartbeat(struct kvf_engine *engine, uint64_t client_id);
  * Return: %KVF_OK, %KVF_ERR_INVALID_ARGUMENT (NULL engine or client 0),
  * %KVF_ERR_NO_MEMORY.
  */
-int kvf_client_register(struct kvf_engine *engine, uint64_t client_id);
+enum kvf_status kvf_client_register(struct kvf_engine *engine,
+				    uint64_t client_id);
 
 /**
  * kvf_client_unregister() - a client leaves: unmount all its segments.
@@ -150,7 +189,8 @@ int kvf_client_register(struct kvf_engine *engine, uint64_t client_id);
  * Context: any thread; blocks like kvf_segment_unmount().
  * Return: %KVF_OK, %KVF_ERR_CLIENT_NOT_FOUND, a journal error.
  */
-int kvf_client_unregister(struct kvf_engine *engine, uint64_t client_id);
+enum kvf_status kvf_client_unregister(struct kvf_engine *engine,
+				      uint64_t client_id);
 
 #ifdef __cplusplus
 }

@@ -2,10 +2,12 @@
 /*
  * kvforge/status.h - one error space for the whole library.
  *
- * Every public call returns an enum kvf_status: KVF_OK (0) or a negative
- * code. Codes from LMDB, errno and libraries are translated at the module
- * boundary, so callers only ever see these. Batch calls also fill a
- * per-item status array with the same codes.
+ * Every public call that can fail returns an enum kvf_status: KVF_OK (0)
+ * or a negative code. Codes from LMDB, errno and libraries are translated
+ * at the module boundary, so callers only ever see these. Batch calls
+ * also fill a per-item status array of the same type, so one variable
+ * holds either (C++ callers need no casts). Counts come back through
+ * out-parameters, never as a return value.
  */
 #ifndef KVFORGE_STATUS_H
 #define KVFORGE_STATUS_H

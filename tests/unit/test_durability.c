@@ -186,6 +186,9 @@ static void test_strict_failure_is_invisible(void **state)
 	struct kvf_key keys[2] = { key_of("s1"), key_of("s2") };
 	enum kvf_status st[2];
 
+#ifndef KVF_FAULT_INJECTION
+	skip(); /* needs ./configure --enable-fault-injection */
+#endif
 	d->f.cfg.durability = KVF_DURABILITY_STRICT;
 	assert_int_equal(kvf_engine_open(&d->f.cfg, &d->f.e), KVF_OK);
 	assert_int_equal(mount(d->f.e, C1, 1, 64 * MIB), KVF_OK);

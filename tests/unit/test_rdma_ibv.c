@@ -48,7 +48,7 @@ static void test_device_or_reason(void **state)
 
 	(void)state;
 	ret = kvf__rdma_dev_open(ibv, &dev, why, sizeof(why));
-	assert_int_equal(kvf_rdma_probe(&info), KVF_OK);
+	assert_int_equal(kvf_rdma_probe(&info, NULL, NULL), KVF_OK);
 	if (ret == KVF_OK) {
 		/* A device: a name, a GID, and the probe sees it too. */
 		assert_non_null(dev);
@@ -80,7 +80,7 @@ static void test_one_log_line(void **state)
 	fflush(stderr);
 	assert_true(dup2(fileno(tmp), STDERR_FILENO) >= 0);
 	for (int i = 0; i < 5; i++)
-		kvf_rdma_probe(&info);
+		kvf_rdma_probe(&info, NULL, NULL);
 	fflush(stderr);
 	dup2(saved, STDERR_FILENO);
 	close(saved);

@@ -53,7 +53,7 @@ static void test_classify(void **state)
 	int sv[2];
 
 	(void)state;
-	assert_int_equal(kvf__rdma_listener_open(kvf__verbs_fake(), &l),
+	assert_int_equal(kvf__rdma_listener_open(kvf__verbs_fake(), NULL, NULL, &l),
 			 KVF_OK);
 	sockpair(sv);
 	assert_int_equal(kvf__rdma_classify(l, sv[1]), KVF_RDMA_FIRST_WAIT);
@@ -131,7 +131,7 @@ static int open_env(void **state)
 	static struct lenv e;
 	char why[160];
 
-	if (kvf__rdma_listener_open(kvf__verbs_fake(), &e.l) ||
+	if (kvf__rdma_listener_open(kvf__verbs_fake(), NULL, NULL, &e.l) ||
 	    kvf__rdma_dev_open(kvf__verbs_fake(), &e.cdev, why, sizeof(why)))
 		return -1;
 	*state = &e;
@@ -203,7 +203,7 @@ static void test_no_device(void **state)
 	saved = dup(STDERR_FILENO);
 	fflush(stderr);
 	assert_true(dup2(fileno(tmp), STDERR_FILENO) >= 0);
-	assert_int_equal(kvf__rdma_listener_open(kvf__verbs_fake(), &l),
+	assert_int_equal(kvf__rdma_listener_open(kvf__verbs_fake(), NULL, NULL, &l),
 			 KVF_OK);
 	assert_false(kvf__rdma_listener_ready(l));
 	for (int i = 0; i < 3; i++) {

@@ -76,7 +76,7 @@ static void master_start(struct master *m, int device_errno)
 	so.flags = &m->flags;
 	assert_int_equal(kvf_service_new(&so, &m->service), KVF_OK);
 	kvf__fake_set_device_errno(device_errno);
-	assert_int_equal(kvf__rdma_listener_open(kvf__verbs_fake(), &m->rdma),
+	assert_int_equal(kvf__rdma_listener_open(kvf__verbs_fake(), NULL, NULL, &m->rdma),
 			 KVF_OK);
 	kvf__fake_set_device_errno(0);
 	lo.max_request_bytes = m->flags.max_request_bytes;
