@@ -46,7 +46,7 @@ python3 - "$out" "$first" $objects <<'PY' | tee "$out/summary.md"
 import glob, json, os, statistics, sys
 
 out, first, counts = sys.argv[1], sys.argv[2], sys.argv[3:]
-ops = ["put", "get", "exist", "remove"]
+ops = ["put", "get", "exist", "remove", "refill", "churn"]
 KEY = 68
 
 def runs(kind, n, t):
