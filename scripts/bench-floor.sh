@@ -12,6 +12,7 @@
 # ratio to it (results.<op>.vs_floor).
 #
 #   scripts/bench-floor.sh [OUT]     OBJECTS="1000000 10000000" RUNS=3
+#   SUMMARY_ONLY=1 scripts/bench-floor.sh OUT   summarise the runs in OUT
 #
 # Writes one JSON per run and summary.md (medians: vs_floor per operation,
 # 2-thread / 1-thread throughput, bounded / none put throughput, bytes per
@@ -28,6 +29,7 @@ trap 'rm -rf "$data"' EXIT
 mkdir -p "$out"
 
 first=${objects%% *}
+[ -n "${SUMMARY_ONLY:-}" ] && runs=0
 for r in $(seq 1 "$runs"); do
 	for n in $objects; do
 		for t in 1 2; do
@@ -61,14 +63,19 @@ print("|---|---|---|---|---|")
 for n in counts:
     one, two = runs("none", n, 1), runs("none", n, 2)
     for op in ops:
-        ratios = [r["results"][op]["vs_floor"] for r in one]
+        ratios = [r["results"][op]["vs_floor"] for r in one if op in r["results"]]
         scale = [b["results"][op]["keys_per_sec"] / a["results"][op]["keys_per_sec"]
-                 for a, b in zip(one, two)]
+                 for a, b in zip(one, two) if op in a["results"]]
+        if not ratios:
+            continue
         print(f"| {n} | {op} | {med(ratios):.2f}x | "
-              f"{', '.join(f'{x:.2f}' for x in ratios)} | {med(scale):.2f} |")
+              f"{', '.join(f'{x:.2f}' for x in ratios)} | "
+              f"{f'{med(scale):.2f}' if scale else '-'} |")
 print()
 for n in counts:
     one = runs("none", n, 1)
+    if not one:
+        continue
     floor = [r["results"]["floor"]["ns_per_key"] for r in one]
     extra = [r["bytes_per_object"] - KEY for r in one]
     print(f"- {n} objects: floor {min(floor):.1f}-{max(floor):.1f} ns per key; "
