@@ -1004,6 +1004,17 @@ static void reuse_unlist(struct kvf__segalloc *a, uint64_t off, uint64_t size)
 		 (unsigned long long)off);
 }
 
+/* The leaf holding the parked block at @off (@size bytes), at @p. */
+static struct node *parked_leaf(struct kvf__segalloc *a, uint64_t off,
+				uint64_t size, struct path *p)
+{
+	struct node *l = lookup(a, off, p);
+
+	if (p->off != off || l->val[p->idx[0]] != (size | FLAGS))
+		kvf__die("parked block %#llx lost", (unsigned long long)off);
+	return l;
+}
+
 /*
  * Turn the parked block at @off (out of its list already) into a free
  * block of the tree. Its neighbours are held (see reuse_room), so nothing
@@ -1012,10 +1023,8 @@ static void reuse_unlist(struct kvf__segalloc *a, uint64_t off, uint64_t size)
 static void reuse_to_tree(struct kvf__segalloc *a, uint64_t off, uint64_t size)
 {
 	struct path p;
-	struct node *l = lookup(a, off, &p);
+	struct node *l = parked_leaf(a, off, size, &p);
 
-	if (p.off != off || l->val[p.idx[0]] != (size | FLAGS))
-		kvf__die("parked block %#llx lost", (unsigned long long)off);
 	l->val[p.idx[0]] = size;
 	fix_path_freed(a, &p);
 }
@@ -1105,9 +1114,7 @@ static bool reuse_take(struct kvf__segalloc *a, uint64_t need, uint64_t tag,
 	if (!rl->n)
 		return false;
 	off = rl->off[--rl->n];
-	l = lookup(a, off, &p);
-	if (p.off != off || l->val[p.idx[0]] != (need | FLAGS))
-		kvf__die("parked block %#llx lost", (unsigned long long)off);
+	l = parked_leaf(a, off, need, &p);
 	l->val[p.idx[0]] = need | USED;
 	as_leaf(l)->tag[p.idx[0]] = tag;
 	a->reuse.bytes -= need;

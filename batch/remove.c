@@ -47,7 +47,7 @@ enum kvf_status kvf_batch_remove(struct kvf_engine *e,
 		if (status[i] == KVF_OK)
 			status[i] = claim(&b, i, force, now);
 	kvf__prof_mark(&b.span, KVF__STAGE_VALIDATE);
-	kvf__remove_claimed(e, b.obj, b.hash, status, n, &b.span);
+	kvf__remove_claimed(e, b.obj, b.hash, status, n, &b.span, NULL);
 	kvf__rcu_read_unlock();
 	return kvf__batch_end(&b, false);
 }

@@ -160,8 +160,6 @@ static const struct kvf__index_ops *index_ops(enum kvf_index_kind kind)
 	return NULL;
 }
 
-/* Identified by the operations table in use, not by the config asked
- * for: a test that names an index fails if another one runs. */
 void kvf__request_eviction(struct kvf_engine *e)
 {
 	if (__atomic_exchange_n(&e->evict_requested, 1, __ATOMIC_ACQ_REL))

@@ -436,16 +436,15 @@ static int step(struct pass *p, struct kvf__seg_table *t, uint64_t want)
 static int remove_victims(struct pass *p, uint64_t *freed, uint64_t *count)
 {
 	struct victims *v = &p->v;
-	int ret = KVF_OK;
+	int ret;
 
 	if (!v->n)
 		return KVF_OK;
-	kvf__remove_claimed(p->e, v->obj, v->hash, v->status, v->n, &p->span);
+	ret = kvf__remove_claimed(p->e, v->obj, v->hash, v->status, v->n,
+				  &p->span, NULL);
 	for (size_t i = 0; i < v->n; i++) {
-		if (v->status[i] != KVF_OK) {
-			ret = v->status[i];
-			continue;
-		}
+		if (v->status[i] != KVF_OK)
+			continue; /* the journal refused the batch: ret */
 		*freed += v->bytes[i];
 		(*count)++;
 		p->dry = 0;

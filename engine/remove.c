@@ -149,9 +149,9 @@ static void free_removed(struct kvf__object *const *obj,
 	free(heap);
 }
 
-size_t kvf__remove_claimed(struct kvf_engine *e, struct kvf__object **obj,
-			   const uint64_t *hash, enum kvf_status *status,
-			   size_t n, struct kvf__prof_span *span)
+int kvf__remove_claimed(struct kvf_engine *e, struct kvf__object **obj,
+			const uint64_t *hash, enum kvf_status *status, size_t n,
+			struct kvf__prof_span *span, size_t *removed_out)
 {
 	struct kvf__reclaim rc = { NULL };
 	size_t removed = 0;
@@ -179,7 +179,9 @@ size_t kvf__remove_claimed(struct kvf_engine *e, struct kvf__object **obj,
 	if (removed)
 		free_removed(obj, status, n);
 	kvf__prof_mark(span, KVF__STAGE_ALLOCATE);
-	return removed;
+	if (removed_out)
+		*removed_out = removed;
+	return ret;
 }
 
 /* ---- the sweep ---------------------------------------------------------- */
@@ -236,7 +238,8 @@ static uint64_t sweep_window(struct sweep *s, uint64_t id, uint64_t offset)
 {
 	struct kvf__segment *seg;
 	uint64_t next = UINT64_MAX, now;
-	size_t n;
+	size_t n, removed;
+	int ret;
 
 	kvf__rcu_read_lock();
 	seg = kvf__seg_find(kvf__segs(s->e), id, NULL);
@@ -252,15 +255,11 @@ static uint64_t sweep_window(struct sweep *s, uint64_t id, uint64_t offset)
 		s->status[i] = sweep_claim(s, seg, &s->blk[i], now, &s->obj[i]);
 		s->hash[i] = s->blk[i].tag;
 	}
-	s->removed += kvf__remove_claimed(s->e, s->obj, s->hash, s->status, n,
-					  &s->span);
-	for (size_t i = 0; i < n; i++)
-		if (s->status[i] == KVF_ERR_JOURNAL ||
-		    s->status[i] == KVF_ERR_JOURNAL_CORRUPT ||
-		    s->status[i] == KVF_ERR_JOURNAL_NO_SPACE ||
-		    s->status[i] == KVF_ERR_IO ||
-		    s->status[i] == KVF_ERR_NO_MEMORY)
-			s->err = s->status[i];
+	ret = kvf__remove_claimed(s->e, s->obj, s->hash, s->status, n,
+				  &s->span, &removed);
+	s->removed += removed;
+	if (ret)
+		s->err = ret;
 out:
 	kvf__rcu_read_unlock();
 	return next;

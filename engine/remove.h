@@ -55,16 +55,19 @@ int kvf__remove_claim(struct kvf__object *o, bool force, uint64_t now);
  * their buffers, one allocator lock hold per segment; the records are
  * freed after a grace period. Adjusts the complete-object count.
  *
- * Return: how many were removed.
+ * @removed: if not NULL, receives how many were removed.
+ *
+ * Return: %KVF_OK, or the journal's error (every claimed item's status
+ * then holds it too, and nothing was removed).
  * Context: inside exactly one read-side section level, which this leaves
  * for the journal append (it may wait for an fsync) and enters again
  * before it returns: records other than the claimed ones that the caller
  * looked up before the call must not be used after it. May block on the
  * journal.
  */
-size_t kvf__remove_claimed(struct kvf_engine *e, struct kvf__object **obj,
-			   const uint64_t *hash, enum kvf_status *status,
-			   size_t n, struct kvf__prof_span *span);
+int kvf__remove_claimed(struct kvf_engine *e, struct kvf__object **obj,
+			const uint64_t *hash, enum kvf_status *status, size_t n,
+			struct kvf__prof_span *span, size_t *removed);
 
 /**
  * kvf__remove_sweep() - remove every complete object whose key starts
