@@ -1,17 +1,19 @@
 # SPDX-License-Identifier: MIT
 libkvforge_core_la_SOURCES += alloc/segalloc.h alloc/segalloc.c \
-	alloc/placement.h alloc/placement.c
+	alloc/placement.h alloc/placement.c alloc/lanes.h alloc/lanes.c
 
 if HAVE_CMOCKA
 check_PROGRAMS += tests/unit/test_segalloc tests/unit/test_placement \
-	tests/stress/test_segalloc_concurrent
+	tests/unit/test_lanes tests/stress/test_segalloc_concurrent
 UNIT_TESTS += tests/unit/test_segalloc tests/unit/test_placement
-CONCURRENCY_TESTS += tests/stress/test_segalloc_concurrent
+CONCURRENCY_TESTS += tests/stress/test_segalloc_concurrent tests/unit/test_lanes
 
 tests_unit_test_segalloc_CFLAGS = $(KVF_TEST_CFLAGS)
 tests_unit_test_segalloc_LDADD = $(KVF_TEST_LIBS)
 tests_unit_test_placement_CFLAGS = $(KVF_TEST_CFLAGS)
 tests_unit_test_placement_LDADD = $(KVF_TEST_LIBS)
+tests_unit_test_lanes_CFLAGS = $(KVF_TEST_CFLAGS)
+tests_unit_test_lanes_LDADD = $(KVF_TEST_LIBS)
 tests_stress_test_segalloc_concurrent_CFLAGS = $(KVF_TEST_CFLAGS)
 tests_stress_test_segalloc_concurrent_LDADD = $(KVF_TEST_LIBS)
 

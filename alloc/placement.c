@@ -23,7 +23,9 @@
  *    for every strategy. If the chosen segment's allocator is busy
  *    (another thread is allocating there: best fit sends concurrent puts
  *    to the same tightest segment), the best fit of a fresh window
- *    without it is taken instead (place_contended()).
+ *    without it is taken instead (place_contended()). A placer with
+ *    lanes (struct kvf__placer) looks at its own lane's segments first
+ *    and at all of them only when none of its own fits.
  *    Best fit for every request matters: sending
  *    requests that fit a random segment's largest region 2-16 times over
  *    to that segment instead (cheaper: no pass) gives the utilisation at
@@ -55,6 +57,7 @@
 /* Segments examined per replica by the sampling strategies. */
 #define SAMPLE 8
 
+
 static inline uint64_t rnd(uint64_t *s)
 {
 	uint64_t x = *s;
@@ -66,7 +69,7 @@ static inline uint64_t rnd(uint64_t *s)
 	return x * 0x2545f4914f6cdd1dULL;
 }
 
-uint64_t kvf__place_rng_init(uint64_t seed, uint64_t stream)
+static uint64_t rng_init(uint64_t seed, uint64_t stream)
 {
 	/* splitmix64's finaliser: neighbouring streams start far apart. */
 	uint64_t z = seed + (stream + 1) * 0x9e3779b97f4a7c15ULL;
@@ -77,17 +80,28 @@ uint64_t kvf__place_rng_init(uint64_t seed, uint64_t stream)
 	return z ? z : 0x9e3779b97f4a7c15ULL; /* xorshift's one dead state */
 }
 
+void kvf__placer_init(struct kvf__placer *p, uint64_t seed, uint64_t stream)
+{
+	*p = (struct kvf__placer){ .rng = rng_init(seed, stream) };
+}
+
 /* Uniform-enough index in [0, n) from 32 random bits (multiply-shift). */
 static inline uint32_t pick(uint32_t bits, uint32_t n)
 {
 	return (uint32_t)(((uint64_t)bits * n) >> 32);
 }
 
+/* Segments first, first + step, ... (< nr): count of them. */
+struct lane {
+	uint32_t first, step, count;
+};
+
 struct ctx {
 	struct kvf__segalloc *const *segs;
 	uint32_t nr;
 	uint64_t size;
 	uint64_t *rng;
+	struct lane lane; /* the placer's lane (struct kvf__placer) */
 	struct kvf__place_result *res;
 	uint64_t tag;
 };
@@ -230,13 +244,16 @@ static int place_free_ratio(struct ctx *c)
 #define SCAN_LIMIT (4 * SAMPLE)
 
 static inline __attribute__((always_inline)) uint32_t
-best_fit_scan(const struct ctx *c, bool check_taken, bool has_skip,
-	      uint32_t skip)
+best_fit_scan(const struct ctx *c, struct lane lane, bool check_taken,
+	      bool has_skip, uint32_t skip)
 {
 	struct kvf__segalloc *const *segs = c->segs;
 	const uint64_t size = c->size;
-	const uint32_t nr = c->nr, limit = nr < SCAN_LIMIT ? nr : SCAN_LIMIT;
-	const uint32_t start = pick((uint32_t)(rnd(c->rng) >> 32), nr);
+	const uint32_t nr = c->nr, step = lane.step;
+	const uint32_t limit = lane.count < SCAN_LIMIT ? lane.count : SCAN_LIMIT;
+	const uint32_t start =
+		lane.first +
+		pick((uint32_t)(rnd(c->rng) >> 32), lane.count) * step;
 	uint32_t best = UINT32_MAX, m = 0, i = start;
 	uint64_t best_largest = UINT64_MAX;
 
@@ -272,16 +289,32 @@ best_fit_scan(const struct ctx *c, bool check_taken, bool has_skip,
 		m += (uint32_t)(miss + 1);
 		if (m >= SAMPLE)
 			break;
-		i = i + 1 == nr ? 0 : i + 1;
+		i = i + step >= nr ? lane.first : i + step;
 	}
 	return best;
 }
 
-/* The first replica (the usual case) cannot clash with another. */
+/* Every segment, as one lane. */
+static struct lane all_segments(const struct ctx *c)
+{
+	return (struct lane){ 0, 1, c->nr };
+}
+
+/* The best fit in @lane; the first replica cannot clash with another. */
+static uint32_t best_fit_in(const struct ctx *c, struct lane lane)
+{
+	return c->res->count ? best_fit_scan(c, lane, true, false, 0) :
+			       best_fit_scan(c, lane, false, false, 0);
+}
+
+/* The best fit in the placer's lane, else in every segment. */
 static uint32_t best_fit_segment(const struct ctx *c)
 {
-	return c->res->count ? best_fit_scan(c, true, false, 0) :
-			       best_fit_scan(c, false, false, 0);
+	uint32_t best = best_fit_in(c, c->lane);
+
+	if (best == UINT32_MAX && c->lane.count < c->nr)
+		best = best_fit_in(c, all_segments(c));
+	return best;
 }
 
 /*
@@ -295,7 +328,8 @@ static uint32_t best_fit_segment(const struct ctx *c)
  */
 static int place_contended(struct ctx *c, uint32_t busy)
 {
-	uint32_t alt = best_fit_scan(c, c->res->count, true, busy);
+	uint32_t alt = best_fit_scan(c, all_segments(c), c->res->count, true,
+				     busy);
 	int rc;
 
 	if (alt != UINT32_MAX) {
@@ -359,20 +393,38 @@ static bool never_fits(struct kvf__segalloc *const *segs, uint32_t nr,
 	return could < replica_num;
 }
 
+/*
+ * @p's lane among @nr segments: lanes of at least two segments each (a
+ * lane of one would turn best fit into "that segment"), so with many
+ * placers some share a lane.
+ */
+static struct lane placer_lane(const struct kvf__placer *p, uint32_t nr)
+{
+	uint32_t lanes = p->lanes < nr / 2 ? p->lanes : nr / 2, first;
+
+	if (lanes <= 1)
+		return (struct lane){ 0, 1, nr };
+	first = p->lane % lanes;
+	return (struct lane){ first, lanes, (nr - first + lanes - 1) / lanes };
+}
+
 int kvf__place(enum kvf_placement_strategy strategy,
 	       struct kvf__segalloc *const *segs, uint32_t nr_segs,
-	       const struct kvf__place_request *req, uint64_t *rng,
+	       const struct kvf__place_request *req, struct kvf__placer *p,
 	       struct kvf__place_result *res)
 {
-	struct ctx c = { segs, nr_segs, 0, rng, res, req->tag };
+	struct ctx c = { segs, nr_segs, 0, p ? &p->rng : NULL, { 0, 1, nr_segs },
+			 res, 0 };
 	int rc = KVF_OK;
 
-	if (!req || !res || !rng || !*rng || (nr_segs && !segs) ||
+	if (!req || !res || !p || !p->rng || (nr_segs && !segs) ||
 	    !req->size || !req->replica_num ||
 	    req->replica_num > KVF_MAX_REPLICAS ||
 	    (req->nr_preferred && !req->preferred))
 		return KVF_ERR_INVALID_PARAMS;
 	c.size = req->size;
+	c.tag = req->tag;
+	c.lane = placer_lane(p, nr_segs);
 	res->count = 0;
 	res->fallbacks = 0;
 	if (nr_segs < req->replica_num)

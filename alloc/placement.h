@@ -25,6 +25,22 @@ struct kvf__place_request {
 	uint64_t tag;                /* kept with each block (see segalloc.h) */
 };
 
+/*
+ * One placer's state, kept by the caller across kvf__place() calls (the
+ * engine keeps one per put batch): its RNG and its lane. With @lanes > 1,
+ * best fit looks first at the segments of lane @lane only (index mod
+ * @lanes), and at the others only when none of those fits. The engine
+ * gives each concurrent put batch its own lane: best fit would otherwise
+ * send concurrent fills to the same few tight segments, whose allocator
+ * trees then pass between the cores on every allocation (two put threads
+ * ran no faster than one). A lone placer has one lane: every segment.
+ */
+struct kvf__placer {
+	uint64_t rng;   /* xorshift state, never zero (kvf__placer_init) */
+	uint32_t lane;  /* < lanes */
+	uint32_t lanes; /* 0 or 1: one lane, every segment */
+};
+
 struct kvf__place_result {
 	uint32_t seg[KVF_MAX_REPLICAS];    /* indices into segs[] */
 	uint64_t offset[KVF_MAX_REPLICAS];
@@ -38,7 +54,7 @@ struct kvf__place_result {
 /*
  * kvf__place() - allocate @req->replica_num replicas of @req->size bytes in
  * distinct segments among @segs[0..nr_segs).
- * @rng: per-caller xorshift state (non-zero), advanced by the call.
+ * @p: the caller's placer state (rng non-zero), advanced by the call.
  *
  * Returns KVF_OK (result filled), KVF_ERR_NOT_ENOUGH_SEGMENTS (fewer
  * segments than replicas), KVF_ERR_NO_SPACE (no eligible segment set fits;
@@ -48,15 +64,15 @@ struct kvf__place_result {
  */
 int kvf__place(enum kvf_placement_strategy strategy,
 	       struct kvf__segalloc *const *segs, uint32_t nr_segs,
-	       const struct kvf__place_request *req, uint64_t *rng,
+	       const struct kvf__place_request *req, struct kvf__placer *p,
 	       struct kvf__place_result *res);
 
 /*
- * kvf__place_rng_init() - a kvf__place() RNG state (never zero) for
- * stream @stream of @seed. The same seed and stream give the same
- * sequence; distinct streams of one seed are independent. Pure.
+ * kvf__placer_init() - a fresh one-lane placer for stream @stream of
+ * @seed: the same seed and stream give the same sequence of choices (for
+ * one thread); distinct streams of one seed are independent. Pure.
  */
-uint64_t kvf__place_rng_init(uint64_t seed, uint64_t stream);
+void kvf__placer_init(struct kvf__placer *p, uint64_t seed, uint64_t stream);
 
 /* Free what kvf__place() allocated (e.g. when a later step failed). */
 void kvf__place_undo(struct kvf__segalloc *const *segs,

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 
 #include "batch/batch.h"
+#include "base/clock.h"
 #include "base/die.h"
 #include "engine/mutation.h"
 #include "metadata/objstate.h"
@@ -39,15 +40,19 @@ struct put_ctx {
 	uint32_t preferred[KVF_MAX_PREFERRED];
 	uint32_t nr_preferred;
 	uint64_t now;
-	uint64_t rng; /* placement state (kvf__place) */
+	struct kvf__placer placer; /* this batch's (kvf__place) */
 };
 
-/* The batch's own placement stream of the engine's seed. */
-static uint64_t batch_rng(struct kvf_engine *e)
+/*
+ * The batch's own placer, on its own stream of the engine's seed, in
+ * this thread's placement lane.
+ */
+static void batch_placer(struct kvf_engine *e, struct kvf__placer *p)
 {
-	return kvf__place_rng_init(e->place_seed,
-				   __atomic_fetch_add(&e->place_streams, 1,
-						      __ATOMIC_RELAXED));
+	kvf__placer_init(p, e->place_seed,
+			 __atomic_fetch_add(&e->place_streams, 1,
+					    __ATOMIC_RELAXED));
+	kvf__lanes_join(&e->put_lanes, kvf__now_ns(), p);
 }
 
 /* Map preferred segment ids to table slots; unknown ids refuse the batch. */
@@ -94,7 +99,7 @@ static int make_record(struct put_ctx *c, size_t i, struct kvf__object **out)
 	int ret;
 
 	ret = kvf__place(e->cfg.placement, c->segs->alloc, c->segs->nr, &req,
-			 &c->rng, &res);
+			 &c->placer, &res);
 	if (ret)
 		return ret;
 	o = kvf__index_object_new(e->index, e->arena, c->b.keys[i].data,
@@ -233,7 +238,7 @@ enum kvf_status kvf_batch_put_start(struct kvf_engine *e, uint64_t client_id,
 	}
 	kvf__batch_probe(&c.b);
 	c.now = kvf__now(e);
-	c.rng = batch_rng(e);
+	batch_placer(e, &c.placer);
 	for (size_t i = 0; i < n; i++) {
 		if (status[i] != KVF_OK)
 			continue;

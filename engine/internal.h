@@ -11,6 +11,7 @@
 
 #include <kvforge.h>
 
+#include "alloc/lanes.h"
 #include "alloc/placement.h"
 #include "alloc/segalloc.h"
 #include "base/rcu.h"
@@ -84,13 +85,15 @@ struct kvf_engine {
 	struct kvf__journal *journal; /* NULL with KVF_DURABILITY_NONE */
 
 	/*
-	 * Placement randomness: every put batch draws its own stream
-	 * (kvf__place_rng_init) of this engine's seed, numbered by
+	 * Placement randomness: every put batch has its own placer
+	 * (kvf__placer_init) on its own stream of this engine's seed, numbered by
 	 * @place_streams (atomic), so a seed replays per engine whatever
 	 * other engines of the process do, and threads never share a state.
 	 */
 	uint64_t place_seed;
 	uint64_t place_streams;
+	/* Threads putting now, each on its own segments (alloc/lanes.h). */
+	struct kvf__lanes put_lanes;
 
 	/* Serialises mount, unmount, client add/remove and expiry. */
 	pthread_mutex_t seg_lock;

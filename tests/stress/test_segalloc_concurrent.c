@@ -75,8 +75,11 @@ static void *worker(void *arg)
 {
 	uintptr_t id = (uintptr_t)arg;
 	uint64_t rng = 0x9e3779b97f4a7c15ULL * (id + 1);
+	struct kvf__placer placer;
 	struct held live[MAX_LIVE];
 	uint32_t n = 0;
+
+	kvf__placer_init(&placer, 7, id);
 
 	for (int op = 0; op < OPS; op++) {
 		uint64_t r = next(&rng), size = 1 + (r >> 40) % (32 * 1024);
@@ -111,7 +114,7 @@ static void *worker(void *arg)
 			enum kvf_placement_strategy st =
 				(enum kvf_placement_strategy)((r >> 12) % 3);
 
-			if (kvf__place(st, segs, NR_SEGS, &req, &rng, &res) !=
+			if (kvf__place(st, segs, NR_SEGS, &req, &placer, &res) !=
 			    KVF_OK)
 				continue;
 			if (res.count != 2 || res.seg[0] == res.seg[1])

@@ -80,7 +80,8 @@ static void test_distinct_until_full(void **state)
 		struct kvf__place_request req = { .size = 100 * KiB,
 						  .replica_num = 3 };
 		struct kvf__place_result res;
-		uint64_t rng = 77 + s, before;
+		struct kvf__placer rng = { .rng = 77 + s };
+		uint64_t before;
 		int rc, placed = 0;
 
 		pool_init(&p, 5, MiB);
@@ -114,7 +115,7 @@ static void test_preferred(void **state)
 						  .preferred = pref,
 						  .nr_preferred = 3 };
 		struct kvf__place_result res;
-		uint64_t rng = 5;
+		struct kvf__placer rng = { .rng = 5 };
 
 		pool_init(&p, 8, MiB);
 		for (int i = 0; i < 4; i++) {
@@ -152,7 +153,8 @@ static void test_not_enough_and_invalid(void **state)
 	struct pool p;
 	struct kvf__place_request req = { .size = 4096, .replica_num = 3 };
 	struct kvf__place_result res;
-	uint64_t rng = 1, zero = 0;
+	struct kvf__placer rng = { .rng = 1 };
+	struct kvf__placer zero = { .rng = 0, .lane = 0, .lanes = 0 };
 
 	(void)state;
 	pool_init(&p, 2, MiB);
@@ -196,7 +198,8 @@ static void test_no_space_leaves_nothing(void **state)
 		struct kvf__place_request req = { .size = 64 * KiB,
 						  .replica_num = 3 };
 		struct kvf__place_result res;
-		uint64_t rng = 3 + s, off;
+		struct kvf__placer rng = { .rng = 3 + s };
+		uint64_t off;
 
 		pool_init(&p, 3, MiB);
 		assert_int_equal(
@@ -228,7 +231,7 @@ static void test_null_segments(void **state)
 	struct kvf__segalloc *segs[6] = { 0 };
 	struct kvf__place_request req = { .size = 4096, .replica_num = 2 };
 	struct kvf__place_result res;
-	uint64_t rng = 11;
+	struct kvf__placer rng = { .rng = 11 };
 
 	(void)state;
 	assert_int_equal(kvf__segalloc_create(MiB, 64, &segs[1]), KVF_OK);
@@ -287,7 +290,7 @@ static void test_free_ratio_lies(void **state)
 					  .replica_num = 1 };
 	struct kvf__place_result res;
 	struct pool p;
-	uint64_t rng = 42;
+	struct kvf__placer rng = { .rng = 42 };
 
 	(void)state;
 	fragmented_pool(&p);
@@ -323,7 +326,8 @@ static void test_best_fit(void **state)
 					  .replica_num = 2 };
 	struct kvf__place_result res;
 	struct pool p;
-	uint64_t rng = 9, off;
+	struct kvf__placer rng = { .rng = 9 };
+	uint64_t off;
 
 	(void)state;
 	pool_init(&p, 6, 4 * MiB);
@@ -356,7 +360,8 @@ static void test_exact_fit(void **state)
 	struct kvf__place_result res;
 	uint32_t hits[8] = { 0 };
 	struct pool p;
-	uint64_t rng = 77, off;
+	struct kvf__placer rng = { .rng = 77 };
+	uint64_t off;
 
 	(void)state;
 	pool_init(&p, 8, 4 * MiB);
@@ -378,6 +383,71 @@ static void test_exact_fit(void **state)
 	pool_fini(&p);
 }
 
+/*
+ * A placer with lanes takes the best fit of its lane's segments (index
+ * mod lanes), and of every segment only when none of its own fits; lanes
+ * keep two segments each at least.
+ */
+static void test_placer_lanes(void **state)
+{
+	struct kvf__place_request req = { .size = 64 * KiB,
+					  .replica_num = 1 };
+	struct kvf__place_result res;
+	struct kvf__placer pl;
+	struct pool p;
+	uint64_t off;
+
+	(void)state;
+	pool_init(&p, 4, 4 * MiB);
+	kvf__placer_init(&pl, 1, 0);
+	/* Tightest first: 0, then 3, then 2 and 1 (empty). */
+	assert_int_equal(kvf__segalloc_alloc_tagged(p.seg[0], 3 * MiB, 1, &off),
+			 KVF_OK);
+	assert_int_equal(kvf__segalloc_alloc_tagged(p.seg[3], 2 * MiB, 1, &off),
+			 KVF_OK);
+	assert_int_equal(kvf__place(KVF_PLACEMENT_FRAGMENTATION_AWARE, p.seg,
+				    p.n, &req, &pl, &res),
+			 KVF_OK);
+	assert_int_equal(res.seg[0], 0);
+
+	pl.lanes = 2;
+	pl.lane = 1;
+	for (int k = 0; k < 4; k++) {
+		assert_int_equal(kvf__place(KVF_PLACEMENT_FRAGMENTATION_AWARE,
+					    p.seg, p.n, &req, &pl, &res),
+				 KVF_OK);
+		assert_int_equal(res.seg[0], 3);
+		assert_true(res.first_choice);
+	}
+	pl.lane = 0;
+	assert_int_equal(kvf__place(KVF_PLACEMENT_FRAGMENTATION_AWARE, p.seg,
+				    p.n, &req, &pl, &res),
+			 KVF_OK);
+	assert_int_equal(res.seg[0], 0);
+	/* Three lanes of four segments would leave lanes of one: two. */
+	pl.lanes = 3;
+	pl.lane = 1;
+	assert_int_equal(kvf__place(KVF_PLACEMENT_FRAGMENTATION_AWARE, p.seg,
+				    p.n, &req, &pl, &res),
+			 KVF_OK);
+	assert_int_equal(res.seg[0], 3);
+
+	/* Only segments 1 and 2 fit; lane 1 of 2 has 1 and 3. */
+	req.size = 3 * MiB;
+	pl.lanes = 2;
+	assert_int_equal(kvf__place(KVF_PLACEMENT_FRAGMENTATION_AWARE, p.seg,
+				    p.n, &req, &pl, &res),
+			 KVF_OK);
+	assert_int_equal(res.seg[0], 1);
+	/* Now only segment 2 fits, outside the lane: it takes it. */
+	assert_int_equal(kvf__place(KVF_PLACEMENT_FRAGMENTATION_AWARE, p.seg,
+				    p.n, &req, &pl, &res),
+			 KVF_OK);
+	assert_int_equal(res.seg[0], 2);
+	assert_int_equal(res.fallbacks, 0);
+	pool_fini(&p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -389,6 +459,7 @@ int main(void)
 		cmocka_unit_test(test_free_ratio_lies),
 		cmocka_unit_test(test_best_fit),
 		cmocka_unit_test(test_exact_fit),
+		cmocka_unit_test(test_placer_lanes),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -135,13 +135,14 @@ struct run {
 	size_t nr_live, cap_live;
 	uint64_t used, capacity;
 	enum kvf_placement_strategy st;
-	uint64_t size_rng, place_rng, free_rng;
+	uint64_t size_rng, free_rng;
+	struct kvf__placer placer;
 };
 
 static int place(struct run *w, uint64_t size, struct kvf__place_result *res)
 {
 	struct kvf__place_request req = { .size = size, .replica_num = 1 };
-	int rc = kvf__place(w->st, w->segs, NR_SEGS, &req, &w->place_rng, res);
+	int rc = kvf__place(w->st, w->segs, NR_SEGS, &req, &w->placer, res);
 
 	if (rc != KVF_OK)
 		return rc;
@@ -184,11 +185,9 @@ static int run_one(const struct clockcal *cal, enum kvf_placement_strategy st,
 	/* Same sizes and frees for every strategy; placement differs. */
 	w.size_rng = seed * 0x9e3779b97f4a7c15ULL + (uint64_t)mix + 1;
 	w.free_rng = w.size_rng ^ 0x5bd1e995ULL;
-	w.place_rng = w.size_rng ^ 0xda942042e4dd58b5ULL;
+	kvf__placer_init(&w.placer, w.size_rng, 1);
 	if (!w.free_rng)
 		w.free_rng = 1;
-	if (!w.place_rng)
-		w.place_rng = 1;
 	for (int s = 0; s < NR_SEGS; s++) {
 		rc = kvf__segalloc_create(SEG_SIZE, ALIGNMENT, &w.segs[s]);
 		if (rc)

@@ -1,0 +1,117 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * alloc/lanes.c - placement lanes (see alloc/lanes.h).
+ *
+ * Each thread remembers which bit it holds in each of the last MY_SETS
+ * sets it joined (thread locals; one set per engine), so a thread that
+ * feeds two engines keeps one bit in each instead of claiming anew at
+ * every switch; a bit it forgets goes idle and is given back.
+ * The owner stamps its bit before it checks that it still holds it, and
+ * a claimer stamps a bit before its compare-and-swap takes it, so a bit
+ * is never both held and stale for longer than a race window. Every word
+ * is accessed atomically (relaxed: nothing else is published through
+ * them).
+ */
+#include "config.h"
+
+#include <stdbool.h>
+
+#include "alloc/lanes.h"
+
+/* Sets a thread remembers its bit in: a thread may feed a few engines. */
+#define MY_SETS 4
+
+static __thread struct {
+	const struct kvf__lanes *set;
+	uint64_t bit;
+} my_bits[MY_SETS];
+static __thread unsigned my_next;
+
+static void stamp(struct kvf__lanes *l, uint64_t bit, uint64_t now)
+{
+	__atomic_store_n(&l->seen[__builtin_ctzll(bit)].ns, now,
+			 __ATOMIC_RELAXED);
+}
+
+/* Take the lowest free bit; 0 when all 64 are held. */
+static uint64_t claim(struct kvf__lanes *l, uint64_t now)
+{
+	uint64_t held = __atomic_load_n(&l->held, __ATOMIC_RELAXED), bit;
+
+	do {
+		if (!~held)
+			return 0;
+		bit = ~held & (held + 1);
+		stamp(l, bit, now);
+	} while (!__atomic_compare_exchange_n(&l->held, &held, held | bit, true,
+					      __ATOMIC_RELAXED,
+					      __ATOMIC_RELAXED));
+	return bit;
+}
+
+/* The calling thread's entry for @l, made (replacing the oldest) if new. */
+static uint64_t *my_entry(const struct kvf__lanes *l)
+{
+	unsigned k;
+
+	for (k = 0; k < MY_SETS; k++)
+		if (my_bits[k].set == l)
+			return &my_bits[k].bit;
+	k = my_next++ % MY_SETS;
+	my_bits[k].set = l;
+	my_bits[k].bit = 0;
+	return &my_bits[k].bit;
+}
+
+/* The calling thread's bit in @l, stamped at @now; 0 if none is free. */
+static uint64_t own_bit(struct kvf__lanes *l, uint64_t now)
+{
+	uint64_t *bit = my_entry(l);
+
+	if (*bit) {
+		stamp(l, *bit, now);
+		if (__atomic_load_n(&l->held, __ATOMIC_RELAXED) & *bit)
+			return *bit;
+	}
+	*bit = claim(l, now);
+	return *bit;
+}
+
+static bool idle(const struct kvf__lanes *l, uint64_t bit, uint64_t now)
+{
+	uint64_t seen = __atomic_load_n(&l->seen[__builtin_ctzll(bit)].ns,
+					__ATOMIC_RELAXED);
+
+	/* A stamp after @now (another thread's later clock) is active. */
+	return seen < now && now - seen >= KVF__LANE_IDLE_NS;
+}
+
+/* The held bits active at @now; idle ones other than @mine given back. */
+static uint64_t active_bits(struct kvf__lanes *l, uint64_t mine, uint64_t now)
+{
+	uint64_t held = __atomic_load_n(&l->held, __ATOMIC_RELAXED);
+	uint64_t active = mine;
+
+	for (uint64_t rest = held & ~mine; rest; rest &= rest - 1) {
+		uint64_t bit = rest & -rest;
+
+		if (!idle(l, bit, now))
+			active |= bit;
+		else
+			__atomic_fetch_and(&l->held, ~bit, __ATOMIC_RELAXED);
+	}
+	return active;
+}
+
+void kvf__lanes_join(struct kvf__lanes *l, uint64_t now, struct kvf__placer *p)
+{
+	uint64_t mine = own_bit(l, now), active;
+
+	p->lane = 0;
+	p->lanes = 1;
+	if (!mine)
+		return;
+	active = active_bits(l, mine, now);
+	p->lane = (uint32_t)__builtin_popcountll(active & (mine - 1));
+	p->lanes = (uint32_t)__builtin_popcountll(active);
+}

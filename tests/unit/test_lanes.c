@@ -1,0 +1,144 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tests/unit/test_lanes.c - placement lanes: a lone thread has one lane,
+ * threads placing together get distinct ranks, a thread keeps its bit,
+ * and an idle thread's bit is given back and counts for nobody. Threads
+ * take turns (each join runs alone), and every time is given, so the
+ * outcome does not depend on scheduling.
+ */
+#include "config.h"
+
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "alloc/lanes.h"
+
+static struct kvf__lanes lanes;
+
+struct join {
+	uint64_t now;
+	struct kvf__placer p;
+};
+
+static void *join_main(void *arg)
+{
+	struct join *j = arg;
+
+	kvf__lanes_join(&lanes, j->now, &j->p);
+	return NULL;
+}
+
+/* One join at @now from a thread of its own (a fresh thread each time). */
+static struct kvf__placer join_from_new_thread(uint64_t now)
+{
+	struct join j = {.now = now};
+	pthread_t t;
+
+	assert_int_equal(pthread_create(&t, NULL, join_main, &j), 0);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	return j.p;
+}
+
+static struct kvf__placer join_here(uint64_t now)
+{
+	struct kvf__placer p = {.rng = 1};
+
+	kvf__lanes_join(&lanes, now, &p);
+	return p;
+}
+
+static void test_lone_thread_has_every_segment(void **state)
+{
+	struct kvf__placer p;
+
+	(void)state;
+	memset(&lanes, 0, sizeof(lanes));
+	for (uint64_t t = 1; t < 5; t++) {
+		p = join_here(t * 1000);
+		assert_int_equal(p.lanes, 1);
+		assert_int_equal(p.lane, 0);
+	}
+	assert_int_equal(__builtin_popcountll(lanes.held), 1);
+}
+
+static void test_threads_split_then_idle(void **state)
+{
+	const uint64_t t0 = 100 * KVF__LANE_IDLE_NS;
+	struct kvf__placer me, other;
+
+	(void)state;
+	memset(&lanes, 0, sizeof(lanes));
+	me = join_here(t0);
+	assert_int_equal(me.lanes, 1);
+	/* Another thread placing at the same time: two lanes, its own. */
+	other = join_from_new_thread(t0 + 10);
+	assert_int_equal(other.lanes, 2);
+	assert_int_equal(other.lane, 1);
+	me = join_here(t0 + 20);
+	assert_int_equal(me.lanes, 2);
+	assert_int_equal(me.lane, 0);
+	/* The other thread is gone: once idle, its bit counts no more. */
+	me = join_here(t0 + 10 + KVF__LANE_IDLE_NS - 1);
+	assert_int_equal(me.lanes, 2);
+	me = join_here(t0 + 10 + KVF__LANE_IDLE_NS);
+	assert_int_equal(me.lanes, 1);
+	assert_int_equal(me.lane, 0);
+	assert_int_equal(__builtin_popcountll(lanes.held), 1);
+	/* A newcomer takes the freed bit. */
+	other = join_from_new_thread(t0 + 2 * KVF__LANE_IDLE_NS);
+	assert_int_equal(other.lanes, 2);
+	assert_int_equal(other.lane, 1);
+}
+
+static void test_all_bits_held(void **state)
+{
+	struct kvf__placer p;
+
+	(void)state;
+	memset(&lanes, 0, sizeof(lanes));
+	lanes.held = ~UINT64_C(0);
+	for (int b = 0; b < KVF__LANE_BITS; b++)
+		lanes.seen[b].ns = 1000;
+	/* A thread with no bit: every segment, nothing taken. */
+	p = join_from_new_thread(1000);
+	assert_int_equal(p.lanes, 1);
+	assert_int_equal(p.lane, 0);
+	assert_int_equal(lanes.held, ~UINT64_C(0));
+}
+
+/* A thread that feeds two engines keeps one bit, one lane, in each. */
+static void test_thread_alternating_sets(void **state)
+{
+	static struct kvf__lanes other_set;
+	struct kvf__placer p = {.rng = 1};
+
+	(void)state;
+	memset(&lanes, 0, sizeof(lanes));
+	memset(&other_set, 0, sizeof(other_set));
+	for (uint64_t t = 1; t < 6; t++) {
+		p = join_here(t * 1000);
+		assert_int_equal(p.lanes, 1);
+		kvf__lanes_join(&other_set, t * 1000 + 500, &p);
+		assert_int_equal(p.lanes, 1);
+	}
+	assert_int_equal(__builtin_popcountll(lanes.held), 1);
+	assert_int_equal(__builtin_popcountll(other_set.held), 1);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_lone_thread_has_every_segment),
+		cmocka_unit_test(test_threads_split_then_idle),
+		cmocka_unit_test(test_all_bits_held),
+		cmocka_unit_test(test_thread_alternating_sets),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
