@@ -88,8 +88,10 @@
  *   1. home buckets of every key (hashes are given), then one burst of
  *      bucket prefetches;
  *   2. tag match in each home bucket, prefetching the lines of every
- *      candidate record that the key compare and the engine will touch;
- *   3. key compare (key_len, memcmp) of the candidates;
+ *      candidate record that the key compare and the engine will touch,
+ *      and noting the first candidate (the record, but for a tag clash);
+ *   3. key compare (key_len, then the bytes) of that candidate; only a
+ *      mismatch, about one in 10,000, scans the bucket again;
  *   4. keys not found whose home has displaced > 0 go to a second pass:
  *      prefetch their neighbour buckets in one burst, match tags and
  *      prefetch records, compare. At load <= 0.8 this is a small minority.
@@ -118,6 +120,7 @@
 #include "metadata/hash.h"
 #include "metadata/hugemem.h"
 #include "metadata/index.h"
+#include "metadata/keyeq.h"
 
 #define SLOTS_PER_BUCKET 7
 #define TAG_SHIFT 48
@@ -234,7 +237,7 @@ static inline bool key_matches(const struct kvf__object *o,
 			       const struct kvf_key *key)
 {
 	return o->key_len == key->len &&
-	       memcmp(kvf__object_key(o), key->data, key->len) == 0;
+	       kvf__bytes_equal(kvf__object_key(o), key->data, key->len);
 }
 
 /* Record with @key among the slots tagged @tag in @b, or NULL. */
@@ -301,16 +304,25 @@ static inline void prefetch_record(const struct kvf__object *o, size_t len)
 	__builtin_prefetch(end - 1);
 }
 
-/* Prefetch every record in @b whose tag is @tag (a hint: relaxed loads). */
-static inline void prefetch_candidates(const struct bucket *b, uint64_t tag,
-				       size_t len)
+/*
+ * Prefetch every record in @b whose tag is @tag; return the first such
+ * slot (0 if none), which is the key's record unless two keys share the
+ * bucket and the tag (about one lookup in 10,000 at 7 slots).
+ */
+static inline uint64_t prefetch_candidates(const struct bucket *b,
+					   uint64_t tag, size_t len)
 {
-	for (int i = 0; i < SLOTS_PER_BUCKET; i++) {
-		uint64_t s = __atomic_load_n(&b->slot[i], __ATOMIC_RELAXED);
+	uint64_t first = 0;
 
-		if (slot_has_tag(s, tag))
+	for (int i = 0; i < SLOTS_PER_BUCKET; i++) {
+		uint64_t s = slot_load(&b->slot[i]);
+
+		if (slot_has_tag(s, tag)) {
 			prefetch_record(slot_object(s), len);
+			first = first ? first : s;
+		}
 	}
+	return first;
 }
 
 /* ---- tables ----------------------------------------------------------- */
@@ -620,7 +632,7 @@ static void lookup_chunk(struct bucket_table *t, size_t n,
 			 const uint64_t *hashes, const struct kvf_key *keys,
 			 struct kvf__object **out)
 {
-	uint64_t home[LOOKUP_CHUNK];
+	uint64_t home[LOOKUP_CHUNK], first[LOOKUP_CHUNK];
 	uint32_t displaced[LOOKUP_CHUNK];
 	size_t nr_displaced = 0;
 
@@ -629,12 +641,18 @@ static void lookup_chunk(struct bucket_table *t, size_t n,
 	for (size_t i = 0; i < n; i++)
 		__builtin_prefetch(&t->b[home[i]]);
 	for (size_t i = 0; i < n; i++)
-		prefetch_candidates(&t->b[home[i]], tag_of(hashes[i]),
-				    keys[i].len);
+		first[i] = prefetch_candidates(&t->b[home[i]],
+					       tag_of(hashes[i]), keys[i].len);
 	for (size_t i = 0; i < n; i++) {
 		const struct bucket *b = &t->b[home[i]];
+		struct kvf__object *o = slot_object(first[i]);
 
-		out[i] = bucket_find(b, tag_of(hashes[i]), &keys[i]);
+		if (o && key_matches(o, &keys[i]))
+			out[i] = o;
+		else if (o)
+			out[i] = bucket_find(b, tag_of(hashes[i]), &keys[i]);
+		else
+			out[i] = NULL;
 		if (!out[i] && displaced_load(b))
 			displaced[nr_displaced++] = (uint32_t)i;
 	}

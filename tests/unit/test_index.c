@@ -390,6 +390,52 @@ static void test_foreach_replaces(void **state)
 }
 
 /* Big batches go through the lookup in chunks; presized create. */
+/*
+ * Keys that all share one hash (one home bucket, one tag, more of them
+ * than a bucket's slots): the first slot with a lookup's tag is mostly
+ * another key's record, so the lookup falls back to the full compare;
+ * every key still finds its own record, in any order, and keys never
+ * inserted find none. Presized so no resize re-homes them by their real
+ * hashes.
+ */
+static void test_shared_hash(void **state)
+{
+	enum { SHARED = 12, MISSES = 4 };
+	struct kvf__index *idx = index_new(state, 4096);
+	const uint64_t hash = keys[1].hash;
+	struct kvf__object *rec[SHARED], *out[SHARED + MISSES];
+	struct kvf_key k[SHARED + MISSES];
+	uint64_t h[SHARED + MISSES];
+
+	kvf__rcu_read_lock();
+	for (unsigned id = 0; id < SHARED; id++) {
+		rec[id] = record_new(id);
+		assert_null(kvf__index_insert_unique(idx, rec[id], hash));
+	}
+	for (int pass = 0; pass < 2; pass++) {
+		for (unsigned j = 0; j < SHARED + MISSES; j++) {
+			/* Pass 1 looks the keys up in reverse order. */
+			unsigned id = pass ? SHARED + MISSES - 1 - j : j;
+			unsigned key = id < SHARED ? id : NR_KEYS + id;
+
+			k[j] = (struct kvf_key){ keys[key].data, keys[key].len };
+			h[j] = hash;
+		}
+		kvf__index_lookup_batch(idx, SHARED + MISSES, h, k, out);
+		for (unsigned j = 0; j < SHARED + MISSES; j++) {
+			unsigned id = pass ? SHARED + MISSES - 1 - j : j;
+
+			assert_ptr_equal(out[j], id < SHARED ? rec[id] : NULL);
+		}
+	}
+	for (unsigned id = 0; id < SHARED; id++) {
+		assert_int_equal(kvf__index_remove(idx, rec[id], hash), KVF_OK);
+		free_after_gp(rec[id]);
+	}
+	kvf__rcu_read_unlock();
+	index_finish(idx);
+}
+
 static void test_large_batch(void **state)
 {
 	struct kvf__index *idx = index_new(state, NR_KEYS);
@@ -420,6 +466,7 @@ static void test_large_batch(void **state)
 		cmocka_unit_test_prestate(test_foreach_grows, (void *)&(ops)), \
 		cmocka_unit_test_prestate(test_foreach_replaces,               \
 					  (void *)&(ops)),                     \
+		cmocka_unit_test_prestate(test_shared_hash, (void *)&(ops)),  \
 		cmocka_unit_test_prestate(test_large_batch, (void *)&(ops))
 
 int main(void)
