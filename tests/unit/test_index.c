@@ -436,6 +436,33 @@ static void test_shared_hash(void **state)
 	index_finish(idx);
 }
 
+/*
+ * A table presized for a million records: the count the index reports is
+ * exact after every step though it moves its shared count in large steps
+ * (the changes of 3000 records wait in their stripes).
+ */
+static void test_count_in_big_table(void **state)
+{
+	struct kvf__index *idx = index_new(state, 1000000);
+	static struct kvf__object *rec[NR_KEYS];
+
+	kvf__rcu_read_lock();
+	for (unsigned id = 0; id < NR_KEYS; id++) {
+		rec[id] = record_new(id);
+		assert_null(ins(idx, rec[id]));
+		if (id % 97 == 0)
+			assert_int_equal(kvf__index_count(idx), id + 1);
+	}
+	assert_int_equal(kvf__index_count(idx), NR_KEYS);
+	for (unsigned id = 0; id < NR_KEYS; id += 2) {
+		assert_int_equal(rem(idx, rec[id]), KVF_OK);
+		free_after_gp(rec[id]);
+	}
+	assert_int_equal(kvf__index_count(idx), NR_KEYS / 2);
+	kvf__rcu_read_unlock();
+	index_finish(idx);
+}
+
 static void test_large_batch(void **state)
 {
 	struct kvf__index *idx = index_new(state, NR_KEYS);
@@ -467,6 +494,8 @@ static void test_large_batch(void **state)
 		cmocka_unit_test_prestate(test_foreach_replaces,               \
 					  (void *)&(ops)),                     \
 		cmocka_unit_test_prestate(test_shared_hash, (void *)&(ops)),  \
+		cmocka_unit_test_prestate(test_count_in_big_table,             \
+					  (void *)&(ops)),                     \
 		cmocka_unit_test_prestate(test_large_batch, (void *)&(ops))
 
 int main(void)
