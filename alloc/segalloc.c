@@ -898,28 +898,52 @@ static struct node *first_fit(const struct kvf__segalloc *a, uint64_t need,
 			      struct path *p)
 {
 	struct node *n = a->root;
-	uint64_t off, v;
+	uint64_t off, v, end = a->pub.capacity;
 	uint32_t i;
 
 	for (unsigned h = a->height; h > 0; h--) {
+		struct node *in = n;
+
 		/*
 		 * Above sub only the largest entry fits (best fit across
 		 * segments sends most requests here): take it without
 		 * reading val[], one line of this node fewer.
 		 */
-		p->node[h] = n;
-		if (need > n->sub) {
-			p->idx[h] = n->maxi;
-			n = n->maxchild;
+		p->node[h] = in;
+		if (need > in->sub) {
+			i = in->maxi;
+			n = in->maxchild;
 		} else {
-			for (i = 0; n->val[i] < need; i++)
+			for (i = 0; in->val[i] < need; i++)
 				;
-			p->idx[h] = i;
-			n = as_inner(n)->child[i];
+			n = as_inner(in)->child[i];
 		}
+		p->idx[h] = i;
+		/* The subtree ends where its right sibling starts. */
+		if (i + 1 < in->n)
+			end = as_inner(in)->key[i + 1];
 		/* The scan below reads val[] in order: fetch it all at once. */
 		for (uint32_t j = 0; j < FAN; j += 64 / sizeof(n->val[0]))
 			__builtin_prefetch(&n->val[j]);
+	}
+	p->node[0] = n;
+	/*
+	 * Only the leaf's largest block fits and it is the leaf's last (a
+	 * fill's free tail, always): its offset is the leaf's end less its
+	 * size, without summing the sizes of the blocks before it.
+	 */
+	i = n->n - 1;
+	if (need > n->sub && free_size(n->val[i]) == n->max) {
+		p->idx[0] = i;
+		p->off = end - blk_size(n->val[i]);
+#ifdef KVF_SEGALLOC_CHECK
+		off = n->base + leaf_span(n, 0, i);
+		if (off != p->off)
+			kvf__die("first fit's tail at %#llx, summed %#llx",
+				 (unsigned long long)p->off,
+				 (unsigned long long)off);
+#endif
+		return n;
 	}
 	/*
 	 * One branch per block, taken until the fit: used blocks count 0.
@@ -928,7 +952,6 @@ static struct node *first_fit(const struct kvf__segalloc *a, uint64_t need,
 	off = n->base;
 	for (i = 0; free_size(v = n->val[i]) < need; i++)
 		off += blk_size(v);
-	p->node[0] = n;
 	p->idx[0] = i;
 	p->off = off;
 	return n;

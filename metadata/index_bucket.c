@@ -65,8 +65,10 @@
  * insert_unique/replace/remove lock one of 256 stripe mutexes chosen by the
  * hash (mutexes, not spinlocks: this 2-vCPU guest is shared, and a
  * preempted spinlock holder would burn the other core). The table grows
- * (x2) when the count passes load 0.8, or when an insert finds no free slot
- * within MAX_DISPLACEMENT buckets of home while the table is at that load
+ * (x2) when the count (kept per stripe and gathered in steps, so up to
+ * ~1.6% behind: count_change()) passes load 0.8, or when an insert finds
+ * no free slot within MAX_DISPLACEMENT buckets of home while the table is
+ * at that load
  * (below it, the insert may go FAR_DISPLACEMENT buckets: a long run of
  * full buckets is linear probing's normal tail, not a reason to double a
  * presized table); it is rebuilt at the same size when
