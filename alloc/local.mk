@@ -17,6 +17,18 @@ tests_unit_test_lanes_LDADD = $(KVF_TEST_LIBS)
 tests_stress_test_segalloc_concurrent_CFLAGS = $(KVF_TEST_CFLAGS)
 tests_stress_test_segalloc_concurrent_LDADD = $(KVF_TEST_LIBS)
 
+# The same allocator tests against a self-checking build of the allocator
+# (KVF_SEGALLOC_CHECK): after every change each node's summaries and the
+# tiling are verified, and each fast path (first fit's leaf tail, a batch
+# of frees' deferred summaries) against the computation it skips.
+check_PROGRAMS += tests/unit/test_segalloc_checked
+UNIT_TESTS += tests/unit/test_segalloc_checked
+tests_unit_test_segalloc_checked_SOURCES = tests/unit/test_segalloc.c \
+	alloc/segalloc.c
+tests_unit_test_segalloc_checked_CFLAGS = $(KVF_TEST_CFLAGS) \
+	-DKVF_SEGALLOC_CHECK
+tests_unit_test_segalloc_checked_LDADD = $(KVF_TEST_LIBS)
+
 # The allocator's address-order scan (eviction's clock hands).
 check_PROGRAMS += tests/unit/test_segalloc_scan
 UNIT_TESTS += tests/unit/test_segalloc_scan
