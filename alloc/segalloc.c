@@ -71,7 +71,8 @@
  *
  * Debugging: build with -DKVF_SEGALLOC_CHECK to verify every node's max,
  * sub and parent entry, and that the leaves tile the segment, after each
- * change (slow; tests pass with it).
+ * change, and first fit's tail shortcut against the summed offset (slow;
+ * make check runs the allocator's tests so, as test_segalloc_checked).
  *
  * Every size is rounded up to the alignment and every block starts
  * aligned, so a free block fits a request iff its size is at least the
