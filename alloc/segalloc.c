@@ -1121,6 +1121,20 @@ static void reuse_claim(struct kvf__segalloc *a, uint64_t need)
  * change in place; no summary moves, since the tree saw it used all
  * along). False when none is parked.
  */
+/*
+ * Start loading the leaf holding @off (the lock is held: the descent reads
+ * the inner levels, which stay cached).
+ */
+static void prefetch_leaf_of(const struct kvf__segalloc *a, uint64_t off)
+{
+	const struct node *n = a->root;
+
+	for (unsigned h = a->height; h > 0; h--)
+		n = as_inner(n)->child[find_pos(n, off)];
+	for (size_t b = 0; b < sizeof(struct leaf); b += 64)
+		__builtin_prefetch((const char *)n + b, 1);
+}
+
 static bool reuse_take(struct kvf__segalloc *a, uint64_t need, uint64_t tag,
 		       uint64_t *offset)
 {
@@ -1138,6 +1152,13 @@ static bool reuse_take(struct kvf__segalloc *a, uint64_t need, uint64_t tag,
 	if (!rl->n)
 		return false;
 	off = rl->off[--rl->n];
+	/*
+	 * The next alloc of this size takes the next parked block: its leaf
+	 * is as cold as this one's was (parked blocks are scattered), so
+	 * start loading it now, a whole put ahead.
+	 */
+	if (rl->n)
+		prefetch_leaf_of(a, rl->off[rl->n - 1]);
 	l = parked_leaf(a, off, need, &p);
 	l->val[p.idx[0]] = need | USED;
 	as_leaf(l)->tag[p.idx[0]] = tag;
