@@ -101,7 +101,8 @@
  * CACHED flag, and its offset goes on that size's list (REUSE_DEPTH
  * offsets, one array). The next alloc of that size pops the newest one: a
  * compare per slot and one read-only descent to its leaf to set the
- * owner's tag, no split, no summary to fix. To every
+ * owner's tag, no split, no summary to fix; each pop starts loading the
+ * leaf of the block the next pop will take. To every
  * reader a parked block is free: free_bytes counts it, nr_allocs, the used
  * blocks and the scan skip it, reserve takes it.
  *  - Bound: parked bytes stay under reuse.limit (capacity / REUSE_SHARE
