@@ -6,7 +6,8 @@
  * sets it joined (thread locals; one set per engine), so a thread that
  * feeds two engines keeps one bit in each instead of claiming anew at
  * every switch; a bit it forgets goes idle and is given back.
- * The owner stamps its bit before it checks that it still holds it, and
+ * The owner stamps its bit before it checks that it still holds it (the
+ * bit held, and by it: the claimer's address is kept with the stamp), and
  * a claimer stamps a bit before its compare-and-swap takes it, so a bit
  * is never both held and stale for longer than a race window. Every word
  * is accessed atomically (relaxed: nothing else is published through
@@ -33,6 +34,18 @@ static void stamp(struct kvf__lanes *l, uint64_t bit, uint64_t now)
 			 __ATOMIC_RELAXED);
 }
 
+/* An address no other live thread has. */
+static uint64_t me(void)
+{
+	return (uint64_t)(uintptr_t)&my_next;
+}
+
+static uint64_t owner_of(const struct kvf__lanes *l, uint64_t bit)
+{
+	return __atomic_load_n(&l->seen[__builtin_ctzll(bit)].owner,
+			       __ATOMIC_RELAXED);
+}
+
 /* Take the lowest free bit; 0 when all 64 are held. */
 static uint64_t claim(struct kvf__lanes *l, uint64_t now)
 {
@@ -43,6 +56,8 @@ static uint64_t claim(struct kvf__lanes *l, uint64_t now)
 			return 0;
 		bit = ~held & (held + 1);
 		stamp(l, bit, now);
+		__atomic_store_n(&l->seen[__builtin_ctzll(bit)].owner, me(),
+				 __ATOMIC_RELAXED);
 	} while (!__atomic_compare_exchange_n(&l->held, &held, held | bit, true,
 					      __ATOMIC_RELAXED,
 					      __ATOMIC_RELAXED));
@@ -70,7 +85,9 @@ static uint64_t own_bit(struct kvf__lanes *l, uint64_t now)
 
 	if (*bit) {
 		stamp(l, *bit, now);
-		if (__atomic_load_n(&l->held, __ATOMIC_RELAXED) & *bit)
+		/* Given back while this thread was idle, maybe taken since. */
+		if ((__atomic_load_n(&l->held, __ATOMIC_RELAXED) & *bit) &&
+		    owner_of(l, *bit) == me())
 			return *bit;
 	}
 	*bit = claim(l, now);

@@ -14,8 +14,9 @@
  * A thread holds one of 64 bits from its first placement on and stamps
  * it at each batch; a bit not stamped for KVF__LANE_IDLE_NS is idle (it
  * counts for nobody's lanes) and is given back by whichever thread sees
- * it first. Lanes are a hint: a race (two threads briefly on one bit,
- * a bit dropped while its owner returns) only costs locality.
+ * it first; its thread, when it places again, finds the bit gone or
+ * claimed by another thread and claims one anew. Lanes are a hint: a
+ * race (two threads briefly on one bit) only costs locality.
  */
 #ifndef KVF_ALLOC_LANES_H
 #define KVF_ALLOC_LANES_H
@@ -30,10 +31,14 @@
 
 struct kvf__lanes {
 	uint64_t held; /* bits owned by threads; atomic */
-	/* Each bit's last stamp (ns; atomic), a line's worth each. */
+	/*
+	 * Each bit's last stamp (ns) and the thread that claimed it last
+	 * (an address unique to a live thread); atomic, a line's worth each.
+	 */
 	struct {
 		uint64_t ns;
-		uint64_t pad[7];
+		uint64_t owner;
+		uint64_t pad[6];
 	} seen[KVF__LANE_BITS];
 };
 

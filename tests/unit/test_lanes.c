@@ -131,6 +131,31 @@ static void test_thread_alternating_sets(void **state)
 	assert_int_equal(__builtin_popcountll(other_set.held), 1);
 }
 
+/*
+ * A thread idle long enough loses its bit; when another thread has taken
+ * that bit since, the returning thread does not share it but claims its
+ * own: three active threads, three lanes.
+ */
+static void test_returning_thread_does_not_share(void **state)
+{
+	const uint64_t t0 = 100 * KVF__LANE_IDLE_NS;
+	struct kvf__placer p;
+
+	(void)state;
+	memset(&lanes, 0, sizeof(lanes));
+	p = join_here(t0);
+	assert_int_equal(p.lanes, 1);
+	/* This thread is idle now: the next joiner gives its bit back. */
+	p = join_from_new_thread(t0 + KVF__LANE_IDLE_NS);
+	assert_int_equal(p.lanes, 1);
+	/* A third thread takes the freed bit. */
+	p = join_from_new_thread(t0 + KVF__LANE_IDLE_NS + 1);
+	assert_int_equal(p.lanes, 2);
+	p = join_here(t0 + KVF__LANE_IDLE_NS + 2);
+	assert_int_equal(p.lanes, 3);
+	assert_int_equal(__builtin_popcountll(lanes.held), 3);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -138,6 +163,7 @@ int main(void)
 		cmocka_unit_test(test_threads_split_then_idle),
 		cmocka_unit_test(test_all_bits_held),
 		cmocka_unit_test(test_thread_alternating_sets),
+		cmocka_unit_test(test_returning_thread_does_not_share),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
