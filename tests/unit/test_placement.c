@@ -383,6 +383,19 @@ static void test_exact_fit(void **state)
 	pool_fini(&p);
 }
 
+/* Place @req with fragmentation_aware; the segment its replica went to. */
+static uint32_t placed_in(struct pool *p, const struct kvf__place_request *req,
+			  struct kvf__placer *pl)
+{
+	struct kvf__place_result res;
+
+	assert_int_equal(kvf__place(KVF_PLACEMENT_FRAGMENTATION_AWARE, p->seg,
+				    p->n, req, pl, &res),
+			 KVF_OK);
+	assert_true(res.first_choice);
+	return res.seg[0];
+}
+
 /*
  * A placer with lanes takes the best fit of its lane's segments (index
  * mod lanes), and of every segment only when none of its own fits; lanes
@@ -392,7 +405,6 @@ static void test_placer_lanes(void **state)
 {
 	struct kvf__place_request req = { .size = 64 * KiB,
 					  .replica_num = 1 };
-	struct kvf__place_result res;
 	struct kvf__placer pl;
 	struct pool p;
 	uint64_t off;
@@ -405,46 +417,25 @@ static void test_placer_lanes(void **state)
 			 KVF_OK);
 	assert_int_equal(kvf__segalloc_alloc_tagged(p.seg[3], 2 * MiB, 1, &off),
 			 KVF_OK);
-	assert_int_equal(kvf__place(KVF_PLACEMENT_FRAGMENTATION_AWARE, p.seg,
-				    p.n, &req, &pl, &res),
-			 KVF_OK);
-	assert_int_equal(res.seg[0], 0);
+	assert_int_equal(placed_in(&p, &req, &pl), 0);
 
 	pl.lanes = 2;
 	pl.lane = 1;
-	for (int k = 0; k < 4; k++) {
-		assert_int_equal(kvf__place(KVF_PLACEMENT_FRAGMENTATION_AWARE,
-					    p.seg, p.n, &req, &pl, &res),
-				 KVF_OK);
-		assert_int_equal(res.seg[0], 3);
-		assert_true(res.first_choice);
-	}
+	for (int k = 0; k < 4; k++)
+		assert_int_equal(placed_in(&p, &req, &pl), 3);
 	pl.lane = 0;
-	assert_int_equal(kvf__place(KVF_PLACEMENT_FRAGMENTATION_AWARE, p.seg,
-				    p.n, &req, &pl, &res),
-			 KVF_OK);
-	assert_int_equal(res.seg[0], 0);
+	assert_int_equal(placed_in(&p, &req, &pl), 0);
 	/* Three lanes of four segments would leave lanes of one: two. */
 	pl.lanes = 3;
 	pl.lane = 1;
-	assert_int_equal(kvf__place(KVF_PLACEMENT_FRAGMENTATION_AWARE, p.seg,
-				    p.n, &req, &pl, &res),
-			 KVF_OK);
-	assert_int_equal(res.seg[0], 3);
+	assert_int_equal(placed_in(&p, &req, &pl), 3);
 
 	/* Only segments 1 and 2 fit; lane 1 of 2 has 1 and 3. */
 	req.size = 3 * MiB;
 	pl.lanes = 2;
-	assert_int_equal(kvf__place(KVF_PLACEMENT_FRAGMENTATION_AWARE, p.seg,
-				    p.n, &req, &pl, &res),
-			 KVF_OK);
-	assert_int_equal(res.seg[0], 1);
+	assert_int_equal(placed_in(&p, &req, &pl), 1);
 	/* Now only segment 2 fits, outside the lane: it takes it. */
-	assert_int_equal(kvf__place(KVF_PLACEMENT_FRAGMENTATION_AWARE, p.seg,
-				    p.n, &req, &pl, &res),
-			 KVF_OK);
-	assert_int_equal(res.seg[0], 2);
-	assert_int_equal(res.fallbacks, 0);
+	assert_int_equal(placed_in(&p, &req, &pl), 2);
 	pool_fini(&p);
 }
 
