@@ -57,7 +57,6 @@
 /* Segments examined per replica by the sampling strategies. */
 #define SAMPLE 8
 
-
 static inline uint64_t rnd(uint64_t *s)
 {
 	uint64_t x = *s;
@@ -294,10 +293,10 @@ best_fit_scan(const struct ctx *c, struct lane lane, bool check_taken,
 	return best;
 }
 
-/* Every segment, as one lane. */
-static struct lane all_segments(const struct ctx *c)
+/* Every one of @nr segments, as one lane. */
+static struct lane all_of(uint32_t nr)
 {
-	return (struct lane){ 0, 1, c->nr };
+	return (struct lane){ 0, 1, nr };
 }
 
 /* The best fit in @lane; the first replica cannot clash with another. */
@@ -313,7 +312,7 @@ static uint32_t best_fit_segment(const struct ctx *c)
 	uint32_t best = best_fit_in(c, c->lane);
 
 	if (best == UINT32_MAX && c->lane.count < c->nr)
-		best = best_fit_in(c, all_segments(c));
+		best = best_fit_in(c, all_of(c->nr));
 	return best;
 }
 
@@ -328,7 +327,7 @@ static uint32_t best_fit_segment(const struct ctx *c)
  */
 static int place_contended(struct ctx *c, uint32_t busy)
 {
-	uint32_t alt = best_fit_scan(c, all_segments(c), c->res->count, true,
+	uint32_t alt = best_fit_scan(c, all_of(c->nr), c->res->count, true,
 				     busy);
 	int rc;
 
@@ -403,7 +402,7 @@ static struct lane placer_lane(const struct kvf__placer *p, uint32_t nr)
 	uint32_t lanes = p->lanes < nr / 2 ? p->lanes : nr / 2, first;
 
 	if (lanes <= 1)
-		return (struct lane){ 0, 1, nr };
+		return all_of(nr);
 	first = p->lane % lanes;
 	return (struct lane){ first, lanes, (nr - first + lanes - 1) / lanes };
 }
@@ -413,8 +412,7 @@ int kvf__place(enum kvf_placement_strategy strategy,
 	       const struct kvf__place_request *req, struct kvf__placer *p,
 	       struct kvf__place_result *res)
 {
-	struct ctx c = { segs, nr_segs, 0, p ? &p->rng : NULL, { 0, 1, nr_segs },
-			 res, 0 };
+	struct ctx c = { .segs = segs, .nr = nr_segs, .res = res };
 	int rc = KVF_OK;
 
 	if (!req || !res || !p || !p->rng || (nr_segs && !segs) ||
@@ -424,6 +422,7 @@ int kvf__place(enum kvf_placement_strategy strategy,
 		return KVF_ERR_INVALID_PARAMS;
 	c.size = req->size;
 	c.tag = req->tag;
+	c.rng = &p->rng;
 	c.lane = placer_lane(p, nr_segs);
 	res->count = 0;
 	res->fallbacks = 0;

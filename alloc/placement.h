@@ -30,10 +30,11 @@ struct kvf__place_request {
  * engine keeps one per put batch): its RNG and its lane. With @lanes > 1,
  * best fit looks first at the segments of lane @lane only (index mod
  * @lanes), and at the others only when none of those fits. The engine
- * gives each concurrent put batch its own lane: best fit would otherwise
- * send concurrent fills to the same few tight segments, whose allocator
- * trees then pass between the cores on every allocation (two put threads
- * ran no faster than one). A lone placer has one lane: every segment.
+ * gives each thread putting at the same time its own lane
+ * (alloc/lanes.h): best fit would otherwise send concurrent fills to the
+ * same few tight segments, whose allocator trees then pass between the
+ * cores on every allocation (two put threads ran no faster than one). A
+ * lone placer has one lane: every segment.
  */
 struct kvf__placer {
 	uint64_t rng;   /* xorshift state, never zero (kvf__placer_init) */

@@ -68,10 +68,9 @@
  * (x2) when the count (kept per stripe and gathered in steps, so up to
  * ~1.6% behind: count_change()) passes load 0.8, or when an insert finds
  * no free slot within MAX_DISPLACEMENT buckets of home while the table is
- * at that load
- * (below it, the insert may go FAR_DISPLACEMENT buckets: a long run of
- * full buckets is linear probing's normal tail, not a reason to double a
- * presized table); it is rebuilt at the same size when
+ * at that load (below it, the insert may go FAR_DISPLACEMENT buckets: a
+ * long run of full buckets is linear probing's normal tail, not a reason
+ * to double a presized table); it is rebuilt at the same size when
  * churn has raised "displaced" words too often (they never shrink in place,
  * and stale ranges make misses probe more). The resizer takes the resize
  * mutex, freezes every stripe (lock, set ->frozen, unlock: once all are
@@ -626,13 +625,15 @@ err_table:
 static void bucket_destroy(struct kvf__index *idx)
 {
 	struct bucket_index *bi;
+	uint64_t left;
 
 	if (!idx)
 		return;
 	bi = bucket_index_of(idx);
-	if (count_exact(bi))
+	left = count_exact(bi);
+	if (left)
 		kvf__die("destroying an index that holds %llu records",
-			 (unsigned long long)count_exact(bi));
+			 (unsigned long long)left);
 	for (int i = 0; i < NR_STRIPES; i++)
 		pthread_mutex_destroy(&bi->stripes[i].lock);
 	pthread_mutex_destroy(&bi->resize_lock);
