@@ -15,6 +15,7 @@
 #include "batch/batch.h"
 #include "base/die.h"
 #include "metadata/hash.h"
+#include "metadata/keyeq.h"
 
 static void fill_status(enum kvf_status *status, size_t n, int err)
 {
@@ -65,7 +66,7 @@ static bool key_valid(const struct kvf_engine *e, const struct kvf_key *k)
 
 static bool same_key(const struct kvf_key *a, const struct kvf_key *b)
 {
-	return a->len == b->len && memcmp(a->data, b->data, a->len) == 0;
+	return a->len == b->len && kvf__bytes_equal(a->data, b->data, a->len);
 }
 
 static int mark_duplicates(struct kvf__batch *b)
