@@ -258,6 +258,7 @@ struct reuse {
 struct kvf__segalloc {
 	struct kvf__segalloc_pub pub; /* must stay first: see segalloc.h */
 	_Atomic uint64_t nr_allocs;
+	_Atomic uint64_t node_bytes; /* tree nodes, spares included */
 	uint64_t size;
 
 	pthread_mutex_t lock;
@@ -332,9 +333,20 @@ static uint64_t leaf_span(const struct node *l, uint32_t s, uint32_t cnt)
 
 /* ---- node pool ---- */
 
-static struct node *node_alloc(bool leaf)
+static size_t node_bytes(bool leaf)
 {
-	return malloc(leaf ? sizeof(struct leaf) : sizeof(struct inner));
+	return leaf ? sizeof(struct leaf) : sizeof(struct inner);
+}
+
+/* A new tree node, counted in the allocator's bookkeeping bytes. */
+static struct node *node_alloc(struct kvf__segalloc *a, bool leaf)
+{
+	struct node *n = malloc(node_bytes(leaf));
+
+	if (n)
+		atomic_fetch_add_explicit(&a->node_bytes, node_bytes(leaf),
+					  memory_order_relaxed);
+	return n;
 }
 
 static void spare_push(struct node **list, unsigned *nr, struct node *n)
@@ -348,14 +360,14 @@ static void spare_push(struct node **list, unsigned *nr, struct node *n)
 static int spares_fill(struct kvf__segalloc *a)
 {
 	while (a->nr_spare_leaf < 1) {
-		struct node *n = node_alloc(true);
+		struct node *n = node_alloc(a, true);
 
 		if (!n)
 			return KVF_ERR_NO_MEMORY;
 		spare_push(&a->spare_leaf, &a->nr_spare_leaf, n);
 	}
 	while (a->nr_spare_inner < a->height + 1) {
-		struct node *n = node_alloc(false);
+		struct node *n = node_alloc(a, false);
 
 		if (!n)
 			return KVF_ERR_NO_MEMORY;
@@ -386,8 +398,11 @@ static void spare_put(struct kvf__segalloc *a, struct node *n, bool leaf)
 		spare_push(&a->spare_leaf, &a->nr_spare_leaf, n);
 	else if (!leaf && a->nr_spare_inner < MAX_SPARE)
 		spare_push(&a->spare_inner, &a->nr_spare_inner, n);
-	else
+	else {
+		atomic_fetch_sub_explicit(&a->node_bytes, node_bytes(leaf),
+					  memory_order_relaxed);
 		free(n);
+	}
 }
 
 /* ---- node summaries ---- */
@@ -1311,7 +1326,7 @@ int kvf__segalloc_create(uint64_t size, uint64_t alignment,
 	a->pub.align_mask = alignment - 1;
 	a->pub.capacity = cap;
 	a->size = size;
-	a->root = node_alloc(true);
+	a->root = node_alloc(a, true);
 	if (!a->root)
 		goto err_free;
 	a->root->n = 1;
@@ -1757,6 +1772,12 @@ int kvf__segalloc_used_blocks(struct kvf__segalloc *a,
 uint64_t kvf__segalloc_free_bytes(const struct kvf__segalloc *a)
 {
 	return kvf__segalloc_free_fast(a);
+}
+
+uint64_t kvf__segalloc_meta_bytes(const struct kvf__segalloc *a)
+{
+	return sizeof(*a) + atomic_load_explicit(&a->node_bytes,
+						 memory_order_relaxed);
 }
 
 uint64_t kvf__segalloc_largest_free(const struct kvf__segalloc *a)

@@ -127,6 +127,13 @@ void kvf__segalloc_set_reuse_limit(struct kvf__segalloc *a, uint64_t bytes);
 /* Bytes parked in the reuse lists now (free to every other reader). */
 uint64_t kvf__segalloc_reuse_bytes(struct kvf__segalloc *a);
 
+/*
+ * Bytes of the allocator's own bookkeeping: its struct and its tree's
+ * nodes (spares included), as asked of malloc (malloc's per-chunk header
+ * not counted). Lock-free, exact as of the last change.
+ */
+uint64_t kvf__segalloc_meta_bytes(const struct kvf__segalloc *a);
+
 /* Free bytes, exact, lock-free. */
 uint64_t kvf__segalloc_free_bytes(const struct kvf__segalloc *a);
 

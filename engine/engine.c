@@ -436,7 +436,9 @@ static void collect_stats(struct kvf_engine *e, struct kvf_engine_stats *st)
 	for (uint32_t i = 0; i < t->nr; i++) {
 		st->capacity_bytes += t->seg[i]->size;
 		st->used_bytes += kvf__segalloc_used_bytes(t->alloc[i]);
+		st->allocator_bytes += kvf__segalloc_meta_bytes(t->alloc[i]);
 	}
+	st->index_bytes = kvf__index_bytes(e->index);
 	{
 		long before, after;
 		unsigned long count;

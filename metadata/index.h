@@ -76,6 +76,11 @@ struct kvf__index_ops {
 			void *arg);
 	/* Approximate number of records. */
 	uint64_t (*count)(struct kvf__index *idx);
+	/*
+	 * Optional: bytes of the index's own structures (records not
+	 * counted), inside a read-side section.
+	 */
+	uint64_t (*bytes)(struct kvf__index *idx);
 };
 
 /* Every implementation's object starts with this. */
@@ -152,6 +157,12 @@ static inline void kvf__index_foreach(struct kvf__index *idx,
 static inline uint64_t kvf__index_count(struct kvf__index *idx)
 {
 	return idx->ops->count(idx);
+}
+
+/* Bytes of @idx's own structures, or 0 when the kind cannot tell. */
+static inline uint64_t kvf__index_bytes(struct kvf__index *idx)
+{
+	return idx->ops->bytes ? idx->ops->bytes(idx) : 0;
 }
 
 static inline void kvf__index_destroy(struct kvf__index *idx)

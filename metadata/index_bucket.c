@@ -884,6 +884,14 @@ static uint64_t bucket_count(struct kvf__index *idx)
 	return count_exact(bucket_index_of(idx));
 }
 
+static uint64_t bucket_bytes(struct kvf__index *idx)
+{
+	struct bucket_index *bi = bucket_index_of(idx);
+
+	return sizeof(*bi) + sizeof(struct bucket_table) +
+	       buckets_bytes(table_load(bi)->bits);
+}
+
 const struct kvf__index_ops kvf__index_bucket_ops = {
 	.name = "bucket",
 	.create = bucket_create,
@@ -896,4 +904,5 @@ const struct kvf__index_ops kvf__index_bucket_ops = {
 	.remove = bucket_remove,
 	.foreach = bucket_foreach,
 	.count = bucket_count,
+	.bytes = bucket_bytes,
 };

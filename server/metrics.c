@@ -679,6 +679,12 @@ static void render_engine(struct text *t, const struct gauges *g,
 	       s->recovered_objects);
 	single(t, "kvforge_engine_record_bytes", "gauge",
 	       "Memory mapped for object records", s->record_bytes);
+	single(t, "kvforge_engine_index_bytes", "gauge",
+	       "Memory of the key index's table (0: not reported)",
+	       s->index_bytes);
+	single(t, "kvforge_engine_allocator_bytes", "gauge",
+	       "Memory of the segment allocators' bookkeeping",
+	       s->allocator_bytes);
 }
 
 /* One family of the stage profile: a field of every cell that ran. */

@@ -247,6 +247,15 @@ struct kvf_engine_stats {
 	/** Record memory faulted in ahead and not handed out yet (see
 	 *  &kvf_config.expected_objects); not part of @record_bytes. */
 	uint64_t record_reserve_bytes;
+	/** The key index's own memory (its bucket table; records are in
+	 *  @record_bytes). 0 with &kvf_config.index "lfht", whose table
+	 *  liburcu does not report. */
+	uint64_t index_bytes;
+	/** The segment allocators' bookkeeping, summed over mounted
+	 *  segments: one block slot per allocated or free range, kept
+	 *  outside segment memory (as asked of malloc, without its own
+	 *  per-chunk headers). */
+	uint64_t allocator_bytes;
 };
 
 /* Smallest struct sizes the library accepts: this release's layouts. */

@@ -282,6 +282,7 @@ static void test_engine_gauges(void **state)
 {
 	struct kvf_metrics *m;
 	struct kvf_engine *e = open_engine();
+	struct kvf_engine_stats st;
 	uint64_t clients = 7;
 	char *text;
 
@@ -296,6 +297,15 @@ static void test_engine_gauges(void **state)
 	assert_series(text, "kvforge_engine_objects", 4);
 	assert_series(text, "kvforge_engine_processing_objects", 4);
 	assert_series(text, "kvforge_engine_segments", 1);
+	/* The memory gauges are the engine's own counts. */
+	assert_int_equal(kvf_engine_get_stats(e, &st), KVF_OK);
+	assert_true(st.index_bytes > 0 && st.allocator_bytes > 0);
+	assert_series(text, "kvforge_engine_record_bytes",
+		      (double)st.record_bytes);
+	assert_series(text, "kvforge_engine_index_bytes",
+		      (double)st.index_bytes);
+	assert_series(text, "kvforge_engine_allocator_bytes",
+		      (double)st.allocator_bytes);
 	/* Without a callback, active clients are the engine's. */
 	assert_series(text, "master_active_clients", 1);
 	/* The profiler is off: no stage families. */

@@ -190,6 +190,32 @@ static void test_expected_objects_faulted_ahead(void **state)
 	kvf_engine_close(f.e);
 }
 
+/*
+ * The memory counters: the index reports its table (the lfht index
+ * cannot), and the allocators' bookkeeping grows by a block slot or more
+ * per object put.
+ */
+static void test_memory_stats(void **state)
+{
+	struct fixture *f = *state;
+	struct kvf_engine_stats before = stats_of(f->e), after;
+	char name[16];
+
+	if (f->cfg.index == KVF_INDEX_LFHT)
+		assert_int_equal(before.index_bytes, 0);
+	else
+		assert_true(before.index_bytes >= 64 * 1024);
+	assert_true(before.allocator_bytes > 0);
+	for (int i = 0; i < 600; i++) {
+		snprintf(name, sizeof(name), "m%d", i);
+		assert_int_equal(put_complete(f->e, C1, name, 4096, 1),
+				 KVF_OK);
+	}
+	after = stats_of(f->e);
+	assert_true(after.allocator_bytes >= before.allocator_bytes + 600 * 16);
+	assert_true(after.index_bytes >= before.index_bytes);
+}
+
 static void test_put_start_placement(void **state)
 {
 	struct fixture *f = *state;
@@ -459,6 +485,9 @@ int main(void)
 						setup_two_segments,
 						fixture_teardown),
 		cmocka_unit_test_setup_teardown(test_put_start_item_errors,
+						setup_two_segments,
+						fixture_teardown),
+		cmocka_unit_test_setup_teardown(test_memory_stats,
 						setup_two_segments,
 						fixture_teardown),
 		cmocka_unit_test_setup_teardown(test_put_start_placement,

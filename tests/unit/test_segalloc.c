@@ -587,6 +587,42 @@ static void test_coalesce_full(void **state)
 	free(lv);
 }
 
+/*
+ * The bookkeeping bytes follow the blocks: a fill adds at least a 16-byte
+ * slot per block, and freeing everything gives the nodes back (at most
+ * eight spares of each kind kept).
+ */
+static void test_meta_bytes(void **state)
+{
+	const size_t n = 4000;
+	uint64_t *off = calloc(n, sizeof(*off));
+	uint64_t empty, full, after;
+	struct kvf__segalloc *a;
+
+	(void)state;
+	assert_non_null(off);
+	assert_int_equal(kvf__segalloc_create(64 * MiB, 4096, &a), KVF_OK);
+	kvf__segalloc_set_reuse_limit(a, 0); /* parked blocks stay in the tree */
+	empty = kvf__segalloc_meta_bytes(a);
+	assert_true(empty > 0);
+	for (size_t i = 0; i < n; i++)
+		assert_int_equal(kvf__segalloc_alloc_tagged(a, 4096, i + 1,
+							    &off[i]),
+				 KVF_OK);
+	full = kvf__segalloc_meta_bytes(a);
+	assert_true(full - empty >= n * 16);
+	assert_true(full - empty <= n * 48);
+	for (size_t i = 0; i < n; i++)
+		kvf__segalloc_free(a, off[i], 4096);
+	after = kvf__segalloc_meta_bytes(a);
+	assert_true(after >= empty);
+	/* Spare nodes kept for the next splits: a few, not the tree. */
+	assert_true(after - empty <= 16 * 1024);
+	assert_true(after - empty < (full - empty) / 4);
+	kvf__segalloc_destroy(a);
+	free(off);
+}
+
 static void test_alignment(void **state)
 {
 	struct kvf__segalloc *a;
@@ -1199,6 +1235,7 @@ int main(void)
 		cmocka_unit_test(test_alignment),
 		cmocka_unit_test(test_reserve),
 		cmocka_unit_test(test_coalesce_full),
+		cmocka_unit_test(test_meta_bytes),
 		cmocka_unit_test(test_exact_random),
 		cmocka_unit_test(test_exact_random_deep),
 		cmocka_unit_test(test_exact_random_reuse),

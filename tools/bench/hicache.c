@@ -391,6 +391,23 @@ static size_t hicache_key_len(void)
 	return bench_hicache_key(buf, sizeof(buf), 0);
 }
 
+/*
+ * Where the filled engine's memory is, per object: its records (mapped
+ * chunks, the reserve faulted in ahead included), the index's table and
+ * the allocators' bookkeeping, as the engine counts them.
+ */
+static void report_memory(struct bench_results *r,
+			  const struct kvf_engine_stats *st, uint64_t objects)
+{
+	double n = (double)objects;
+
+	bench_extra(r, "record_bytes_per_object",
+		    (double)(st->record_bytes + st->record_reserve_bytes) / n);
+	bench_extra(r, "index_bytes_per_object", (double)st->index_bytes / n);
+	bench_extra(r, "allocator_bytes_per_object",
+		    (double)st->allocator_bytes / n);
+}
+
 int bench_hicache(const struct bench_opts *o, struct bench_results *r)
 {
 	struct hicache h = { .o = o, .r = r };
@@ -437,6 +454,7 @@ int bench_hicache(const struct bench_opts *o, struct bench_results *r)
 	rss_open += st.record_reserve_bytes - reserve_open;
 	ns[PH_FILL] = timed_phase(&h);
 	rss1 = bench_rss_bytes();
+	kvf_engine_get_stats(h.e, &st); /* the filled engine's memory */
 	for (enum phase p = PH_EXIST; p < PH_COUNT; p++) {
 		prepare(&h, p);
 		ns[p] = timed_phase(&h);
@@ -455,6 +473,7 @@ int bench_hicache(const struct bench_opts *o, struct bench_results *r)
 			   PH_COUNT);
 	bench_extra(r, "bytes_per_object",
 		    (double)(rss1 - rss0 + rss_open) / (double)o->objects);
+	report_memory(r, &st, o->objects);
 	if (o->profile)
 		bench_capture_profile(r, kvf_engine_profiler(h.e));
 out:
