@@ -295,13 +295,13 @@ static void publish_complete(struct kvf__batch *b, size_t i)
 		o->stamp = kvf__now(b->e) + b->e->soft_pin_ns;
 	/* The owner word turns from the client into the lease. */
 	__atomic_store_n(&o->owner, 0, __ATOMIC_RELAXED);
-	kvf__obj_set(o, KVF__OBJ_COMPLETE);
+	kvf__obj_release(o, KVF__OBJ_COMPLETE);
 }
 
 /* put_end not journaled: the put goes on processing. */
 static void back_to_processing(struct kvf__batch *b, size_t i)
 {
-	kvf__obj_set(b->obj[i], KVF__OBJ_PROCESSING);
+	kvf__obj_release(b->obj[i], KVF__OBJ_PROCESSING);
 }
 
 /*
@@ -325,7 +325,7 @@ static void own_puts(struct kvf__batch *b, uint64_t client_id,
 
 static void start_ending(struct kvf__batch *b, size_t i)
 {
-	kvf__obj_set(b->obj[i], KVF__OBJ_ENDING);
+	kvf__obj_release(b->obj[i], KVF__OBJ_ENDING);
 }
 
 static void revoke_locked(struct kvf__batch *b, size_t i)

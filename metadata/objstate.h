@@ -130,6 +130,20 @@ static inline void kvf__obj_set(struct kvf__object *o, uint32_t next)
 	__atomic_store_n(&o->state, next, __ATOMIC_SEQ_CST);
 }
 
+/*
+ * kvf__obj_release() - kvf__obj_set() as a release store: a plain store
+ * on x86 where the seq_cst one is a locked exchange. For put_end's
+ * PROCESSING|LOCKED -> ENDING -> COMPLETE (and back to PROCESSING):
+ * readers acquire the record's contents with their load of the state, and
+ * no Dekker pair involves these stores (the lease pair is a reader's RMW
+ * of the lease against a remover's CAS of the state), so nothing needs
+ * them in the single total order of seq_cst operations.
+ */
+static inline void kvf__obj_release(struct kvf__object *o, uint32_t next)
+{
+	__atomic_store_n(&o->state, next, __ATOMIC_RELEASE);
+}
+
 /* The putting client of a processing record; read it under the lock. */
 static inline uint64_t kvf__obj_client(const struct kvf__object *o)
 {
