@@ -21,9 +21,11 @@
  * the class's newest chunk: each record's lines were written by both
  * CPUs, and the class lock moved between them for every put. So a thread
  * carves a run of RUN_BYTES from the bump pointer under the lock and then
- * allocates from its run without it (per-thread runs, below); a freed
- * block still goes back to the class's list, which an allocation tries
- * once its run is empty, as before.
+ * allocates from its run without it (per-thread runs, below); freed
+ * blocks go back to the class's lists, which an allocation tries once its
+ * run is empty. Records are freed a batch at a time: such a batch joins
+ * the class as one chain, and an allocating thread takes a whole chain
+ * and pops it without the lock (chains, below).
  *
  * Memory is never returned to the system before destroy: like malloc's
  * small bins, a freed block waits for the next record of its class.
@@ -98,6 +100,7 @@ struct chunk {
 struct size_class {
 	pthread_mutex_t lock;
 	void *free;     /* freed blocks, linked through their first word */
+	void *chains;   /* freed runs (see "Chains" below) */
 	char *bump;     /* next uncarved block of the newest chunk */
 	char *bump_end;
 	struct chunk *chunks;
@@ -146,7 +149,21 @@ struct run {
 struct tcache {
 	uint64_t arena_id; /* 0: no runs */
 	struct run run[NR_CLASSES];
+	void *chain[NR_CLASSES]; /* the rest of a chain taken, see below */
 };
+
+/*
+ * Chains. Records are freed in batches (after a grace period, by whichever
+ * thread runs the callback), and allocated one per put by the putting
+ * threads. kvf__arena_free_many() links a batch's blocks of one class
+ * through their first word, before it takes the lock, and pushes the
+ * chain whole onto the class's list of chains (its head's second word
+ * links the chains). An allocating thread whose run is empty takes a
+ * whole chain under the lock and then pops its blocks without it, so
+ * neither side takes the class lock per block. A class whose blocks are
+ * smaller than two words keeps single blocks only.
+ */
+#define CHAIN_MIN_BLOCK (2 * sizeof(void *))
 
 static __thread struct tcache tcache;
 static pthread_key_t tcache_key;
@@ -289,6 +306,53 @@ static void push_free(struct size_class *sc, void *p)
 	poison(p, sc->size);
 }
 
+/* The class @p's block belongs to, found from its chunk's header. */
+static struct size_class *class_of_block(const void *p)
+{
+	const struct chunk *ch =
+		(const struct chunk *)((uintptr_t)p & ~(uintptr_t)(CHUNK_SIZE - 1));
+
+	kvf__assert(ch->cls < NR_CLASSES);
+	return &ch->arena->cls[ch->cls];
+}
+
+/* With the class lock held: the chain headed by @head joins the list. */
+static void push_chain(struct size_class *sc, void *head)
+{
+	unpoison(head, CHAIN_MIN_BLOCK);
+	((void **)head)[1] = sc->chains;
+	sc->chains = head;
+	poison(head, sc->size);
+}
+
+/* With the class lock held: the first chain off the list, or NULL. */
+static void *pop_chain(struct size_class *sc)
+{
+	void *head = sc->chains;
+
+	if (head) {
+		unpoison(head, CHAIN_MIN_BLOCK);
+		sc->chains = ((void **)head)[1];
+		poison(head, sc->size);
+	}
+	return head;
+}
+
+/* The next block of the chain at *@chain, which moves on; NULL if none. */
+static void *chain_next(void **chain, size_t size)
+{
+	char *p = *chain;
+
+	if (p) {
+		unpoison(p, sizeof(void *));
+		*chain = *(void **)p;
+		/* Scattered blocks: start on the next one a put ahead. */
+		if (*chain)
+			prefetch_block(*chain, size);
+	}
+	return p;
+}
+
 /* With live_lock held: the live arena @id, or NULL. */
 static struct kvf__arena *live_arena(uint64_t id)
 {
@@ -299,7 +363,10 @@ static struct kvf__arena *live_arena(uint64_t id)
 	return a;
 }
 
-/* Give @tc's runs back to their arena, if it still exists, and forget them. */
+/*
+ * Give @tc's runs and chains back to their arena, if it still exists, and
+ * forget them.
+ */
 static void tcache_release(struct tcache *tc)
 {
 	struct kvf__arena *a;
@@ -312,11 +379,13 @@ static void tcache_release(struct tcache *tc)
 		struct size_class *sc = &a->cls[c];
 		struct run *r = &tc->run[c];
 
-		if (r->next == r->end)
+		if (r->next == r->end && !tc->chain[c])
 			continue;
 		pthread_mutex_lock(&sc->lock);
 		for (; r->next < r->end; r->next += sc->size)
 			push_free(sc, r->next);
+		if (tc->chain[c])
+			push_chain(sc, tc->chain[c]);
 		pthread_mutex_unlock(&sc->lock);
 	}
 	pthread_mutex_unlock(&live_lock);
@@ -467,43 +536,54 @@ static int add_chunk(struct kvf__arena *a, unsigned c)
 	return KVF_OK;
 }
 
+/*
+ * With @sc's lock held: a freed block of @sc (a chain's head, the rest of
+ * the chain going to @chain, or a single block), or NULL.
+ */
+static void *take_freed(struct size_class *sc, void **chain)
+{
+	void *p = pop_chain(sc);
+
+	if (p) {
+		*chain = p;
+		return chain_next(chain, sc->size);
+	}
+	return chain_next(&sc->free, sc->size);
+}
+
 void *kvf__arena_alloc(struct kvf__arena *a, size_t size)
 {
-	unsigned c;
+	struct tcache *tc;
 	struct size_class *sc;
 	struct run *r;
+	unsigned c;
 	char *p;
 
 	if (!size || size > KVF__ARENA_MAX_BLOCK)
 		return NULL;
 	c = class_of(size);
 	sc = &a->cls[c];
-	r = &tcache_for(a)->run[c];
+	tc = tcache_for(a);
+	r = &tc->run[c];
 	if (r->next == r->end) {
-		pthread_mutex_lock(&sc->lock);
-		p = sc->free;
-		if (p) {
-			unpoison(p, sizeof(void *));
-			sc->free = *(void **)p;
-			/*
-			 * Freed blocks are scattered: the next pop would
-			 * miss on its link, and the zeroing below on every
-			 * line of the block. Start loading them a put ahead.
-			 */
-			if (sc->free)
-				prefetch_block(sc->free, sc->size);
+		p = chain_next(&tc->chain[c], sc->size);
+		if (!p) {
+			pthread_mutex_lock(&sc->lock);
+			p = take_freed(sc, &tc->chain[c]);
+			if (!p && sc->bump == sc->bump_end &&
+			    add_chunk(a, c) != KVF_OK) {
+				pthread_mutex_unlock(&sc->lock);
+				return NULL;
+			}
+			if (!p)
+				take_run(a, sc, r);
 			pthread_mutex_unlock(&sc->lock);
+		}
+		if (p) {
 			unpoison(p, size);
 			memset(p, 0, size); /* recycled: zero it like a fresh one */
 			return p;
 		}
-		if (sc->bump == sc->bump_end &&
-		    add_chunk(a, c) != KVF_OK) {
-			pthread_mutex_unlock(&sc->lock);
-			return NULL;
-		}
-		take_run(a, sc, r);
-		pthread_mutex_unlock(&sc->lock);
 	}
 	p = r->next;
 	r->next += sc->size;
@@ -513,17 +593,55 @@ void *kvf__arena_alloc(struct kvf__arena *a, size_t size)
 
 void kvf__arena_free(void *p)
 {
-	struct chunk *ch;
 	struct size_class *sc;
 
 	if (!p)
 		return;
-	ch = (struct chunk *)((uintptr_t)p & ~(uintptr_t)(CHUNK_SIZE - 1));
-	kvf__assert(ch->cls < NR_CLASSES);
-	sc = &ch->arena->cls[ch->cls];
+	sc = class_of_block(p);
 	pthread_mutex_lock(&sc->lock);
 	push_free(sc, p);
 	pthread_mutex_unlock(&sc->lock);
+}
+
+/* Link the blocks @p[0..n) of class @sc into a chain; returns its head. */
+static void *link_chain(const struct size_class *sc, void *const *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		unpoison(p[i], sizeof(void *));
+		*(void **)p[i] = i + 1 < n ? p[i + 1] : NULL;
+		poison(p[i], sc->size);
+	}
+	return p[0];
+}
+
+void kvf__arena_free_many(void *const *p, size_t n)
+{
+	size_t i = 0;
+
+	while (i < n) {
+		struct size_class *sc;
+		size_t j = i + 1;
+
+		if (!p[i]) {
+			i++;
+			continue;
+		}
+		sc = class_of_block(p[i]);
+		while (j < n && p[j] && class_of_block(p[j]) == sc)
+			j++;
+		if (sc->size < CHAIN_MIN_BLOCK) {
+			pthread_mutex_lock(&sc->lock);
+			for (; i < j; i++)
+				push_free(sc, p[i]);
+			pthread_mutex_unlock(&sc->lock);
+			continue;
+		}
+		link_chain(sc, p + i, j - i);
+		pthread_mutex_lock(&sc->lock);
+		push_chain(sc, p[i]);
+		pthread_mutex_unlock(&sc->lock);
+		i = j;
+	}
 }
 
 uint64_t kvf__arena_reserved_bytes(struct kvf__arena *a)

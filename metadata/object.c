@@ -52,22 +52,28 @@ struct kvf__object *kvf__object_new(struct kvf__arena *arena, const char *key,
 	return o;
 }
 
+/* The arena block that holds @o (its hook first, for hooked records). */
+static void *object_block(struct kvf__object *o)
+{
+	return (o->flags & KVF__OBJ_HOOKED) ? kvf__object_hook(o) : (void *)o;
+}
+
 void kvf__object_free(struct kvf__object *o)
 {
 	if (o)
-		kvf__arena_free((o->flags & KVF__OBJ_HOOKED) ?
-					kvf__object_hook(o) :
-					(void *)o);
+		kvf__arena_free(object_block(o));
 }
 
 static void reclaim_after_grace(struct rcu_head *head)
 {
 	struct kvf__reclaim_block *b =
 		caa_container_of(head, struct kvf__reclaim_block, rcu);
+	void *blocks[RECLAIM_BATCH];
 
 	kvf__rcu_callback_enter();
 	for (unsigned i = 0; i < b->n; i++)
-		kvf__object_free(b->obj[i]);
+		blocks[i] = b->obj[i] ? object_block(b->obj[i]) : NULL;
+	kvf__arena_free_many(blocks, b->n); /* a lock per class, not per record */
 	free(b);
 }
 

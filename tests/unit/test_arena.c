@@ -290,6 +290,110 @@ static void runs_outlive_their_threads(void **state)
 	pthread_barrier_destroy(&bar);
 }
 
+#define FREED 300
+#define RUN_BYTES 4096 /* a thread's run (arena.c): used before freed blocks */
+
+/* Whether @p is one of the @n blocks @set; clears it there if so. */
+static bool take_from(unsigned char **set, size_t n, const void *p)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (set[i] == p) {
+			set[i] = NULL;
+			return true;
+		}
+	}
+	return false;
+}
+
+static bool none_left(unsigned char *const *set, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (set[i])
+			return false;
+	return true;
+}
+
+/*
+ * Blocks freed together, of several classes, interleaved, with NULLs
+ * among them, all come back zeroed before any new memory is mapped, once
+ * the thread's run is used up.
+ */
+static void freed_batches_come_back(void **state)
+{
+	static const size_t sizes[] = { 8, 120, 200 };
+	static unsigned char *blk[3][FREED];
+	void *batch[3 * FREED + 2];
+	struct kvf__arena *a;
+	uint64_t mapped;
+	size_t n = 0;
+
+	(void)state;
+	assert_int_equal(kvf__arena_create(false, 0, &a), KVF_OK);
+	for (size_t i = 0; i < FREED; i++) {
+		for (size_t c = 0; c < 3; c++) {
+			blk[c][i] = kvf__arena_alloc(a, sizes[c]);
+			assert_non_null(blk[c][i]);
+			memset(blk[c][i], 0xa5, sizes[c]);
+			batch[n++] = blk[c][i];
+		}
+		if (i == 7 || i == 150)
+			batch[n++] = NULL;
+	}
+	mapped = kvf__arena_mapped_bytes(a);
+	kvf__arena_free_many(batch, n);
+	for (size_t c = 0; c < 3; c++) {
+		for (size_t i = 0; i < FREED + RUN_BYTES / sizes[c]; i++) {
+			unsigned char *p = kvf__arena_alloc(a, sizes[c]);
+
+			assert_non_null(p);
+			assert_true(all_zero(p, sizes[c]));
+			take_from(blk[c], FREED, p);
+		}
+		assert_true(none_left(blk[c], FREED));
+	}
+	assert_int_equal(kvf__arena_mapped_bytes(a), mapped);
+	kvf__arena_destroy(a);
+}
+
+struct taker {
+	struct kvf__arena *a;
+	unsigned char *p;
+};
+
+static void *take_one(void *arg)
+{
+	struct taker *t = arg;
+
+	t->p = kvf__arena_alloc(t->a, 120);
+	return NULL;
+}
+
+/*
+ * A thread takes a whole chain of freed blocks for one allocation; when it
+ * exits, the rest of the chain goes back to the arena.
+ */
+static void chains_outlive_their_threads(void **state)
+{
+	static unsigned char *blk[FREED];
+	struct taker t = { 0 };
+	struct kvf__arena *a;
+	pthread_t th;
+
+	(void)state;
+	assert_int_equal(kvf__arena_create(false, 0, &a), KVF_OK);
+	for (size_t i = 0; i < FREED; i++)
+		assert_non_null(blk[i] = kvf__arena_alloc(a, 120));
+	kvf__arena_free_many((void *const *)blk, FREED);
+	t.a = a;
+	assert_int_equal(pthread_create(&th, NULL, take_one, &t), 0);
+	pthread_join(th, NULL);
+	assert_true(take_from(blk, FREED, t.p));
+	for (size_t i = 0; i < FREED - 1 + RUN_BYTES / 120; i++)
+		take_from(blk, FREED, kvf__arena_alloc(a, 120));
+	assert_true(none_left(blk, FREED));
+	kvf__arena_destroy(a);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -300,6 +404,8 @@ int main(void)
 		cmocka_unit_test(threads_never_share_a_block),
 		cmocka_unit_test(chunks_asked_ahead_come_first),
 		cmocka_unit_test(runs_outlive_their_threads),
+		cmocka_unit_test(freed_batches_come_back),
+		cmocka_unit_test(chains_outlive_their_threads),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
