@@ -603,15 +603,14 @@ void kvf__arena_free(void *p)
 	pthread_mutex_unlock(&sc->lock);
 }
 
-/* Link the blocks @p[0..n) of class @sc into a chain; returns its head. */
-static void *link_chain(const struct size_class *sc, void *const *p, size_t n)
+/* Link the blocks @p[0..n) of class @sc into a chain headed by @p[0]. */
+static void link_chain(const struct size_class *sc, void *const *p, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
 		unpoison(p[i], sizeof(void *));
 		*(void **)p[i] = i + 1 < n ? p[i + 1] : NULL;
 		poison(p[i], sc->size);
 	}
-	return p[0];
 }
 
 void kvf__arena_free_many(void *const *p, size_t n)
