@@ -99,8 +99,10 @@ struct chunk {
 
 struct size_class {
 	pthread_mutex_t lock;
-	void *free;     /* freed blocks, linked through their first word */
-	void *chains;   /* freed runs (see "Chains" below) */
+	/* Single freed blocks, linked through their first word: a class
+	 * too small for chains, and the rest of a departing thread's run. */
+	void *free;
+	void *chains;   /* freed blocks, chain by chain (see "Chains") */
 	char *bump;     /* next uncarved block of the newest chunk */
 	char *bump_end;
 	struct chunk *chunks;
@@ -591,17 +593,6 @@ void *kvf__arena_alloc(struct kvf__arena *a, size_t size)
 	return p;
 }
 
-void kvf__arena_free(void *p)
-{
-	struct size_class *sc;
-
-	if (!p)
-		return;
-	sc = class_of_block(p);
-	pthread_mutex_lock(&sc->lock);
-	push_free(sc, p);
-	pthread_mutex_unlock(&sc->lock);
-}
 
 /* Link the blocks @p[0..n) of class @sc into a chain headed by @p[0]. */
 static void link_chain(const struct size_class *sc, void *const *p, size_t n)
@@ -641,6 +632,12 @@ void kvf__arena_free_many(void *const *p, size_t n)
 		pthread_mutex_unlock(&sc->lock);
 		i = j;
 	}
+}
+
+/* One block: a chain of one (a single block in the smallest class). */
+void kvf__arena_free(void *p)
+{
+	kvf__arena_free_many(&p, 1);
 }
 
 uint64_t kvf__arena_reserved_bytes(struct kvf__arena *a)
