@@ -48,7 +48,7 @@ python3 - "$out" "$first" $objects <<'PY' | tee "$out/summary.md"
 import glob, json, os, statistics, sys
 
 out, first, counts = sys.argv[1], sys.argv[2], sys.argv[3:]
-ops = ["put", "get", "exist", "remove", "refill", "churn"]
+ops = ["put", "get", "exist", "remove", "refill", "churn", "churn_remove"]
 KEY = 68
 
 def runs(kind, n, t):

@@ -1131,17 +1131,26 @@ static int range_cmp(const void *x, const void *y)
  * region and count, and make the same next allocations; the bitmap model
  * checks the batched one exactly.
  */
-static void test_free_many_matches_single(void **state)
+/* How big, and how deep, the trees of one free_many comparison get. */
+struct many_cfg {
+	uint64_t granules;
+	uint64_t max_granules; /* an alloc takes 1..max_granules */
+	int rounds;
+	int allocs;         /* alloc attempts per round */
+	uint64_t free_div;  /* a round frees up to live / free_div */
+	uint64_t seed;
+};
+
+static void run_free_many_matches_single(const struct many_cfg *c)
 {
-	const uint64_t gran = 64, granules = 1 << 14;
+	const uint64_t gran = 64, granules = c->granules;
 	struct bitmap_model m = { calloc(granules, 1), granules, gran };
 	struct kvf__segalloc *one, *many;
 	struct live *live = calloc(granules, sizeof(*live));
 	struct kvf__segalloc_range *r = calloc(granules, sizeof(*r));
-	uint64_t seed = 0x5eed1234abcdULL;
+	uint64_t seed = c->seed;
 	size_t nr_live = 0;
 
-	(void)state;
 	assert_non_null(m.used);
 	assert_non_null(live);
 	assert_non_null(r);
@@ -1155,12 +1164,13 @@ static void test_free_many_matches_single(void **state)
 	 */
 	kvf__segalloc_set_reuse_limit(one, 0);
 	kvf__segalloc_set_reuse_limit(many, 0);
-	for (int round = 0; round < 400; round++) {
+	for (int round = 0; round < c->rounds; round++) {
 		size_t nr_free, k = 0;
 
 		/* Allocate until a tenth of the attempts fail. */
-		for (int t = 0; t < 64; t++) {
-			uint64_t size = rng_range(&seed, 1, 24) * gran, o1, o2;
+		for (int t = 0; t < c->allocs; t++) {
+			uint64_t size = rng_range(&seed, 1, c->max_granules) *
+					gran, o1, o2;
 			uint64_t tag = rng_range(&seed, 1, UINT64_MAX - 1);
 			int r1 = kvf__segalloc_alloc_tagged(one, size, tag, &o1);
 			int r2 = kvf__segalloc_alloc_tagged(many, size, tag, &o2);
@@ -1173,7 +1183,7 @@ static void test_free_many_matches_single(void **state)
 			live[nr_live++] = (struct live){ o1, size, size, tag };
 		}
 		/* Free a random subset, in random order. */
-		nr_free = rng_range(&seed, 0, nr_live);
+		nr_free = rng_range(&seed, 0, nr_live / c->free_div);
 		for (size_t i = 0; i < nr_free; i++) {
 			size_t j = rng_range(&seed, i, nr_live - 1);
 			struct live t = live[i];
@@ -1200,6 +1210,27 @@ static void test_free_many_matches_single(void **state)
 	free(live);
 	free(r);
 	free(m.used);
+}
+
+static void test_free_many_matches_single(void **state)
+{
+	const struct many_cfg c = { 1 << 14, 24, 400, 64, 1, 0x5eed1234abcdULL };
+
+	(void)state;
+	run_free_many_matches_single(&c);
+}
+
+/*
+ * The same with thousands of small blocks, so the tree is three levels
+ * high and a free_many's batch (hundreds of frees, several passes of the
+ * descents' prefetching) descends through inner nodes of two levels.
+ */
+static void test_free_many_matches_single_deep(void **state)
+{
+	const struct many_cfg c = { 1 << 14, 3, 16, 1024, 8, 0x77aa55ccULL };
+
+	(void)state;
+	run_free_many_matches_single(&c);
 }
 
 static void free_many_twice(struct kvf__segalloc *a)
@@ -1247,6 +1278,7 @@ int main(void)
 		cmocka_unit_test(test_try_alloc),
 		cmocka_unit_test(test_bad_free_dies),
 		cmocka_unit_test(test_free_many_matches_single),
+		cmocka_unit_test(test_free_many_matches_single_deep),
 		cmocka_unit_test(test_free_many_bad_dies),
 		cmocka_unit_test(test_reuse_lists),
 		cmocka_unit_test(test_reuse_matches_tree),

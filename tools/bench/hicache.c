@@ -56,8 +56,15 @@ enum phase {
 	PH_COUNT
 };
 
-static const char *const phase_names[PH_COUNT] = {
-	"put", "exist", "get", "remove", "refill", "churn"
+/*
+ * Results: one per phase, and churn's removes (untimed in churn's figure)
+ * as a steady-state master's removes, timed on their own.
+ */
+#define RES_CHURN_REMOVE PH_COUNT
+#define NR_RESULTS (PH_COUNT + 1)
+
+static const char *const phase_names[NR_RESULTS] = {
+	"put", "exist", "get", "remove", "refill", "churn", "churn_remove"
 };
 
 /* The model's two page sizes; one key in four holds the small one. */
@@ -84,10 +91,10 @@ struct worker {
 	uint64_t *live;
 	char *victim_buf;
 	struct kvf_key *victims;
-	uint64_t busy_ns[PH_COUNT];
-	double *lat_us[PH_COUNT];
-	size_t nr_lat[PH_COUNT];
-	uint64_t errors[PH_COUNT];
+	uint64_t busy_ns[NR_RESULTS];
+	double *lat_us[NR_RESULTS];
+	size_t nr_lat[NR_RESULTS];
+	uint64_t errors[NR_RESULTS];
 };
 
 struct hicache {
@@ -141,14 +148,17 @@ static uint64_t page_size(uint64_t id)
 }
 
 /*
- * churn, untimed: remove @n distinct random objects of this thread's
- * (spaced positions from a random start) and note that the batch's new
- * ids (w->keys[first...]) take their places.
+ * churn: remove @n distinct random objects of this thread's (spaced
+ * positions from a random start) and note that the batch's new ids
+ * (w->keys[first...]) take their places. Only the remove call is timed,
+ * as churn_remove.
  */
 static void remove_victims(struct worker *w, size_t first, size_t n)
 {
 	size_t held = w->nr_keys, stride = held / n;
 	size_t at = (size_t)(bench_rand(&w->rng) % held);
+	uint64_t t0, ns;
+	int ret;
 
 	for (size_t j = 0; j < n; j++) {
 		size_t pos = (at + j * stride) % held;
@@ -160,8 +170,14 @@ static void remove_victims(struct worker *w, size_t first, size_t n)
 		};
 		w->live[pos] = w->first_id + first + j;
 	}
-	if (kvf_batch_remove(w->h->e, w->victims, n, true, w->st) != KVF_OK)
-		w->errors[PH_CHURN]++;
+	t0 = bench_now_ns();
+	ret = kvf_batch_remove(w->h->e, w->victims, n, true, w->st);
+	ns = bench_now_ns() - t0;
+	w->busy_ns[RES_CHURN_REMOVE] += ns;
+	w->lat_us[RES_CHURN_REMOVE][w->nr_lat[RES_CHURN_REMOVE]++] =
+		(double)ns / 1e3;
+	if (ret != KVF_OK)
+		w->errors[RES_CHURN_REMOVE]++;
 }
 
 static void run_batch(struct worker *w, enum phase ph, size_t first,
@@ -274,7 +290,7 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
-static void record_phase(struct hicache *h, enum phase ph, uint64_t ns)
+static void record_phase(struct hicache *h, unsigned ph, uint64_t ns)
 {
 	const struct bench_opts *o = h->o;
 	size_t total = 0, k = 0;
@@ -289,9 +305,10 @@ static void record_phase(struct hicache *h, enum phase ph, uint64_t ns)
 	}
 	/*
 	 * Request keys: the engine's time, not the untimed key copies;
-	 * churn: its puts' time, not the removes between them.
+	 * churn: its puts' time, not the removes between them (which are
+	 * churn_remove's).
 	 */
-	if ((!o->scattered_keys || ph == PH_CHURN) && busy)
+	if ((!o->scattered_keys || ph >= PH_CHURN) && busy)
 		ns = busy;
 	all = malloc((total ? total : 1) * sizeof(*all));
 	for (unsigned t = 0; t < o->threads; t++)
@@ -335,7 +352,7 @@ static int workers_init(struct hicache *h)
 		    !w->reqbuf || !w->req || !w->live || !w->victim_buf ||
 		    !w->victims)
 			return KVF_ERR_NO_MEMORY;
-		for (int p = 0; p < PH_COUNT; p++) {
+		for (int p = 0; p < NR_RESULTS; p++) {
 			w->lat_us[p] = calloc(batches, sizeof(double));
 			if (!w->lat_us[p])
 				return KVF_ERR_NO_MEMORY;
@@ -359,7 +376,7 @@ static void workers_free(struct hicache *h)
 		free(w->live);
 		free(w->victim_buf);
 		free(w->victims);
-		for (int p = 0; p < PH_COUNT; p++)
+		for (int p = 0; p < NR_RESULTS; p++)
 			free(w->lat_us[p]);
 	}
 	free(h->w);
@@ -414,7 +431,7 @@ int bench_hicache(const struct bench_opts *o, struct bench_results *r)
 	struct bench_floor floor = { 0 };
 	struct kvf_config cfg;
 	struct kvf_engine_stats st;
-	uint64_t rss_open, reserve_open, rss0, rss1, ns[PH_COUNT];
+	uint64_t rss_open, reserve_open, rss0, rss1, ns[NR_RESULTS];
 	int ret;
 
 	h.perm_a = bench_coprime_step(o->objects);
@@ -467,10 +484,11 @@ int bench_hicache(const struct bench_opts *o, struct bench_results *r)
 	pthread_barrier_destroy(&h.ready);
 	pthread_barrier_destroy(&h.start);
 	pthread_barrier_destroy(&h.done);
-	for (enum phase p = PH_FILL; p < PH_COUNT; p++)
+	ns[RES_CHURN_REMOVE] = 0;
+	for (unsigned p = PH_FILL; p < NR_RESULTS; p++)
 		record_phase(&h, p, ns[p]);
 	bench_floor_report(r, bench_floor_result(&floor), phase_names,
-			   PH_COUNT);
+			   NR_RESULTS);
 	bench_extra(r, "bytes_per_object",
 		    (double)(rss1 - rss0 + rss_open) / (double)o->objects);
 	report_memory(r, &st, o->objects);
