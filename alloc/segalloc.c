@@ -91,7 +91,9 @@
  * Batched frees (kvf__segalloc_free_many, a batch remove's frees in one
  * segment): one lock hold and one publish for all of them, and a run of
  * frees that merge in place in one leaf rescans that leaf and raises its
- * path once, at the end of the run, instead of once per free. Before the
+ * path once, at the end of the run, instead of once per free; a free
+ * inside that pending leaf finds its block there, without a descent (a
+ * fill removed in order frees neighbours). Before the
  * first free, the batch's descents are walked level by level with every
  * level's loads issued for all of them at once (prefetch_descents), so
  * their misses overlap: in a master's steady state the inner levels are
@@ -1608,6 +1610,35 @@ static bool free_in_leaf(struct kvf__segalloc *a, struct path *p,
 }
 
 /*
+ * lookup() of @off, from the pending leaf of @pl when @off lies in it: a
+ * batch freeing neighbours (a fill removed in order) then reads one leaf
+ * instead of descending from the root again. Its path is current: the
+ * tree changes shape only after the pending leaf is flushed.
+ */
+static struct node *lookup_near(const struct kvf__segalloc *a, uint64_t off,
+				struct path *p, const struct pending_leaf *pl)
+{
+	struct node *l;
+	uint64_t at;
+	uint32_t i;
+
+	if (!pl || !pl->set || off < pl->p.node[0]->base)
+		return lookup(a, off, p);
+	l = pl->p.node[0];
+	i = leaf_find(l, off, &at);
+	if (off >= at + blk_size(l->val[i]))
+		return lookup(a, off, p);
+	for (unsigned h = 1; h <= a->height; h++) {
+		p->node[h] = pl->p.node[h];
+		p->idx[h] = pl->p.idx[h];
+	}
+	p->node[0] = l;
+	p->idx[0] = i;
+	p->off = at;
+	return l;
+}
+
+/*
  * Free (@offset, @size) if it is exactly one used block: NULL. If it is
  * not, nothing changes and the reason is returned.
  */
@@ -1623,7 +1654,7 @@ static const char *release_locked(struct kvf__segalloc *a, uint64_t offset,
 	uint32_t i;
 
 	if (offset < a->pub.capacity) {
-		l = lookup(a, offset, &p);
+		l = lookup_near(a, offset, &p, pl);
 		i = p.idx[0];
 		b = leaf_blk(l, i, p.off);
 		/* Neighbours: usually in the same leaf. */
