@@ -26,6 +26,13 @@
  * mark by one answer (a batch's, bounded by the engine's batch limit).
  *
  * Answers go out in request order; clients match them by seq_num anyway.
+ *
+ * Closing after an answer (a refused oversized request): the client may
+ * still be sending that request's body. Closing a TCP socket with unread
+ * bytes sends a reset, which can reach the client before it has read the
+ * answer (its send or receive then fails with ECONNRESET). So, as HTTP
+ * servers do, the write side is shut down once the answer has left and
+ * input is discarded until the client closes or DRAIN_NS passes.
  */
 #include "config.h"
 
@@ -38,6 +45,9 @@
 #include <unistd.h>
 
 #include "rdma/listener.h"
+
+/* How long a connection closing after an answer discards input. */
+#define DRAIN_NS (2ULL * 1000000000ULL)
 #include "server/frame.h"
 
 struct kvf_conn *kvf_conn_new(int fd, uint64_t now_ns)
@@ -78,7 +88,7 @@ static size_t unsent(const struct kvf_conn *c)
 
 bool kvf_conn_wants_read(const struct kvf_conn *c)
 {
-	return !c->closing && unsent(c) <= KVF_CONN_OUT_HIGH;
+	return c->draining || (!c->closing && unsent(c) <= KVF_CONN_OUT_HIGH);
 }
 
 bool kvf_conn_wants_write(const struct kvf_conn *c)
@@ -89,6 +99,8 @@ bool kvf_conn_wants_write(const struct kvf_conn *c)
 bool kvf_conn_expired(const struct kvf_conn *c, uint64_t now_ns,
 		      uint64_t idle_ns, uint64_t partial_ns)
 {
+	if (c->draining && now_ns > c->drain_until_ns)
+		return true;
 	if (c->frame_start_ns && now_ns - c->frame_start_ns > partial_ns)
 		return true;
 	return now_ns - c->last_active_ns > idle_ns;
@@ -220,8 +232,38 @@ static enum kvf_conn_rc flush(struct kvf_conn *c, uint64_t now)
 	}
 	kvf_wbuf_reset(&c->out);
 	c->sent = 0;
-	/* An answer that ends the connection has left: close. */
-	return c->closing ? KVF_CONN_CLOSE : KVF_CONN_KEEP;
+	/* An answer that ends the connection has left: drain, then close. */
+	if (!c->closing)
+		return KVF_CONN_KEEP;
+	if (c->draining)
+		return KVF_CONN_KEEP;
+	if (c->rdma || shutdown(c->fd, SHUT_WR) < 0)
+		return KVF_CONN_CLOSE;
+	c->draining = true;
+	c->drain_until_ns = now + DRAIN_NS;
+	return KVF_CONN_KEEP;
+}
+
+/* Discard what arrives while draining; close at EOF or the deadline. */
+static enum kvf_conn_rc drain(struct kvf_conn *c, uint64_t now)
+{
+	if (now > c->drain_until_ns)
+		return KVF_CONN_CLOSE;
+	/* A few reads per wake-up, as for requests. */
+	for (int round = 0; round < 8;) {
+		ssize_t n = recv(c->fd, c->rbuf, c->rcap, MSG_DONTWAIT);
+
+		if (n > 0) {
+			round++;
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return KVF_CONN_KEEP;
+		return KVF_CONN_CLOSE;
+	}
+	return KVF_CONN_KEEP;
 }
 
 enum kvf_conn_rc kvf_conn_readable(struct kvf_conn *c,
@@ -229,6 +271,8 @@ enum kvf_conn_rc kvf_conn_readable(struct kvf_conn *c,
 {
 	uint64_t now = kvf_service_now_ns();
 
+	if (c->draining)
+		return drain(c, now);
 	/* A few reads per wake-up, so one busy client cannot starve the
 	 * thread's other connections. */
 	for (int round = 0; round < 8 && kvf_conn_wants_read(c); round++) {

@@ -46,6 +46,10 @@ struct kvf_conn_env {
  * @events: the epoll interest currently registered.
  * @hash_logged: a type-hash mismatch was logged on this connection.
  * @closing: an answer that ends the connection is queued; read no more.
+ * @draining: that answer has left and the write side is shut down: input
+ *	is read and discarded until the peer closes or @drain_until_ns, so
+ *	that closing with unread bytes (the rest of a refused request) does
+ *	not reset the connection before the client has read the answer.
  * @demuxed: the first byte chose the transport (server/loop.c).
  * @rdma: the RDMA stream read and written instead of the socket (NULL:
  *	TCP); @fd is then the stream's readiness fd.
@@ -62,6 +66,8 @@ struct kvf_conn {
 	uint32_t events;
 	bool hash_logged;
 	bool closing;
+	bool draining;
+	uint64_t drain_until_ns;
 	bool demuxed;
 	struct kvf__rdma_stream *rdma;
 };
@@ -95,7 +101,10 @@ enum kvf_conn_rc kvf_conn_readable(struct kvf_conn *c,
 enum kvf_conn_rc kvf_conn_writable(struct kvf_conn *c,
 				   const struct kvf_conn_env *env);
 
-/** kvf_conn_wants_read() - false while output is backed up or closing. */
+/**
+ * kvf_conn_wants_read() - false while output is backed up or closing
+ * (true again while draining).
+ */
 bool kvf_conn_wants_read(const struct kvf_conn *c);
 
 /** kvf_conn_wants_write() - answers are waiting for socket space. */
@@ -103,7 +112,8 @@ bool kvf_conn_wants_write(const struct kvf_conn *c);
 
 /**
  * kvf_conn_expired() - has @c been silent (or not reading its answers)
- * for @idle_ns, or in the middle of one request for @partial_ns?
+ * for @idle_ns, in the middle of one request for @partial_ns, or past
+ * the end of its drain?
  */
 bool kvf_conn_expired(const struct kvf_conn *c, uint64_t now_ns,
 		      uint64_t idle_ns, uint64_t partial_ns);
