@@ -1140,6 +1140,13 @@ static void reuse_claim(struct kvf__segalloc *a, uint64_t need)
 	v->last_use = a->reuse.clock;
 }
 
+/* Start loading every line of leaf @l, for writing. */
+static inline void prefetch_leaf(const struct node *l)
+{
+	for (size_t b = 0; b < sizeof(struct leaf); b += 64)
+		__builtin_prefetch((const char *)l + b, 1);
+}
+
 /*
  * Start loading the leaf holding @off, the lock held. The descent itself
  * waits for any inner level not cached (in churn at 1M objects its
@@ -1152,8 +1159,7 @@ static void prefetch_leaf_of(const struct kvf__segalloc *a, uint64_t off)
 
 	for (unsigned h = a->height; h > 0; h--)
 		n = as_inner(n)->child[find_pos(n, off)];
-	for (size_t b = 0; b < sizeof(struct leaf); b += 64)
-		__builtin_prefetch((const char *)n + b, 1);
+	prefetch_leaf(n);
 }
 
 /* Frees whose descents one prefetch pass interleaves (bounds the stack). */
@@ -1198,8 +1204,7 @@ static void prefetch_descents(const struct kvf__segalloc *a,
 		}
 	}
 	for (size_t i = 0; i < n; i++)
-		for (size_t b = 0; b < sizeof(struct leaf); b += 64)
-			__builtin_prefetch((const char *)cur[i] + b, 1);
+		prefetch_leaf(cur[i]);
 }
 
 /* prefetch_descents() for the offsets of @r inside the segment. */

@@ -45,10 +45,10 @@
 #include <unistd.h>
 
 #include "rdma/listener.h"
+#include "server/frame.h"
 
 /* How long a connection closing after an answer discards input. */
 #define DRAIN_NS (2ULL * 1000000000ULL)
-#include "server/frame.h"
 
 struct kvf_conn *kvf_conn_new(int fd, uint64_t now_ns)
 {
@@ -233,9 +233,7 @@ static enum kvf_conn_rc flush(struct kvf_conn *c, uint64_t now)
 	kvf_wbuf_reset(&c->out);
 	c->sent = 0;
 	/* An answer that ends the connection has left: drain, then close. */
-	if (!c->closing)
-		return KVF_CONN_KEEP;
-	if (c->draining)
+	if (!c->closing || c->draining)
 		return KVF_CONN_KEEP;
 	if (c->rdma || shutdown(c->fd, SHUT_WR) < 0)
 		return KVF_CONN_CLOSE;

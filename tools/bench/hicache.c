@@ -147,6 +147,15 @@ static uint64_t page_size(uint64_t id)
 	return id % 4 == 3 ? PAGE_SMALL : PAGE_BIG;
 }
 
+/* Count one timed batch of result @res: its time, latency and outcome. */
+static void note_batch(struct worker *w, unsigned res, uint64_t ns, int ret)
+{
+	w->busy_ns[res] += ns;
+	w->lat_us[res][w->nr_lat[res]++] = (double)ns / 1e3;
+	if (ret != KVF_OK)
+		w->errors[res]++;
+}
+
 /*
  * churn: remove @n distinct random objects of this thread's (spaced
  * positions from a random start) and note that the batch's new ids
@@ -157,7 +166,7 @@ static void remove_victims(struct worker *w, size_t first, size_t n)
 {
 	size_t held = w->nr_keys, stride = held / n;
 	size_t at = (size_t)(bench_rand(&w->rng) % held);
-	uint64_t t0, ns;
+	uint64_t t0;
 	int ret;
 
 	for (size_t j = 0; j < n; j++) {
@@ -172,12 +181,7 @@ static void remove_victims(struct worker *w, size_t first, size_t n)
 	}
 	t0 = bench_now_ns();
 	ret = kvf_batch_remove(w->h->e, w->victims, n, true, w->st);
-	ns = bench_now_ns() - t0;
-	w->busy_ns[RES_CHURN_REMOVE] += ns;
-	w->lat_us[RES_CHURN_REMOVE][w->nr_lat[RES_CHURN_REMOVE]++] =
-		(double)ns / 1e3;
-	if (ret != KVF_OK)
-		w->errors[RES_CHURN_REMOVE]++;
+	note_batch(w, RES_CHURN_REMOVE, bench_now_ns() - t0, ret);
 }
 
 static void run_batch(struct worker *w, enum phase ph, size_t first,
@@ -186,7 +190,7 @@ static void run_batch(struct worker *w, enum phase ph, size_t first,
 	struct kvf_put_config cfg = { .replica_num = 1 };
 	struct kvf_engine *e = w->h->e;
 	const struct kvf_key *keys = w->keys + first;
-	uint64_t t0, ns;
+	uint64_t t0;
 	int ret = KVF_OK;
 
 	if (ph == PH_CHURN)
@@ -215,11 +219,7 @@ static void run_batch(struct worker *w, enum phase ph, size_t first,
 	case PH_COUNT:
 		break;
 	}
-	ns = bench_now_ns() - t0;
-	w->busy_ns[ph] += ns;
-	w->lat_us[ph][w->nr_lat[ph]++] = (double)ns / 1e3;
-	if (ret != KVF_OK)
-		w->errors[ph]++;
+	note_batch(w, ph, bench_now_ns() - t0, ret);
 }
 
 /* The id of the x-th key of a phase. */
