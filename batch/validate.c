@@ -3,9 +3,10 @@
  * batch/validate.c - batch set-up: refusal rules, hashing, duplicates,
  * the probe stage, and the overall status.
  *
- * Duplicates are found in O(n) with a small open-addressing table of item
- * indices keyed by the already computed hashes; every occurrence of a
- * repeated key is refused, so the outcome does not depend on order.
+ * Duplicates are found from the already computed hashes: a bit filter
+ * for batches up to KVF__BATCH_STACK keys, an open-addressing table of
+ * item indices above that; every occurrence of a repeated key is
+ * refused, so the outcome does not depend on order.
  */
 #include "config.h"
 
@@ -69,25 +70,70 @@ static bool same_key(const struct kvf_key *a, const struct kvf_key *b)
 	return a->len == b->len && kvf__bytes_equal(a->data, b->data, a->len);
 }
 
-static int mark_duplicates(struct kvf__batch *b)
+/* Takes part in the duplicate check: valid (or already a duplicate). */
+static bool dup_candidate(const struct kvf__batch *b, size_t i)
 {
-	uint32_t slots_stack[2 * KVF__BATCH_STACK];
+	return b->status[i] == KVF_OK || b->status[i] == KVF_ERR_DUPLICATE_KEY;
+}
+
+/* Refuse @i and every earlier item with the same key. */
+static void mark_earlier_twins(struct kvf__batch *b, size_t i)
+{
+	for (size_t j = 0; j < i; j++) {
+		if (b->hash[j] != b->hash[i] || !dup_candidate(b, j) ||
+		    !same_key(&b->keys[j], &b->keys[i]))
+			continue;
+		b->status[j] = KVF_ERR_DUPLICATE_KEY;
+		b->status[i] = KVF_ERR_DUPLICATE_KEY;
+	}
+}
+
+/*
+ * A batch of up to KVF__BATCH_STACK keys: one bit per key, chosen by the
+ * top bits of its hash, in a DUP_FILTER_BITS filter. A key whose bit is
+ * already set may repeat an earlier one and is compared with every
+ * earlier key (expected ~n^2/(2 * DUP_FILTER_BITS) such keys, one per
+ * batch of 128); the rest cost a shift, a load and a store, with no
+ * branch the predictor misses. With the open-addressing table below
+ * for every batch, the check took more of a get's samples than hashing
+ * the keys (perf: 10% against 7.8%).
+ */
+#define DUP_FILTER_BITS 8192
+#define DUP_FILTER_SHIFT 51 /* 64 - log2(DUP_FILTER_BITS) */
+
+static void mark_duplicates_small(struct kvf__batch *b)
+{
+	uint64_t filter[DUP_FILTER_BITS / 64];
+
+	memset(filter, 0, sizeof(filter));
+	for (size_t i = 0; i < b->n; i++) {
+		uint64_t f = b->hash[i] >> DUP_FILTER_SHIFT;
+		uint64_t bit = 1ULL << (f & 63), seen;
+
+		if (!dup_candidate(b, i))
+			continue;
+		seen = filter[f >> 6] & bit;
+		filter[f >> 6] |= bit;
+		if (seen)
+			mark_earlier_twins(b, i);
+	}
+}
+
+/* Larger batches: an open-addressing table of item indices by hash. */
+static int mark_duplicates_large(struct kvf__batch *b)
+{
 	size_t size = 2;
 	uint32_t *slots;
 
-	if (b->n < 2)
-		return KVF_OK;
 	while (size < 2 * b->n)
 		size <<= 1;
-	slots = size <= 2 * KVF__BATCH_STACK ? slots_stack :
-					       malloc(size * sizeof(*slots));
+	slots = calloc(size, sizeof(*slots));
 	if (!slots)
 		return KVF_ERR_NO_MEMORY;
-	memset(slots, 0, size * sizeof(*slots));
 	for (size_t i = 0; i < b->n; i++) {
 		size_t pos = b->hash[i] & (size - 1);
 
-		if (b->status[i] != KVF_OK && b->status[i] != KVF_ERR_DUPLICATE_KEY)
+		if (!dup_candidate(b, i))
 			continue;
 		for (;; pos = (pos + 1) & (size - 1)) {
 			uint32_t j = slots[pos];
@@ -105,9 +151,19 @@ static int mark_duplicates(struct kvf__batch *b)
 			}
 		}
 	}
-	if (slots != slots_stack)
-		free(slots);
+	free(slots);
 	return KVF_OK;
+}
+
+static int mark_duplicates(struct kvf__batch *b)
+{
+	if (b->n < 2)
+		return KVF_OK;
+	if (b->n <= KVF__BATCH_STACK) {
+		mark_duplicates_small(b);
+		return KVF_OK;
+	}
+	return mark_duplicates_large(b);
 }
 
 int kvf__batch_begin(struct kvf__batch *b, struct kvf_engine *e,
@@ -131,13 +187,13 @@ int kvf__batch_begin(struct kvf__batch *b, struct kvf_engine *e,
 	if (ret)
 		goto err;
 	for (size_t i = 0; i < n; i++)
-		status[i] = key_valid(e, &keys[i]) ? KVF_OK :
-						     KVF_ERR_INVALID_KEY;
+		status[i] =
+			key_valid(e, &keys[i]) ? KVF_OK : KVF_ERR_INVALID_KEY;
 	kvf__prof_mark(&b->span, KVF__STAGE_VALIDATE);
 	for (size_t i = 0; i < n; i++)
-		b->hash[i] = status[i] == KVF_OK ?
-				     kvf__key_hash(keys[i].data, keys[i].len) :
-				     0;
+		b->hash[i] = status[i] == KVF_OK
+				     ? kvf__key_hash(keys[i].data, keys[i].len)
+				     : 0;
 	ret = mark_duplicates(b);
 	if (ret)
 		goto err;
@@ -160,11 +216,12 @@ void kvf__batch_probe(struct kvf__batch *b)
 		kvf__index_lookup_batch(b->e->index, b->n, b->hash, b->keys,
 					b->obj);
 	} else {
-		/* Rare: keep refused keys (maybe NULL data) out of the index. */
+		/* Rare: keep refused keys (maybe NULL data) out of the index.
+		 */
 		for (size_t i = 0; i < b->n; i++)
-			b->obj[i] = b->status[i] == KVF_OK ?
-					    kvf__batch_relookup(b, i) :
-					    NULL;
+			b->obj[i] = b->status[i] == KVF_OK
+					    ? kvf__batch_relookup(b, i)
+					    : NULL;
 	}
 	kvf__prof_mark(&b->span, KVF__STAGE_PROBE);
 }

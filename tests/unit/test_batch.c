@@ -316,6 +316,64 @@ static void test_get_and_exist(void **state)
 	assert_int_equal(st[2], KVF_OK);
 }
 
+/*
+ * Duplicate detection against a brute-force reference, on random batches
+ * on both sides of the small-batch filter (up to 128 keys) and the table
+ * above it: keys drawn from a pool small enough to repeat, some of them
+ * invalid, half the pool stored.
+ */
+static void test_duplicates_randomised(void **state)
+{
+	struct fixture *f = *state;
+	enum { POOL = 400, MAXN = 300, ROUNDS = 300 };
+	static char names[POOL][24];
+	static struct kvf_key keys[MAXN];
+	static enum kvf_status st[MAXN];
+	uint64_t rng = 0x9e3779b97f4a7c15ULL;
+
+	for (int k = 0; k < POOL; k++) {
+		snprintf(names[k], sizeof(names[k]), "dup-%d", k);
+		if (k % 2 == 0)
+			assert_int_equal(put_complete(f->e, C1, names[k], 4096, 1),
+					 KVF_OK);
+	}
+	for (int r = 0; r < ROUNDS; r++) {
+		size_t n = 2 + (size_t)(test_rand(&rng) % (MAXN - 1));
+		/* Pools from n distinct-ish keys to many repeats. */
+		uint64_t span = 1 + test_rand(&rng) % POOL;
+
+		for (size_t i = 0; i < n; i++) {
+			uint64_t k = test_rand(&rng) % span;
+
+			keys[i] = test_rand(&rng) % 50 ? key_of(names[k]) :
+							(struct kvf_key){
+								.data = names[k],
+								.len = 0 };
+		}
+		kvf_batch_exist(f->e, keys, n, st);
+		for (size_t i = 0; i < n; i++) {
+			bool twin = false;
+
+			if (!keys[i].len) {
+				assert_int_equal(st[i], KVF_ERR_INVALID_KEY);
+				continue;
+			}
+			for (size_t j = 0; j < n && !twin; j++)
+				twin = j != i && keys[j].len &&
+				       keys[j].data == keys[i].data;
+			if (twin)
+				assert_int_equal(st[i], KVF_ERR_DUPLICATE_KEY);
+			else
+				assert_int_equal(st[i],
+						 (keys[i].data - names[0]) /
+								 sizeof(names[0]) %
+								 2 ?
+							 KVF_ERR_OBJECT_NOT_FOUND :
+							 KVF_OK);
+		}
+	}
+}
+
 static void test_remove_rules(void **state)
 {
 	struct fixture *f = *state;
@@ -500,6 +558,9 @@ int main(void)
 						setup_two_segments,
 						fixture_teardown),
 		cmocka_unit_test_setup_teardown(test_get_and_exist,
+						setup_two_segments,
+						fixture_teardown),
+		cmocka_unit_test_setup_teardown(test_duplicates_randomised,
 						setup_two_segments,
 						fixture_teardown),
 		cmocka_unit_test_setup_teardown(test_remove_rules,
