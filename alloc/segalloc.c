@@ -110,9 +110,13 @@
  * held is not merged into the tree: it stays marked used there, with the
  * CACHED flag, and its offset goes on that size's list (REUSE_DEPTH
  * offsets, one array). The next alloc of that size pops the newest one: a
- * compare per slot and one read-only descent to its leaf to set the
- * owner's tag, no split, no summary to fix; each pop starts loading the
- * leaf of the block the next pop will take. To every
+ * compare per slot, no descent, no split, no summary to fix. The block's
+ * leaf still says parked: the pop is a claim (offset, size, owner's
+ * tag), and up to CLAIM_DEPTH claims are written into their leaves
+ * together (apply_claims), their descents walked level by level like a
+ * batch of frees', before any operation other than alloc reads the tree
+ * and whenever the claims fill up (alloc itself only looks for free
+ * blocks, and a claimed block is used to the tree). To every
  * reader a parked block is free: free_bytes counts it, nr_allocs, the used
  * blocks and the scan skip it, reserve takes it.
  *  - Bound: parked bytes stay under reuse.limit (capacity / REUSE_SHARE
@@ -181,6 +185,8 @@
 /* Recent sizes remembered to admit a size to a slot (reuse_seen). */
 #define REUSE_SEEN 8
 #define REUSE_DEPTH 64
+/* Popped parked blocks whose leaf is written later (struct reuse). */
+#define CLAIM_DEPTH 32
 /* A size not allocated in this many allocs gives up its slot. */
 #define REUSE_STALE 4096
 /* Default bound on parked bytes: capacity / REUSE_SHARE. */
@@ -255,8 +261,18 @@ struct reuse_list {
 	uint64_t off[REUSE_DEPTH];
 };
 
+/* A popped parked block whose leaf still says parked (apply_claims). */
+struct claim {
+	uint64_t off;
+	uint64_t size;
+	uint64_t tag;
+};
+
 struct reuse {
 	struct reuse_list list[REUSE_SIZES];
+	/* Handed out, leaf not yet written: applied in one batch. */
+	struct claim claim[CLAIM_DEPTH];
+	uint32_t nr_claims;
 	uint64_t bytes; /* parked in the lists, counted free */
 	uint64_t limit; /* at most this many bytes parked; 0: off */
 	uint64_t clock; /* allocs so far (ages the slots) */
@@ -1147,21 +1163,6 @@ static inline void prefetch_leaf(const struct node *l)
 		__builtin_prefetch((const char *)l + b, 1);
 }
 
-/*
- * Start loading the leaf holding @off, the lock held. The descent itself
- * waits for any inner level not cached (in churn at 1M objects its
- * binary searches carry about half of alloc_locked's samples); the
- * leaf's own miss overlaps the rest of the put.
- */
-static void prefetch_leaf_of(const struct kvf__segalloc *a, uint64_t off)
-{
-	const struct node *n = a->root;
-
-	for (unsigned h = a->height; h > 0; h--)
-		n = as_inner(n)->child[find_pos(n, off)];
-	prefetch_leaf(n);
-}
-
 /* Frees whose descents one prefetch pass interleaves (bounds the stack). */
 #define DESCENT_CHUNK 32
 
@@ -1207,36 +1208,84 @@ static void prefetch_descents(const struct kvf__segalloc *a,
 		prefetch_leaf(cur[i]);
 }
 
-/* prefetch_descents() for the offsets of @r inside the segment. */
+/*
+ * prefetch_descents() for the pending claims' blocks (apply_claims writes
+ * them first) and the offsets of @r inside the segment, in one pass: the
+ * claims of a batch of puts and the frees of the next batch remove miss
+ * together instead of in two waves.
+ */
 static void prefetch_frees(const struct kvf__segalloc *a,
 			   const struct kvf__segalloc_range *r, size_t n)
 {
+	const struct reuse *ru = &a->reuse;
 	uint64_t off[DESCENT_CHUNK];
 	size_t m = 0;
 
+	for (uint32_t i = 0; i < ru->nr_claims; i++)
+		off[m++] = ru->claim[i].off;
 	for (size_t i = 0; i < n; i++) {
-		if (r[i].offset < a->pub.capacity)
-			off[m++] = r[i].offset;
-		if (m == DESCENT_CHUNK || (i + 1 == n && m)) {
+		if (r[i].offset >= a->pub.capacity)
+			continue;
+		if (m == DESCENT_CHUNK) {
 			prefetch_descents(a, off, m);
 			m = 0;
 		}
+		off[m++] = r[i].offset;
 	}
+	if (m)
+		prefetch_descents(a, off, m);
+}
+
+_Static_assert(CLAIM_DEPTH <= DESCENT_CHUNK, "one prefetch pass per batch");
+
+/* Write the claimed blocks' leaves: the owner's tag in, CACHED out. */
+static void write_claims(struct kvf__segalloc *a)
+{
+	struct reuse *r = &a->reuse;
+
+	for (uint32_t i = 0; i < r->nr_claims; i++) {
+		const struct claim *c = &r->claim[i];
+		struct path p;
+		struct node *l = parked_leaf(a, c->off, c->size, &p);
+
+		l->val[p.idx[0]] = c->size | USED;
+		as_leaf(l)->tag[p.idx[0]] = c->tag;
+	}
+	r->nr_claims = 0;
+}
+
+/*
+ * Write the leaves of every claimed block (the owner's tag in, CACHED
+ * out; no summary moves, the tree saw them used all along), their
+ * descents walked together first so that the misses of up to
+ * CLAIM_DEPTH scattered leaves and their inner nodes overlap. The lock
+ * held; every operation but alloc calls it before reading the tree
+ * (kvf__segalloc_free_many folds the claims into its own pass).
+ */
+static void apply_claims(struct kvf__segalloc *a)
+{
+	struct reuse *r = &a->reuse;
+	uint64_t off[CLAIM_DEPTH];
+
+	if (!r->nr_claims)
+		return;
+	for (uint32_t i = 0; i < r->nr_claims; i++)
+		off[i] = r->claim[i].off;
+	prefetch_descents(a, off, r->nr_claims);
+	write_claims(a);
 }
 
 /*
  * The fast path of alloc: a parked block of exactly @need bytes, newest
- * first, handed to @tag's owner. One slot compare per tracked size, one
- * pop and a read-only descent to the block's leaf (its tag and flag
- * change in place; no summary moves, since the tree saw it used all
- * along). False when none is parked.
+ * first, handed to @tag's owner. One slot compare per tracked size and a
+ * pop; the block's leaf is written later, with the other claims
+ * (apply_claims): a leaf write per pop waited on a cold descent (half of
+ * alloc_locked's samples in churn). False when none is parked.
  */
 static bool reuse_take(struct kvf__segalloc *a, uint64_t need, uint64_t tag,
 		       uint64_t *offset)
 {
 	struct reuse_list *rl = reuse_find(a, need);
-	struct node *l;
-	struct path p;
 	uint64_t off;
 
 	a->reuse.clock++;
@@ -1248,16 +1297,10 @@ static bool reuse_take(struct kvf__segalloc *a, uint64_t need, uint64_t tag,
 	if (!rl->n)
 		return false;
 	off = rl->off[--rl->n];
-	/*
-	 * The next alloc of this size takes the next parked block: its leaf
-	 * is as cold as this one's was (parked blocks are scattered), so
-	 * start loading it now, a whole put ahead.
-	 */
-	if (rl->n)
-		prefetch_leaf_of(a, rl->off[rl->n - 1]);
-	l = parked_leaf(a, off, need, &p);
-	l->val[p.idx[0]] = need | USED;
-	as_leaf(l)->tag[p.idx[0]] = tag;
+	if (a->reuse.nr_claims == CLAIM_DEPTH)
+		apply_claims(a);
+	a->reuse.claim[a->reuse.nr_claims++] =
+		(struct claim){ .off = off, .size = need, .tag = tag };
 	a->reuse.bytes -= need;
 	*offset = off;
 	return true;
@@ -1341,7 +1384,7 @@ static void check_parked(const struct node *n, unsigned level, uint64_t *prev,
 /* The lists name exactly the parked blocks of the tree. */
 static void check_reuse(const struct kvf__segalloc *a)
 {
-	uint64_t prev = USED, nr = 0, bytes = 0, listed = 0;
+	uint64_t prev = USED, nr = 0, bytes = 0, listed = 0, claimed = 0;
 
 	check_parked(a->root, a->height, &prev, &nr, &bytes);
 	for (unsigned k = 0; k < REUSE_SIZES; k++) {
@@ -1356,7 +1399,18 @@ static void check_reuse(const struct kvf__segalloc *a)
 		}
 		listed += rl->n;
 	}
-	if (nr != listed || bytes != a->reuse.bytes || bytes > a->reuse.limit)
+	for (uint32_t i = 0; i < a->reuse.nr_claims; i++) {
+		const struct claim *c = &a->reuse.claim[i];
+		struct blk b = block_at(a, c->off);
+
+		if (b.off != c->off || b.val != (c->size | FLAGS))
+			kvf__die("claimed block %#llx not parked",
+				 (unsigned long long)c->off);
+		listed++;
+		claimed += c->size;
+	}
+	if (nr != listed || bytes != a->reuse.bytes + claimed ||
+	    a->reuse.bytes > a->reuse.limit)
 		kvf__die("%llu parked blocks (%llu bytes), %llu listed (%llu)",
 			 (unsigned long long)nr, (unsigned long long)bytes,
 			 (unsigned long long)listed,
@@ -1570,6 +1624,21 @@ struct pending_leaf {
 	bool set;
 };
 
+/*
+ * Copy the levels of @src a tree of @height uses: a whole struct path is
+ * MAX_HEIGHT levels (~360 bytes), and its copy took a quarter of a batch
+ * free's samples in release_locked.
+ */
+static void path_copy(struct path *dst, const struct path *src,
+		      unsigned height)
+{
+	for (unsigned h = 0; h <= height; h++) {
+		dst->node[h] = src->node[h];
+		dst->idx[h] = src->idx[h];
+	}
+	dst->off = src->off;
+}
+
 static void pending_flush(struct kvf__segalloc *a, struct pending_leaf *pl)
 {
 	if (pl && pl->set) {
@@ -1609,7 +1678,7 @@ static bool free_in_leaf(struct kvf__segalloc *a, struct path *p,
 	}
 	if (pl->set && pl->p.node[0] != l)
 		pending_flush(a, pl);
-	pl->p = *p;
+	path_copy(&pl->p, p, a->height);
 	pl->set = true;
 	return true;
 }
@@ -1633,11 +1702,7 @@ static struct node *lookup_near(const struct kvf__segalloc *a, uint64_t off,
 	i = leaf_find(l, off, &at);
 	if (off >= at + blk_size(l->val[i]))
 		return lookup(a, off, p);
-	for (unsigned h = 1; h <= a->height; h++) {
-		p->node[h] = pl->p.node[h];
-		p->idx[h] = pl->p.idx[h];
-	}
-	p->node[0] = l;
+	path_copy(p, &pl->p, a->height);
 	p->idx[0] = i;
 	p->off = at;
 	return l;
@@ -1731,6 +1796,7 @@ static const char *release(struct kvf__segalloc *a, uint64_t offset,
 	const char *why;
 
 	pthread_mutex_lock(&a->lock);
+	apply_claims(a);
 	why = release_locked(a, offset, size, NULL);
 	if (!why)
 		publish(a);
@@ -1766,6 +1832,7 @@ void kvf__segalloc_free_many(struct kvf__segalloc *a,
 		return;
 	pthread_mutex_lock(&a->lock);
 	prefetch_frees(a, r, n);
+	write_claims(a);
 	for (i = 0; i < n && !why; i++) {
 		why = release_locked(a, r[i].offset, r[i].size, &pl);
 #ifdef KVF_SEGALLOC_CHECK
@@ -1798,6 +1865,7 @@ int kvf__segalloc_reserve_tagged(struct kvf__segalloc *a, uint64_t offset,
 		return KVF_ERR_INVALID_PARAMS;
 	end = offset + need;
 	pthread_mutex_lock(&a->lock);
+	apply_claims(a);
 	b = block_at(a, offset);
 	if (b.val & CACHED) {
 		/* Free to the outside: back to the tree, then reserve. */
@@ -1830,6 +1898,7 @@ out:
 void kvf__segalloc_set_reuse_limit(struct kvf__segalloc *a, uint64_t bytes)
 {
 	pthread_mutex_lock(&a->lock);
+	apply_claims(a);
 	a->reuse.limit = bytes;
 	if (a->reuse.bytes > bytes)
 		reuse_flush(a);
@@ -1871,6 +1940,7 @@ int kvf__segalloc_used_blocks(struct kvf__segalloc *a,
 	size_t k = 0;
 
 	pthread_mutex_lock(&a->lock);
+	apply_claims(a);
 	*out = malloc((a->allocs ? a->allocs : 1) * sizeof(**out));
 	if (*out)
 		collect_used(a->root, a->height, *out, &k);
@@ -1968,6 +2038,7 @@ size_t kvf__segalloc_scan(struct kvf__segalloc *a, uint64_t from,
 	uint32_t i;
 
 	pthread_mutex_lock(&a->lock);
+	apply_claims(a);
 	*next = a->pub.capacity;
 	if (!max || from >= a->pub.capacity)
 		goto out;

@@ -987,6 +987,92 @@ static void test_reuse_lists(void **state)
 	kvf__segalloc_destroy(a);
 }
 
+/*
+ * Blocks popped from a reuse list are claims until their leaves are
+ * written (more pops than the claims hold in a row, a free of the block,
+ * a scan, a reserve): the used blocks carry the new owners' tags, the
+ * counters are exact at once, a claimed block can be freed (and parked
+ * again), alone or in a batch, a free next to one takes it as held, and
+ * it cannot be reserved.
+ */
+static void test_reuse_claims(void **state)
+{
+	enum { N = 130, PARKED = 64 };
+	struct kvf__segalloc_range r[2];
+	struct kvf__segalloc_block *b;
+	struct kvf__segalloc *a;
+	uint64_t off[N], o[PARKED];
+	size_t nb;
+
+	(void)state;
+	assert_int_equal(kvf__segalloc_create(4 * MiB, 64, &a), KVF_OK);
+	kvf__segalloc_set_reuse_limit(a, 4 * MiB);
+	for (int i = 0; i < N; i++)
+		assert_int_equal(kvf__segalloc_alloc_tagged(a, 16 * KiB,
+							    1000 + i, &off[i]),
+				 KVF_OK);
+	/* Odd blocks 1..127 park: both neighbours held. */
+	for (int k = 0; k < PARKED; k++)
+		kvf__segalloc_free(a, off[2 * k + 1], 16 * KiB);
+	assert_int_equal(kvf__segalloc_reuse_bytes(a), PARKED * 16 * KiB);
+	for (int k = 0; k < PARKED; k++) {
+		assert_int_equal(kvf__segalloc_alloc_tagged(a, 16 * KiB,
+							    5000 + k, &o[k]),
+				 KVF_OK);
+		/* Newest parked first. */
+		assert_int_equal(o[k], off[2 * (PARKED - 1 - k) + 1]);
+		assert_int_equal(kvf__segalloc_nr_allocs(a),
+				 N - PARKED + k + 1);
+	}
+	assert_int_equal(kvf__segalloc_reuse_bytes(a), 0);
+	assert_int_equal(kvf__segalloc_free_bytes(a), 4 * MiB - N * 16 * KiB);
+	/*
+	 * A batch free with claims pending (the last 32 pops): block N - 1,
+	 * and block 2, whose neighbours 1 and 3 are claimed, so held: 2 is
+	 * parked.
+	 */
+	r[0] = (struct kvf__segalloc_range){ off[N - 1], 16 * KiB };
+	r[1] = (struct kvf__segalloc_range){ off[2], 16 * KiB };
+	kvf__segalloc_free_many(a, r, 2);
+	assert_int_equal(kvf__segalloc_reuse_bytes(a), 16 * KiB);
+	assert_int_equal(kvf__segalloc_used_blocks(a, &b, &nb), KVF_OK);
+	assert_int_equal(nb, N - 2);
+	for (size_t k = 0, i = 0; k < nb; k++, i++) {
+		uint64_t want;
+
+		i += i == 2;
+		want = i % 2 && i < 2 * PARKED ?
+			       5000 + (PARKED - 1 - (i - 1) / 2) :
+			       1000 + i;
+		assert_int_equal(b[k].offset, off[i]);
+		assert_int_equal(b[k].tag, want);
+	}
+	free(b);
+	/* Claimed, then freed at once: parked again. */
+	kvf__segalloc_free(a, o[0], 16 * KiB);
+	assert_int_equal(kvf__segalloc_alloc_tagged(a, 16 * KiB, 6000, &o[0]),
+			 KVF_OK);
+	kvf__segalloc_free(a, o[0], 16 * KiB);
+	assert_int_equal(kvf__segalloc_reuse_bytes(a), 32 * KiB);
+	/* Claimed: not reservable. */
+	assert_int_equal(kvf__segalloc_alloc_tagged(a, 16 * KiB, 6001, &o[0]),
+			 KVF_OK);
+	assert_int_equal(kvf__segalloc_reserve_tagged(a, o[0], 16 * KiB, 1),
+			 KVF_ERR_NO_SPACE);
+	/* Block 2 again, freed in a batch while claimed. */
+	assert_int_equal(kvf__segalloc_alloc_tagged(a, 16 * KiB, 6002, &o[1]),
+			 KVF_OK);
+	assert_int_equal(o[1], off[2]);
+	r[0] = (struct kvf__segalloc_range){ o[1], 16 * KiB };
+	r[1] = (struct kvf__segalloc_range){ off[0], 16 * KiB };
+	kvf__segalloc_free_many(a, r, 2);
+	assert_int_equal(kvf__segalloc_nr_allocs(a), N - 3);
+	assert_int_equal(used_block_count(a), N - 3);
+	assert_int_equal(kvf__segalloc_free_bytes(a),
+			 4 * MiB - (N - 3) * 16 * KiB);
+	kvf__segalloc_destroy(a);
+}
+
 struct shadow {
 	struct kvf__segalloc *a;
 	struct bitmap_model m;
@@ -1281,6 +1367,7 @@ int main(void)
 		cmocka_unit_test(test_free_many_matches_single_deep),
 		cmocka_unit_test(test_free_many_bad_dies),
 		cmocka_unit_test(test_reuse_lists),
+		cmocka_unit_test(test_reuse_claims),
 		cmocka_unit_test(test_reuse_matches_tree),
 	};
 
