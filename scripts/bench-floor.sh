@@ -80,6 +80,12 @@ for n in counts:
     extra = [r["bytes_per_object"] - KEY for r in one]
     print(f"- {n} objects: floor {min(floor):.1f}-{max(floor):.1f} ns per key; "
           f"key + {med(extra):.1f} bytes per object")
+    scaling = [r["results"]["floor"]["thread_scaling"] for r in runs("none", n, 2)
+               if "thread_scaling" in r["results"].get("floor", {})]
+    if scaling:
+        print(f"- {n} objects: the floor probe on 2 threads at once reaches "
+              f"{med(scaling):.2f}x one thread's keys per second "
+              f"({', '.join(f'{x:.2f}' for x in scaling)})")
 bounded, none = runs("bounded", first, 1), runs("none", first, 1)
 if bounded:
     ratio = [b["results"]["put"]["keys_per_sec"] / a["results"]["put"]["keys_per_sec"]

@@ -106,6 +106,38 @@ static void report_has_positive_ratios(void **state)
 	bench_floor_free(&f);
 }
 
+/* Several probes at once: their aggregate and the scaling are reported. */
+static void threads_floor_reported(void **state)
+{
+	struct bench_opts o = { .batch = 128, .threads = 2, .seed = 3 };
+	struct bench_results r = { .workload = "test" };
+	struct bench_floor f;
+
+	(void)state;
+	assert_int_equal(bench_floor_init(&f, 20000, 68), KVF_OK);
+	/* Nothing to report before the threads' probe ran. */
+	bench_floor_sample(&f, 128, 20000, 1);
+	bench_floor_report_threads(&r, &f);
+	assert_true(isnan(bench_result_get(&r, "floor", "thread_scaling")));
+	bench_floor_sample_all(&f, &o, 20000);
+	assert_int_equal(f.nr_samples, 6);
+	assert_int_equal(f.nr_thread_samples, 3);
+	assert_int_equal(f.threads, 2);
+	for (size_t i = 0; i < f.nr_thread_samples; i++)
+		assert_true(f.thread_samples[i] > 0);
+	bench_floor_report_threads(&r, &f);
+	assert_true(bench_result_get(&r, "floor", "threads_ns_per_key") > 0);
+	assert_true(bench_result_get(&r, "floor", "thread_scaling") > 0);
+	/* One client thread: no threads' probe. */
+	o.threads = 1;
+	bench_floor_sample_all(&f, &o, 20000);
+	assert_int_equal(f.nr_thread_samples, 3);
+	/* Fewer keys than threads: no figure. */
+	assert_true(bench_floor_measure_threads(&f, &o, 4, 3, 1) == 0);
+	bench_results_free(&r);
+	bench_floor_free(&f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -113,6 +145,7 @@ int main(void)
 		cmocka_unit_test(record_size_follows_key_length),
 		cmocka_unit_test(lines_are_deterministic_and_in_bounds),
 		cmocka_unit_test(report_has_positive_ratios),
+		cmocka_unit_test(threads_floor_reported),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -123,6 +123,10 @@ struct bench_floor {
 	void *table, *records;
 	double samples[BENCH_FLOOR_MAX_SAMPLES];
 	size_t nr_samples;
+	/* With --threads N > 1: N probes at once, aggregate ns per key. */
+	double thread_samples[BENCH_FLOOR_MAX_SAMPLES];
+	size_t nr_thread_samples;
+	unsigned threads;
 };
 
 void bench_floor_sizes(uint64_t objects, size_t key_len,
@@ -139,11 +143,31 @@ double bench_floor_measure(const struct bench_floor *f, uint32_t batch,
 /* Add a few probe runs to @f's samples (call before and after timing). */
 void bench_floor_sample(struct bench_floor *f, uint32_t batch, uint64_t keys,
 			uint64_t seed);
+/*
+ * Aggregate ns per key of @threads probes running at once (thread i on
+ * CPU i with --pin), each over @keys / @threads keys: 1 / sum of their
+ * rates. What the machine's memory gives a client thread count.
+ */
+double bench_floor_measure_threads(const struct bench_floor *f,
+				   const struct bench_opts *o, unsigned threads,
+				   uint64_t keys, uint64_t seed);
+/*
+ * bench_floor_sample() and, with @o->threads > 1, as many runs of the
+ * @o->threads-thread probe (results.floor.threads_ns_per_key).
+ */
+void bench_floor_sample_all(struct bench_floor *f, const struct bench_opts *o,
+			    uint64_t keys);
 /* Median of the samples, 0 when there are none. */
 double bench_floor_result(struct bench_floor *f);
 /* Record the floor and every listed op's vs_floor (ns_per_key / floor). */
 void bench_floor_report(struct bench_results *r, double floor_ns,
 			const char *const *ops, size_t nr_ops);
+/*
+ * With thread samples: results.floor.threads_ns_per_key (their median)
+ * and results.floor.thread_scaling, the one-thread floor over it (how
+ * many times one thread's keys per second the threads' probes reach).
+ */
+void bench_floor_report_threads(struct bench_results *r, struct bench_floor *f);
 
 typedef int (*bench_workload_fn)(const struct bench_opts *o,
 				 struct bench_results *r);

@@ -15,9 +15,16 @@
  *
  * What it touches is a pure function of (sizes, seed): the line indices
  * come from xorshift64*, so two probes with one seed read the same lines.
+ *
+ * With several client threads the floor is also taken with as many probes
+ * at once (threads_ns_per_key, thread_scaling): what this machine's memory
+ * gives two threads (two vCPUs may share a core's miss buffers and the
+ * host's memory) bounds what the engine's threads can reach.
  */
 #include "config.h"
 
+#include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -134,6 +141,60 @@ double bench_floor_measure(const struct bench_floor *f, uint32_t batch,
 	return (double)ns / (double)keys;
 }
 
+struct floor_thread {
+	pthread_t thread;
+	const struct bench_floor *f;
+	const struct bench_opts *o;
+	int *go; /* 0: wait, 1: run, -1: a sibling could not start */
+	unsigned id;
+	uint64_t keys, seed;
+	double ns;
+};
+
+static void *floor_thread_main(void *arg)
+{
+	struct floor_thread *t = arg;
+	int go;
+
+	bench_pin_thread(t->o, t->id);
+	while (!(go = __atomic_load_n(t->go, __ATOMIC_ACQUIRE)))
+		sched_yield();
+	if (go > 0)
+		t->ns = bench_floor_measure(t->f, t->o->batch, t->keys,
+					    t->seed);
+	return NULL;
+}
+
+double bench_floor_measure_threads(const struct bench_floor *f,
+				   const struct bench_opts *o, unsigned threads,
+				   uint64_t keys, uint64_t seed)
+{
+	struct floor_thread *t = calloc(threads, sizeof(*t));
+	unsigned started = 0;
+	double rate = 0;
+	int go = 0;
+
+	if (!t || !threads || keys < threads) {
+		free(t);
+		return 0;
+	}
+	for (; started < threads; started++) {
+		t[started] = (struct floor_thread){
+			.f = f, .o = o, .go = &go, .id = started,
+			.keys = keys / threads, .seed = seed + started * 7919 };
+		if (pthread_create(&t[started].thread, NULL, floor_thread_main,
+				   &t[started]))
+			break;
+	}
+	__atomic_store_n(&go, started == threads ? 1 : -1, __ATOMIC_RELEASE);
+	for (unsigned i = 0; i < started; i++)
+		pthread_join(t[i].thread, NULL);
+	for (unsigned i = 0; i < started && started == threads; i++)
+		rate += t[i].ns > 0 ? 1 / t[i].ns : 0;
+	free(t);
+	return rate > 0 ? 1 / rate : 0;
+}
+
 /* Runs of the probe on each side of the timed operations; median kept. */
 #define FLOOR_RUNS_EACH_SIDE 3
 
@@ -145,6 +206,24 @@ void bench_floor_sample(struct bench_floor *f, uint32_t batch,
 	     i++)
 		f->samples[f->nr_samples++] =
 			bench_floor_measure(f, batch, keys, seed + i);
+}
+
+void bench_floor_sample_all(struct bench_floor *f, const struct bench_opts *o,
+			    uint64_t keys)
+{
+	bench_floor_sample(f, o->batch, keys, o->seed);
+	if (o->threads < 2)
+		return;
+	f->threads = o->threads;
+	for (int i = 0; i < FLOOR_RUNS_EACH_SIDE &&
+			f->nr_thread_samples < BENCH_FLOOR_MAX_SAMPLES;
+	     i++) {
+		double ns = bench_floor_measure_threads(f, o, o->threads, keys,
+							o->seed + i);
+
+		if (ns > 0)
+			f->thread_samples[f->nr_thread_samples++] = ns;
+	}
 }
 
 double bench_floor_result(struct bench_floor *f)
@@ -167,4 +246,15 @@ void bench_floor_report(struct bench_results *r, double floor_ns,
 		if (ns > 0)
 			bench_result(r, ops[i], "vs_floor", ns / floor_ns);
 	}
+}
+
+void bench_floor_report_threads(struct bench_results *r, struct bench_floor *f)
+{
+	double one = bench_floor_result(f), all;
+
+	if (!f->nr_thread_samples || one <= 0)
+		return;
+	all = bench_quantile(f->thread_samples, f->nr_thread_samples, 0.5);
+	bench_result(r, "floor", "threads_ns_per_key", all);
+	bench_result(r, "floor", "thread_scaling", one / all);
 }

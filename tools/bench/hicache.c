@@ -452,7 +452,7 @@ int bench_hicache(const struct bench_opts *o, struct bench_results *r)
 		ret = bench_floor_init(&floor, o->objects, hicache_key_len());
 	if (ret)
 		goto out;
-	bench_floor_sample(&floor, o->batch, o->objects, o->seed);
+	bench_floor_sample_all(&floor, o, o->objects);
 	if (o->profile)
 		kvf_profile_enable(kvf_engine_profiler(h.e), true);
 	pthread_barrier_init(&h.prepare, NULL, o->threads + 1);
@@ -477,7 +477,7 @@ int bench_hicache(const struct bench_opts *o, struct bench_results *r)
 		ns[p] = timed_phase(&h);
 	}
 	prepare(&h, PH_COUNT);
-	bench_floor_sample(&floor, o->batch, o->objects, o->seed);
+	bench_floor_sample_all(&floor, o, o->objects);
 	for (unsigned t = 0; t < o->threads; t++)
 		pthread_join(h.w[t].thread, NULL);
 	pthread_barrier_destroy(&h.prepare);
@@ -489,6 +489,7 @@ int bench_hicache(const struct bench_opts *o, struct bench_results *r)
 		record_phase(&h, p, ns[p]);
 	bench_floor_report(r, bench_floor_result(&floor), phase_names,
 			   NR_RESULTS);
+	bench_floor_report_threads(r, &floor);
 	bench_extra(r, "bytes_per_object",
 		    (double)(rss1 - rss0 + rss_open) / (double)o->objects);
 	report_memory(r, &st, o->objects);

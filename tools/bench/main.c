@@ -41,20 +41,6 @@ static const struct bench_workload workloads[] = {
 
 #define NR_WORKLOADS (sizeof(workloads) / sizeof(workloads[0]))
 
-void bench_pin_thread(const struct bench_opts *o, unsigned i)
-{
-	long n = sysconf(_SC_NPROCESSORS_ONLN);
-	cpu_set_t set;
-
-	if (!o->pin || n < 1)
-		return;
-	CPU_ZERO(&set);
-	CPU_SET(i % (unsigned)n, &set);
-	if (pthread_setaffinity_np(pthread_self(), sizeof(set), &set))
-		fprintf(stderr, "kvforge-bench: --pin: cannot bind to CPU %u\n",
-			i % (unsigned)n);
-}
-
 uint64_t bench_rss_bytes(void)
 {
 	long pages = 0, resident = 0;

@@ -7,7 +7,11 @@
 #include "config.h"
 
 #include <math.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "tools/bench/bench.h"
 
@@ -58,4 +62,18 @@ double bench_quantile(double *v, size_t n, double q)
 	qsort(v, n, sizeof(*v), cmp_double);
 	i = (size_t)(q * (double)(n - 1) + 0.5);
 	return v[i < n ? i : n - 1];
+}
+
+void bench_pin_thread(const struct bench_opts *o, unsigned i)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+	cpu_set_t set;
+
+	if (!o->pin || n < 1)
+		return;
+	CPU_ZERO(&set);
+	CPU_SET(i % (unsigned)n, &set);
+	if (pthread_setaffinity_np(pthread_self(), sizeof(set), &set))
+		fprintf(stderr, "kvforge-bench: --pin: cannot bind to CPU %u\n",
+			i % (unsigned)n);
 }
