@@ -53,20 +53,10 @@
 #include <kvforge/status.h>
 
 #include "alloc/placement.h"
+#include "base/xorshift.h"
 
 /* Segments examined per replica by the sampling strategies. */
 #define SAMPLE 8
-
-static inline uint64_t rnd(uint64_t *s)
-{
-	uint64_t x = *s;
-
-	x ^= x >> 12;
-	x ^= x << 25;
-	x ^= x >> 27;
-	*s = x;
-	return x * 0x2545f4914f6cdd1dULL;
-}
 
 static uint64_t rng_init(uint64_t seed, uint64_t stream)
 {
@@ -151,7 +141,7 @@ static int try_seg(struct ctx *c, uint32_t i)
  */
 static int walk(struct ctx *c, bool check_fit, uint32_t *attempts)
 {
-	uint32_t i = pick((uint32_t)(rnd(c->rng) >> 32), c->nr);
+	uint32_t i = pick((uint32_t)(kvf__xorshift64s(c->rng) >> 32), c->nr);
 
 	for (uint32_t k = 0; k < c->nr; k++, i = i + 1 == c->nr ? 0 : i + 1) {
 		int rc;
@@ -186,14 +176,14 @@ static uint32_t sample(struct ctx *c, uint32_t *idx)
 	uint32_t n = 0;
 
 	if (c->nr <= SAMPLE) {
-		uint32_t i = pick((uint32_t)(rnd(c->rng) >> 32), c->nr);
+		uint32_t i = pick((uint32_t)(kvf__xorshift64s(c->rng) >> 32), c->nr);
 
 		for (; n < c->nr; n++, i = i + 1 == c->nr ? 0 : i + 1)
 			idx[n] = i;
 		return n;
 	}
 	for (; n < SAMPLE; n += 2) {
-		uint64_t r = rnd(c->rng);
+		uint64_t r = kvf__xorshift64s(c->rng);
 
 		idx[n] = pick((uint32_t)r, c->nr);
 		idx[n + 1] = pick((uint32_t)(r >> 32), c->nr);
@@ -252,7 +242,7 @@ best_fit_scan(const struct ctx *c, struct lane lane, bool check_taken,
 	const uint32_t limit = lane.count < SCAN_LIMIT ? lane.count : SCAN_LIMIT;
 	const uint32_t start =
 		lane.first +
-		pick((uint32_t)(rnd(c->rng) >> 32), lane.count) * step;
+		pick((uint32_t)(kvf__xorshift64s(c->rng) >> 32), lane.count) * step;
 	uint32_t best = UINT32_MAX, m = 0, i = start;
 	uint64_t best_largest = UINT64_MAX;
 

@@ -9,5 +9,6 @@ libkvforge_core_la_SOURCES += \
 	base/fault.h \
 	base/lock.h \
 	base/rcu.h \
+	base/xorshift.h \
 	base/rcu.c \
 	base/status.c

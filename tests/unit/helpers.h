@@ -157,18 +157,6 @@ static inline int mount(struct kvf_engine *e, uint64_t client, uint64_t id,
 	return kvf_segment_mount(e, client, &d);
 }
 
-/* xorshift64*: the next number of the sequence kept in *@state. */
-static inline uint64_t test_rand(uint64_t *state)
-{
-	uint64_t x = *state;
-
-	x ^= x >> 12;
-	x ^= x << 25;
-	x ^= x >> 27;
-	*state = x;
-	return x * 0x2545f4914f6cdd1dull;
-}
-
 static inline struct kvf_key key_of(const char *s)
 {
 	return (struct kvf_key){ s, strlen(s) };

@@ -7,6 +7,7 @@
 
 #include <unistd.h>
 
+#include "base/xorshift.h"
 #include "tests/unit/helpers.h"
 
 #define C1 101
@@ -338,14 +339,14 @@ static void test_duplicates_randomised(void **state)
 					 KVF_OK);
 	}
 	for (int r = 0; r < ROUNDS; r++) {
-		size_t n = 2 + (size_t)(test_rand(&rng) % (MAXN - 1));
+		size_t n = 2 + (size_t)(kvf__xorshift64s(&rng) % (MAXN - 1));
 		/* Pools from n distinct-ish keys to many repeats. */
-		uint64_t span = 1 + test_rand(&rng) % POOL;
+		uint64_t span = 1 + kvf__xorshift64s(&rng) % POOL;
 
 		for (size_t i = 0; i < n; i++) {
-			uint64_t k = test_rand(&rng) % span;
+			uint64_t k = kvf__xorshift64s(&rng) % span;
 
-			keys[i] = test_rand(&rng) % 50 ? key_of(names[k]) :
+			keys[i] = kvf__xorshift64s(&rng) % 50 ? key_of(names[k]) :
 							(struct kvf_key){
 								.data = names[k],
 								.len = 0 };

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/xorshift.h"
 #include "journal/journal.h"
 #include "journal/record.h"
 
@@ -242,21 +243,9 @@ struct jgen {
 	size_t n;
 };
 
-/* xorshift64*: the next number of the sequence kept in *@state. */
-static inline uint64_t jm_rand(uint64_t *state)
-{
-	uint64_t x = *state;
-
-	x ^= x >> 12;
-	x ^= x << 25;
-	x ^= x >> 27;
-	*state = x;
-	return x * 0x2545f4914f6cdd1dull;
-}
-
 static inline uint64_t jgen_rand(struct jgen *g)
 {
-	return jm_rand(&g->rng);
+	return kvf__xorshift64s(&g->rng);
 }
 
 static inline void jgen_init(struct jgen *g, uint64_t seed)
@@ -567,7 +556,7 @@ static inline void mgen_free(struct mgen *g)
 
 static inline uint64_t mgen_rand(struct mgen *g)
 {
-	return jm_rand(&g->rng);
+	return kvf__xorshift64s(&g->rng);
 }
 
 /*

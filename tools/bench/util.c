@@ -13,17 +13,12 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "base/xorshift.h"
 #include "tools/bench/bench.h"
 
 uint64_t bench_rand(uint64_t *s)
 {
-	uint64_t x = *s;
-
-	x ^= x >> 12;
-	x ^= x << 25;
-	x ^= x >> 27;
-	*s = x;
-	return x * 0x2545F4914F6CDD1DULL;
+	return kvf__xorshift64s(s);
 }
 
 static uint64_t gcd(uint64_t a, uint64_t b)
