@@ -80,6 +80,12 @@ static inline uint32_t pick(uint32_t bits, uint32_t n)
 	return (uint32_t)(((uint64_t)bits * n) >> 32);
 }
 
+/* A random index in [0, @n) from the placer's stream. */
+static inline uint32_t pick_random(uint64_t *rng, uint32_t n)
+{
+	return pick((uint32_t)(kvf__xorshift64s(rng) >> 32), n);
+}
+
 /* Segments first, first + step, ... (< nr): count of them. */
 struct lane {
 	uint32_t first, step, count;
@@ -141,7 +147,7 @@ static int try_seg(struct ctx *c, uint32_t i)
  */
 static int walk(struct ctx *c, bool check_fit, uint32_t *attempts)
 {
-	uint32_t i = pick((uint32_t)(kvf__xorshift64s(c->rng) >> 32), c->nr);
+	uint32_t i = pick_random(c->rng, c->nr);
 
 	for (uint32_t k = 0; k < c->nr; k++, i = i + 1 == c->nr ? 0 : i + 1) {
 		int rc;
@@ -176,7 +182,7 @@ static uint32_t sample(struct ctx *c, uint32_t *idx)
 	uint32_t n = 0;
 
 	if (c->nr <= SAMPLE) {
-		uint32_t i = pick((uint32_t)(kvf__xorshift64s(c->rng) >> 32), c->nr);
+		uint32_t i = pick_random(c->rng, c->nr);
 
 		for (; n < c->nr; n++, i = i + 1 == c->nr ? 0 : i + 1)
 			idx[n] = i;
@@ -240,9 +246,7 @@ best_fit_scan(const struct ctx *c, struct lane lane, bool check_taken,
 	const uint64_t size = c->size;
 	const uint32_t nr = c->nr, step = lane.step;
 	const uint32_t limit = lane.count < SCAN_LIMIT ? lane.count : SCAN_LIMIT;
-	const uint32_t start =
-		lane.first +
-		pick((uint32_t)(kvf__xorshift64s(c->rng) >> 32), lane.count) * step;
+	const uint32_t start = lane.first + pick_random(c->rng, lane.count) * step;
 	uint32_t best = UINT32_MAX, m = 0, i = start;
 	uint64_t best_largest = UINT64_MAX;
 

@@ -1209,13 +1209,14 @@ static void prefetch_descents(const struct kvf__segalloc *a,
 }
 
 /*
- * prefetch_descents() for the pending claims' blocks (apply_claims writes
- * them first) and the offsets of @r inside the segment, in one pass: the
- * claims of a batch of puts and the frees of the next batch remove miss
- * together instead of in two waves.
+ * prefetch_descents() for the pending claims' blocks and the offsets of
+ * @r inside the segment, in one pass: the claims of a batch of puts and
+ * the frees of the next batch remove miss together instead of in two
+ * waves.
  */
-static void prefetch_frees(const struct kvf__segalloc *a,
-			   const struct kvf__segalloc_range *r, size_t n)
+static void prefetch_claims_and_frees(const struct kvf__segalloc *a,
+				      const struct kvf__segalloc_range *r,
+				      size_t n)
 {
 	const struct reuse *ru = &a->reuse;
 	uint64_t off[DESCENT_CHUNK];
@@ -1238,41 +1239,29 @@ static void prefetch_frees(const struct kvf__segalloc *a,
 
 _Static_assert(CLAIM_DEPTH <= DESCENT_CHUNK, "one prefetch pass per batch");
 
-/* Write the claimed blocks' leaves: the owner's tag in, CACHED out. */
-static void write_claims(struct kvf__segalloc *a)
+/*
+ * Write the leaves of every claimed block (the owner's tag in, CACHED
+ * out; no summary moves, the tree saw them used all along), their
+ * descents walked together first, with those of the @n frees @r the
+ * caller makes next (none: NULL, 0), so that the misses of scattered
+ * leaves and their inner nodes overlap. The lock held; every operation
+ * but alloc calls it before reading the tree.
+ */
+static void apply_claims(struct kvf__segalloc *a,
+			 const struct kvf__segalloc_range *r, size_t n)
 {
-	struct reuse *r = &a->reuse;
+	struct reuse *ru = &a->reuse;
 
-	for (uint32_t i = 0; i < r->nr_claims; i++) {
-		const struct claim *c = &r->claim[i];
+	prefetch_claims_and_frees(a, r, n);
+	for (uint32_t i = 0; i < ru->nr_claims; i++) {
+		const struct claim *c = &ru->claim[i];
 		struct path p;
 		struct node *l = parked_leaf(a, c->off, c->size, &p);
 
 		l->val[p.idx[0]] = c->size | USED;
 		as_leaf(l)->tag[p.idx[0]] = c->tag;
 	}
-	r->nr_claims = 0;
-}
-
-/*
- * Write the leaves of every claimed block (the owner's tag in, CACHED
- * out; no summary moves, the tree saw them used all along), their
- * descents walked together first so that the misses of up to
- * CLAIM_DEPTH scattered leaves and their inner nodes overlap. The lock
- * held; every operation but alloc calls it before reading the tree
- * (kvf__segalloc_free_many folds the claims into its own pass).
- */
-static void apply_claims(struct kvf__segalloc *a)
-{
-	struct reuse *r = &a->reuse;
-	uint64_t off[CLAIM_DEPTH];
-
-	if (!r->nr_claims)
-		return;
-	for (uint32_t i = 0; i < r->nr_claims; i++)
-		off[i] = r->claim[i].off;
-	prefetch_descents(a, off, r->nr_claims);
-	write_claims(a);
+	ru->nr_claims = 0;
 }
 
 /*
@@ -1298,7 +1287,7 @@ static bool reuse_take(struct kvf__segalloc *a, uint64_t need, uint64_t tag,
 		return false;
 	off = rl->off[--rl->n];
 	if (a->reuse.nr_claims == CLAIM_DEPTH)
-		apply_claims(a);
+		apply_claims(a, NULL, 0);
 	a->reuse.claim[a->reuse.nr_claims++] =
 		(struct claim){ .off = off, .size = need, .tag = tag };
 	a->reuse.bytes -= need;
@@ -1796,7 +1785,7 @@ static const char *release(struct kvf__segalloc *a, uint64_t offset,
 	const char *why;
 
 	pthread_mutex_lock(&a->lock);
-	apply_claims(a);
+	apply_claims(a, NULL, 0);
 	why = release_locked(a, offset, size, NULL);
 	if (!why)
 		publish(a);
@@ -1831,8 +1820,7 @@ void kvf__segalloc_free_many(struct kvf__segalloc *a,
 	if (!n)
 		return;
 	pthread_mutex_lock(&a->lock);
-	prefetch_frees(a, r, n);
-	write_claims(a);
+	apply_claims(a, r, n);
 	for (i = 0; i < n && !why; i++) {
 		why = release_locked(a, r[i].offset, r[i].size, &pl);
 #ifdef KVF_SEGALLOC_CHECK
@@ -1865,7 +1853,7 @@ int kvf__segalloc_reserve_tagged(struct kvf__segalloc *a, uint64_t offset,
 		return KVF_ERR_INVALID_PARAMS;
 	end = offset + need;
 	pthread_mutex_lock(&a->lock);
-	apply_claims(a);
+	apply_claims(a, NULL, 0);
 	b = block_at(a, offset);
 	if (b.val & CACHED) {
 		/* Free to the outside: back to the tree, then reserve. */
@@ -1898,7 +1886,7 @@ out:
 void kvf__segalloc_set_reuse_limit(struct kvf__segalloc *a, uint64_t bytes)
 {
 	pthread_mutex_lock(&a->lock);
-	apply_claims(a);
+	apply_claims(a, NULL, 0);
 	a->reuse.limit = bytes;
 	if (a->reuse.bytes > bytes)
 		reuse_flush(a);
@@ -1940,7 +1928,7 @@ int kvf__segalloc_used_blocks(struct kvf__segalloc *a,
 	size_t k = 0;
 
 	pthread_mutex_lock(&a->lock);
-	apply_claims(a);
+	apply_claims(a, NULL, 0);
 	*out = malloc((a->allocs ? a->allocs : 1) * sizeof(**out));
 	if (*out)
 		collect_used(a->root, a->height, *out, &k);
@@ -2038,7 +2026,7 @@ size_t kvf__segalloc_scan(struct kvf__segalloc *a, uint64_t from,
 	uint32_t i;
 
 	pthread_mutex_lock(&a->lock);
-	apply_claims(a);
+	apply_claims(a, NULL, 0);
 	*next = a->pub.capacity;
 	if (!max || from >= a->pub.capacity)
 		goto out;

@@ -187,13 +187,13 @@ int kvf__batch_begin(struct kvf__batch *b, struct kvf_engine *e,
 	if (ret)
 		goto err;
 	for (size_t i = 0; i < n; i++)
-		status[i] =
-			key_valid(e, &keys[i]) ? KVF_OK : KVF_ERR_INVALID_KEY;
+		status[i] = key_valid(e, &keys[i]) ? KVF_OK :
+						     KVF_ERR_INVALID_KEY;
 	kvf__prof_mark(&b->span, KVF__STAGE_VALIDATE);
 	for (size_t i = 0; i < n; i++)
-		b->hash[i] = status[i] == KVF_OK
-				     ? kvf__key_hash(keys[i].data, keys[i].len)
-				     : 0;
+		b->hash[i] = status[i] == KVF_OK ?
+				     kvf__key_hash(keys[i].data, keys[i].len) :
+				     0;
 	ret = mark_duplicates(b);
 	if (ret)
 		goto err;
@@ -216,12 +216,11 @@ void kvf__batch_probe(struct kvf__batch *b)
 		kvf__index_lookup_batch(b->e->index, b->n, b->hash, b->keys,
 					b->obj);
 	} else {
-		/* Rare: keep refused keys (maybe NULL data) out of the index.
-		 */
+		/* Rare: keep refused keys (maybe NULL data) out of the index. */
 		for (size_t i = 0; i < b->n; i++)
-			b->obj[i] = b->status[i] == KVF_OK
-					    ? kvf__batch_relookup(b, i)
-					    : NULL;
+			b->obj[i] = b->status[i] == KVF_OK ?
+					    kvf__batch_relookup(b, i) :
+					    NULL;
 	}
 	kvf__prof_mark(&b->span, KVF__STAGE_PROBE);
 }
