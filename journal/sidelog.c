@@ -724,12 +724,47 @@ static bool later_frame(const struct kvf__sidelog_src *s, uint64_t seq,
 }
 
 /*
+ * Whether the frame at the end of @p's valid prefix would continue the
+ * chain after @seq but fails its check while the header after it
+ * continues its sequences (its offset to *@off). Frames are written one
+ * after another, so the next header exists only once this frame was
+ * complete: it was damaged since, not torn. The next frame may itself be
+ * torn (the crash came while it was being copied), so only its header is
+ * read; a header left from an earlier use of the file carries an older
+ * sequence and cannot continue this one.
+ */
+static bool damaged_before_next(const struct kvf__sidelog_src *s,
+				const struct kvf__sidelog_part *p,
+				uint64_t seq, uint64_t *off)
+{
+	struct frame_hdr h, next;
+	uint64_t o = p->to, n;
+
+	if (!s->map || o + KVF__SIDELOG_HDR > s->size)
+		return false;
+	memcpy(&h, s->map + o, sizeof(h));
+	if (h.magic != FRAME_MAGIC || h.first_seq != seq + 1 || !h.nr_recs ||
+		h.len > s->size - o - KVF__SIDELOG_HDR ||
+		frame_at(s->map, s->size, s->key, o, &h))
+		return false;
+	n = o + kvf__sidelog_frame_bytes(h.len);
+	if (n + KVF__SIDELOG_HDR > s->size)
+		return false;
+	memcpy(&next, s->map + n, sizeof(next));
+	*off = o;
+	return next.magic == FRAME_MAGIC &&
+		   next.first_seq == h.first_seq + h.nr_recs;
+}
+
+/*
  * The verdict on where the chain ended (@seq): a torn tail or damage. A
  * process crash cannot tear an acknowledged frame, and every frame after
  * a torn one was written later, hence not acknowledged either; so after
- * the end of the chain nothing of the epoch may follow. If a frame with a
- * later sequence checks out anyway, a frame in between was damaged (or
- * its file replaced), and the journal is refused with that frame named:
+ * the end of the chain nothing of the epoch may follow, and a frame that
+ * fails its check must be the last one written. If a frame with a later
+ * sequence checks out anyway, or the failing frame has a successor
+ * (damaged_before_next()), a frame was damaged (or its file replaced),
+ * and the journal is refused with that frame named:
  * unless the files were written in an earlier boot, when an OS crash may
  * have lost pages written after the last sync in any order (the loss
  * window of docs/journal.md); legacy files carry no boot and are read as
@@ -751,6 +786,20 @@ static int check_tail(const struct kvf__sidelog_src s[2],
 			  "wal-0.log, %llu of wal-1.log)", i,
 			  (unsigned long long)off, (unsigned long long)first,
 			  (unsigned long long)seq, (unsigned long long)p[0].to,
+			  (unsigned long long)p[1].to);
+		return KVF_ERR_JOURNAL_CORRUPT;
+	}
+	for (int i = 0; i < 2; i++) {
+		if (!s[i].has_hdr || !boot || s[i].boot != boot ||
+			!damaged_before_next(&s[i], &p[i], seq, &off))
+			continue;
+		kvf__jerr("wal-%d.log: the frame at offset %llu (sequences "
+			  "from %llu) is damaged: it does not check out, yet "
+			  "the frame after it was written (valid frames end "
+			  "at offset %llu of wal-0.log, %llu of wal-1.log)",
+			  i, (unsigned long long)off,
+			  (unsigned long long)seq + 1,
+			  (unsigned long long)p[0].to,
 			  (unsigned long long)p[1].to);
 		return KVF_ERR_JOURNAL_CORRUPT;
 	}

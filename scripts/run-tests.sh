@@ -44,6 +44,9 @@ run_dist() {
 	if ! make -C "$KVF_TOP/build" -j"$KVF_JOBS" distcheck \
 		DISTCHECK_CONFIGURE_FLAGS="--enable-werror $fault"; then
 		failed+=("dist")
+		# The unpacked tarball's test logs, as run_tier shows its own.
+		find "$KVF_TOP/build" -path '*/_build/*' -name test-suite.log \
+			-exec tail -n 200 {} + >&2 || true
 	fi
 }
 

@@ -26,7 +26,8 @@
  *
  * Every fourth iteration also damages a file before the reopen when it
  * can: a byte of a pending side log frame that has a successor (damage in
- * the middle); open must refuse it, naming a frame, and once the byte is
+ * the middle; the successor may be torn, the kill having come while it
+ * was copied); open must refuse it, naming a frame, and once the byte is
  * restored the iteration goes on as usual (damaged()).
  *
  * The parent reopens with a side log size other than the child's in two
@@ -338,7 +339,7 @@ static bool damaged(const char *dir, int strict, uint64_t seed)
 		printf("  damaged %s at %llu: %s\n", path,
 		       (unsigned long long)off, kvf__journal_error());
 	CHECK(rc == KVF_ERR_JOURNAL_CORRUPT);
-	CHECK(strstr(kvf__journal_error(), "follows a damaged"));
+	CHECK(strstr(kvf__journal_error(), "damaged"));
 	flip(fd, off);
 	close(fd);
 	return true;

@@ -1046,6 +1046,48 @@ static void test_side_log_damage(void **state)
 	kvf__journal_close(j);
 }
 
+/*
+ * A damaged frame whose successor was being written when the process
+ * died (its payload torn): the successor's header shows the damaged frame
+ * was complete, hence acknowledged, so the journal is refused naming it
+ * instead of dropping both as a torn tail. With the byte restored, the
+ * torn last frame alone is dropped as usual.
+ */
+static void test_side_log_damage_before_torn(void **state)
+{
+	struct tctx *t = *state;
+	struct kvf__journal_config cfg =
+		test_cfg(t->dir, KVF_DURABILITY_BOUNDED, UINT64_MAX, 0);
+	uint64_t offs[32], seqs[32];
+	struct kvf__store_state st = { 0 };
+	struct kvf__journal *j;
+	uint64_t records;
+	char want[64];
+
+	t->hold_moves = true;
+	cfg.wal_bytes = 256 << 10;
+	crash_after_appends(t, &cfg, 12, 64, 1);
+	regenerate(t, 11, 64, 1);
+	assert_true(frames_of(t->dir, 0, offs, seqs, 32) == 12);
+	assert_true(lmdb_last_seq(t->dir) < seqs[0]); /* all pending */
+
+	xor_byte(t->dir, "wal-0.log", offs[11] + KVF__SIDELOG_HDR + 9);
+	xor_byte(t->dir, "wal-0.log", offs[10] + KVF__SIDELOG_HDR + 9);
+	assert_int_equal(kvf__journal_open(&cfg, &j), KVF_ERR_JOURNAL_CORRUPT);
+	fprintf(stderr, "# %s\n", kvf__journal_error());
+	snprintf(want, sizeof(want), "offset %llu (sequences from %llu) is "
+		 "damaged", (unsigned long long)offs[10],
+		 (unsigned long long)seqs[10]);
+	assert_non_null(strstr(kvf__journal_error(), want));
+	read_state(t->dir, &st);
+	assert_int_equal(scan_sidelog(t->dir, &st, &records),
+			 KVF_ERR_JOURNAL_CORRUPT);
+
+	xor_byte(t->dir, "wal-0.log", offs[10] + KVF__SIDELOG_HDR + 9);
+	j = open_check(t, &cfg); /* the eleven complete batches */
+	kvf__journal_close(j);
+}
+
 /* The meta state of @dir, read-only. */
 static void read_state(const char *dir, struct kvf__store_state *st)
 {
@@ -1282,6 +1324,7 @@ int main(void)
 		T(test_side_log_geometry),
 		T(test_side_log_files_changed),
 		T(test_side_log_damage),
+		T(test_side_log_damage_before_torn),
 		T(test_data_file_damage),
 		T(test_upgrade_v2),
 		T(test_side_log_first_open_interrupted),
