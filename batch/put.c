@@ -240,6 +240,9 @@ enum kvf_status kvf_batch_put_start(struct kvf_engine *e, uint64_t client_id,
 	c.now = kvf__now(e);
 	batch_placer(e, &c.placer);
 	for (size_t i = 0; i < n; i++) {
+		if (i + KVF__INDEX_WRITE_AHEAD < n)
+			kvf__index_prefetch_write(
+				e->index, c.b.hash[i + KVF__INDEX_WRITE_AHEAD]);
 		if (status[i] != KVF_OK)
 			continue;
 		status[i] = start_one(&c, i);

@@ -161,6 +161,9 @@ int kvf__remove_claimed(struct kvf_engine *e, struct kvf__object **obj,
 					  status, n);
 	kvf__prof_mark(span, KVF__STAGE_JOURNAL);
 	for (size_t i = 0; i < n; i++) {
+		if (!ret && i + KVF__INDEX_WRITE_AHEAD < n)
+			kvf__index_prefetch_write(
+				e->index, hash[i + KVF__INDEX_WRITE_AHEAD]);
 		if (status[i] != KVF_OK)
 			continue;
 		if (ret) {

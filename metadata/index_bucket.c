@@ -473,6 +473,12 @@ static struct stripe *stripe_of(struct bucket_index *bi, uint64_t hash)
 	return &bi->stripes[(hash >> 20) % NR_STRIPES];
 }
 
+/* Only the stripe: a writer's home bucket was read by its lookup. */
+static void bucket_prefetch_write(struct kvf__index *idx, uint64_t hash)
+{
+	__builtin_prefetch(stripe_of(bucket_index_of(idx), hash), 1, 3);
+}
+
 static void unlock_stripe(struct bucket_index *bi, uint64_t hash)
 {
 	pthread_mutex_unlock(&stripe_of(bi, hash)->lock);
@@ -899,6 +905,7 @@ const struct kvf__index_ops kvf__index_bucket_ops = {
 	.lookup_batch = bucket_lookup_batch,
 	.lookup_hash = bucket_lookup_hash,
 	.prefetch_hash = bucket_prefetch_hash,
+	.prefetch_write = bucket_prefetch_write,
 	.insert_unique = bucket_insert_unique,
 	.replace = bucket_replace,
 	.remove = bucket_remove,
