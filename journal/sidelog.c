@@ -744,16 +744,28 @@ static bool damaged_before_next(const struct kvf__sidelog_src *s,
 		return false;
 	memcpy(&h, s->map + o, sizeof(h));
 	if (h.magic != FRAME_MAGIC || h.first_seq != seq + 1 || !h.nr_recs ||
-		h.len > s->size - o - KVF__SIDELOG_HDR ||
-		frame_at(s->map, s->size, s->key, o, &h))
+	    h.len > s->size - o - KVF__SIDELOG_HDR ||
+	    frame_at(s->map, s->size, s->key, o, &h))
 		return false;
 	n = o + kvf__sidelog_frame_bytes(h.len);
 	if (n + KVF__SIDELOG_HDR > s->size)
 		return false;
 	memcpy(&next, s->map + n, sizeof(next));
+	if (next.magic != FRAME_MAGIC ||
+	    next.first_seq != h.first_seq + h.nr_recs)
+		return false;
 	*off = o;
-	return next.magic == FRAME_MAGIC &&
-		   next.first_seq == h.first_seq + h.nr_recs;
+	return true;
+}
+
+/*
+ * Whether @s was written in this boot (@boot: 0 when the end cannot be
+ * judged), where the page cache kept every store: only then does what
+ * follows the chain's end say anything (check_tail()).
+ */
+static bool same_boot(const struct kvf__sidelog_src *s, uint64_t boot)
+{
+	return s->has_hdr && boot && s->boot == boot;
 }
 
 /*
@@ -777,7 +789,7 @@ static int check_tail(const struct kvf__sidelog_src s[2],
 	uint64_t off, first;
 
 	for (int i = 0; i < 2; i++) {
-		if (!s[i].has_hdr || !boot || s[i].boot != boot ||
+		if (!same_boot(&s[i], boot) ||
 		    !later_frame(&s[i], seq, &off, &first))
 			continue;
 		kvf__jerr("wal-%d.log: the frame at offset %llu (sequences "
@@ -790,8 +802,8 @@ static int check_tail(const struct kvf__sidelog_src s[2],
 		return KVF_ERR_JOURNAL_CORRUPT;
 	}
 	for (int i = 0; i < 2; i++) {
-		if (!s[i].has_hdr || !boot || s[i].boot != boot ||
-			!damaged_before_next(&s[i], &p[i], seq, &off))
+		if (!same_boot(&s[i], boot) ||
+		    !damaged_before_next(&s[i], &p[i], seq, &off))
 			continue;
 		kvf__jerr("wal-%d.log: the frame at offset %llu (sequences "
 			  "from %llu) is damaged: it does not check out, yet "
