@@ -1265,6 +1265,17 @@ static void apply_claims(struct kvf__segalloc *a,
 }
 
 /*
+ * Take @a's lock with every claim written into its leaf: what every
+ * operation but alloc needs before it reads the tree (a batch free
+ * applies them itself, with its own descents).
+ */
+static void lock_settled(struct kvf__segalloc *a)
+{
+	pthread_mutex_lock(&a->lock);
+	apply_claims(a, NULL, 0);
+}
+
+/*
  * The fast path of alloc: a parked block of exactly @need bytes, newest
  * first, handed to @tag's owner. One slot compare per tracked size and a
  * pop; the block's leaf is written later, with the other claims
@@ -1784,8 +1795,7 @@ static const char *release(struct kvf__segalloc *a, uint64_t offset,
 {
 	const char *why;
 
-	pthread_mutex_lock(&a->lock);
-	apply_claims(a, NULL, 0);
+	lock_settled(a);
 	why = release_locked(a, offset, size, NULL);
 	if (!why)
 		publish(a);
@@ -1852,8 +1862,7 @@ int kvf__segalloc_reserve_tagged(struct kvf__segalloc *a, uint64_t offset,
 	if (!need || need > a->pub.capacity - offset)
 		return KVF_ERR_INVALID_PARAMS;
 	end = offset + need;
-	pthread_mutex_lock(&a->lock);
-	apply_claims(a, NULL, 0);
+	lock_settled(a);
 	b = block_at(a, offset);
 	if (b.val & CACHED) {
 		/* Free to the outside: back to the tree, then reserve. */
@@ -1885,8 +1894,7 @@ out:
 
 void kvf__segalloc_set_reuse_limit(struct kvf__segalloc *a, uint64_t bytes)
 {
-	pthread_mutex_lock(&a->lock);
-	apply_claims(a, NULL, 0);
+	lock_settled(a);
 	a->reuse.limit = bytes;
 	if (a->reuse.bytes > bytes)
 		reuse_flush(a);
@@ -1927,8 +1935,7 @@ int kvf__segalloc_used_blocks(struct kvf__segalloc *a,
 {
 	size_t k = 0;
 
-	pthread_mutex_lock(&a->lock);
-	apply_claims(a, NULL, 0);
+	lock_settled(a);
 	*out = malloc((a->allocs ? a->allocs : 1) * sizeof(**out));
 	if (*out)
 		collect_used(a->root, a->height, *out, &k);
@@ -2025,8 +2032,7 @@ size_t kvf__segalloc_scan(struct kvf__segalloc *a, uint64_t from,
 	size_t k = 0;
 	uint32_t i;
 
-	pthread_mutex_lock(&a->lock);
-	apply_claims(a, NULL, 0);
+	lock_settled(a);
 	*next = a->pub.capacity;
 	if (!max || from >= a->pub.capacity)
 		goto out;
