@@ -36,10 +36,23 @@ struct kvf__place_request {
  * cores on every allocation (two put threads ran no faster than one). A
  * lone placer has one lane: every segment.
  */
+#define KVF__PLACER_MEMO 4
+
 struct kvf__placer {
 	uint64_t rng;   /* xorshift state, never zero (kvf__placer_init) */
 	uint32_t lane;  /* < lanes */
 	uint32_t lanes; /* 0 or 1: one lane, every segment */
+	/*
+	 * The segment best fit last chose for a size and replica index (size
+	 * 0: unused), for the lane it chose in (memo_lane of memo_lanes).
+	 */
+	struct kvf__placer_memo {
+		uint64_t size;
+		uint32_t replica;
+		uint32_t seg;
+	} memo[KVF__PLACER_MEMO];
+	uint32_t memo_next;
+	uint32_t memo_lane, memo_lanes;
 };
 
 struct kvf__place_result {
@@ -74,6 +87,13 @@ int kvf__place(enum kvf_placement_strategy strategy,
  * one thread); distinct streams of one seed are independent. Pure.
  */
 void kvf__placer_init(struct kvf__placer *p, uint64_t seed, uint64_t stream);
+
+/*
+ * kvf__placer_forget() - drop @p's remembered best fits (struct
+ * kvf__placer's memo): call it after freeing into the segments @p places
+ * in, when @p lives on. Pure.
+ */
+void kvf__placer_forget(struct kvf__placer *p);
 
 /* Free what kvf__place() allocated (e.g. when a later step failed). */
 void kvf__place_undo(struct kvf__segalloc *const *segs,

@@ -17,6 +17,7 @@
 #include <kvforge/status.h>
 
 #include "alloc/placement.h"
+#include "base/xorshift.h"
 
 #define KiB (1ULL << 10)
 #define MiB (1ULL << 20)
@@ -377,10 +378,98 @@ static void test_exact_fit(void **state)
 		assert_int_equal(tail[res.seg[0]], MiB);
 		hits[res.seg[0]]++;
 		kvf__place_undo(p.seg, &req, &res);
+		/* Else the placer goes back to the segment it remembers. */
+		kvf__placer_forget(&rng);
 	}
 	/* The first exact segment met from the random start: both win. */
 	assert_true(hits[2] > 0 && hits[5] > 0);
 	pool_fini(&p);
+}
+
+/*
+ * The smallest of @largest[0..@n) that holds @size, leaving out the
+ * segments of the first @r replicas of @res: what best fit chooses when
+ * its window sees every segment.
+ */
+static uint64_t tightest(const uint64_t *largest, uint32_t n, uint64_t size,
+			 const struct kvf__place_result *res, uint32_t r)
+{
+	uint64_t best = UINT64_MAX;
+
+	for (uint32_t i = 0; i < n; i++) {
+		bool skip = false;
+
+		for (uint32_t q = 0; q < r; q++)
+			skip |= res->seg[q] == i;
+		if (!skip && largest[i] >= size && largest[i] < best)
+			best = largest[i];
+	}
+	return best;
+}
+
+/*
+ * A placer remembers best fit's last choice per size and replica and
+ * goes back there while it fits: on random sequences of three sizes and
+ * one or two replicas, with a quarter of the objects freed again (each
+ * free followed by kvf__placer_forget()), every replica still lands in a
+ * segment whose largest region was the tightest that held it, and the
+ * memo is used. Eight segments, so best fit's window sees every one.
+ */
+static void test_memo_is_best_fit(void **state)
+{
+	static const uint64_t sizes[3] = { 640 * KiB, MiB + 128 * KiB,
+					   64 * KiB };
+	struct kvf__place_result res;
+	struct kvf__placer pl;
+	uint64_t rng = 0x2545f4914f6cdd1dULL, before[MAX_SEGS];
+	struct placed {
+		struct kvf__place_request req;
+		struct kvf__place_result res;
+	} *live = calloc(3000, sizeof(*live));
+	uint32_t remembered = 0;
+	size_t nr_live;
+	struct pool p;
+
+	(void)state;
+	assert_non_null(live);
+	for (int round = 0; round < 4; round++) {
+		nr_live = 0;
+		pool_init(&p, 8, 256 * MiB);
+		kvf__placer_init(&pl, 5, (uint64_t)round);
+		for (int k = 0; k < 3000; k++) {
+			struct kvf__place_request req = {
+				.size = sizes[kvf__xorshift64s(&rng) % 3],
+				.replica_num = 1 + kvf__xorshift64s(&rng) % 2,
+			};
+
+			if (nr_live && kvf__xorshift64s(&rng) % 4 == 0) {
+				/* Free an earlier object's replicas. */
+				size_t v = kvf__xorshift64s(&rng) % nr_live;
+
+				kvf__place_undo(p.seg, &live[v].req,
+						&live[v].res);
+				live[v] = live[--nr_live];
+				kvf__placer_forget(&pl);
+			}
+			for (uint32_t i = 0; i < p.n; i++)
+				before[i] = kvf__segalloc_largest_free(p.seg[i]);
+			for (uint32_t m = 0; m < KVF__PLACER_MEMO; m++)
+				remembered += pl.memo[m].size == req.size;
+			if (kvf__place(KVF_PLACEMENT_FRAGMENTATION_AWARE,
+				       p.seg, p.n, &req, &pl, &res) != KVF_OK)
+				break;
+			live[nr_live++] = (struct placed){ req, res };
+			/* Each replica's segment is another: the others' state
+			 * before the call is the one best fit saw. */
+			for (uint32_t r = 0; r < res.count; r++)
+				assert_int_equal(before[res.seg[r]],
+						 tightest(before, p.n, req.size,
+							  &res, r));
+		}
+		pool_fini(&p);
+	}
+	free(live);
+	assert_true(remembered > 1000);
 }
 
 /* Place @req with fragmentation_aware; the segment its replica went to. */
@@ -451,6 +540,7 @@ int main(void)
 		cmocka_unit_test(test_best_fit),
 		cmocka_unit_test(test_exact_fit),
 		cmocka_unit_test(test_placer_lanes),
+		cmocka_unit_test(test_memo_is_best_fit),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

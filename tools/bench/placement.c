@@ -168,6 +168,7 @@ static void drop_random(struct run *w)
 	struct obj *o = &w->live[k];
 
 	kvf__segalloc_free(w->segs[o->seg], o->off, o->size);
+	kvf__placer_forget(&w->placer);
 	w->used -= (o->size + ALIGNMENT - 1) & ~(uint64_t)(ALIGNMENT - 1);
 	*o = w->live[--w->nr_live];
 }
