@@ -35,6 +35,15 @@ struct kvf__place_request {
  * same few tight segments, whose allocator trees then pass between the
  * cores on every allocation (two put threads ran no faster than one). A
  * lone placer has one lane: every segment.
+ *
+ * fragmentation_aware's choices are remembered per size and replica index
+ * (the last KVF__PLACER_MEMO of them) and reused without its pass while
+ * the segment still fits and no allocation of this placer elsewhere made
+ * another segment the tighter fit. That is best fit's own answer only
+ * while nothing was freed into @segs and @segs is the same array: a
+ * caller that keeps a placer across frees or a changed segment table
+ * calls kvf__placer_forget() (or starts a new placer, as the engine does
+ * each batch). Changing @lane or @lanes forgets by itself.
  */
 #define KVF__PLACER_MEMO 4
 
