@@ -131,10 +131,6 @@ static inline bool usable(const struct ctx *c, uint32_t i)
 }
 
 /*
- * Allocate in segment @i; on success record the replica. Without @wait,
- * KVF_ERR_BUSY at once if another thread holds @i's allocator.
- */
-/*
  * Segment @i just shrank: a remembered best fit elsewhere stays the best
  * fit for its size unless @i's largest region now holds that size and is
  * tighter than the remembered segment's.
@@ -156,6 +152,10 @@ static void memo_after_alloc(struct ctx *c, uint32_t i)
 	}
 }
 
+/*
+ * Allocate in segment @i; on success record the replica. Without @wait,
+ * KVF_ERR_BUSY at once if another thread holds @i's allocator.
+ */
 static int alloc_in(struct ctx *c, uint32_t i, bool wait)
 {
 	uint64_t off;
