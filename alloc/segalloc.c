@@ -99,7 +99,10 @@
  * their misses overlap: in a master's steady state the inner levels are
  * not cached either (between two removes, puts pass through megabytes),
  * and a free's lookup by offset was ~74% of its remove's samples, most of
- * them on inner nodes.
+ * them on inner nodes. A run of frees of neighbouring blocks in one leaf,
+ * each after the one before it (a fill removed in order), is one merge
+ * (free_run_locked()): one shift of the leaf's entries instead of one per
+ * free, which took ~6% of a remove at 10M objects in memmove.
  *
  * Reuse lists (the fast path of alloc): a master's objects come in a
  * handful of sizes (KV-cache pages: one or two per model), and in steady
@@ -1648,16 +1651,18 @@ static void pending_flush(struct kvf__segalloc *a, struct pending_leaf *pl)
 }
 
 /*
- * Merge the block at leaf position @i of @p with the free neighbours the
- * caller found in the same leaf, in place, if the leaf stays full enough.
- * With @pl (a batch) the leaf's summaries are fixed later.
+ * Merge the @span blocks from leaf position @i of @p on with the free
+ * neighbours the caller found in the same leaf, in place, into @m, if the
+ * leaf stays full enough. With @pl (a batch) the leaf's summaries are
+ * fixed later.
  */
 static bool free_in_leaf(struct kvf__segalloc *a, struct path *p,
-			 bool merge_prev, bool merge_next, struct blk m,
-			 struct pending_leaf *pl)
+			 uint32_t span, bool merge_prev, bool merge_next,
+			 struct blk m, struct pending_leaf *pl)
 {
 	struct node *l = p->node[0];
-	uint32_t s = p->idx[0] - merge_prev, d = merge_prev + merge_next;
+	uint32_t s = p->idx[0] - merge_prev;
+	uint32_t d = span - 1 + merge_prev + merge_next;
 
 	if (d && l->n - d < MIN_FILL && a->height > 0)
 		return false;
@@ -1768,7 +1773,7 @@ static const char *release_locked(struct kvf__segalloc *a, uint64_t offset,
 			  0 };
 	if ((prev_here || (prev.val & USED)) &&
 	    (next_here || (next.val & USED)) &&
-	    free_in_leaf(a, &p, !(prev.val & USED), !(next.val & USED), m,
+	    free_in_leaf(a, &p, 1, !(prev.val & USED), !(next.val & USED), m,
 			 pl))
 		goto done;
 	/* Structural changes read the summaries: fix the pending leaf first. */
@@ -1820,6 +1825,105 @@ void kvf__segalloc_free(struct kvf__segalloc *a, uint64_t offset,
 			 why);
 }
 
+/*
+ * How many of @r[0..@n) (two at least) are neighbouring used blocks of
+ * one leaf, each the next entry after the one before, all with a
+ * neighbour on each side in that leaf (or the segment's start before the
+ * first): the run free_run_locked() can free at once. 0 if there is no
+ * such run. Fills @p with the first's path.
+ */
+static uint32_t run_in_leaf(const struct kvf__segalloc *a,
+			    const struct kvf__segalloc_range *r, size_t n,
+			    const struct pending_leaf *pl, struct path *p)
+{
+	const struct node *l;
+	uint64_t end;
+	uint32_t i, len = 0;
+
+	/* Most frees have no neighbour after them in the batch: no lookup. */
+	if (n < 2 || r[0].offset >= a->pub.capacity || !r[0].size ||
+	    r[1].offset != r[0].offset + rounded(a, r[0].size))
+		return 0;
+	l = lookup_near(a, r[0].offset, p, pl);
+	i = p->idx[0];
+	if (p->off != r[0].offset || (i == 0 && r[0].offset > 0))
+		return 0;
+	for (end = p->off; len < n && i + len + 1 < l->n; len++) {
+		uint64_t v = l->val[i + len];
+
+		if (r[len].offset != end || !allocated(v) || !r[len].size ||
+		    blk_size(v) != rounded(a, r[len].size))
+			break;
+		end += blk_size(v);
+	}
+	return len >= 2 ? len : 0;
+}
+
+/*
+ * Free a run of neighbouring blocks in one leaf (a fill removed in
+ * address order) as one merge: one shift of the leaf's entries instead of
+ * one per block. The result is what release_locked() gives freeing them
+ * in order: the first could be parked (both its neighbours held) and is
+ * taken off its list again by the second, which merges with it; no other
+ * can be parked, its left neighbour being free. Returns how many it
+ * freed: 0 when r[0] starts no run or the merge would underflow the leaf
+ * (release_locked() then frees r[0] alone).
+ */
+static size_t free_run_locked(struct kvf__segalloc *a,
+			      const struct kvf__segalloc_range *r, size_t n,
+			      struct pending_leaf *pl)
+{
+	struct blk prev = { 0, USED, 0 }, next, m;
+	bool merge_prev, merge_next;
+	uint64_t freed = 0;
+	struct node *l;
+	struct path p;
+	uint32_t i, len = run_in_leaf(a, r, n, pl, &p);
+
+	if (!len)
+		return 0;
+	l = p.node[0];
+	i = p.idx[0];
+	if (i > 0)
+		prev = leaf_blk(l, i - 1, p.off - blk_size(l->val[i - 1]));
+	merge_prev = !allocated(prev.val);
+	/*
+	 * Keep MIN_FILL entries in the leaf: a shorter run, the next block
+	 * then one of the batch's, held; the rest go one by one.
+	 */
+	if (a->height > 0 && len + MIN_FILL + merge_prev > l->n + 1)
+		len = l->n + 1 - MIN_FILL - merge_prev;
+	if (len < 2)
+		return 0;
+	for (uint32_t k = 0; k < len; k++)
+		freed += blk_size(l->val[i + k]);
+	next = leaf_blk(l, i + len, p.off + freed);
+	merge_next = !allocated(next.val);
+	if (a->height > 0 &&
+	    l->n - (len - 1 + merge_prev + merge_next) < MIN_FILL) {
+		/* Then the block after the run would merge too: one less. */
+		len--;
+		freed -= blk_size(l->val[i + len]);
+		next = leaf_blk(l, i + len, p.off + freed);
+		merge_next = false;
+	}
+	if (len < 2)
+		return 0;
+	if (prev.val & CACHED)
+		reuse_unlist(a, prev.off, blk_size(prev.val));
+	if (next.val & CACHED)
+		reuse_unlist(a, next.off, blk_size(next.val));
+	m = (struct blk){ merge_prev ? prev.off : p.off,
+			  (merge_prev ? blk_size(prev.val) : 0) + freed +
+				  (merge_next ? blk_size(next.val) : 0),
+			  0 };
+	if (!free_in_leaf(a, &p, len, merge_prev, merge_next, m, pl))
+		kvf__die("a run's merge underflowed its leaf");
+	a->free_bytes += freed;
+	a->allocs -= len;
+	return len;
+}
+
 void kvf__segalloc_free_many(struct kvf__segalloc *a,
 			     const struct kvf__segalloc_range *r, size_t n)
 {
@@ -1832,6 +1936,12 @@ void kvf__segalloc_free_many(struct kvf__segalloc *a,
 	pthread_mutex_lock(&a->lock);
 	apply_claims(a, r, n);
 	for (i = 0; i < n && !why; i++) {
+		size_t run = free_run_locked(a, r + i, n - i, &pl);
+
+		if (run) {
+			i += run - 1;
+			continue;
+		}
 		why = release_locked(a, r[i].offset, r[i].size, &pl);
 #ifdef KVF_SEGALLOC_CHECK
 		/* A pending leaf is stale by design: verify without one. */

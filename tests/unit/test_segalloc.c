@@ -1225,6 +1225,11 @@ struct many_cfg {
 	int allocs;         /* alloc attempts per round */
 	uint64_t free_div;  /* a round frees up to live / free_div */
 	uint64_t seed;
+	/*
+	 * Reuse lists on, and both allocators free in one order (address
+	 * order every round): parking depends on the order of the frees.
+	 */
+	bool lists;
 };
 
 static void run_free_many_matches_single(const struct many_cfg *c)
@@ -1246,10 +1251,12 @@ static void run_free_many_matches_single(const struct many_cfg *c)
 			 KVF_OK);
 	/*
 	 * The tree alone: parking depends on the order of the frees, which
-	 * differs here on purpose.
+	 * differs here on purpose (unless c->lists).
 	 */
-	kvf__segalloc_set_reuse_limit(one, 0);
-	kvf__segalloc_set_reuse_limit(many, 0);
+	if (!c->lists) {
+		kvf__segalloc_set_reuse_limit(one, 0);
+		kvf__segalloc_set_reuse_limit(many, 0);
+	}
 	for (int round = 0; round < c->rounds; round++) {
 		size_t nr_free, k = 0;
 
@@ -1276,14 +1283,18 @@ static void run_free_many_matches_single(const struct many_cfg *c)
 
 			live[i] = live[j];
 			live[j] = t;
-			kvf__segalloc_free(one, live[i].off, live[i].size);
+			if (!c->lists)
+				kvf__segalloc_free(one, live[i].off,
+						   live[i].size);
 			bm_mark(&m, live[i].off, live[i].size, 0);
 			r[k++] = (struct kvf__segalloc_range){ live[i].off,
 							       live[i].size };
 		}
 		/* Every other round in address order, as a fill is removed. */
-		if (round % 2)
+		if (round % 2 || c->lists)
 			qsort(r, k, sizeof(*r), range_cmp);
+		for (size_t i = 0; i < k && c->lists; i++)
+			kvf__segalloc_free(one, r[i].offset, r[i].size);
 		kvf__segalloc_free_many(many, r, k);
 		memmove(live, live + nr_free,
 			(nr_live - nr_free) * sizeof(*live));
@@ -1300,7 +1311,8 @@ static void run_free_many_matches_single(const struct many_cfg *c)
 
 static void test_free_many_matches_single(void **state)
 {
-	const struct many_cfg c = { 1 << 14, 24, 400, 64, 1, 0x5eed1234abcdULL };
+	const struct many_cfg c = { 1 << 14, 24, 400, 64, 1, 0x5eed1234abcdULL,
+				    false };
 
 	(void)state;
 	run_free_many_matches_single(&c);
@@ -1313,7 +1325,24 @@ static void test_free_many_matches_single(void **state)
  */
 static void test_free_many_matches_single_deep(void **state)
 {
-	const struct many_cfg c = { 1 << 14, 3, 16, 1024, 8, 0x77aa55ccULL };
+	const struct many_cfg c = { 1 << 14, 3, 16, 1024, 8, 0x77aa55ccULL,
+				    false };
+
+	(void)state;
+	run_free_many_matches_single(&c);
+}
+
+/*
+ * Runs of neighbours freed at once (a fill removed in address order) with
+ * the reuse lists on: the run's first block, parked and taken back by the
+ * second one at a time, is never parked; the blocks, lists and counts
+ * must be those of the single frees in the same order. Few sizes, so
+ * they claim lists and park.
+ */
+static void test_free_many_runs_match_single_with_lists(void **state)
+{
+	const struct many_cfg c = { 1 << 14, 4, 200, 256, 1, 0x3c3c1f1fULL,
+				    true };
 
 	(void)state;
 	run_free_many_matches_single(&c);
@@ -1365,6 +1394,7 @@ int main(void)
 		cmocka_unit_test(test_bad_free_dies),
 		cmocka_unit_test(test_free_many_matches_single),
 		cmocka_unit_test(test_free_many_matches_single_deep),
+		cmocka_unit_test(test_free_many_runs_match_single_with_lists),
 		cmocka_unit_test(test_free_many_bad_dies),
 		cmocka_unit_test(test_reuse_lists),
 		cmocka_unit_test(test_reuse_claims),
