@@ -1211,6 +1211,14 @@ static void prefetch_descents(const struct kvf__segalloc *a,
 		prefetch_leaf(cur[i]);
 }
 
+/* Round @size up to the alignment; 0 if it overflows or exceeds capacity. */
+static uint64_t rounded(const struct kvf__segalloc *a, uint64_t size)
+{
+	uint64_t need = (size + a->pub.align_mask) & ~a->pub.align_mask;
+
+	return need < size || need > a->pub.capacity ? 0 : need;
+}
+
 /*
  * prefetch_descents() for the pending claims' blocks and the offsets of
  * @r inside the segment, in one pass: the claims of a batch of puts and
@@ -1229,6 +1237,13 @@ static void prefetch_claims_and_frees(const struct kvf__segalloc *a,
 		off[m++] = ru->claim[i].off;
 	for (size_t i = 0; i < n; i++) {
 		if (r[i].offset >= a->pub.capacity)
+			continue;
+		/*
+		 * The neighbour right after the free before it: a run
+		 * (free_run_locked()) finds it in that one's leaf.
+		 */
+		if (i > 0 && r[i].offset == r[i - 1].offset +
+						   rounded(a, r[i - 1].size))
 			continue;
 		if (m == DESCENT_CHUNK) {
 			prefetch_descents(a, off, m);
@@ -1508,14 +1523,6 @@ void kvf__segalloc_destroy(struct kvf__segalloc *a)
 		free(spare_get(a, true));
 	pthread_mutex_destroy(&a->lock);
 	free(a);
-}
-
-/* Round @size up to the alignment; 0 if it overflows or exceeds capacity. */
-static uint64_t rounded(const struct kvf__segalloc *a, uint64_t size)
-{
-	uint64_t need = (size + a->pub.align_mask) & ~a->pub.align_mask;
-
-	return need < size || need > a->pub.capacity ? 0 : need;
 }
 
 /* With the lock held: allocate @need (rounded) bytes. */
