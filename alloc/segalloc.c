@@ -1219,6 +1219,16 @@ static uint64_t rounded(const struct kvf__segalloc *a, uint64_t size)
 	return need < size || need > a->pub.capacity ? 0 : need;
 }
 
+/* Does free @y start right where free @x's block ends (a run's next)? */
+static bool frees_adjoin(const struct kvf__segalloc *a,
+			 const struct kvf__segalloc_range *x,
+			 const struct kvf__segalloc_range *y)
+{
+	uint64_t need = rounded(a, x->size);
+
+	return need && y->offset == x->offset + need;
+}
+
 /*
  * prefetch_descents() for the pending claims' blocks and the offsets of
  * @r inside the segment, in one pass: the claims of a batch of puts and
@@ -1242,8 +1252,7 @@ static void prefetch_claims_and_frees(const struct kvf__segalloc *a,
 		 * The neighbour right after the free before it: a run
 		 * (free_run_locked()) finds it in that one's leaf.
 		 */
-		if (i > 0 && r[i].offset == r[i - 1].offset +
-						   rounded(a, r[i - 1].size))
+		if (i > 0 && frees_adjoin(a, &r[i - 1], &r[i]))
 			continue;
 		if (m == DESCENT_CHUNK) {
 			prefetch_descents(a, off, m);
@@ -1848,8 +1857,8 @@ static uint32_t run_in_leaf(const struct kvf__segalloc *a,
 	uint32_t i, len = 0;
 
 	/* Most frees have no neighbour after them in the batch: no lookup. */
-	if (n < 2 || r[0].offset >= a->pub.capacity || !r[0].size ||
-	    r[1].offset != r[0].offset + rounded(a, r[0].size))
+	if (n < 2 || r[0].offset >= a->pub.capacity ||
+	    !frees_adjoin(a, &r[0], &r[1]))
 		return 0;
 	l = lookup_near(a, r[0].offset, p, pl);
 	i = p->idx[0];
