@@ -8,6 +8,8 @@ libkvforge_core_la_SOURCES += \
 	base/die.c \
 	base/fault.h \
 	base/lock.h \
+	base/prefetch.h \
+	base/prefetch.c \
 	base/rcu.h \
 	base/xorshift.h \
 	base/rcu.c \

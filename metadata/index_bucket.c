@@ -117,6 +117,7 @@
 
 #include "base/die.h"
 #include "base/lock.h"
+#include "base/prefetch.h"
 #include "base/rcu.h"
 #include "metadata/hash.h"
 #include "metadata/hugemem.h"
@@ -296,15 +297,20 @@ static uint64_t *slot_of(struct bucket_table *t, struct kvf__object *o,
 
 /*
  * The lines of @o that a key compare of @len bytes reads (key_len,
- * nr_replicas, the key, assuming one replica, the common case) plus the
- * first line (hash, lease, state), which the engine reads next.
+ * nr_replicas, the key, assuming one replica, the common case). The
+ * header's state and lease words are asked for writing: every caller
+ * writes one of them next (a reader's lease, a writer's lock), with a
+ * locked instruction that would otherwise wait, unoverlapped, for the
+ * line's ownership whenever another CPU holds a copy.
  */
 static inline void prefetch_record(const struct kvf__object *o, size_t len)
 {
 	const char *p = (const char *)o;
 	const char *end = p + KEY_OFFSET_GUESS + len;
 
-	for (; p < end; p += 64)
+	kvf__prefetch_for_write(&o->state);
+	kvf__prefetch_for_write(&o->owner);
+	for (p += 64; p < end; p += 64)
 		__builtin_prefetch(p);
 	__builtin_prefetch(end - 1);
 }
