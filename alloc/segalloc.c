@@ -160,6 +160,7 @@
 #include "alloc/segalloc.h"
 #include "base/die.h"
 #include "base/lock.h"
+#include "base/prefetch.h"
 
 #define FAN 32
 /*
@@ -1163,7 +1164,7 @@ static void reuse_claim(struct kvf__segalloc *a, uint64_t need)
 static inline void prefetch_leaf(const struct node *l)
 {
 	for (size_t b = 0; b < sizeof(struct leaf); b += 64)
-		__builtin_prefetch((const char *)l + b, 1);
+		kvf__prefetch_for_write((const char *)l + b);
 }
 
 /* Frees whose descents one prefetch pass interleaves (bounds the stack). */

@@ -65,6 +65,7 @@
 
 #include "base/die.h"
 #include "base/lock.h"
+#include "base/prefetch.h"
 #include "metadata/arena.h"
 #include "metadata/hugemem.h"
 
@@ -296,7 +297,7 @@ static inline void prefetch_block(const char *p, size_t size)
 	uintptr_t line = (uintptr_t)p & ~(uintptr_t)63;
 
 	for (; line < (uintptr_t)p + size; line += 64)
-		__builtin_prefetch((const void *)line, 1);
+		kvf__prefetch_for_write((const void *)line);
 }
 
 /* With the class lock held: @p becomes the head of the free list. */

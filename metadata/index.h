@@ -154,17 +154,21 @@ static inline void kvf__index_prefetch_hash(struct kvf__index *idx,
 }
 
 /*
- * kvf__index_prefetch_write() - warm the lock a write of @hash takes.
+ * kvf__index_prefetch_write() - warm the lines a write of @hash takes.
  * @idx: the index
  * @hash: kvf__key_hash() of the key an insert, replace or remove will
  *        write a few keys later
  *
  * With two writing threads, the bucket index's stripe locks (256 lines,
  * hot in both CPUs' caches) were last taken on the other CPU about half
- * the time, and each such lock waited for its line. Writers loop over a
- * batch: asking KVF__INDEX_WRITE_AHEAD keys ahead lets the line arrive
- * while the earlier keys are written. A hint only: no lock is taken, and
- * nothing is read; safe anywhere, never blocks.
+ * the time, and each such lock waited for its line; so did the
+ * compare-and-swap that claims a slot in the home bucket, whose line the
+ * lookup had read (shared). Both lines are asked for writing
+ * (base/prefetch.h). Writers loop over a batch: asking
+ * KVF__INDEX_WRITE_AHEAD keys ahead lets the lines arrive while the
+ * earlier keys are written. A hint only: no lock is taken and no record
+ * read, but the current table is, so the caller is inside an RCU
+ * read-side section. Never blocks.
  */
 #define KVF__INDEX_WRITE_AHEAD 6
 

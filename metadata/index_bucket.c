@@ -479,11 +479,6 @@ static struct stripe *stripe_of(struct bucket_index *bi, uint64_t hash)
 	return &bi->stripes[(hash >> 20) % NR_STRIPES];
 }
 
-/* Only the stripe: a writer's home bucket was read by its lookup. */
-static void bucket_prefetch_write(struct kvf__index *idx, uint64_t hash)
-{
-	__builtin_prefetch(stripe_of(bucket_index_of(idx), hash), 1, 3);
-}
 
 static void unlock_stripe(struct bucket_index *bi, uint64_t hash)
 {
@@ -493,6 +488,16 @@ static void unlock_stripe(struct bucket_index *bi, uint64_t hash)
 static inline struct bucket_table *table_load(struct bucket_index *bi)
 {
 	return __atomic_load_n(&bi->table, __ATOMIC_ACQUIRE);
+}
+
+/* The stripe's lock and the home bucket, both for writing (index.h). */
+static void bucket_prefetch_write(struct kvf__index *idx, uint64_t hash)
+{
+	struct bucket_index *bi = bucket_index_of(idx);
+	struct bucket_table *t = table_load(bi);
+
+	kvf__prefetch_for_write(stripe_of(bi, hash));
+	kvf__prefetch_for_write(bucket_at(t, home_of(t, hash)));
 }
 
 /* Lock @hash's stripe and return the current table, stable until unlock. */
