@@ -290,6 +290,13 @@ void kvf__journal_inject_fault(struct kvf__journal *j, int code,
 	j->fault_count = count;
 	pthread_mutex_unlock(&j->mu);
 }
+
+void kvf__journal_slow_moves(struct kvf__journal *j, unsigned us)
+{
+	pthread_mutex_lock(&j->mu);
+	j->move_delay_us = us;
+	pthread_mutex_unlock(&j->mu);
+}
 #endif
 
 void kvf__journal_close(struct kvf__journal *j)

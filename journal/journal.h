@@ -322,6 +322,18 @@ void kvf__journal_get_stats(struct kvf__journal *j,
  */
 void kvf__journal_inject_fault(struct kvf__journal *j, int code,
 			       unsigned count);
+
+/**
+ * kvf__journal_slow_moves() - stretch every move of side log frames into
+ * LMDB (tests only; compiled in by ./configure --enable-fault-injection).
+ * @j: the journal.
+ * @us: microseconds each move sleeps while it reads the side log with the
+ *      journal mutex dropped, as a slow disk would make it; 0 cancels.
+ *
+ * Widens the window in which appends and syncs run beside a move.
+ * Context: any thread; never blocks.
+ */
+void kvf__journal_slow_moves(struct kvf__journal *j, unsigned us);
 #else
 /* Without the hooks nothing fails on demand; tests that need it skip. */
 static inline void kvf__journal_inject_fault(struct kvf__journal *j, int code,
@@ -330,6 +342,13 @@ static inline void kvf__journal_inject_fault(struct kvf__journal *j, int code,
 	(void)j;
 	(void)code;
 	(void)count;
+}
+
+static inline void kvf__journal_slow_moves(struct kvf__journal *j,
+					   unsigned us)
+{
+	(void)j;
+	(void)us;
 }
 #endif
 

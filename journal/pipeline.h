@@ -45,6 +45,7 @@ struct kvf__flow {
 	int ing;                /* the next frame to move is in file @ing ... */
 	uint64_t ing_off;       /* ... at this offset */
 	uint64_t ing_gen;       /* bumped when a switch moves the mover */
+	int move_reading;       /* file a move reads, @mu dropped; -1 none */
 	uint64_t acked_seq;
 	uint64_t durable_seq;
 	uint64_t pending_bytes; /* payload bytes not moved into LMDB yet */
@@ -153,6 +154,7 @@ struct kvf__journal {
 #ifdef KVF_FAULT_INJECTION
 	int fault_code;
 	unsigned fault_count;
+	unsigned move_delay_us; /* each move sleeps this long, @mu dropped */
 #endif
 
 	/* Written by the slot holder under @mu, read by anyone under @mu. */

@@ -40,6 +40,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "journal/pipeline.h"
 
@@ -220,6 +221,7 @@ int kvf__flow_open(struct kvf__journal *j)
 	w->cur = 0;
 	w->ing = 0;
 	w->ing_off = KVF__SIDELOG_DATA;
+	w->move_reading = -1;
 	w->acked_seq = j->st.last_seq;
 	w->durable_seq = j->st.last_seq;
 	w->synced_seq = j->st.last_seq;
@@ -271,6 +273,16 @@ static bool room(struct kvf__journal *j, uint64_t bytes)
 	if (j->sl.f[w->cur].end + bytes <= j->sl.size)
 		return true;
 	if (o->hi_seq > w->durable_seq)
+		return false;
+	/*
+	 * A move may still be reading @o: a run of skip frames, whose
+	 * records LMDB already has, leaves @o free by @hi_seq before the
+	 * mover has passed them. Reusing it now would overwrite them under
+	 * the move, which read the new bytes as damaged frames (a move's
+	 * MDB_CORRUPTED, then every append refused). The move ends soon
+	 * and wakes the waiters (kvf__flow_move()).
+	 */
+	if (w->move_reading == !w->cur)
 		return false;
 	/* Everything in @o is moved: the next frame to move is at the
 	 * start of the file just filled, if the mover is still in @o. */
@@ -618,13 +630,18 @@ int kvf__flow_move(struct kvf__journal *j)
 {
 	struct kvf__flow *w = &j->flow;
 	struct frame_range r = { 0 };
+	unsigned delay_us = KVF__FAULT(j->move_delay_us);
 	uint64_t gen;
 	int rc;
 
 	next_range(j, &r);
 	gen = w->ing_gen;
+	w->move_reading = w->ing; /* room() leaves that file alone */
 	pthread_mutex_unlock(&j->mu);
+	if (delay_us)
+		usleep(delay_us); /* kvf__journal_slow_moves() */
 	rc = kvf__commit_frames(j, put_range, &r); /* returns with @mu */
+	w->move_reading = -1;
 	if (!rc) {
 		/*
 		 * A range of skip frames only (their records came to LMDB
