@@ -279,8 +279,8 @@ static bool room(struct kvf__journal *j, uint64_t bytes)
 	 * records LMDB already has, leaves @o free by @hi_seq before the
 	 * mover has passed them. Reusing it now would overwrite them under
 	 * the move, which read the new bytes as damaged frames (a move's
-	 * MDB_CORRUPTED, then every append refused). The move ends soon
-	 * and wakes the waiters (kvf__flow_move()).
+	 * MDB_CORRUPTED, and the appends waiting for room failed with
+	 * it). The move ends soon and wakes the waiters (kvf__flow_move()).
 	 */
 	if (w->move_reading == !w->cur)
 		return false;
