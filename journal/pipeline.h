@@ -44,7 +44,6 @@ struct kvf__flow {
 	int cur;                /* appends go to file @cur at its end */
 	int ing;                /* the next frame to move is in file @ing ... */
 	uint64_t ing_off;       /* ... at this offset */
-	uint64_t ing_gen;       /* bumped when a switch moves the mover */
 	int move_reading;       /* file a move reads, @mu dropped; -1 none */
 	uint64_t acked_seq;
 	uint64_t durable_seq;

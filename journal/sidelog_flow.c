@@ -289,7 +289,6 @@ static bool room(struct kvf__journal *j, uint64_t bytes)
 	if (w->ing == !w->cur) {
 		w->ing = w->cur;
 		w->ing_off = KVF__SIDELOG_DATA;
-		w->ing_gen++;
 	}
 	w->cur = !w->cur;
 	kvf__sidelog_reuse(&j->sl, w->cur);
@@ -631,11 +630,9 @@ int kvf__flow_move(struct kvf__journal *j)
 	struct kvf__flow *w = &j->flow;
 	struct frame_range r = { 0 };
 	unsigned delay_us = KVF__FAULT(j->move_delay_us);
-	uint64_t gen;
 	int rc;
 
 	next_range(j, &r);
-	gen = w->ing_gen;
 	w->move_reading = w->ing; /* room() leaves that file alone */
 	pthread_mutex_unlock(&j->mu);
 	if (delay_us)
@@ -644,15 +641,12 @@ int kvf__flow_move(struct kvf__journal *j)
 	w->move_reading = -1;
 	if (!rc) {
 		/*
-		 * A range of skip frames only (their records came to LMDB
-		 * directly) leaves its file free to reuse: an append may
-		 * have switched into it meanwhile and moved the mover to
-		 * the start of the other file (room()). Then r.to is an
-		 * offset in a file the mover has left; the crash harness
-		 * found moves reading mid-payload after it was applied.
+		 * The mover is still where this move began: only room()
+		 * moves it to another file, and room() leaves the file a
+		 * move reads alone (@move_reading), so r.to is an offset in
+		 * the mover's file.
 		 */
-		if (w->ing_gen == gen)
-			w->ing_off = r.to;
+		w->ing_off = r.to;
 		w->pending_bytes -= r.to - r.from;
 		w->pending_since = w->acked_seq == j->st.last_seq ?
 					   0 : kvf__now_ns();

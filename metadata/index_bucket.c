@@ -479,7 +479,6 @@ static struct stripe *stripe_of(struct bucket_index *bi, uint64_t hash)
 	return &bi->stripes[(hash >> 20) % NR_STRIPES];
 }
 
-
 static void unlock_stripe(struct bucket_index *bi, uint64_t hash)
 {
 	pthread_mutex_unlock(&stripe_of(bi, hash)->lock);

@@ -132,8 +132,9 @@ static void test_strict(void **state)
  * switch files while a move is reading one. A switch into the file a
  * move was still reading (a run of skip frames, whose records LMDB
  * already had) overwrote it under the move, which then failed on the
- * garbage as corruption and failed the next appends (1 run in ~200
- * under make check -j2 before; every few runs with this delay).
+ * garbage as corruption and failed the appends waiting for room (1 run
+ * in ~130 under make check -j2 before the fix; every run with this
+ * delay).
  */
 static void test_bounded_slow_moves(void **state)
 {
