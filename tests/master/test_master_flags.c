@@ -149,13 +149,34 @@ static void test_unknown_upstream_flags(void **state)
 	char err[256];
 
 	(void)state;
-	/* HA/offload flags of mooncake_master: accepted, one warning; a
-	 * separate value is consumed with them. */
-	assert_int_equal(PARSE(&f, err, "--enable_ha", "--etcd_endpoints",
-			       "a:1;b:2", "--rpc_port=5",
+	/* Snapshot/offload flags of mooncake_master: accepted, one warning;
+	 * a separate value is consumed with them. */
+	assert_int_equal(PARSE(&f, err, "--enable_snapshot",
+			       "--snapshot_backup_dir", "/x", "--rpc_port=5",
 			       "--enable_offload=true"),
 			 KVF_OK);
 	assert_int_equal(kvf_flags_rpc_port(&f), 5);
+}
+
+static void test_ha_flags(void **state)
+{
+	struct kvf_master_flags f;
+	char err[256];
+
+	(void)state;
+	kvf_flags_defaults(&f);
+	assert_false(f.enable_ha);
+	assert_int_equal(f.ha_lease_ttl_s, 5);
+	assert_string_equal(f.ha_backend_type, "etcd");
+	assert_string_equal(f.cluster_id, "mooncake_cluster");
+	assert_int_equal(PARSE(&f, err, "--enable_ha", "--etcd_endpoints",
+			       "a:1;b:2", "--ha_lease_ttl=2s",
+			       "--ha_advertise_address", "10.0.0.1:7"),
+			 KVF_OK);
+	assert_true(f.enable_ha);
+	assert_string_equal(f.etcd_endpoints, "a:1;b:2");
+	assert_int_equal(f.ha_lease_ttl_s, 2);
+	assert_string_equal(f.ha_advertise_address, "10.0.0.1:7");
 }
 
 static void test_json_config(void **state)
@@ -287,6 +308,7 @@ int main(void)
 		cmocka_unit_test(test_durations),
 		cmocka_unit_test(test_refusals),
 		cmocka_unit_test(test_unknown_upstream_flags),
+		cmocka_unit_test(test_ha_flags),
 		cmocka_unit_test(test_json_config),
 		cmocka_unit_test(test_engine_config),
 		cmocka_unit_test(test_help_lists_every_flag),
