@@ -28,3 +28,9 @@ tests_ha_test_ha_election_SOURCES = tests/ha/test_ha_election.c \
 tests_ha_test_ha_election_CFLAGS = $(KVF_HA_TEST_CFLAGS)
 tests_ha_test_ha_election_LDADD = $(KVF_HA_TEST_LIBS)
 endif
+
+# kvforge-master --enable_ha end to end: etcd on loopback, masters, the
+# reference Python client (tests/master/mc_wire_pyclient.py).
+EXTRA_DIST += tests/ha/test_ha_master.py
+dist_noinst_SCRIPTS += tests/ha/test_ha_master.sh
+UNIT_TESTS += tests/ha/test_ha_master.sh

@@ -14,6 +14,7 @@
 
 #include <kvforge/status.h>
 
+#include "ha/etcd.h"
 #include "server/ha_config.h"
 
 #define HA_TTL_MAX 3600 /* an hour: anything longer is a typo */
@@ -90,6 +91,16 @@ int kvf_flags_ha_options(const struct kvf_master_flags *f,
 		return fail(err, errlen,
 			    "--enable_ha needs --etcd_endpoints (or "
 			    "--ha_backend_connstring)");
+	{
+		struct kvf_etcd *e;
+
+		if (kvf_etcd_new(ep, 0, &e))
+			return fail(err, errlen,
+				    "etcd endpoints '%s': expected "
+				    "HOST:PORT[;HOST:PORT...] (plain http)",
+				    ep);
+		kvf_etcd_free(e);
+	}
 	if (f->ha_lease_ttl_s < 1 || f->ha_lease_ttl_s > HA_TTL_MAX)
 		return fail(err, errlen, "--ha_lease_ttl must be 1..%d seconds",
 			    HA_TTL_MAX);
