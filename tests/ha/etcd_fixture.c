@@ -79,8 +79,7 @@ static void spawn(struct etcd_fixture *f)
 	struct kvf_etcd *e;
 	pid_t pid;
 
-	snprintf(client, sizeof(client), "http://127.0.0.1:%u",
-		 f->client_port);
+	snprintf(client, sizeof(client), "http://127.0.0.1:%u", f->client_port);
 	snprintf(peer, sizeof(peer), "http://127.0.0.1:%u", f->peer_port);
 	snprintf(cluster, sizeof(cluster), "t=%s", peer);
 	snprintf(data, sizeof(data), "%s/data", f->dir);

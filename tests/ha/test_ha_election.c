@@ -122,8 +122,8 @@ static void test_key_name(void **state)
 
 static void test_bad_options(void **state)
 {
-	struct kvf_ha_options o = {.endpoints = "h", .advertise = "a:1",
-				   .ttl_s = 1};
+	struct kvf_ha_options o = {
+		.endpoints = "h", .advertise = "a:1", .ttl_s = 1};
 	struct kvf_ha *ha;
 
 	(void)state;
@@ -192,8 +192,7 @@ static void test_election(void **state)
 		struct kvf_ha *a = atomic_load(&cand[0]);
 		struct kvf_ha *b = atomic_load(&cand[1]);
 
-		if ((kvf_ha_may_serve(a) &&
-		     kvf_ha_view_version(a) > view_b) ||
+		if ((kvf_ha_may_serve(a) && kvf_ha_view_version(a) > view_b) ||
 		    (kvf_ha_may_serve(b) && kvf_ha_view_version(b) > view_b))
 			break;
 		kvf_ha_wait(b, 100);

@@ -35,9 +35,9 @@ static struct kvf_etcd *client(void)
 
 static void test_endpoints(void **state)
 {
-	static const char *const bad[] = {"",	     " ; , ",	    "host",
-					  "h:",	     "h:x",	    ":1",
-					  "https://h:1", "unix://x:1", "a:1;b"};
+	static const char *const bad[] = {
+		"",   " ; , ",	     "host",	   "h:",   "h:x",
+		":1", "https://h:1", "unix://x:1", "a:1;b"};
 	struct kvf_etcd *e;
 
 	(void)state;
@@ -60,9 +60,9 @@ static void test_kv_and_create(void **state)
 	(void)state;
 	assert_int_equal(kvf_etcd_get(e, "t/kv", 4, &kv, &found), KVF_OK);
 	assert_false(found);
-	assert_int_equal(kvf_etcd_create(e, "t/kv", 4, "v\0x", 3, 0, &created,
-					 &rev),
-			 KVF_OK);
+	assert_int_equal(
+		kvf_etcd_create(e, "t/kv", 4, "v\0x", 3, 0, &created, &rev),
+		KVF_OK);
 	assert_true(created);
 	assert_true(rev > 0);
 	assert_int_equal(kvf_etcd_get(e, "t/kv", 4, &kv, &found), KVF_OK);
@@ -74,9 +74,9 @@ static void test_kv_and_create(void **state)
 	assert_int_equal(kv.lease, 0);
 	kvf_etcd_kv_clear(&kv);
 	/* a second create loses and changes nothing */
-	assert_int_equal(kvf_etcd_create(e, "t/kv", 4, "w", 1, 0, &created,
-					 NULL),
-			 KVF_OK);
+	assert_int_equal(
+		kvf_etcd_create(e, "t/kv", 4, "w", 1, 0, &created, NULL),
+		KVF_OK);
 	assert_false(created);
 	assert_int_equal(kvf_etcd_put(e, "t/kv", 4, "w", 1, 0), KVF_OK);
 	assert_int_equal(kvf_etcd_get(e, "t/kv", 4, &kv, &found), KVF_OK);
@@ -105,9 +105,9 @@ static void test_leases(void **state)
 	assert_int_equal(ttl, 7);
 	assert_int_equal(kvf_etcd_lease_ttl(e, id, &ttl), KVF_OK);
 	assert_true(ttl > 0 && ttl <= 7);
-	assert_int_equal(kvf_etcd_create(e, "t/lk", 4, "v", 1, id, &created,
-					 NULL),
-			 KVF_OK);
+	assert_int_equal(
+		kvf_etcd_create(e, "t/lk", 4, "v", 1, id, &created, NULL),
+		KVF_OK);
 	assert_true(created);
 	assert_int_equal(kvf_etcd_get(e, "t/lk", 4, &kv, &found), KVF_OK);
 	assert_true(found);
@@ -123,9 +123,9 @@ static void test_leases(void **state)
 			 KVF_ERR_OBJECT_NOT_FOUND);
 	assert_int_equal(kvf_etcd_lease_revoke(e, id), KVF_OK);
 	/* a key cannot be bound to a lease that is gone */
-	assert_int_equal(kvf_etcd_create(e, "t/lk", 4, "v", 1, id, &created,
-					 NULL),
-			 KVF_ERR_OBJECT_NOT_FOUND);
+	assert_int_equal(
+		kvf_etcd_create(e, "t/lk", 4, "v", 1, id, &created, NULL),
+		KVF_ERR_OBJECT_NOT_FOUND);
 	assert_false(created);
 	kvf_etcd_free(e);
 }
@@ -145,15 +145,15 @@ static void test_watch(void **state)
 	rev = kv.mod_revision;
 	kvf_etcd_kv_clear(&kv);
 	/* nothing changes: the watch times out */
-	assert_int_equal(kvf_etcd_watch(e, "t/w", 3, false, rev + 1, 300, &ev,
-					&fired),
-			 KVF_OK);
+	assert_int_equal(
+		kvf_etcd_watch(e, "t/w", 3, false, rev + 1, 300, &ev, &fired),
+		KVF_OK);
 	assert_false(fired);
 	/* a deletion between the read and the watch is reported */
 	assert_int_equal(kvf_etcd_delete(e, "t/w", 3), KVF_OK);
-	assert_int_equal(kvf_etcd_watch(e, "t/w", 3, false, rev + 1, 5000, &ev,
-					&fired),
-			 KVF_OK);
+	assert_int_equal(
+		kvf_etcd_watch(e, "t/w", 3, false, rev + 1, 5000, &ev, &fired),
+		KVF_OK);
 	assert_true(fired);
 	assert_true(ev.deleted);
 	assert_true(ev.mod_revision > rev);
@@ -161,9 +161,9 @@ static void test_watch(void **state)
 	rev = ev.mod_revision;
 	assert_int_equal(kvf_etcd_put(e, "t/x", 3, "1", 1, 0), KVF_OK);
 	assert_int_equal(kvf_etcd_put(e, "t/w/a", 5, "2", 1, 0), KVF_OK);
-	assert_int_equal(kvf_etcd_watch(e, "t/w", 3, true, rev + 1, 5000, &ev,
-					&fired),
-			 KVF_OK);
+	assert_int_equal(
+		kvf_etcd_watch(e, "t/w", 3, true, rev + 1, 5000, &ev, &fired),
+		KVF_OK);
 	assert_true(fired);
 	assert_false(ev.deleted);
 	assert_int_equal(ev.mod_revision, ev.create_revision);
@@ -191,9 +191,9 @@ static void test_failover(void **state)
 	assert_int_equal(kvf_etcd_lease_revoke(e, id), KVF_OK);
 	/* a watch that lands on the dead one fails; the next one works */
 	if (kvf_etcd_watch(e, "t/f", 3, false, 0, 200, &ev, &fired))
-		assert_int_equal(kvf_etcd_watch(e, "t/f", 3, false, 0, 200,
-						&ev, &fired),
-				 KVF_OK);
+		assert_int_equal(
+			kvf_etcd_watch(e, "t/f", 3, false, 0, 200, &ev, &fired),
+			KVF_OK);
 	kvf_etcd_free(e);
 	/* nothing alive at all */
 	snprintf(eps, sizeof(eps), "127.0.0.1:%u", etcd_fixture_free_port());
@@ -213,15 +213,15 @@ static void test_etcd_restart(void **state)
 
 	(void)state;
 	assert_int_equal(kvf_etcd_lease_grant(e, 30, &id), KVF_OK);
-	assert_int_equal(kvf_etcd_create(e, "t/r", 3, "v", 1, id, &created,
-					 &rev),
-			 KVF_OK);
+	assert_int_equal(
+		kvf_etcd_create(e, "t/r", 3, "v", 1, id, &created, &rev),
+		KVF_OK);
 	assert_true(created);
 	etcd_fixture_kill(&fx);
 	assert_int_equal(kvf_etcd_lease_keepalive(e, id, NULL), KVF_ERR_IO);
-	assert_int_equal(kvf_etcd_watch(e, "t/r", 3, false, rev + 1, 200, &ev,
-					&fired),
-			 KVF_ERR_IO);
+	assert_int_equal(
+		kvf_etcd_watch(e, "t/r", 3, false, rev + 1, 200, &ev, &fired),
+		KVF_ERR_IO);
 	etcd_fixture_restart(&fx);
 	/* the same client carries on: the lease and its key survived */
 	assert_int_equal(kvf_etcd_lease_keepalive(e, id, NULL), KVF_OK);
@@ -230,9 +230,9 @@ static void test_etcd_restart(void **state)
 	assert_int_equal(kv.create_revision, rev);
 	kvf_etcd_kv_clear(&kv);
 	assert_int_equal(kvf_etcd_lease_revoke(e, id), KVF_OK);
-	assert_int_equal(kvf_etcd_watch(e, "t/r", 3, false, rev + 1, 5000, &ev,
-					&fired),
-			 KVF_OK);
+	assert_int_equal(
+		kvf_etcd_watch(e, "t/r", 3, false, rev + 1, 5000, &ev, &fired),
+		KVF_OK);
 	assert_true(fired && ev.deleted);
 	kvf_etcd_free(e);
 }
