@@ -520,53 +520,58 @@ int kvf_etcd_lease_grant(struct kvf_etcd *e, unsigned ttl_s, int64_t *id)
 	return *id ? KVF_OK : KVF_ERR_IO;
 }
 
-int kvf_etcd_lease_keepalive(struct kvf_etcd *e, int64_t id, int64_t *ttl_s)
+/* POST {"ID": @id} to a lease call; *@ttl is the TTL in its answer. */
+static int lease_call(struct kvf_etcd *e, const char *path, int64_t id,
+		      int64_t *ttl)
 {
 	json_t *resp, *res;
-	int64_t ttl;
 	int ret, code;
 
-	ret = call(e, "/v3/lease/keepalive",
-		   json_pack("{s:o}", "ID", i64_str(id)), &resp, &code);
+	ret = call(e, path, json_pack("{s:o}", "ID", i64_str(id)), &resp,
+		   &code);
 	if (ret)
 		return lease_status(ret, code);
-	/* One renewal answers {"result": {...}}; an expired lease's answer
-	 * has no TTL (0 is omitted). */
+	/* A keep-alive answers {"result": {...}}, the others flat; absent
+	 * means 0. */
 	res = json_object_get(resp, "result");
-	ttl = get_i64(res ? res : resp, "TTL");
+	*ttl = get_i64(res ? res : resp, "TTL");
 	json_decref(resp);
+	return KVF_OK;
+}
+
+int kvf_etcd_lease_keepalive(struct kvf_etcd *e, int64_t id, int64_t *ttl_s)
+{
+	int64_t ttl;
+	int ret = lease_call(e, "/v3/lease/keepalive", id, &ttl);
+
+	if (ret)
+		return ret;
 	if (ttl_s)
 		*ttl_s = ttl;
+	/* an expired lease's renewal answers without a TTL */
 	return ttl > 0 ? KVF_OK : KVF_ERR_OBJECT_NOT_FOUND;
 }
 
 int kvf_etcd_lease_ttl(struct kvf_etcd *e, int64_t id, int64_t *ttl_s)
 {
-	json_t *resp;
 	int64_t ttl;
-	int ret, code;
+	int ret = lease_call(e, "/v3/lease/timetolive", id, &ttl);
 
-	ret = call(e, "/v3/lease/timetolive",
-		   json_pack("{s:o}", "ID", i64_str(id)), &resp, &code);
 	if (ret)
-		return lease_status(ret, code);
-	ttl = get_i64(resp, "TTL"); /* -1: gone; 0 (omitted): expiring */
-	json_decref(resp);
+		return ret;
 	if (ttl_s)
 		*ttl_s = ttl;
+	/* -1: no such lease; 0 (omitted): expiring now */
 	return ttl >= 0 ? KVF_OK : KVF_ERR_OBJECT_NOT_FOUND;
 }
 
 int kvf_etcd_lease_revoke(struct kvf_etcd *e, int64_t id)
 {
-	json_t *resp;
-	int ret, code;
+	int64_t ttl;
+	int ret = lease_call(e, "/v3/lease/revoke", id, &ttl);
 
-	ret = call(e, "/v3/lease/revoke", json_pack("{s:o}", "ID", i64_str(id)),
-		   &resp, &code);
-	json_decref(resp);
-	return lease_status(ret, code) == KVF_ERR_OBJECT_NOT_FOUND ? KVF_OK
-								   : ret;
+	/* a lease that no longer exists counts as revoked */
+	return ret == KVF_ERR_OBJECT_NOT_FOUND ? KVF_OK : ret;
 }
 
 /* ---- watch ------------------------------------------------------------- */
