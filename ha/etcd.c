@@ -683,10 +683,13 @@ int kvf_etcd_watch(struct kvf_etcd *e, const void *key, size_t klen,
 	if (create && start_revision)
 		json_object_set_new(create, "start_revision",
 				    i64_str(start_revision));
-	req = create ? json_dumps(json_pack("{s:o}", "create_request", create),
-				  JSON_COMPACT)
-		     : NULL;
-	create = NULL;
+	if (create) {
+		json_t *msg = json_pack("{s:o}", "create_request", create);
+
+		create = NULL; /* the message owns it now */
+		req = msg ? json_dumps(msg, JSON_COMPACT) : NULL;
+		json_decref(msg);
+	}
 	if (!req)
 		goto out_json;
 	hdrs = curl_slist_append(NULL, "Content-Type: application/json");
