@@ -30,7 +30,9 @@ tests_ha_test_ha_election_LDADD = $(KVF_HA_TEST_LIBS)
 endif
 
 # kvforge-master --enable_ha end to end: etcd on loopback, masters, the
-# reference Python client (tests/master/mc_wire_pyclient.py).
+# reference Python client (tests/master/mc_wire_pyclient.py). The
+# election thread, the main thread and the loop threads share the
+# fencing state: TSan too.
 EXTRA_DIST += tests/ha/test_ha_master.py
 dist_noinst_SCRIPTS += tests/ha/test_ha_master.sh
-UNIT_TESTS += tests/ha/test_ha_master.sh
+CONCURRENCY_TESTS += tests/ha/test_ha_master.sh

@@ -39,8 +39,29 @@
 #define KEY "mooncake-store/ha_test/master_view"
 
 static struct etcd_fixture fx;
-static struct kvf_ha *_Atomic cand[2];
+/* The candidates; the sampler reads them under cand_mu, so the main
+ * thread takes a candidate out under it before stopping (freeing) it. */
+static struct kvf_ha *cand[2];
+static pthread_mutex_t cand_mu = PTHREAD_MUTEX_INITIALIZER;
 static atomic_bool sampling, both_served;
+
+static void set_cand(int i, struct kvf_ha *ha)
+{
+	pthread_mutex_lock(&cand_mu);
+	cand[i] = ha;
+	pthread_mutex_unlock(&cand_mu);
+}
+
+static void stop_cand(int i)
+{
+	struct kvf_ha *ha;
+
+	pthread_mutex_lock(&cand_mu);
+	ha = cand[i];
+	cand[i] = NULL;
+	pthread_mutex_unlock(&cand_mu);
+	kvf_ha_stop(ha);
+}
 
 static void *sampler(void *arg)
 {
@@ -48,11 +69,11 @@ static void *sampler(void *arg)
 
 	(void)arg;
 	while (atomic_load(&sampling)) {
-		struct kvf_ha *a = atomic_load(&cand[0]);
-		struct kvf_ha *b = atomic_load(&cand[1]);
-
-		if (a && b && kvf_ha_may_serve(a) && kvf_ha_may_serve(b))
+		pthread_mutex_lock(&cand_mu);
+		if (cand[0] && cand[1] && kvf_ha_may_serve(cand[0]) &&
+		    kvf_ha_may_serve(cand[1]))
 			atomic_store(&both_served, true);
+		pthread_mutex_unlock(&cand_mu);
 		nanosleep(&ts, NULL);
 	}
 	return NULL;
@@ -145,7 +166,7 @@ static void test_election(void **state)
 	atomic_store(&sampling, true);
 	assert_int_equal(pthread_create(&th, NULL, sampler, NULL), 0);
 
-	atomic_store(&cand[0], start("10.0.0.1:5001"));
+	set_cand(0, start("10.0.0.1:5001"));
 	assert_true(wait_serving(cand[0]));
 	view_a = kvf_ha_view_version(cand[0]);
 	assert_true(view_a > 0);
@@ -153,7 +174,7 @@ static void test_election(void **state)
 	check_key("10.0.0.1:5001", view_a);
 
 	/* the second candidate waits */
-	atomic_store(&cand[1], start("10.0.0.2:5002"));
+	set_cand(1, start("10.0.0.2:5002"));
 	wait_role(cand[1], KVF_HA_STANDBY);
 	assert_false(kvf_ha_may_serve(cand[1]));
 	assert_int_equal(kvf_ha_view_version(cand[1]), 0);
@@ -165,18 +186,14 @@ static void test_election(void **state)
 	check_key("10.0.0.1:5001", view_a);
 
 	/* the leader stops: its lease is revoked, the standby leads */
-	{
-		struct kvf_ha *a = atomic_exchange(&cand[0], NULL);
-
-		kvf_ha_stop(a);
-	}
+	stop_cand(0);
 	assert_true(wait_serving(cand[1]));
 	view_b = kvf_ha_view_version(cand[1]);
 	assert_true(view_b > view_a);
 	check_key("10.0.0.2:5002", view_b);
 
 	/* the first comes back as a standby */
-	atomic_store(&cand[0], start("10.0.0.1:5001"));
+	set_cand(0, start("10.0.0.1:5001"));
 	wait_role(cand[0], KVF_HA_STANDBY);
 
 	/* the key deleted under the leader: it steps down, and one of the
@@ -189,21 +206,20 @@ static void test_election(void **state)
 		kvf_etcd_free(e);
 	}
 	for (int i = 0; i < 200; i++) {
-		struct kvf_ha *a = atomic_load(&cand[0]);
-		struct kvf_ha *b = atomic_load(&cand[1]);
+		struct kvf_ha *a = cand[0], *b = cand[1];
 
 		if ((kvf_ha_may_serve(a) && kvf_ha_view_version(a) > view_b) ||
 		    (kvf_ha_may_serve(b) && kvf_ha_view_version(b) > view_b))
 			break;
 		kvf_ha_wait(b, 100);
 	}
-	assert_true(kvf_ha_view_version(atomic_load(&cand[0])) > view_b ||
-		    kvf_ha_view_version(atomic_load(&cand[1])) > view_b);
+	assert_true(kvf_ha_view_version(cand[0]) > view_b ||
+		    kvf_ha_view_version(cand[1]) > view_b);
 
 	atomic_store(&sampling, false);
 	pthread_join(th, NULL);
-	kvf_ha_stop(atomic_exchange(&cand[0], NULL));
-	kvf_ha_stop(atomic_exchange(&cand[1], NULL));
+	stop_cand(0);
+	stop_cand(1);
 	assert_false(atomic_load(&both_served));
 }
 
