@@ -143,7 +143,9 @@ bool kvf_ha_may_serve(const struct kvf_ha *ha)
 static void set_role(struct kvf_ha *ha, enum kvf_ha_role role)
 {
 	pthread_mutex_lock(&ha->mu);
-	atomic_store_explicit(&ha->role, (int)role, memory_order_release);
+	if (!ha->stop) /* STOPPED stays */
+		atomic_store_explicit(&ha->role, (int)role,
+				      memory_order_release);
 	pthread_cond_broadcast(&ha->cv);
 	pthread_mutex_unlock(&ha->mu);
 }
