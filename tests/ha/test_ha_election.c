@@ -9,6 +9,7 @@
  *  - the leader's stop revokes its lease and the standby leads, with a
  *    higher view version;
  *  - a leader whose key is deleted steps down;
+ *  - after etcd is killed and restarted, one of them leads again;
  *  - cluster id: one trailing '/' dropped; empty means
  *    $MC_STORE_CLUSTER_ID, else mooncake_cluster.
  * A sampling thread checks throughout that the two never may serve at
@@ -215,6 +216,15 @@ static void test_election(void **state)
 	}
 	assert_true(kvf_ha_view_version(cand[0]) > view_b ||
 		    kvf_ha_view_version(cand[1]) > view_b);
+
+	/* etcd killed and restarted under them: one leads again */
+	etcd_fixture_restart(&fx);
+	for (int i = 0; i < 200; i++) {
+		if (kvf_ha_may_serve(cand[0]) || kvf_ha_may_serve(cand[1]))
+			break;
+		kvf_ha_wait(cand[0], 100);
+	}
+	assert_true(kvf_ha_may_serve(cand[0]) || kvf_ha_may_serve(cand[1]));
 
 	atomic_store(&sampling, false);
 	pthread_join(th, NULL);
