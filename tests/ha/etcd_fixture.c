@@ -168,3 +168,19 @@ void etcd_fixture_stop(struct etcd_fixture *f)
 	if (system(cmd))
 		fprintf(stderr, "etcd fixture: could not remove %s\n", f->dir);
 }
+
+struct etcd_fixture etcd_fx;
+
+int etcd_fixture_setup(void **state)
+{
+	(void)state;
+	etcd_fixture_start(&etcd_fx);
+	return 0;
+}
+
+int etcd_fixture_teardown(void **state)
+{
+	(void)state;
+	etcd_fixture_stop(&etcd_fx);
+	return 0;
+}

@@ -37,6 +37,12 @@ void etcd_fixture_freeze(struct etcd_fixture *f, bool frozen);
 /* Kill it and remove its directory. */
 void etcd_fixture_stop(struct etcd_fixture *f);
 
+/* The binary's one member, started and stopped by the group setup and
+ * teardown below (cmocka_run_group_tests()). */
+extern struct etcd_fixture etcd_fx;
+int etcd_fixture_setup(void **state);
+int etcd_fixture_teardown(void **state);
+
 /* A loopback port nothing listens on (bound, then closed). */
 uint16_t etcd_fixture_free_port(void);
 

@@ -39,7 +39,6 @@
 
 #define KEY "mooncake-store/ha_test/master_view"
 
-static struct etcd_fixture fx;
 /* The candidates; the sampler reads them under cand_mu, so the main
  * thread takes a candidate out under it before stopping (freeing) it. */
 static struct kvf_ha *cand[2];
@@ -82,7 +81,7 @@ static void *sampler(void *arg)
 
 static struct kvf_ha *start(const char *advertise)
 {
-	struct kvf_ha_options o = {.endpoints = fx.endpoint,
+	struct kvf_ha_options o = {.endpoints = etcd_fx.endpoint,
 				   .cluster_id = "ha_test/",
 				   .advertise = advertise,
 				   .ttl_s = 1};
@@ -113,7 +112,7 @@ static void check_key(const char *value, uint64_t view)
 	struct kvf_etcd_kv kv;
 	bool found;
 
-	assert_int_equal(kvf_etcd_new(fx.endpoint, 2000, &e), KVF_OK);
+	assert_int_equal(kvf_etcd_new(etcd_fx.endpoint, 2000, &e), KVF_OK);
 	assert_int_equal(kvf_etcd_get(e, KEY, strlen(KEY), &kv, &found),
 			 KVF_OK);
 	assert_true(found);
@@ -150,7 +149,7 @@ static void test_bad_options(void **state)
 
 	(void)state;
 	assert_int_equal(kvf_ha_start(&o, &ha), KVF_ERR_INVALID_ARGUMENT);
-	o.endpoints = fx.endpoint;
+	o.endpoints = etcd_fx.endpoint;
 	o.ttl_s = 0;
 	assert_int_equal(kvf_ha_start(&o, &ha), KVF_ERR_INVALID_ARGUMENT);
 	o.ttl_s = 1;
@@ -202,7 +201,8 @@ static void test_election(void **state)
 	{
 		struct kvf_etcd *e;
 
-		assert_int_equal(kvf_etcd_new(fx.endpoint, 2000, &e), KVF_OK);
+		assert_int_equal(kvf_etcd_new(etcd_fx.endpoint, 2000, &e),
+				 KVF_OK);
 		assert_int_equal(kvf_etcd_delete(e, KEY, strlen(KEY)), KVF_OK);
 		kvf_etcd_free(e);
 	}
@@ -218,7 +218,7 @@ static void test_election(void **state)
 		    kvf_ha_view_version(cand[1]) > view_b);
 
 	/* etcd killed and restarted under them: one leads again */
-	etcd_fixture_restart(&fx);
+	etcd_fixture_restart(&etcd_fx);
 	for (int i = 0; i < 200; i++) {
 		if (kvf_ha_may_serve(cand[0]) || kvf_ha_may_serve(cand[1]))
 			break;
@@ -233,20 +233,6 @@ static void test_election(void **state)
 	assert_false(atomic_load(&both_served));
 }
 
-static int setup(void **state)
-{
-	(void)state;
-	etcd_fixture_start(&fx);
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	(void)state;
-	etcd_fixture_stop(&fx);
-	return 0;
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -256,5 +242,6 @@ int main(void)
 	};
 
 	etcd_fixture_require();
-	return cmocka_run_group_tests(tests, setup, teardown);
+	return cmocka_run_group_tests(tests, etcd_fixture_setup,
+				      etcd_fixture_teardown);
 }

@@ -23,13 +23,11 @@
 #include "ha/etcd.h"
 #include "tests/ha/etcd_fixture.h"
 
-static struct etcd_fixture fx;
-
 static struct kvf_etcd *client(void)
 {
 	struct kvf_etcd *e;
 
-	assert_int_equal(kvf_etcd_new(fx.endpoint, 2000, &e), KVF_OK);
+	assert_int_equal(kvf_etcd_new(etcd_fx.endpoint, 2000, &e), KVF_OK);
 	return e;
 }
 
@@ -183,7 +181,7 @@ static void test_failover(void **state)
 	(void)state;
 	/* a dead endpoint first: every call moves on to the live one */
 	snprintf(eps, sizeof(eps), "127.0.0.1:%u;%s", etcd_fixture_free_port(),
-		 fx.endpoint);
+		 etcd_fx.endpoint);
 	assert_int_equal(kvf_etcd_new(eps, 1000, &e), KVF_OK);
 	assert_int_equal(kvf_etcd_get(e, "t/f", 3, &kv, &found), KVF_OK);
 	assert_false(found);
@@ -217,12 +215,12 @@ static void test_etcd_restart(void **state)
 		kvf_etcd_create(e, "t/r", 3, "v", 1, id, &created, &rev),
 		KVF_OK);
 	assert_true(created);
-	etcd_fixture_kill(&fx);
+	etcd_fixture_kill(&etcd_fx);
 	assert_int_equal(kvf_etcd_lease_keepalive(e, id, NULL), KVF_ERR_IO);
 	assert_int_equal(
 		kvf_etcd_watch(e, "t/r", 3, false, rev + 1, 200, &ev, &fired),
 		KVF_ERR_IO);
-	etcd_fixture_restart(&fx);
+	etcd_fixture_restart(&etcd_fx);
 	/* the same client carries on: the lease and its key survived */
 	assert_int_equal(kvf_etcd_lease_keepalive(e, id, NULL), KVF_OK);
 	assert_int_equal(kvf_etcd_get(e, "t/r", 3, &kv, &found), KVF_OK);
@@ -237,20 +235,6 @@ static void test_etcd_restart(void **state)
 	kvf_etcd_free(e);
 }
 
-static int setup(void **state)
-{
-	(void)state;
-	etcd_fixture_start(&fx);
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	(void)state;
-	etcd_fixture_stop(&fx);
-	return 0;
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -263,5 +247,6 @@ int main(void)
 	};
 
 	etcd_fixture_require();
-	return cmocka_run_group_tests(tests, setup, teardown);
+	return cmocka_run_group_tests(tests, etcd_fixture_setup,
+				      etcd_fixture_teardown);
 }

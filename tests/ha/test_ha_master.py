@@ -25,6 +25,7 @@ Exit 0 when every scenario passed; the first failed assertion exits 1.
 """
 
 import base64
+import contextlib
 import json
 import os
 import shutil
@@ -259,19 +260,30 @@ def sc_flags(_):
     check("plain http" in err, err)
 
 
-def two_masters(etcd, ep1, ep2):
-    m1 = Master(ep1)
-    m1.wait_said("RPC listening")
-    m2 = Master(ep2)
-    m2.wait_said("ha: standby")
-    return m1, m2
+@contextlib.contextmanager
+def cluster(members=1, standby_members=(0,)):
+    """An etcd of @members, a leader m1 on member 0 and a standby m2 on
+    @standby_members; masters are dumped on failure, all stopped after."""
+    etcd = Etcd(members)
+    ms = []
+    try:
+        ms.append(Master(etcd.endpoint(0)))
+        ms[0].wait_said("RPC listening")
+        ms.append(Master(etcd.endpoints(standby_members)))
+        ms[1].wait_said("ha: standby")
+        yield etcd, ms[0], ms[1]
+    except Exception:
+        for m in ms:
+            m.dump()
+        raise
+    finally:
+        for m in ms:
+            m.stop(signal.SIGKILL)
+        etcd.close()
 
 
 def sc_election(_):
-    etcd = Etcd()
-    m1 = m2 = None
-    try:
-        m1, m2 = two_masters(etcd, etcd.endpoint(0), etcd.endpoint(0))
+    with cluster() as (etcd, m1, m2):
         value, rev, lease = etcd.key()
         check(value == m1.addr, "key value is the plain host:port: %r"
               % value)
@@ -294,23 +306,10 @@ def sc_election(_):
         check(m2.ping() == (rev2, 2), "Ping on the new leader")
         check(m2.stop() == 0, "second leader exit status")
         check(etcd.key() is None, "no key once nobody leads")
-    except Exception:
-        for m in (m1, m2):
-            if m:
-                m.dump()
-        raise
-    finally:
-        for m in (m1, m2):
-            if m:
-                m.stop(signal.SIGKILL)
-        etcd.close()
 
 
 def sc_expiry(_):
-    etcd = Etcd()
-    m1 = m2 = None
-    try:
-        m1, m2 = two_masters(etcd, etcd.endpoint(0), etcd.endpoint(0))
+    with cluster() as (etcd, m1, m2):
         _, rev, lease = etcd.key()
         m1.stop(signal.SIGKILL)
         check(etcd.lease_ttl(lease) >= 0, "a killed leader's lease lives on")
@@ -319,16 +318,6 @@ def sc_expiry(_):
         check(value2 == m2.addr and rev2 > rev, "the standby leads")
         check(etcd.lease_ttl(lease) == -1, "the old lease expired")
         check(m2.ping() == (rev2, 2), "Ping on the new leader")
-    except Exception:
-        for m in (m1, m2):
-            if m:
-                m.dump()
-        raise
-    finally:
-        for m in (m1, m2):
-            if m:
-                m.stop(signal.SIGKILL)
-        etcd.close()
 
 
 class Poller:
@@ -368,11 +357,7 @@ class Poller:
 
 
 def sc_frozen_etcd(_):
-    etcd = Etcd(3)
-    m1 = m2 = None
-    try:
-        # m1 talks to member 0 only, m2 to members 1 and 2
-        m1, m2 = two_masters(etcd, etcd.endpoint(0), etcd.endpoints([1, 2]))
+    with cluster(3, [1, 2]) as (etcd, m1, m2):
         poll = Poller([m1, m2])
         wait_for(lambda: any(a[2] == 0 for a in poll.answers),
                  "the leader answers")
@@ -395,23 +380,10 @@ def sc_frozen_etcd(_):
         check(m2.stop() == 0, "m2 exit status")
         wait_for(lambda: m1.ping(), "the old leader leads again")
         check(m1.ping()[0] > rev2, "under a new view")
-    except Exception:
-        for m in (m1, m2):
-            if m:
-                m.dump()
-        raise
-    finally:
-        for m in (m1, m2):
-            if m:
-                m.stop(signal.SIGKILL)
-        etcd.close()
 
 
 def sc_frozen_master(_):
-    etcd = Etcd()
-    m1 = m2 = None
-    try:
-        m1, m2 = two_masters(etcd, etcd.endpoint(0), etcd.endpoint(0))
+    with cluster() as (etcd, m1, m2):
         c = mc.Client(m1.addr)
         c.s.settimeout(3)
         check(c.call("Ping", [1, 2])["decoded"]["ok"][1] == 2,
@@ -435,16 +407,6 @@ def sc_frozen_master(_):
         m1.wait_said("RPC port closed")
         check(m1.ping() is None and m2.ping() is not None,
               "only the new leader answers")
-    except Exception:
-        for m in (m1, m2):
-            if m:
-                m.dump()
-        raise
-    finally:
-        for m in (m1, m2):
-            if m:
-                m.stop(signal.SIGKILL)
-        etcd.close()
 
 
 SCENARIOS = {
