@@ -285,7 +285,12 @@ static void test_put_end_client_rules(void **state)
 	assert_int_equal(end1(f->e, C1, "kept"), KVF_OK);
 	assert_int_equal(get1(f->e, "kept", NULL), KVF_OK);
 	assert_int_equal(end1(f->e, C1, "lost"), KVF_ERR_OBJECT_NOT_FOUND);
-	assert_int_equal(end1(f->e, C2, "kept"), KVF_ERR_OBJECT_ALREADY_EXISTS);
+	/* Ended: the putter (expired or not) hears so, any other client
+	 * that it did not put the object. */
+	assert_int_equal(end1(f->e, C1, "kept"), KVF_ERR_OBJECT_ALREADY_EXISTS);
+	assert_int_equal(end1(f->e, C2, "kept"), KVF_ERR_ILLEGAL_CLIENT);
+	assert_int_equal(revoke1(f->e, NEVER_SEEN, "kept"),
+			 KVF_ERR_ILLEGAL_CLIENT);
 }
 
 static void open_with_alignment(struct fixture *f, uint64_t alignment)

@@ -10,6 +10,7 @@
 
 #define C1 11
 #define C2 22
+#define C3 33 /* never starts a put */
 
 static void test_config_defaults(void **state)
 {
@@ -251,6 +252,184 @@ static void test_client_expiry(void **state)
 	assert_int_equal(stats_of(f->e).segments, 1);
 }
 
+/*
+ * Put one key as C1 with its only replica in segment 1 (C1's) and end
+ * nothing: the caller drops the put (unmount, expiry), then C2 puts and
+ * ends the key in segment 2.
+ */
+static void start_in_segment1(struct fixture *f, const char *k)
+{
+	uint64_t pref = 1, size = MIB;
+	struct kvf_key key = key_of(k);
+	struct kvf_put_config cfg = { .replica_num = 1,
+				      .preferred_segments = &pref,
+				      .nr_preferred = 1 };
+	struct kvf_replicas out;
+	enum kvf_status st;
+
+	assert_int_equal(kvf_batch_put_start(f->e, C1, &key, &size, 1, &cfg,
+					     &out, &st),
+			 KVF_OK);
+	assert_int_equal(out.replica[0].segment_id, 1);
+}
+
+/* C2's object of 3 MiB under @k; C1 and a client that never started the
+ * key hear ILLEGAL_CLIENT from put_end and put_revoke, C2 that its own
+ * put already ended; nothing of the object changes. */
+static void assert_put_by_c2(struct fixture *f, const char *k)
+{
+	struct kvf_key keys[2] = { key_of(k), key_of("never-put") };
+	enum kvf_status st[2];
+	struct kvf_replicas got;
+
+	assert_int_equal(end1(f->e, C1, k), KVF_ERR_ILLEGAL_CLIENT);
+	assert_int_equal(revoke1(f->e, C1, k), KVF_ERR_ILLEGAL_CLIENT);
+	assert_int_equal(end1(f->e, C3, k), KVF_ERR_ILLEGAL_CLIENT);
+	assert_int_equal(revoke1(f->e, C3, k), KVF_ERR_ILLEGAL_CLIENT);
+	assert_int_equal(kvf_batch_put_end(f->e, C1, keys, 2, st),
+			 KVF_ERR_PARTIAL);
+	assert_int_equal(st[0], KVF_ERR_ILLEGAL_CLIENT);
+	assert_int_equal(st[1], KVF_ERR_OBJECT_NOT_FOUND);
+	assert_int_equal(kvf_batch_put_revoke(f->e, C3, keys, 2, st),
+			 KVF_ERR_PARTIAL);
+	assert_int_equal(st[0], KVF_ERR_ILLEGAL_CLIENT);
+	assert_int_equal(st[1], KVF_ERR_OBJECT_NOT_FOUND);
+	assert_int_equal(end1(f->e, C2, k), KVF_ERR_OBJECT_ALREADY_EXISTS);
+	assert_int_equal(revoke1(f->e, C2, k), KVF_ERR_OBJECT_ALREADY_EXISTS);
+	assert_int_equal(get1(f->e, k, &got), KVF_OK);
+	assert_int_equal(got.count, 1);
+	assert_int_equal(got.replica[0].segment_id, 2);
+	assert_int_equal(got.replica[0].size, 3 * MIB);
+	assert_int_equal(stats_of(f->e).processing, 0);
+}
+
+/* The segment of a processing put's only replica is unmounted (the put
+ * is dropped); another client puts the key; the first writer is not
+ * told that its put already ended. */
+static void test_dropped_put_unmount(void **state)
+{
+	struct fixture *f = *state;
+
+	assert_int_equal(mount(f->e, C1, 1, 64 * MIB), KVF_OK);
+	assert_int_equal(mount(f->e, C2, 2, 64 * MIB), KVF_OK);
+	start_in_segment1(f, "k");
+	assert_int_equal(kvf_segment_unmount(f->e, C1, 1), KVF_OK);
+	assert_int_equal(end1(f->e, C1, "k"), KVF_ERR_OBJECT_NOT_FOUND);
+	assert_int_equal(put_complete(f->e, C2, "k", 3 * MIB, 1), KVF_OK);
+	assert_put_by_c2(f, "k");
+	/* C1 mounted again is still not the putter. */
+	assert_int_equal(mount(f->e, C1, 1, 64 * MIB), KVF_OK);
+	assert_put_by_c2(f, "k");
+}
+
+/* As above, the put dropped by its client's expiry. */
+static void test_dropped_put_client_expiry(void **state)
+{
+	struct fixture *f = *state;
+
+	assert_int_equal(mount(f->e, C1, 1, 64 * MIB), KVF_OK);
+	assert_int_equal(mount(f->e, C2, 2, 64 * MIB), KVF_OK);
+	start_in_segment1(f, "k");
+	test_clock_advance_ms(&f->clock, 6000);
+	assert_int_equal(kvf_client_heartbeat(f->e, C2), KVF_OK);
+	test_clock_advance_ms(&f->clock, 6000);
+	assert_int_equal(kvf_engine_tick(f->e), KVF_OK);
+	assert_int_equal(stats_of(f->e).expired_clients, 1);
+	assert_int_equal(stats_of(f->e).processing, 0);
+	assert_int_equal(put_complete(f->e, C2, "k", 3 * MIB, 1), KVF_OK);
+	assert_put_by_c2(f, "k");
+}
+
+/* The putter survives a replica drop (the record is copied without the
+ * dropped replica) and a pre-emption of a stuck put (a new record). */
+static void test_putter_kept(void **state)
+{
+	struct fixture *f = *state;
+	uint64_t pref[2] = { 2, 1 }, size = 3 * MIB;
+	struct kvf_key k = key_of("k");
+	struct kvf_put_config cfg = { .replica_num = 2,
+				      .preferred_segments = pref,
+				      .nr_preferred = 2 };
+	struct kvf_replicas out;
+	enum kvf_status st;
+
+	assert_int_equal(mount(f->e, C1, 1, 64 * MIB), KVF_OK);
+	assert_int_equal(mount(f->e, C2, 2, 64 * MIB), KVF_OK);
+	assert_int_equal(kvf_batch_put_start(f->e, C2, &k, &size, 1, &cfg,
+					     &out, &st),
+			 KVF_OK);
+	assert_int_equal(end1(f->e, C2, "k"), KVF_OK);
+	assert_int_equal(kvf_segment_unmount(f->e, C1, 1), KVF_OK);
+	assert_put_by_c2(f, "k");
+
+	/* C1's put pre-empted by C2's, which C2 ends. */
+	assert_int_equal(mount(f->e, C1, 1, 64 * MIB), KVF_OK);
+	start_in_segment1(f, "p");
+	test_clock_advance_ms(&f->clock, 30001);
+	pref[0] = 2;
+	cfg.replica_num = 1;
+	cfg.nr_preferred = 1;
+	k = key_of("p");
+	assert_int_equal(kvf_batch_put_start(f->e, C2, &k, &size, 1, &cfg,
+					     &out, &st),
+			 KVF_OK);
+	assert_int_equal(end1(f->e, C1, "p"), KVF_ERR_ILLEGAL_CLIENT);
+	assert_int_equal(end1(f->e, C2, "p"), KVF_OK);
+	assert_put_by_c2(f, "p");
+}
+
+/* Sizes a record cannot hold are refused, and change nothing. */
+static void test_put_size_limit(void **state)
+{
+	struct fixture *f = *state;
+
+	assert_int_equal(mount(f->e, C1, 1, 64 * MIB), KVF_OK);
+	assert_int_equal(put1(f->e, C1, "big", UINT64_C(1) << 48, 1, NULL),
+			 KVF_ERR_INVALID_PARAMS);
+	assert_int_equal(put1(f->e, C1, "big", UINT64_MAX, 1, NULL),
+			 KVF_ERR_INVALID_PARAMS);
+	assert_int_equal(end1(f->e, C1, "big"), KVF_ERR_OBJECT_NOT_FOUND);
+	assert_int_equal(stats_of(f->e).used_bytes, 0);
+}
+
+/*
+ * The journal does not record who put an object: after recovery its
+ * putter is unknown, and no client is taken for it (the putter as well
+ * as any other hears ILLEGAL_CLIENT), the object unchanged.
+ */
+static void test_putter_after_recovery(void **state)
+{
+	struct fixture f;
+	struct kvf_replicas got;
+	char *dir = test_tmpdir("putter");
+
+	(void)state;
+	fixture_config(&f);
+	f.cfg.durability = KVF_DURABILITY_STRICT;
+	f.cfg.data_dir = dir;
+	assert_int_equal(kvf_engine_open(&f.cfg, &f.e), KVF_OK);
+	assert_test_index(f.e);
+	assert_int_equal(mount(f.e, C2, 2, 64 * MIB), KVF_OK);
+	assert_int_equal(put_complete(f.e, C2, "k", 3 * MIB, 1), KVF_OK);
+	assert_int_equal(end1(f.e, C2, "k"), KVF_ERR_OBJECT_ALREADY_EXISTS);
+	kvf_engine_close(f.e);
+
+	assert_int_equal(kvf_engine_open(&f.cfg, &f.e), KVF_OK);
+	assert_int_equal(end1(f.e, C2, "k"), KVF_ERR_ILLEGAL_CLIENT);
+	assert_int_equal(revoke1(f.e, C2, "k"), KVF_ERR_ILLEGAL_CLIENT);
+	assert_int_equal(end1(f.e, C1, "k"), KVF_ERR_ILLEGAL_CLIENT);
+	assert_int_equal(revoke1(f.e, C1, "k"), KVF_ERR_ILLEGAL_CLIENT);
+	assert_int_equal(get1(f.e, "k", &got), KVF_OK);
+	assert_int_equal(got.replica[0].size, 3 * MIB);
+	/* Put again after its removal, the object has a putter again. */
+	test_clock_advance_ms(&f.clock, 10001);
+	assert_int_equal(remove1(f.e, "k", false), KVF_OK);
+	assert_int_equal(put_complete(f.e, C2, "k", 3 * MIB, 1), KVF_OK);
+	assert_put_by_c2(&f, "k");
+	kvf_engine_close(f.e);
+	free(dir);
+}
+
 static void test_thread_registration(void **state)
 {
 	(void)state;
@@ -343,6 +522,15 @@ int main(void)
 						fixture_setup, fixture_teardown),
 		cmocka_unit_test_setup_teardown(test_client_expiry,
 						fixture_setup, fixture_teardown),
+		cmocka_unit_test_setup_teardown(test_dropped_put_unmount,
+						fixture_setup, fixture_teardown),
+		cmocka_unit_test_setup_teardown(test_dropped_put_client_expiry,
+						fixture_setup, fixture_teardown),
+		cmocka_unit_test_setup_teardown(test_putter_kept,
+						fixture_setup, fixture_teardown),
+		cmocka_unit_test_setup_teardown(test_put_size_limit,
+						fixture_setup, fixture_teardown),
+		cmocka_unit_test(test_putter_after_recovery),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
