@@ -146,6 +146,26 @@ static int32_t ping(struct kvf_client *c, struct kvf_uuid me)
 	return a.r.ping_status;
 }
 
+/* BatchPutEnd or BatchPutRevoke (ReplicaType ALL) of three keys by
+ * @client: every key answers @code. */
+static void batch_finish(struct kvf_client *c, enum kvf_rpc rpc,
+			 struct kvf_uuid client, struct kvf_key keys[3],
+			 int32_t code)
+{
+	struct kvf_msg_req q = {.rpc = rpc,
+				.client_id = client,
+				.keys = keys,
+				.nkeys = 3,
+				.replica_type = 4,
+				.tenant = dflt};
+	struct answer a;
+
+	call(c, &q, &a);
+	assert_int_equal(a.r.n, 3);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(a.items[i].code, code);
+}
+
 /*
  * Ended puts, as upstream answers them: the client is checked first. The
  * putter's PutEnd succeeds again and its PutRevoke is INVALID_WRITE (no
@@ -173,28 +193,10 @@ static void check_ended_puts(struct kvf_client *c, struct kvf_uuid putter,
 	q.key = (struct kvf_str){"nobody", 6};
 	assert_int_equal(call(c, &q, &a)->code, -704);
 
-	q = (struct kvf_msg_req){.rpc = KVF_RPC_BatchPutEnd,
-				 .client_id = other,
-				 .keys = keys,
-				 .nkeys = 3,
-				 .replica_type = 4,
-				 .tenant = dflt};
-	call(c, &q, &a);
-	assert_int_equal(a.r.n, 3);
-	for (int i = 0; i < 3; i++)
-		assert_int_equal(a.items[i].code, -601);
-	q.rpc = KVF_RPC_BatchPutRevoke;
-	call(c, &q, &a);
-	for (int i = 0; i < 3; i++)
-		assert_int_equal(a.items[i].code, -601);
-	q.client_id = putter;
-	call(c, &q, &a);
-	for (int i = 0; i < 3; i++)
-		assert_int_equal(a.items[i].code, -700);
-	q.rpc = KVF_RPC_BatchPutEnd;
-	call(c, &q, &a);
-	for (int i = 0; i < 3; i++)
-		assert_int_equal(a.items[i].code, 0);
+	batch_finish(c, KVF_RPC_BatchPutEnd, other, keys, -601);
+	batch_finish(c, KVF_RPC_BatchPutRevoke, other, keys, -601);
+	batch_finish(c, KVF_RPC_BatchPutRevoke, putter, keys, -700);
+	batch_finish(c, KVF_RPC_BatchPutEnd, putter, keys, 0);
 }
 
 static void test_client_flow(void **state)
@@ -247,16 +249,7 @@ static void test_client_flow(void **state)
 		assert_memory_equal(d->endpoint.data, "127.0.0.1:23456", 15);
 		addr[i] = d->addr;
 	}
-	q = (struct kvf_msg_req){.rpc = KVF_RPC_BatchPutEnd,
-				 .client_id = me,
-				 .keys = keys,
-				 .nkeys = 3,
-				 .replica_type = 4,
-				 .tenant = dflt};
-	call(c, &q, &a);
-	assert_int_equal(a.r.n, 3);
-	for (int i = 0; i < 3; i++)
-		assert_int_equal(a.items[i].code, 0);
+	batch_finish(c, KVF_RPC_BatchPutEnd, me, keys, 0);
 	check_ended_puts(c, me, keys);
 
 	q = (struct kvf_msg_req){.rpc = KVF_RPC_BatchGetReplicaList,

@@ -291,18 +291,9 @@ static void test_client_expiry(void **state)
  */
 static void start_in_segment1(struct fixture *f, const char *k)
 {
-	uint64_t pref = 1, size = MIB;
-	struct kvf_key key = key_of(k);
-	struct kvf_put_config cfg = { .replica_num = 1,
-				      .preferred_segments = &pref,
-				      .nr_preferred = 1 };
-	struct kvf_replicas out;
-	enum kvf_status st;
-
-	assert_int_equal(kvf_batch_put_start(f->e, C1, &key, &size, 1, &cfg,
-					     &out, &st),
+	assert_int_equal(put_in_segments(f->e, C1, k, MIB, (uint64_t[]){ 1 },
+					 1),
 			 KVF_OK);
-	assert_int_equal(out.replica[0].segment_id, 1);
 }
 
 /* C2's object of 3 MiB under @k; C1 and a client that never started the
@@ -318,14 +309,15 @@ static void assert_put_by_c2(struct fixture *f, const char *k)
 	assert_int_equal(revoke1(f->e, C1, k), KVF_ERR_ILLEGAL_CLIENT);
 	assert_int_equal(end1(f->e, C3, k), KVF_ERR_ILLEGAL_CLIENT);
 	assert_int_equal(revoke1(f->e, C3, k), KVF_ERR_ILLEGAL_CLIENT);
-	assert_int_equal(kvf_batch_put_end(f->e, C1, keys, 2, st),
-			 KVF_ERR_PARTIAL);
-	assert_int_equal(st[0], KVF_ERR_ILLEGAL_CLIENT);
-	assert_int_equal(st[1], KVF_ERR_OBJECT_NOT_FOUND);
-	assert_int_equal(kvf_batch_put_revoke(f->e, C3, keys, 2, st),
-			 KVF_ERR_PARTIAL);
-	assert_int_equal(st[0], KVF_ERR_ILLEGAL_CLIENT);
-	assert_int_equal(st[1], KVF_ERR_OBJECT_NOT_FOUND);
+	/* In a batch, beside a key nobody put: end by C1, revoke by C3. */
+	for (int end = 0; end < 2; end++) {
+		int ret = end ? kvf_batch_put_end(f->e, C1, keys, 2, st) :
+				kvf_batch_put_revoke(f->e, C3, keys, 2, st);
+
+		assert_int_equal(ret, KVF_ERR_PARTIAL);
+		assert_int_equal(st[0], KVF_ERR_ILLEGAL_CLIENT);
+		assert_int_equal(st[1], KVF_ERR_OBJECT_NOT_FOUND);
+	}
 	assert_int_equal(end1(f->e, C2, k), KVF_ERR_OBJECT_ALREADY_EXISTS);
 	assert_int_equal(revoke1(f->e, C2, k), KVF_ERR_OBJECT_ALREADY_EXISTS);
 	assert_int_equal(get1(f->e, k, &got), KVF_OK);
@@ -377,18 +369,11 @@ static void test_dropped_put_client_expiry(void **state)
 static void test_putter_kept(void **state)
 {
 	struct fixture *f = *state;
-	uint64_t pref[2] = { 2, 1 }, size = 3 * MIB;
-	struct kvf_key k = key_of("k");
-	struct kvf_put_config cfg = { .replica_num = 2,
-				      .preferred_segments = pref,
-				      .nr_preferred = 2 };
-	struct kvf_replicas out;
-	enum kvf_status st;
 
 	assert_int_equal(mount(f->e, C1, 1, 64 * MIB), KVF_OK);
 	assert_int_equal(mount(f->e, C2, 2, 64 * MIB), KVF_OK);
-	assert_int_equal(kvf_batch_put_start(f->e, C2, &k, &size, 1, &cfg,
-					     &out, &st),
+	assert_int_equal(put_in_segments(f->e, C2, "k", 3 * MIB,
+					 (uint64_t[]){ 1, 2 }, 2),
 			 KVF_OK);
 	assert_int_equal(end1(f->e, C2, "k"), KVF_OK);
 	assert_int_equal(kvf_segment_unmount(f->e, C1, 1), KVF_OK);
@@ -398,12 +383,8 @@ static void test_putter_kept(void **state)
 	assert_int_equal(mount(f->e, C1, 1, 64 * MIB), KVF_OK);
 	start_in_segment1(f, "p");
 	test_clock_advance_ms(&f->clock, 30001);
-	pref[0] = 2;
-	cfg.replica_num = 1;
-	cfg.nr_preferred = 1;
-	k = key_of("p");
-	assert_int_equal(kvf_batch_put_start(f->e, C2, &k, &size, 1, &cfg,
-					     &out, &st),
+	assert_int_equal(put_in_segments(f->e, C2, "p", 3 * MIB,
+					 (uint64_t[]){ 2 }, 1),
 			 KVF_OK);
 	assert_int_equal(end1(f->e, C1, "p"), KVF_ERR_ILLEGAL_CLIENT);
 	assert_int_equal(end1(f->e, C2, "p"), KVF_OK);
@@ -436,11 +417,7 @@ static void test_putter_after_recovery(void **state)
 	char *dir = test_tmpdir("putter");
 
 	(void)state;
-	fixture_config(&f);
-	f.cfg.durability = KVF_DURABILITY_STRICT;
-	f.cfg.data_dir = dir;
-	assert_int_equal(kvf_engine_open(&f.cfg, &f.e), KVF_OK);
-	assert_test_index(f.e);
+	fixture_open_journaled(&f, dir, KVF_DURABILITY_STRICT);
 	assert_int_equal(mount(f.e, C2, 2, 64 * MIB), KVF_OK);
 	assert_int_equal(put_complete(f.e, C2, "k", 3 * MIB, 1), KVF_OK);
 	assert_int_equal(end1(f.e, C2, "k"), KVF_ERR_OBJECT_ALREADY_EXISTS);
