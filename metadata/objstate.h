@@ -103,6 +103,7 @@ static inline bool kvf__obj_lock(struct kvf__object *o, uint32_t *base)
 {
 	unsigned spins = 0;
 	uint32_t s = kvf__obj_load(o);
+	uint16_t want;
 
 	for (;;) {
 		if (s & (KVF__OBJ_LOCKED | KVF__OBJ_HELD)) {
@@ -114,8 +115,7 @@ static inline bool kvf__obj_lock(struct kvf__object *o, uint32_t *base)
 			*base = s;
 			return false;
 		}
-		uint16_t want = (uint16_t)s;
-
+		want = (uint16_t)s;
 		if (__atomic_compare_exchange_n(&o->state, &want,
 						(uint16_t)(s | KVF__OBJ_LOCKED),
 						false, __ATOMIC_SEQ_CST,
