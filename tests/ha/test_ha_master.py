@@ -20,6 +20,9 @@ Scenarios:
                 on the other members, answers - never both
   frozen_master the leader itself frozen past its lease: the standby
                 leads; thawed, the old leader answers nothing more
+  bench_follows kvforge-bench --master etcd://...: its connections follow
+                the leader across a SIGKILL (the run completes, one
+                failover reported under the new view)
 
 Exit 0 when every scenario passed; the first failed assertion exits 1.
 """
@@ -409,12 +412,52 @@ def sc_frozen_master(_):
               "only the new leader answers")
 
 
+def sc_bench_follows(_):
+    bench = os.environ.get("KVF_BENCH_BIN") or os.path.join(
+        os.path.dirname(MASTER), "tools", "kvforge-bench")
+    with cluster() as (etcd, m1, m2):
+        _, rev, _ = etcd.key()
+        env = dict(os.environ, MC_STORE_CLUSTER_ID=CLUSTER)
+        env.pop("KVF_BENCH_QUIET", None)
+        # four paced phases of 1 s each; the leader dies in the first
+        p = subprocess.Popen(
+            [bench, "--master", "etcd://" + etcd.endpoint(0),
+             "--objects", "1000", "--batch", "10", "--rate", "1000",
+             "--connections", "2", "--depth", "2", "--rounds", "1"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+            env=env)
+        lines = []
+        t = threading.Thread(
+            target=lambda: lines.extend(p.stderr), daemon=True)
+        t.start()
+        try:
+            wait_for(lambda: any("view %d" % rev in x for x in lines),
+                     "the bench on the first leader")
+            time.sleep(0.2)
+            m1.stop(signal.SIGKILL)
+            m2.wait_said("RPC listening")
+            rc = p.wait(timeout=60)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+            t.join(timeout=5)
+        out = "".join(lines)
+        _, rev2, _ = etcd.key()
+        check(rc == 0, "the bench completes across the failover: %d\n%s"
+              % (rc, out))
+        check(out.count("failover: view") == 1 and
+              ("failover: view %d " % rev2) in out,
+              "one failover reported, to view %d:\n%s" % (rev2, out))
+
+
 SCENARIOS = {
     "flags": sc_flags,
     "election": sc_election,
     "expiry": sc_expiry,
     "frozen_etcd": sc_frozen_etcd,
     "frozen_master": sc_frozen_master,
+    "bench_follows": sc_bench_follows,
 }
 
 

@@ -69,8 +69,15 @@ struct mb_lat {
 struct mb_run {
 	const struct bench_opts *o;
 	const struct kvf_abi *abi;
-	char host[256];
-	uint16_t port;
+	struct kvf_client_master *master;
+	/* --master etcd://: the view whose leader has the segment mounted,
+	 * and the last view whose first answer was reported (under @lock) */
+	pthread_mutex_t lock;
+	int64_t mounted_view, reported_view;
+	uint64_t failed_ns; /* when a connection to @failed_view failed */
+	int64_t failed_view;
+	unsigned failovers;
+	double failover_ms_max;
 	uint64_t run_id;
 	struct kvf_uuid client_id;
 	struct kvf_msg_segment seg;
@@ -82,6 +89,9 @@ struct mb_run {
 struct mb_conn {
 	struct mb_run *run;
 	struct kvf_client *c;
+	int64_t view;	       /* of the leader @c goes to */
+	bool new_view;	       /* reconnected: report the first answer */
+	uint64_t lost_batches; /* in flight when a connection failed */
 	unsigned idx;
 	uint64_t lo, hi; /* its keys */
 	enum mb_phase phase;
@@ -255,6 +265,35 @@ static int count_failures(struct mb_conn *mc, const struct kvf_client_resp *r,
 	return 0;
 }
 
+/*
+ * The first answer from a new leader: the failover as this client saw it,
+ * on one line per view (the wall clock too, for scripts that noted when
+ * they killed the old leader: scripts/run-ha.sh).
+ */
+static void report_failover(struct mb_conn *mc)
+{
+	struct mb_run *run = mc->run;
+	struct timespec wall;
+	double ms;
+
+	mc->new_view = false;
+	clock_gettime(CLOCK_REALTIME, &wall);
+	pthread_mutex_lock(&run->lock);
+	if (mc->view > run->reported_view) {
+		run->reported_view = mc->view;
+		ms = (double)(kvf_client_now_ns() - run->failed_ns) / 1e6;
+		run->failovers++;
+		if (ms > run->failover_ms_max)
+			run->failover_ms_max = ms;
+		fprintf(stderr,
+			"kvforge-bench: failover: view %" PRId64
+			" first answer at %lld.%09ld, %.1f ms after the "
+			"old leader's connection failed\n",
+			mc->view, (long long)wall.tv_sec, wall.tv_nsec, ms);
+	}
+	pthread_mutex_unlock(&run->lock);
+}
+
 static int on_response(struct mb_conn *mc, const struct kvf_client_resp *r)
 {
 	uint64_t first = r->tag >> 16;
@@ -268,6 +307,8 @@ static int on_response(struct mb_conn *mc, const struct kvf_client_resp *r)
 	rc = count_failures(mc, r, n);
 	if (rc)
 		return rc;
+	if (mc->new_view && !r->err_code)
+		report_failover(mc);
 	if (r->rpc == KVF_RPC_BatchPutStart)
 		return send_batch(mc, KVF_RPC_BatchPutEnd, first, n,
 				  kvf_client_now_ns());
@@ -306,6 +347,53 @@ static bool send_due(struct mb_conn *mc, uint64_t now)
 	return true;
 }
 
+static int setup_client(struct mb_run *run, struct kvf_client *c,
+			const struct kvf_client_leader *l);
+
+/*
+ * --master etcd://: after a connection error, dial the leader etcd names
+ * (the same one again if it only lost this connection) until MB_TIMEOUT_MS
+ * passed. The first connection to reach a new view mounts the segment
+ * there, as a client re-mounts after NEED_REMOUNT. Batches that were in
+ * flight are lost (counted, not retried: the bench's keys move on).
+ */
+static int reconnect(struct mb_conn *mc, int err)
+{
+	struct mb_run *run = mc->run;
+	struct kvf_client_leader l;
+	uint64_t now = kvf_client_now_ns();
+	int rc;
+
+	if (!kvf_client_master_is_etcd(run->master) || err < -1000 ||
+	    err == -EPROTO || err == -ENOMEM || err == -EBUSY)
+		return err;
+	pthread_mutex_lock(&run->lock);
+	if (mc->view == run->reported_view && run->failed_view != mc->view) {
+		run->failed_ns = now; /* the first to see this leader fail */
+		run->failed_view = mc->view;
+	}
+	pthread_mutex_unlock(&run->lock);
+	mc->lost_batches += kvf_client_outstanding(mc->c);
+	kvf_client_close(mc->c);
+	mc->c = NULL;
+	rc = kvf_client_master_connect(
+		run->master, run->abi, run->o->depth * 2, run->dev,
+		now + (uint64_t)MB_TIMEOUT_MS * 1000000u, &mc->c, &l);
+	if (rc) {
+		fprintf(stderr, "kvforge-bench: no master through %s: %s\n",
+			run->o->master, strerror(-rc));
+		return rc;
+	}
+	pthread_mutex_lock(&run->lock);
+	rc = l.view > run->mounted_view ? setup_client(run, mc->c, &l) : 0;
+	if (!rc && l.view > run->mounted_view)
+		run->mounted_view = l.view;
+	pthread_mutex_unlock(&run->lock);
+	mc->new_view = l.view != mc->view;
+	mc->view = l.view;
+	return rc;
+}
+
 static void *conn_phase(void *arg)
 {
 	struct mb_conn *mc = arg;
@@ -326,6 +414,8 @@ static void *conn_phase(void *arg)
 		if (more)
 			more = send_due(mc, now);
 		if (mc->err)
+			mc->err = reconnect(mc, mc->err);
+		if (mc->err)
 			break;
 		if (!kvf_client_outstanding(mc->c)) {
 			if (!more)
@@ -342,6 +432,8 @@ static void *conn_phase(void *arg)
 		if (rc == -ETIMEDOUT && until == mc->next_due)
 			continue;
 		mc->err = rc ? rc : on_response(mc, &r);
+		if (mc->err && mc->err != KVF_ERR_IO)
+			mc->err = reconnect(mc, mc->err);
 	}
 	return NULL;
 }
@@ -364,7 +456,8 @@ static int call(struct kvf_client *c, const struct kvf_msg_req *q,
 }
 
 /* ServiceReady, MountSegment, ReMountSegment, Ping: as a client starts. */
-static int setup_client(struct mb_run *run, struct kvf_client *c)
+static int setup_client(struct mb_run *run, struct kvf_client *c,
+			const struct kvf_client_leader *l)
 {
 	struct kvf_msg_replicas item;
 	struct kvf_msg_resp resp = {.items = &item, .cap = 1};
@@ -374,8 +467,11 @@ static int setup_client(struct mb_run *run, struct kvf_client *c)
 	if (rc)
 		return rc;
 	if (!getenv("KVF_BENCH_QUIET"))
-		fprintf(stderr, "kvforge-bench: master %s:%u version %.*s\n",
-			run->host, run->port, (int)resp.str.len, resp.str.data);
+		fprintf(stderr,
+			"kvforge-bench: master %s:%u version %.*s view %" PRId64
+			"\n",
+			l->host, l->port, (int)resp.str.len, resp.str.data,
+			l->view);
 	q = (struct kvf_msg_req){.rpc = KVF_RPC_MountSegment,
 				 .segment = run->seg,
 				 .client_id = run->client_id};
@@ -397,39 +493,30 @@ static int setup_client(struct mb_run *run, struct kvf_client *c)
 static void *ping_thread(void *arg)
 {
 	struct mb_run *run = arg;
-	struct kvf_client *c;
+	struct kvf_client *c = NULL;
+	struct kvf_client_leader l;
 	struct kvf_msg_resp resp = {0};
 	struct kvf_msg_req q = {.rpc = KVF_RPC_Ping,
 				.client_id = run->client_id};
 
-	if (kvf_client_connect_via(run->host, run->port, run->abi, 4, run->dev,
-				   &c))
-		return NULL;
 	while (!atomic_load(&run->stop_ping)) {
-		kvf_client_call(c, &q, MB_TIMEOUT_MS, &resp);
+		/* etcd: a new connection (to the new leader) after a failure */
+		if (!c &&
+		    kvf_client_master_connect(
+			    run->master, run->abi, 4, run->dev,
+			    kvf_client_now_ns() + 1000000000u, &c, &l) &&
+		    !kvf_client_master_is_etcd(run->master))
+			return NULL;
+		if (c && kvf_client_call(c, &q, MB_TIMEOUT_MS, &resp) < 0 &&
+		    kvf_client_master_is_etcd(run->master)) {
+			kvf_client_close(c);
+			c = NULL;
+		}
 		for (int i = 0; i < 10 && !atomic_load(&run->stop_ping); i++)
 			usleep(100000);
 	}
 	kvf_client_close(c);
 	return NULL;
-}
-
-static int parse_master(const char *arg, struct mb_run *run)
-{
-	const char *colon = strrchr(arg, ':');
-	char *end;
-	unsigned long port;
-
-	if (!colon || colon == arg ||
-	    (size_t)(colon - arg) >= sizeof(run->host))
-		return -1;
-	port = strtoul(colon + 1, &end, 10);
-	if (*end || !port || port > 65535)
-		return -1;
-	memcpy(run->host, arg, (size_t)(colon - arg));
-	run->host[colon - arg] = 0;
-	run->port = (uint16_t)port;
-	return 0;
 }
 
 static uint64_t random_u64(uint64_t seed)
@@ -587,9 +674,13 @@ static void close_conns(struct mb_conn *conns, unsigned n)
 }
 
 static int run_master(const struct bench_opts *o, struct kvf__rdma_dev *dev,
-		      struct bench_results *r)
+		      struct kvf_client_master *master, struct bench_results *r)
 {
-	struct mb_run run = {.o = o, .dev = dev};
+	struct mb_run run = {.o = o,
+			     .dev = dev,
+			     .master = master,
+			     .lock = PTHREAD_MUTEX_INITIALIZER};
+	struct kvf_client_leader l = {0};
 	uint64_t seg_size, per;
 	struct mb_conn *conns;
 	pthread_t pinger;
@@ -597,10 +688,6 @@ static int run_master(const struct bench_opts *o, struct kvf__rdma_dev *dev,
 	struct kvf_msg_req q;
 	int rc = 0;
 
-	if (!o->master || parse_master(o->master, &run)) {
-		fprintf(stderr, "kvforge-bench: --master HOST:PORT required\n");
-		return KVF_ERR_INVALID_ARGUMENT;
-	}
 	if (o->batch > 65535 || !o->connections || !o->depth) {
 		fprintf(stderr, "kvforge-bench: --batch <= 65535, "
 				"--connections and --depth > 0\n");
@@ -644,8 +731,13 @@ static int run_master(const struct bench_opts *o, struct kvf__rdma_dev *dev,
 			conns[i].interval_ns =
 				(uint64_t)((double)o->batch * 1e9 *
 					   o->connections / o->rate);
-		rc = kvf_client_connect_via(run.host, run.port, run.abi,
-					    o->depth * 2, run.dev, &conns[i].c);
+		/* etcd: wait up to MB_TIMEOUT_MS for a leader */
+		rc = kvf_client_master_connect(
+			run.master, run.abi, o->depth * 2, run.dev,
+			kvf_client_now_ns() +
+				(uint64_t)MB_TIMEOUT_MS * 1000000u,
+			&conns[i].c, &l);
+		conns[i].view = l.view;
 		if (rc) {
 			fprintf(stderr,
 				"kvforge-bench: cannot connect to %s: "
@@ -655,7 +747,8 @@ static int run_master(const struct bench_opts *o, struct kvf__rdma_dev *dev,
 			return KVF_ERR_IO;
 		}
 	}
-	rc = setup_client(&run, conns[0].c);
+	rc = setup_client(&run, conns[0].c, &l);
+	run.mounted_view = run.reported_view = l.view;
 	if (rc) {
 		close_conns(conns, o->connections);
 		return KVF_ERR_IO;
@@ -665,10 +758,19 @@ static int run_master(const struct bench_opts *o, struct kvf__rdma_dev *dev,
 		rc = run_phase(&run, conns, (enum mb_phase)ph, r);
 	atomic_store(&run.stop_ping, true);
 	pthread_join(pinger, NULL);
+	if (kvf_client_master_is_etcd(run.master)) {
+		uint64_t lost = 0;
+
+		for (unsigned i = 0; i < o->connections; i++)
+			lost += conns[i].lost_batches;
+		bench_result(r, "failover", "count", run.failovers);
+		bench_result(r, "failover", "max_ms", run.failover_ms_max);
+		bench_result(r, "failover", "lost_batches", (double)lost);
+	}
 	q = (struct kvf_msg_req){.rpc = KVF_RPC_UnmountSegment,
 				 .segment_id = run.seg.id,
 				 .client_id = run.client_id};
-	if (!rc)
+	if (!rc && conns[0].c)
 		call(conns[0].c, &q, &resp);
 	close_conns(conns, o->connections);
 	return rc;
@@ -694,11 +796,18 @@ static int open_transport(const struct bench_opts *o,
 int bench_master(const struct bench_opts *o, struct bench_results *r)
 {
 	struct kvf__rdma_dev *dev = NULL;
-	int rc = open_transport(o, &dev);
+	struct kvf_client_master *master;
+	int rc;
 
-	if (rc)
-		return rc;
-	rc = run_master(o, dev, r);
+	if (!o->master || kvf_client_master_new(o->master, &master)) {
+		fprintf(stderr, "kvforge-bench: --master HOST:PORT or "
+				"etcd://HOST:PORT[;HOST:PORT...] required\n");
+		return KVF_ERR_INVALID_ARGUMENT;
+	}
+	rc = open_transport(o, &dev);
+	if (!rc)
+		rc = run_master(o, dev, master, r);
 	kvf_client_rdma_close(dev);
+	kvf_client_master_free(master);
 	return rc;
 }
