@@ -71,8 +71,10 @@ free_port() {
 pids=()
 etcd_pid=
 bench_pid=
+sleep_pid=
 cleanup() {
 	trap - EXIT INT TERM
+	[ -n "$sleep_pid" ] && kill "$sleep_pid" 2>/dev/null
 	[ -n "$bench_pid" ] && kill "$bench_pid" 2>/dev/null
 	for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done
 	for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done
@@ -208,5 +210,8 @@ kvf_log "not replicated: each new leader serves only what its own --data-dir hol
 if [ "$serve" = 1 ]; then
 	read -r addr view < <(leader) || true
 	kvf_log "serving: etcd://127.0.0.1:$ecp (MC_STORE_CLUSTER_ID=$cluster), leader $addr; logs in $work; Ctrl-C to stop"
-	while :; do sleep 3600; done
+	# wait, not a foreground sleep: Ctrl-C runs the trap at once
+	sleep infinity &
+	sleep_pid=$!
+	wait "$sleep_pid" || true
 fi
