@@ -12,6 +12,10 @@
  * entries (kvf__deferred_forget_segment) and, because that happens after
  * seg->dead is set and both sides take deferred_lock, no entry for a dead
  * segment can be added after the purge.
+ *
+ * For upstream's PutStart discard metrics the list also counts, under
+ * deferred_lock, the puts pre-empted, those all of whose buffers are gone
+ * (released, or purged with their segment), and the bytes still held.
  */
 #include "config.h"
 

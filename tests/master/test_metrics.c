@@ -340,6 +340,41 @@ static void scene_advance_ms(struct scene *sc, uint64_t ms)
 	assert_int_equal(kvf_engine_tick(sc->e), KVF_OK);
 }
 
+/*
+ * An engine on @sc's clock (discard timeout 1 s, release timeout 5 s)
+ * with two 1 MiB segments of client 1, and a registry reading it.
+ */
+static void scene_open(struct scene *sc)
+{
+	struct kvf_segment_desc seg = {.name = "seg",
+				       .size = 1 << 20,
+				       .endpoint = "127.0.0.1:1"};
+	struct kvf_config cfg;
+
+	sc->now_ns = 1000000000;
+	kvf_config_init(&cfg);
+	cfg.durability = KVF_DURABILITY_NONE;
+	cfg.background = false;
+	cfg.clock = scene_clock;
+	cfg.clock_ctx = sc;
+	cfg.put_discard_timeout_ms = 1000;
+	cfg.put_release_timeout_ms = 5000;
+	assert_int_equal(kvf_engine_open(&cfg, &sc->e), KVF_OK);
+	assert_int_equal(kvf_metrics_new(&sc->m), KVF_OK);
+	kvf_metrics_set_source(sc->m, sc->e, NULL, NULL);
+	for (uint64_t id = 1; id <= 2; id++) {
+		seg.id = id;
+		seg.base = id << 40;
+		assert_int_equal(kvf_segment_mount(sc->e, 1, &seg), KVF_OK);
+	}
+}
+
+static void scene_close(struct scene *sc)
+{
+	kvf_metrics_free(sc->m);
+	kvf_engine_close(sc->e);
+}
+
 /* One key's put start with @pc: its status. */
 static enum kvf_status scene_put(struct scene *sc, const char *k,
 				 uint64_t size, const struct kvf_put_config *pc)
@@ -388,32 +423,14 @@ static void test_upstream_engine_families(void **state)
 			      two = {.replica_num = 2},
 			      three = {.replica_num = 3},
 			      pinned = {.replica_num = 1, .soft_pin = true};
-	struct kvf_segment_desc seg = {.name = "seg",
-				       .size = 1 << 20,
-				       .endpoint = "127.0.0.1:1"};
 	struct kvf_key keys[2] = {{"t1", 2}, {"t2", 2}};
 	uint64_t sizes[2] = {4096, 4096}, freed, evicted;
 	struct kvf_replicas out[2];
 	enum kvf_status st[2];
-	struct kvf_config cfg;
-	struct scene sc = {.now_ns = 1000000000};
+	struct scene sc;
 
 	(void)state;
-	kvf_config_init(&cfg);
-	cfg.durability = KVF_DURABILITY_NONE;
-	cfg.background = false;
-	cfg.clock = scene_clock;
-	cfg.clock_ctx = &sc;
-	cfg.put_discard_timeout_ms = 1000;
-	cfg.put_release_timeout_ms = 5000;
-	assert_int_equal(kvf_engine_open(&cfg, &sc.e), KVF_OK);
-	assert_int_equal(kvf_metrics_new(&sc.m), KVF_OK);
-	kvf_metrics_set_source(sc.m, sc.e, NULL, NULL);
-	for (uint64_t id = 1; id <= 2; id++) {
-		seg.id = id;
-		seg.base = id << 40;
-		assert_int_equal(kvf_segment_mount(sc.e, 1, &seg), KVF_OK);
-	}
+	scene_open(&sc);
 	scene_expect(&sc, "master_soft_pin_key_count", 0.0,
 		     "master_put_start_alloc_failures_total", 0.0,
 		     "master_put_start_partial_allocations_total", 0.0,
@@ -490,8 +507,7 @@ static void test_upstream_engine_families(void **state)
 				 KVF_OK);
 	}
 	scene_expect(&sc, "master_soft_pin_key_count", 0.0, NULL);
-	kvf_metrics_free(sc.m);
-	kvf_engine_close(sc.e);
+	scene_close(&sc);
 }
 
 /*
@@ -502,27 +518,11 @@ static void test_upstream_engine_families(void **state)
 static void test_discarded_put_across_unmount(void **state)
 {
 	struct kvf_put_config two = {.replica_num = 2};
-	struct kvf_segment_desc seg = {.name = "seg",
-				       .size = 1 << 20,
-				       .endpoint = "127.0.0.1:1"};
 	struct kvf_engine_stats st;
-	struct kvf_config cfg;
-	struct scene sc = {.now_ns = 1000000000};
+	struct scene sc;
 
 	(void)state;
-	kvf_config_init(&cfg);
-	cfg.durability = KVF_DURABILITY_NONE;
-	cfg.background = false;
-	cfg.clock = scene_clock;
-	cfg.clock_ctx = &sc;
-	cfg.put_discard_timeout_ms = 1000;
-	cfg.put_release_timeout_ms = 5000;
-	assert_int_equal(kvf_engine_open(&cfg, &sc.e), KVF_OK);
-	for (uint64_t id = 1; id <= 2; id++) {
-		seg.id = id;
-		seg.base = id << 40;
-		assert_int_equal(kvf_segment_mount(sc.e, 1, &seg), KVF_OK);
-	}
+	scene_open(&sc);
 	assert_int_equal(scene_put(&sc, "a", 4096, &two), KVF_OK);
 	assert_int_equal(scene_put(&sc, "b", 4096, &two), KVF_OK);
 	scene_advance_ms(&sc, 1001);
@@ -543,7 +543,7 @@ static void test_discarded_put_across_unmount(void **state)
 	assert_int_equal(st.discarded_bytes, 0);
 	assert_int_equal(st.released_puts, 2);
 	assert_int_equal(st.deferred_frees, 0);
-	kvf_engine_close(sc.e);
+	scene_close(&sc);
 }
 
 static void test_stage_profile(void **state)
