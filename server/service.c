@@ -33,6 +33,7 @@
 #include "server/service.h"
 
 #include "base/clock.h"
+#include "ha/election.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -748,7 +749,8 @@ static void do_ping(struct call *c)
 {
 	bool live = kvf_registry_ping(c->svc->o.registry, c->req.client_id);
 
-	kvf_msg_enc_ping(c->out, c->svc->o.abi, 0,
+	kvf_msg_enc_ping(c->out, c->svc->o.abi,
+			 kvf_ha_view_version(c->svc->o.ha),
 			 live ? KVF_MC_CLIENT_OK : KVF_MC_CLIENT_NEED_REMOUNT);
 }
 
@@ -1013,6 +1015,11 @@ void kvf_service_handle(struct kvf_service *svc, struct kvf_service_scratch *s,
 	size_t at;
 	int ret;
 
+	/* HA fencing: past the lease's deadline, answer nothing. */
+	if (svc->o.ha && !kvf_ha_may_serve(svc->o.ha)) {
+		out->failed = true;
+		return;
+	}
 	if (!kvf_abi_rpc_of(svc->o.abi, hdr->function_id, &c.rpc)) {
 		kvf_frame_resp_error(out, hdr->seq_num,
 				     KVF_RPC_ERRC_FUNCTION_NOT_REGISTERED,
