@@ -62,3 +62,8 @@ tests_unit_test_bench_json_SOURCES = tests/unit/test_bench_json.c \
 tests_unit_test_bench_json_CFLAGS = $(KVF_TEST_CFLAGS)
 tests_unit_test_bench_json_LDADD = $(KVF_TOOLS_LIB) $(KVF_TEST_LIBS)
 endif
+
+# The offline references of --workload trace (docs/benchmarks.md). The
+# traces themselves (tools/bench/traces/, 4 MB) stay in the repository:
+# the tests carry their own 200-request cuts.
+dist_noinst_SCRIPTS += tools/bench/trace-sim.py
