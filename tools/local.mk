@@ -16,7 +16,10 @@ tools_kvforge_bench_SOURCES = \
 	tools/bench/recovery.c \
 	tools/bench/lifecycle.c \
 	tools/bench/compare.c \
-	tools/bench/master.c
+	tools/bench/master.c \
+	tools/bench/replay.h \
+	tools/bench/replay.c \
+	tools/bench/trace.c
 tools_kvforge_bench_LDADD = $(KVF_TOOLS_LIB) libkvforge-wire.la \
 	libkvforge-core.la
 
