@@ -57,6 +57,18 @@ tests_unit_test_floor_SOURCES = tests/unit/test_floor.c \
 tests_unit_test_floor_CFLAGS = $(KVF_TEST_CFLAGS)
 tests_unit_test_floor_LDADD = $(KVF_TEST_LIBS)
 
+# The trace workload's replay and loader, on 200-request cuts of the
+# traces (tools/bench/traces/ is not distributed).
+check_PROGRAMS += tests/unit/test_trace
+UNIT_TESTS += tests/unit/test_trace
+tests_unit_test_trace_SOURCES = tests/unit/test_trace.c \
+	tools/bench/replay.c tools/bench/clock.c
+tests_unit_test_trace_CFLAGS = $(KVF_TEST_CFLAGS) \
+	-DKVF_TRACE_DATA='"$(abs_top_srcdir)/tests/unit/data"'
+tests_unit_test_trace_LDADD = $(KVF_TEST_LIBS)
+EXTRA_DIST += tests/unit/data/trace_conversation_200.jsonl \
+	tests/unit/data/trace_synthetic_200.jsonl
+
 # kvforge-bench --json: one object per results group, read back strictly.
 check_PROGRAMS += tests/unit/test_bench_json
 UNIT_TESTS += tests/unit/test_bench_json
