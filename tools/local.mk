@@ -81,4 +81,4 @@ endif
 # The offline references of --workload trace (docs/benchmarks.md). The
 # traces themselves (tools/bench/traces/, 4 MB) stay in the repository:
 # the tests carry their own 200-request cuts.
-dist_noinst_SCRIPTS += tools/bench/trace-sim.py
+dist_noinst_SCRIPTS += tools/bench/trace-sim.py tools/bench/trace-plot.py

@@ -250,9 +250,12 @@ static void record(struct bench_results *r, const struct bench_trace *t,
 		     (double)s->requests / (wall > 0 ? wall : 1e-9));
 	bench_result(r, "trace", "keys_per_sec",
 		     (double)keys / (wall > 0 ? wall : 1e-9));
-	if (!isnan(cpu_s))
+	if (!isnan(cpu_s)) {
 		bench_result(r, "trace", "cpu_s_per_1k_requests",
 			     cpu_s * 1000.0 / (double)s->requests);
+		bench_result(r, "trace", "cpu_us_per_key",
+			     cpu_s * 1e6 / (double)(keys ? keys : 1));
+	}
 	for (int i = 0; i < TRACE_NR_RPCS; i++)
 		record_rpc(r, s, (enum bench_rpc)i);
 }
