@@ -33,7 +33,14 @@
  * block) is checked only for the victims, after prefetching their replica
  * lines: tags can collide, or outlive their record's key in a pre-empted
  * put's buffers, so a stranger may be ranked by mistake (a little LRU
- * accuracy) but is never evicted for the block. That leaves about two
+ * accuracy) but is never evicted for the block. A stranger found out is
+ * dropped and the next oldest candidate takes its place (take_oldest):
+ * a pre-empted put's buffer ranks exactly as old as its key's live
+ * block, the same record met twice, and must not stand in for it. A
+ * window whose candidates are all strangers counts as one without
+ * candidates for its hand's turn, or a phase of nothing but strangers
+ * would last EVICT_DRY_BLOCKS and the next one would take soft-pinned
+ * objects while evictable ones remain elsewhere. That leaves about two
  * misses per block read, overlapped, instead of a dependent chain of
  * three to five. The batch remove that follows touches the leaves,
  * buckets and records just read, so it does not grow with the table
@@ -317,6 +324,51 @@ static bool verify_owner(const struct pass *p, struct kvf__segment *s,
 	return kvf__object_has_replica(c->o, &ref);
 }
 
+/*
+ * Claim the oldest 1/EVICT_DIV of the @n blocks just read among their
+ * @nc (> 0) evictable owners (in p->cand) that own their blocks in @s,
+ * until the victims hold @want bytes. A candidate that does not own its
+ * block (verify_owner) is dropped and the next oldest takes its place: a
+ * stale tag, such as a pre-empted put's buffer ranked as its key's live
+ * record (the same record, as old, met twice in the window), never hides
+ * the real block. Returns whether some candidate owns its block, claimed
+ * or not (when none is due, one is looked for): a window of strangers
+ * only does not keep its hand's turn going.
+ */
+static bool take_oldest(struct pass *p, struct kvf__segment *s, size_t n,
+			size_t nc, uint64_t want)
+{
+	struct cand *c = p->cand;
+	size_t take, got = 0;
+
+	/*
+	 * 1/EVICT_DIV of the blocks read, the remainder carried to the next
+	 * window: a short window (a segment's last few blocks) must not let
+	 * its one recently read object go as "the oldest of the window".
+	 */
+	take = (n + p->carry) / EVICT_DIV;
+	p->carry = (n + p->carry) % EVICT_DIV;
+	while (got < take && nc && p->v.bytes_sum < want) {
+		size_t k = take - got < nc ? take - got : nc;
+
+		select_oldest(c, nc, k);
+		for (size_t i = 0; i < k; i++)
+			__builtin_prefetch(kvf__object_replicas_const(c[i].o));
+		for (size_t i = 0; i < k; i++) {
+			if (!verify_owner(p, s, &c[i]))
+				continue;
+			if (p->v.bytes_sum < want)
+				claim_victim(p, c[i].o, p->blk[c[i].blk].tag);
+			got++;
+		}
+		c += k;
+		nc -= k;
+	}
+	for (size_t i = 0; !got && i < nc; i++)
+		got = verify_owner(p, s, &c[i]);
+	return got;
+}
+
 /* Restart every hand's turn for a new phase or a new segment table. */
 static int reset_turns(struct pass *p, const struct kvf__seg_table *t)
 {
@@ -385,7 +437,7 @@ static int step(struct pass *p, struct kvf__seg_table *t, uint64_t want)
 {
 	struct turn *tr;
 	int64_t slot;
-	size_t n, nc, take;
+	size_t n, nc;
 	int ret;
 
 	if (t != p->t || t->nr != p->t_nr) {
@@ -404,28 +456,12 @@ static int step(struct pass *p, struct kvf__seg_table *t, uint64_t want)
 	n = read_window(p, t->seg[slot], tr);
 	p->dry += n ? n : 1;
 	nc = find_owners(p, n);
-	if (!nc) {
-		/* n == 0: emptied since the turn began. */
+	if (!nc || !take_oldest(p, t->seg[slot], n, nc, want)) {
+		/* Nothing here is evictable (n == 0: emptied since). */
 		tr->left -= n && n < tr->left ? n : tr->left;
 		return KVF_OK;
 	}
 	tr->left = kvf__segalloc_nr_allocs(t->alloc[slot]);
-	/*
-	 * 1/EVICT_DIV of the blocks read, the remainder carried to the next
-	 * window: a short window (a segment's last few blocks) must not let
-	 * its one recently read object go as "the oldest of the window".
-	 */
-	take = (n + p->carry) / EVICT_DIV;
-	p->carry = (n + p->carry) % EVICT_DIV;
-	if (take > nc)
-		take = nc;
-	select_oldest(p->cand, nc, take);
-	for (size_t i = 0; i < take; i++)
-		__builtin_prefetch(kvf__object_replicas_const(p->cand[i].o));
-	for (size_t i = 0; i < take && p->v.bytes_sum < want; i++)
-		if (verify_owner(p, t->seg[slot], &p->cand[i]))
-			claim_victim(p, p->cand[i].o,
-				     p->blk[p->cand[i].blk].tag);
 	return KVF_OK;
 }
 
@@ -537,8 +573,8 @@ int kvf__evict_if_needed(struct kvf_engine *e)
 	uint64_t used, cap;
 
 	usage(e, &used, &cap);
-	if (!cap)
-		return KVF_OK;
+	if (!cap || !(e->cfg.eviction_ratio > 0))
+		return KVF_OK; /* nothing mounted, or eviction off */
 	if (!requested && (double)used <= e->cfg.eviction_high_watermark *
 						   (double)cap)
 		return KVF_OK;
