@@ -88,6 +88,8 @@ void bench_result_op(struct bench_results *r, const char *op, uint64_t keys,
 
 /* Helpers shared by workloads. */
 uint64_t bench_now_ns(void);
+/* Sleep until bench_now_ns() reaches @ns (CLOCK_MONOTONIC). */
+void bench_sleep_until(uint64_t ns);
 /* With --pin, bind the calling client thread @i to CPU i (mod CPUs). */
 void bench_pin_thread(const struct bench_opts *o, unsigned i);
 uint64_t bench_rss_bytes(void);

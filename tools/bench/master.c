@@ -275,16 +275,6 @@ static int on_response(struct mb_conn *mc, const struct kvf_client_resp *r)
 	return 0;
 }
 
-static void sleep_until(uint64_t ns)
-{
-	struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000u),
-			      .tv_nsec = (long)(ns % 1000000000u)};
-
-	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) ==
-	       EINTR)
-		;
-}
-
 /* Queue every batch that is due (all of them when not paced). */
 static bool send_due(struct mb_conn *mc, uint64_t now)
 {
@@ -330,7 +320,7 @@ static void *conn_phase(void *arg)
 		if (!kvf_client_outstanding(mc->c)) {
 			if (!more)
 				break;
-			sleep_until(mc->next_due); /* paced, early */
+			bench_sleep_until(mc->next_due); /* paced, early */
 			continue;
 		}
 		/* paced with room in the pipeline: wake when the next is due */

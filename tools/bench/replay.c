@@ -32,12 +32,10 @@
 
 #include <ctype.h>
 #include <errno.h>
-#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "tools/bench/replay.h"
 
@@ -428,7 +426,6 @@ struct replay {
 	struct kvf_key *keys, *sub;
 	uint64_t *sizes;
 	int32_t *codes, *sub_codes;
-	size_t *pos; /* sub[i] is keys[pos[i]] */
 	size_t cap_calls[TRACE_NR_RPCS];
 };
 
@@ -482,19 +479,9 @@ static int call(struct replay *rp, enum bench_rpc op,
 	return ret ? ret : lat_add(rp, op, ns);
 }
 
-static void sleep_until(uint64_t ns)
-{
-	struct timespec ts = { .tv_sec = (time_t)(ns / 1000000000u),
-			       .tv_nsec = (long)(ns % 1000000000u) };
-
-	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) ==
-	       EINTR)
-		;
-}
-
 /*
- * Put sub[0..n) (keys[pos[i]]): start, make room and start again what
- * was refused for space, end what started.
+ * Put sub[0..n): start, make room and start again what was refused for
+ * space, end what started.
  */
 static int put_missing(struct replay *rp, size_t n)
 {
@@ -548,12 +535,26 @@ static int put_missing(struct replay *rp, size_t n)
 	return KVF_OK;
 }
 
+/* How many of @n blocks (@kpb codes each) lead with every code 0. */
+static uint32_t leading_blocks(const int32_t *codes, uint32_t n, uint32_t kpb)
+{
+	uint32_t j = 0, k;
+
+	for (; j < n; j++) {
+		for (k = 0; k < kpb && !codes[(size_t)j * kpb + k]; k++)
+			;
+		if (k < kpb)
+			break;
+	}
+	return j;
+}
+
 /* Request @i of copy @copy. */
 static int one_request(struct replay *rp, size_t i, uint32_t copy)
 {
 	const struct bench_trace *t = rp->t;
 	const uint64_t *ids = t->ids + t->first[i];
-	uint32_t n = t->len[i], kpb = rp->kpb, lead = 0, served = 0;
+	uint32_t n = t->len[i], kpb = rp->kpb, lead, served;
 	size_t nk = (size_t)n * kpb, m = 0;
 	struct trace_stats *s = rp->s;
 	int ret;
@@ -570,29 +571,13 @@ static int one_request(struct replay *rp, size_t i, uint32_t copy)
 	ret = call(rp, BENCH_RPC_EXIST, rp->keys, nk, rp->codes);
 	if (ret)
 		return ret;
-	while (lead < n) {
-		uint32_t k = 0;
-
-		while (k < kpb && !rp->codes[lead * kpb + k])
-			k++;
-		if (k < kpb)
-			break;
-		lead++;
-	}
+	lead = leading_blocks(rp->codes, n, kpb);
 	ret = call(rp, BENCH_RPC_GET, rp->keys, (size_t)lead * kpb,
 		   rp->sub_codes);
 	if (ret)
 		return ret;
 	/* served: the leading blocks whose keys were all read */
-	while (served < lead) {
-		uint32_t k = 0;
-
-		while (k < kpb && !rp->sub_codes[served * kpb + k])
-			k++;
-		if (k < kpb)
-			break;
-		served++;
-	}
+	served = leading_blocks(rp->sub_codes, lead, kpb);
 	s->requests++;
 	s->blocks += n;
 	s->hits += served;
@@ -670,7 +655,7 @@ int bench_trace_replay(const struct bench_trace *t,
 	start = bench_now_ns();
 	for (size_t i = 0; i < t->nr_requests && !ret; i++) {
 		if (p->speed > 0)
-			sleep_until(start + (uint64_t)((double)t->ts_ms[i] *
+			bench_sleep_until(start + (uint64_t)((double)t->ts_ms[i] *
 						       1e6 / p->speed));
 		for (uint32_t c = 0; c < p->copies && !ret; c++) {
 			/* trace time, distinct and increasing per request */
