@@ -11,7 +11,12 @@ as a fraction of the trace's unique blocks:
           block whose next use is furthest (never used again: first);
   opt     MIN that may also decline the incoming block when its own next
           use is further than every cached block's (the optimum of a
-          cache that need not admit what it is given).
+          cache that need not admit what it is given);
+  s3fifo  S3-FIFO: new blocks enter a small FIFO (--small, a fraction of
+          the room), move to the main FIFO if used again there, else leave
+          a ghost key that sends them straight to main when they return;
+  headlast exact LRU touching a request's blocks leaves first, so that a
+          prefix's head is its most recent block.
 
 A request asks for its blocks in order and is served the leading ones
 found (prefix semantics, as SGLang HiCache looks them up: a block after
@@ -77,6 +82,77 @@ def lru(reqs, cap):
     return hits
 
 
+def s3fifo(reqs, cap, small_frac=0.1):
+    small_cap = max(1, int(cap * small_frac))
+    main_cap = max(1, cap - small_cap)
+    small, main, ghost, freq = OrderedDict(), OrderedDict(), OrderedDict(), {}
+    hits = 0
+
+    def evict_main():
+        while True:
+            b, _ = main.popitem(last=False)
+            if freq[b] > 0:
+                freq[b] -= 1
+                main[b] = True
+            else:
+                del freq[b]
+                return
+
+    def to_main(b):
+        if len(main) >= main_cap:
+            evict_main()
+        main[b] = True
+        freq[b] = 0
+
+    def evict_small():
+        b, _ = small.popitem(last=False)
+        if freq[b] > 0:
+            to_main(b)
+            return
+        del freq[b]
+        ghost[b] = True
+        if len(ghost) > cap:
+            ghost.popitem(last=False)
+
+    for ids in reqs:
+        prefix = True
+        for b in ids:
+            if b in small or b in main:
+                freq[b] = min(freq[b] + 1, 3)
+                hits += prefix
+                continue
+            prefix = False
+            if cap <= 0:
+                continue
+            if b in ghost:
+                del ghost[b]
+                to_main(b)
+                continue
+            while len(small) >= small_cap:
+                evict_small()
+            small[b] = True
+            freq[b] = 0
+    return hits
+
+
+def headlast(reqs, cap):
+    cache = OrderedDict()
+    hits = 0
+    for ids in reqs:
+        prefix = True
+        for b in ids:
+            prefix = prefix and b in cache
+            hits += prefix
+        for b in reversed(ids):
+            if b in cache:
+                cache.move_to_end(b)
+            elif cap > 0:
+                if len(cache) >= cap:
+                    cache.popitem(last=False)
+                cache[b] = True
+    return hits
+
+
 def next_uses(reqs):
     """For every access (in order), the position of its block's next use."""
     flat = [b for ids in reqs for b in ids]
@@ -128,7 +204,10 @@ POLICIES = {
     "lru": lru,
     "belady": belady,
     "opt": lambda reqs, cap: belady(reqs, cap, bypass=True),
+    "s3fifo": lambda reqs, cap: s3fifo(reqs, cap, SMALL),
+    "headlast": headlast,
 }
+SMALL = 0.1
 
 
 def main():
@@ -142,8 +221,12 @@ def main():
     ap.add_argument("--copies", type=int, default=1)
     ap.add_argument("--head", type=int, default=0,
                     help="only the first N requests")
+    ap.add_argument("--small", type=float, default=0.1,
+                    help="s3fifo's small queue, a fraction of the room")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
+    global SMALL
+    SMALL = a.small
     caps = [float(x) for x in a.capacity.split(",")]
     pols = a.policy.split(",")
     for p in pols:
