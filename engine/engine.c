@@ -128,14 +128,15 @@ static int check_config(const struct kvf_config *c)
 		return KVF_ERR_INVALID_ARGUMENT;
 	if (!c->max_batch || c->max_batch > (1u << 24))
 		return KVF_ERR_INVALID_ARGUMENT;
-	if (!c->lease_ttl_ms || !c->client_ttl_ms || !c->tick_interval_ms)
+	/* A zero lease is allowed: gets and exists then hold nothing. */
+	if (!c->client_ttl_ms || !c->tick_interval_ms)
 		return KVF_ERR_INVALID_ARGUMENT;
 	if (c->alloc_alignment < 8 ||
 	    (c->alloc_alignment & (c->alloc_alignment - 1)))
 		return KVF_ERR_INVALID_ARGUMENT;
-	if (!(c->eviction_high_watermark > 0 &&
+	if (!(c->eviction_high_watermark >= 0 &&
 	      c->eviction_high_watermark <= 1) ||
-	    !(c->eviction_ratio > 0 && c->eviction_ratio <= 1))
+	    !(c->eviction_ratio >= 0 && c->eviction_ratio <= 1))
 		return KVF_ERR_INVALID_ARGUMENT;
 	if ((unsigned)c->durability > KVF_DURABILITY_DEFAULT ||
 	    (unsigned)c->placement > KVF_PLACEMENT_FREE_RATIO_FIRST ||

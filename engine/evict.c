@@ -573,8 +573,8 @@ int kvf__evict_if_needed(struct kvf_engine *e)
 	uint64_t used, cap;
 
 	usage(e, &used, &cap);
-	if (!cap)
-		return KVF_OK;
+	if (!cap || !(e->cfg.eviction_ratio > 0))
+		return KVF_OK; /* nothing mounted, or eviction off */
 	if (!requested && (double)used <= e->cfg.eviction_high_watermark *
 						   (double)cap)
 		return KVF_OK;

@@ -35,6 +35,9 @@ KNOWN_UPWARD = {
 }
 
 SKIP_DIRS = {"tests", "docs", "scripts", "m4", "autom4te.cache"}
+# Files configure writes at the root, there when building in the source
+# tree (./configure && make): generated, in no module.
+GENERATED = {"config.h"}
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s*([<"])([^">]+)[">]', re.M)
 
 RANK = {m: i for i, layer in enumerate(LAYERS) for m in layer}
@@ -55,6 +58,8 @@ def sources(top):
             dirs[:] = [d for d in dirs if d not in SKIP_DIRS and
                        not d.startswith((".", "build", "_"))]
         for f in files:
+            if rel == "." and f in GENERATED:
+                continue
             if f.endswith((".c", ".h")):
                 yield os.path.normpath(os.path.join(rel, f))
 

@@ -6,16 +6,22 @@
 # under ThreadSanitizer, then a short libFuzzer run of the wire decoders
 # (scripts/fuzz.sh, 20 s per harness; skipped without clang), then `make
 # distcheck` (the release tarball builds, passes make check and installs
-# cleanly). Warnings are errors, and every tier compiles in the test-only
+# cleanly). Warnings are errors, and those tiers compile in the test-only
 # fault hooks (--enable-fault-injection; without them the tests that need
-# them skip). Set KVF_TEST_TIERS to a subset of "plain asan tsan fuzz
-# dist" to run fewer.
+# them skip). Before distcheck, the intree tier builds the way packagers
+# and most users do: plain `./configure && make && make check` inside a
+# copy of the checkout's tracked files (build-intree/; the configure
+# script and Makefile.in files come from this tree's bootstrap), with no
+# fault hooks and no configure options, so a test that needs either, or
+# a tool that trips over files the build writes beside the sources,
+# shows here. Set KVF_TEST_TIERS to a subset of "plain asan tsan fuzz
+# intree dist" to run fewer.
 set -euo pipefail
 . "$(dirname "$0")/setup.sh"
 kvf_install_deps
 kvf_bootstrap
 
-tiers=${KVF_TEST_TIERS:-plain asan tsan fuzz dist}
+tiers=${KVF_TEST_TIERS:-plain asan tsan fuzz intree dist}
 fault=--enable-fault-injection
 failed=()
 
@@ -50,11 +56,49 @@ run_dist() {
 	fi
 }
 
+# The tracked files (with their uncommitted edits: what `git add -u`
+# would commit) plus the autotools output kvf_bootstrap made, configured
+# and checked in place.
+run_intree() {
+	local dir=$KVF_TOP/build-intree gen
+	kvf_log "tier intree"
+	if ! git -C "$KVF_TOP" rev-parse --git-dir >/dev/null 2>&1; then
+		kvf_log "tier intree skipped: not a git checkout"
+		return
+	fi
+	rm -rf "$dir"
+	mkdir -p "$dir"
+	gen=(configure aclocal.m4 config.h.in build-aux m4)
+	mapfile -t -O ${#gen[@]} gen < <(cd "$KVF_TOP" &&
+		find . -name Makefile.in -not -path './build*' -printf '%P\n')
+	if ! (cd "$KVF_TOP" &&
+		{ git ls-files -z; printf '%s\0' "${gen[@]}"; } |
+		tar --null -T - --ignore-failed-read -cf - 2>/dev/null) |
+		tar -xf - -C "$dir"; then
+		failed+=("intree (copy)")
+		return
+	fi
+	if ! (cd "$dir" && ./configure >config.out 2>&1); then
+		tail -30 "$dir/config.out" >&2
+		failed+=("intree (configure)")
+		return
+	fi
+	if ! make -C "$dir" -j"$KVF_JOBS" -s >/dev/null; then
+		failed+=("intree (build)")
+		return
+	fi
+	if ! make -C "$dir" -j"$KVF_JOBS" check; then
+		failed+=("intree")
+		tail -n 200 "$dir/test-suite.log" >&2 || true
+	fi
+}
+
 for t in $tiers; do
 	case $t in
 	plain) run_tier plain build $fault ;;
 	asan) run_tier asan build-asan $fault --enable-sanitizers=address,undefined ;;
 	tsan) run_tier tsan build-tsan $fault --enable-sanitizers=thread ;;
+	intree) run_intree ;;
 	dist) run_dist ;;
 	fuzz)
 		if command -v clang >/dev/null; then

@@ -67,17 +67,21 @@ static const struct flag_def flag_table[] = {
 	{"rpc_address", FLAG_STR, F(rpc_address), NOSET, "127.0.0.1",
 	 "address the RPC server binds (upstream: 0.0.0.0)"},
 	{"rpc_port", FLAG_I64, F(rpc_port), F(rpc_port_set), "50051",
-	 "RPC port; 0 picks an ephemeral port, printed on stdout"},
+	 "RPC port; 0 picks an ephemeral port, printed on stdout; below 0 = "
+	 "use --port"},
 	{"port", FLAG_I64, F(port), NOSET, "50051",
 	 "deprecated spelling of --rpc_port (used when --rpc_port is not "
 	 "given)"},
 	{"rpc_thread_num", FLAG_I64, F(rpc_thread_num), F(rpc_thread_num_set),
-	 "0", "RPC event-loop threads; 0 = min(online CPUs, --max_threads)"},
+	 "0",
+	 "RPC event-loop threads, at most 256; 0 or less = min(online CPUs, "
+	 "--max_threads)"},
 	{"max_threads", FLAG_I64, F(max_threads), NOSET, "4",
 	 "deprecated: thread cap when --rpc_thread_num is 0"},
 	{"rpc_conn_timeout_seconds", FLAG_I64, F(rpc_conn_timeout_seconds),
 	 NOSET, "0",
-	 "idle connection timeout in seconds; 0 = use --idle_timeout_sec"},
+	 "idle connection timeout in seconds; 0 or less = use "
+	 "--idle_timeout_sec"},
 	{"rpc_enable_tcp_no_delay", FLAG_BOOL, F(rpc_enable_tcp_no_delay),
 	 NOSET, "true", "set TCP_NODELAY on RPC connections"},
 	{"enable_metric_reporting", FLAG_BOOL, F(enable_metric_reporting),
@@ -88,7 +92,7 @@ static const struct flag_def flag_table[] = {
 	 "127.0.0.1",
 	 "address the metrics server binds (default: --rpc_address)"},
 	{"default_kv_lease_ttl", FLAG_MS, F(default_kv_lease_ttl_ms), NOSET,
-	 "10000", "read lease granted by Get/Exist, ms"},
+	 "10000", "read lease granted by Get/Exist, ms; 0 = none"},
 	{"default_kv_soft_pin_ttl", FLAG_MS, F(default_kv_soft_pin_ttl_ms),
 	 NOSET, "1800000", "soft pin lifetime, ms"},
 	{"max_kv_soft_pin_ttl", FLAG_MS, F(max_kv_soft_pin_ttl_ms), NOSET,
@@ -97,7 +101,7 @@ static const struct flag_def flag_table[] = {
 	 F(allow_evict_soft_pinned_objects), NOSET, "true",
 	 "soft-pinned objects may be evicted (always last)"},
 	{"eviction_ratio", FLAG_DBL, F(eviction_ratio), NOSET, "0.05",
-	 "fraction of capacity one eviction pass frees, 0..1"},
+	 "fraction of capacity one eviction pass frees, 0..1; 0 = no eviction"},
 	{"eviction_high_watermark_ratio", FLAG_DBL,
 	 F(eviction_high_watermark_ratio), NOSET, "0.90",
 	 "eviction starts above this used/total ratio, 0..1"},
@@ -285,7 +289,9 @@ static int parse_duration(const char *v, uint64_t unit_ms, uint64_t *out)
 	if (n && mult > UINT64_MAX / n)
 		return -1;
 	ms = n * mult;
-	if (ms % unit_ms)
+	/* The engine counts in ns: refuse what would wrap there (over 584
+	 * years; upstream's chrono arithmetic wraps there too). */
+	if (ms % unit_ms || ms > UINT64_MAX / 1000000)
 		return -1;
 	*out = ms / unit_ms;
 	return 0;
@@ -686,16 +692,20 @@ static const char *find_config_path(int argc, char **argv)
 static int check_ranges(const struct kvf_master_flags *f, char *err,
 			size_t errlen)
 {
-	if (f->rpc_port < 0 || f->rpc_port > 65535 || f->port < 0 ||
+	if (f->rpc_port < INT32_MIN || f->rpc_port > 65535 || f->port < 0 ||
 	    f->port > 65535 || f->metrics_port < 0 || f->metrics_port > 65535 ||
 	    f->http_metadata_server_port < 0 ||
 	    f->http_metadata_server_port > 65535) {
-		set_err(err, errlen, "a port is outside 0..65535");
+		set_err(err, errlen,
+			"a port is outside 0..65535 (--rpc_port: below 0 "
+			"means --port)");
 		return KVF_ERR_INVALID_ARGUMENT;
 	}
-	if (f->rpc_thread_num < 0 || f->rpc_thread_num > 256 ||
+	if (f->rpc_thread_num < INT32_MIN || f->rpc_thread_num > 256 ||
 	    f->max_threads < 1) {
-		set_err(err, errlen, "--rpc_thread_num must be 0..256");
+		set_err(err, errlen,
+			"--rpc_thread_num must be at most 256 (0 or less: "
+			"--max_threads), --max_threads at least 1");
 		return KVF_ERR_INVALID_ARGUMENT;
 	}
 	if (f->eviction_ratio < 0 || f->eviction_ratio > 1 ||
@@ -704,10 +714,17 @@ static int check_ranges(const struct kvf_master_flags *f, char *err,
 		set_err(err, errlen, "eviction ratios must be within 0..1");
 		return KVF_ERR_INVALID_ARGUMENT;
 	}
-	if (!f->client_ttl_s || !f->default_kv_lease_ttl_ms) {
+	if (!f->client_ttl_s) {
+		set_err(err, errlen, "--client_ttl must be positive");
+		return KVF_ERR_INVALID_ARGUMENT;
+	}
+	/* As upstream: a pre-empted put's buffers must outlive its discard
+	 * timeout, or a slow writer could still be writing into them. */
+	if (f->put_start_release_timeout_sec <=
+	    f->put_start_discard_timeout_sec) {
 		set_err(err, errlen,
-			"--client_ttl and --default_kv_lease_ttl "
-			"must be positive");
+			"--put_start_release_timeout_sec must be larger than "
+			"--put_start_discard_timeout_sec");
 		return KVF_ERR_INVALID_ARGUMENT;
 	}
 	if (f->max_request_bytes < 4096 || f->max_request_bytes > (1u << 30)) {
@@ -715,7 +732,8 @@ static int check_ranges(const struct kvf_master_flags *f, char *err,
 		return KVF_ERR_INVALID_ARGUMENT;
 	}
 	if (!f->max_connections || !f->idle_timeout_sec ||
-	    !f->request_timeout_sec || f->rpc_conn_timeout_seconds < 0) {
+	    !f->request_timeout_sec || f->rpc_conn_timeout_seconds < INT32_MIN ||
+	    f->rpc_conn_timeout_seconds > INT32_MAX) {
 		set_err(err, errlen,
 			"--max_connections and the timeouts must "
 			"be positive");
@@ -838,7 +856,10 @@ unsigned kvf_flags_rpc_threads(const struct kvf_master_flags *f)
 
 uint16_t kvf_flags_rpc_port(const struct kvf_master_flags *f)
 {
-	return (uint16_t)(f->rpc_port_set ? f->rpc_port : f->port);
+	/* Upstream takes --rpc_port only above 0; KVForge also takes an
+	 * explicit 0 (an ephemeral port), but below 0 means --port too. */
+	return (uint16_t)(f->rpc_port_set && f->rpc_port >= 0 ? f->rpc_port
+							       : f->port);
 }
 
 void kvf_flags_help(FILE *out)

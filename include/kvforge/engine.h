@@ -157,7 +157,9 @@ struct kvf_config {
 	 *  least 64 KiB; 0 (the default) means 32 MiB. Appends wait only
 	 *  when both files hold batches not yet synced in LMDB. */
 	uint64_t journal_wal_bytes;
-	/** Read lease granted by get/exist, ms. Default 10000. */
+	/** Read lease granted by get/exist, ms. Default 10000. 0 grants
+	 *  none: an object read a moment ago can be removed or evicted at
+	 *  once (as mooncake_master's --default_kv_lease_ttl=0). */
 	uint64_t lease_ttl_ms;
 	/** A client silent this long is dead, ms. Default 10000. */
 	uint64_t client_ttl_ms;
@@ -187,9 +189,12 @@ struct kvf_config {
 	enum kvf_placement_strategy placement;
 	/** Index implementation. Default %KVF_INDEX_BUCKET. */
 	enum kvf_index_kind index;
-	/** Eviction starts above this used/total ratio. Default 0.90. */
+	/** Eviction starts above this used/total ratio, 0..1. Default
+	 *  0.90. At 1 only a failed allocation starts it; at 0 any use. */
 	double eviction_high_watermark;
-	/** Fraction of capacity one eviction pass frees. Default 0.05. */
+	/** Fraction of capacity one eviction pass frees, 0..1. Default
+	 *  0.05; 0 turns eviction off (a full pool answers puts
+	 *  %KVF_ERR_NO_SPACE). */
 	double eviction_ratio;
 	/** Run housekeeping (expiry, eviction, deferred frees) on an
 	 *  engine-owned thread. If false, call kvf_engine_tick(). Default true. */

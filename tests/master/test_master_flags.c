@@ -252,6 +252,73 @@ static void test_engine_config(void **state)
 			 KVF_ERR_INVALID_ARGUMENT);
 }
 
+/*
+ * Values mooncake_master accepts are accepted with its meaning, and the
+ * engine opens with them (docs/master.md, "Accepted ranges").
+ */
+static void test_upstream_ranges(void **state)
+{
+	struct kvf_master_flags f;
+	struct kvf_config cfg;
+	struct kvf_engine *e;
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	char err[256];
+
+	(void)state;
+	/* No read lease, no eviction, eviction on any use. */
+	assert_int_equal(PARSE(&f, err, "--default_kv_lease_ttl=0",
+			       "--eviction_ratio=0",
+			       "--eviction_high_watermark_ratio=0",
+			       "--default_kv_soft_pin_ttl=0",
+			       "--put_start_discard_timeout_sec=0"),
+			 KVF_OK);
+	assert_int_equal(f.default_kv_lease_ttl_ms, 0);
+	assert_int_equal(kvf_flags_engine_config(&f, &cfg, err, sizeof(err)),
+			 KVF_OK);
+	assert_int_equal(cfg.lease_ttl_ms, 0);
+	cfg.background = false;
+	assert_int_equal(kvf_engine_open(&cfg, &e), KVF_OK);
+	kvf_engine_close(e);
+	assert_int_equal(PARSE(&f, err, "--eviction_ratio=1",
+			       "--eviction_high_watermark_ratio=1"),
+			 KVF_OK);
+	assert_int_equal(kvf_flags_engine_config(&f, &cfg, err, sizeof(err)),
+			 KVF_OK);
+	cfg.background = false;
+	assert_int_equal(kvf_engine_open(&cfg, &e), KVF_OK);
+	kvf_engine_close(e);
+	/* Upstream's "0 or less": --max_threads threads, --port. */
+	assert_int_equal(PARSE(&f, err, "--rpc_thread_num=-1",
+			       "--max_threads=1", "--rpc_port=-1", "--port=7",
+			       "--rpc_conn_timeout_seconds=-5"),
+			 KVF_OK);
+	assert_int_equal(kvf_flags_rpc_threads(&f), 1);
+	assert_int_equal(kvf_flags_rpc_port(&f), 7);
+	assert_int_equal(PARSE(&f, err, "--rpc_thread_num=0"), KVF_OK);
+	assert_int_equal(kvf_flags_rpc_threads(&f), cpus < 4 ? cpus : 4);
+	/* What upstream refuses, or cannot mean anything, is refused. */
+	assert_int_equal(PARSE(&f, err, "--eviction_high_watermark_ratio=1.01"),
+			 KVF_ERR_INVALID_ARGUMENT);
+	assert_int_equal(PARSE(&f, err, "--eviction_ratio=-0.1"),
+			 KVF_ERR_INVALID_ARGUMENT);
+	assert_int_equal(PARSE(&f, err, "--put_start_discard_timeout_sec=600"),
+			 KVF_ERR_INVALID_ARGUMENT);
+	assert_non_null(strstr(err, "put_start_release_timeout_sec"));
+	assert_int_equal(PARSE(&f, err, "--client_ttl=0"),
+			 KVF_ERR_INVALID_ARGUMENT);
+	assert_int_equal(PARSE(&f, err, "--max_threads=0"),
+			 KVF_ERR_INVALID_ARGUMENT);
+	assert_int_equal(PARSE(&f, err, "--rpc_thread_num=257"),
+			 KVF_ERR_INVALID_ARGUMENT);
+	/* 584 years of ms wrap the engine's ns clock. */
+	assert_int_equal(PARSE(&f, err,
+			       "--default_kv_lease_ttl=18446744073710ms"),
+			 KVF_ERR_INVALID_ARGUMENT);
+	assert_int_equal(PARSE(&f, err,
+			       "--default_kv_lease_ttl=18446744073709ms"),
+			 KVF_OK);
+}
+
 static void test_help_lists_every_flag(void **state)
 {
 	char *buf = NULL;
@@ -289,6 +356,7 @@ int main(void)
 		cmocka_unit_test(test_unknown_upstream_flags),
 		cmocka_unit_test(test_json_config),
 		cmocka_unit_test(test_engine_config),
+		cmocka_unit_test(test_upstream_ranges),
 		cmocka_unit_test(test_help_lists_every_flag),
 		cmocka_unit_test(test_uuid_ids),
 	};

@@ -131,6 +131,38 @@ static void test_full_lifecycle(void **state)
 	assert_int_equal(stats_of(f->e).used_bytes, 0);
 }
 
+/*
+ * lease_ttl_ms 0 (mooncake_master's --default_kv_lease_ttl=0): a get
+ * reports a zero lease and holds none, so a remove right after it, on a
+ * clock that has not moved, succeeds; so does eviction.
+ */
+static void test_zero_lease(void **state)
+{
+	struct fixture f;
+	struct kvf_key k = key_of("k");
+	struct kvf_replicas got;
+	enum kvf_status st;
+	uint64_t ttl = 1, freed = 0, evicted = 0;
+
+	(void)state;
+	fixture_config(&f);
+	f.cfg.lease_ttl_ms = 0;
+	assert_int_equal(kvf_engine_open(&f.cfg, &f.e), KVF_OK);
+	assert_int_equal(mount(f.e, C1, 1, 64 * MIB), KVF_OK);
+	assert_int_equal(put_complete(f.e, C1, "k", MIB, 1), KVF_OK);
+	assert_int_equal(kvf_batch_get(f.e, &k, 1, &got, &st, &ttl), KVF_OK);
+	assert_int_equal(st, KVF_OK);
+	assert_int_equal(ttl, 0);
+	assert_int_equal(exist1(f.e, "k"), KVF_OK);
+	assert_int_equal(remove1(f.e, "k", false), KVF_OK);
+	assert_int_equal(put_complete(f.e, C1, "k", MIB, 1), KVF_OK);
+	assert_int_equal(get1(f.e, "k", NULL), KVF_OK);
+	assert_int_equal(kvf_engine_evict(f.e, MIB, &freed, &evicted), KVF_OK);
+	assert_int_equal(evicted, 1);
+	assert_int_equal(stats_of(f.e).objects, 0);
+	kvf_engine_close(f.e);
+}
+
 static void test_stuck_put_preempted(void **state)
 {
 	struct fixture *f = *state;
@@ -343,6 +375,7 @@ int main(void)
 						fixture_setup, fixture_teardown),
 		cmocka_unit_test_setup_teardown(test_client_expiry,
 						fixture_setup, fixture_teardown),
+		cmocka_unit_test(test_zero_lease),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
