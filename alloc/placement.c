@@ -135,7 +135,8 @@ static inline bool usable(const struct ctx *c, uint32_t i)
  * fit for its size unless @i's largest region now holds that size and is
  * tighter than the remembered segment's.
  */
-static void memo_after_alloc(struct ctx *c, uint32_t i)
+static inline __attribute__((always_inline)) void
+memo_after_alloc(struct ctx *c, uint32_t i)
 {
 	struct kvf__placer *p = c->placer;
 	uint64_t largest = kvf__segalloc_largest_fast(c->segs[i]);
@@ -152,8 +153,9 @@ static void memo_after_alloc(struct ctx *c, uint32_t i)
 	}
 }
 
-/* The next replica is at @off in segment @i. */
-static void add_replica(struct ctx *c, uint32_t i, uint64_t off)
+/* The next replica is at @off in segment @i (inline: random's hot path). */
+static inline __attribute__((always_inline)) void
+add_replica(struct ctx *c, uint32_t i, uint64_t off)
 {
 	c->res->seg[c->res->count] = i;
 	c->res->offset[c->res->count] = off;
@@ -409,7 +411,7 @@ static void memo_note(struct ctx *c, struct kvf__placer_memo *m,
  * (nothing taken: a stale hint, a busy allocator) and the pass chooses.
  * O(1): one slot of the hint, one segment's published sizes.
  */
-static int exact_fit(struct ctx *c)
+static __attribute__((noinline)) int exact_fit(struct ctx *c)
 {
 	const struct kvf__park_hint *h = c->placer->hint;
 	const struct lane lane = c->lane;

@@ -1348,8 +1348,8 @@ static void lock_settled(struct kvf__segalloc *a)
  * leaf write per pop waited on a cold descent (half of alloc_locked's
  * samples in churn).
  */
-static uint64_t reuse_pop(struct kvf__segalloc *a, struct reuse_list *rl,
-			  uint64_t tag)
+static inline __attribute__((always_inline)) uint64_t
+reuse_pop(struct kvf__segalloc *a, struct reuse_list *rl, uint64_t tag)
 {
 	uint64_t off = rl->off[--rl->n];
 
