@@ -72,7 +72,12 @@ static uint64_t *my_entry(const struct kvf__lanes *l)
 	for (k = 0; k < MY_SETS; k++)
 		if (my_bits[k].set == l)
 			return &my_bits[k].bit;
+	/* A free entry first: turning over a live one costs a second bit. */
+	for (k = 0; k < MY_SETS; k++)
+		if (!my_bits[k].set)
+			goto take;
 	k = my_next++ % MY_SETS;
+take:
 	my_bits[k].set = l;
 	my_bits[k].bit = 0;
 	return &my_bits[k].bit;
@@ -131,4 +136,11 @@ void kvf__lanes_join(struct kvf__lanes *l, uint64_t now, struct kvf__placer *p)
 	active = active_bits(l, mine, now);
 	p->lane = (uint32_t)__builtin_popcountll(active & (mine - 1));
 	p->lanes = (uint32_t)__builtin_popcountll(active);
+}
+
+void kvf__lanes_forget(const struct kvf__lanes *l)
+{
+	for (unsigned k = 0; k < MY_SETS; k++)
+		if (my_bits[k].set == l)
+			my_bits[k] = (typeof(my_bits[k])){ 0 };
 }

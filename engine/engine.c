@@ -394,6 +394,7 @@ void kvf_engine_close(struct kvf_engine *e)
 	pthread_mutex_destroy(&e->bg_lock);
 	pthread_mutex_destroy(&e->deferred_lock);
 	pthread_mutex_destroy(&e->seg_lock);
+	kvf__lanes_forget(&e->put_lanes);
 	free(e->data_dir);
 	free(e);
 }
