@@ -51,14 +51,4 @@ struct kvf__lanes {
  */
 void kvf__lanes_join(struct kvf__lanes *l, uint64_t now, struct kvf__placer *p);
 
-/*
- * kvf__lanes_forget() - the calling thread forgets its bit in @l, which
- * is going away: a set later made at the same address must not look
- * like @l to it, and its entry is free for another set (a thread that
- * turned over the entry of a set still in use claimed a second bit
- * there, saw two lanes, and placed differently than the same seed's
- * engine did). Other threads' entries age out as before. Never blocks.
- */
-void kvf__lanes_forget(const struct kvf__lanes *l);
-
 #endif /* KVF_ALLOC_LANES_H */

@@ -13,6 +13,13 @@
  * visible. Records are never modified in place beyond the state word and
  * the lease: pre-emption swaps in a new record (the old one's buffers are
  * released only after the release timeout: its writer may be slow).
+ *
+ * put_end and put_revoke check the client before the state, as
+ * Mooncake's master does: a processing put by its exact id (the owner
+ * word), an ended one by the putter fingerprint the record keeps
+ * (metadata/object.h), so a writer whose put was dropped (its segment
+ * unmounted, its client expired) and then started and ended by another
+ * client hears ILLEGAL_CLIENT, not that its put already ended.
  */
 #include "config.h"
 
@@ -32,11 +39,13 @@
 struct put_ctx {
 	struct kvf__batch b;
 	uint64_t client_id;
+	uint32_t putter; /* kvf__putter_of(client_id) */
 	const uint64_t *sizes;
 	const struct kvf_put_config *cfg;
 	struct kvf_replicas *out;
 	struct kvf__seg_table *segs;
 	int64_t started; /* added to nr_processing once per batch */
+	int64_t pinned;  /* added to nr_soft_pinned once per batch */
 	uint32_t preferred[KVF_MAX_PREFERRED];
 	uint32_t nr_preferred;
 	uint64_t now;
@@ -110,6 +119,7 @@ static int make_record(struct put_ctx *c, size_t i, struct kvf__object **out)
 		return KVF_ERR_NO_MEMORY;
 	}
 	o->size = c->sizes[i];
+	kvf__object_set_putter(o, c->putter);
 	o->owner = c->client_id;
 	o->stamp = c->now;
 	o->flags |= (c->cfg->hard_pin ? KVF__OBJ_HARD_PIN : 0) |
@@ -171,6 +181,7 @@ static int take_over(struct put_ctx *c, size_t i, struct kvf__object *old)
 		kvf__die("locked record vanished from the index");
 	kvf__obj_set(old, KVF__OBJ_REPLACED);
 	kvf__defer_free(e, old);
+	c->pinned += kvf__soft_pinned(o) - kvf__soft_pinned(old);
 	kvf__reclaim_add(&c->b.rc, old);
 	kvf__replicas_describe(o, &c->out[i]);
 	return KVF_OK;
@@ -182,7 +193,7 @@ static int start_one(struct put_ctx *c, size_t i)
 	struct kvf__object *existing = c->b.obj[i], *o;
 	int ret;
 
-	if (!c->sizes[i])
+	if (!c->sizes[i] || c->sizes[i] > KVF__OBJECT_SIZE_MAX)
 		return KVF_ERR_INVALID_PARAMS;
 	for (int tries = 0; tries < PUT_RETRIES; tries++) {
 		if (existing) {
@@ -198,12 +209,20 @@ static int start_one(struct put_ctx *c, size_t i)
 		existing = kvf__index_insert_unique(e->index, o, c->b.hash[i]);
 		if (!existing) {
 			c->started++;
+			c->pinned += kvf__soft_pinned(o);
 			kvf__replicas_describe(o, &c->out[i]);
 			return KVF_OK;
 		}
 		discard_record(o);
 	}
 	return KVF_ERR_BUSY;
+}
+
+/* Upstream's PutStart allocation failures: @n items not placed. */
+static void count_alloc_failures(struct kvf_engine *e, uint64_t n)
+{
+	if (n)
+		__atomic_fetch_add(&e->nr_alloc_failures, n, __ATOMIC_RELAXED);
 }
 
 enum kvf_status kvf_batch_put_start(struct kvf_engine *e, uint64_t client_id,
@@ -213,8 +232,10 @@ enum kvf_status kvf_batch_put_start(struct kvf_engine *e, uint64_t client_id,
 				    struct kvf_replicas *out,
 				    enum kvf_status *status)
 {
-	struct put_ctx c = { .client_id = client_id, .sizes = sizes,
-			     .cfg = cfg, .out = out };
+	struct put_ctx c = { .client_id = client_id,
+			     .putter = kvf__putter_of(client_id),
+			     .sizes = sizes, .cfg = cfg, .out = out };
+	uint64_t unplaced = 0;
 	int ret;
 
 	if (!sizes || !out)
@@ -235,6 +256,13 @@ enum kvf_status kvf_batch_put_start(struct kvf_engine *e, uint64_t client_id,
 		ret = resolve_preferred(&c);
 	if (ret) {
 		kvf__rcu_read_unlock();
+		if (ret == KVF_ERR_NOT_ENOUGH_SEGMENTS) {
+			uint64_t refused = 0;
+
+			for (size_t i = 0; i < n; i++)
+				refused += status[i] == KVF_OK;
+			count_alloc_failures(e, refused);
+		}
 		return kvf__batch_fail(&c.b, ret);
 	}
 	kvf__batch_probe(&c.b);
@@ -247,10 +275,15 @@ enum kvf_status kvf_batch_put_start(struct kvf_engine *e, uint64_t client_id,
 		if (status[i] != KVF_OK)
 			continue;
 		status[i] = start_one(&c, i);
-		if (status[i] == KVF_ERR_NO_SPACE)
+		if (status[i] == KVF_ERR_NO_SPACE) {
 			kvf__request_eviction(e);
+			unplaced++;
+		}
 	}
 	kvf__rcu_read_unlock();
+	if (c.pinned)
+		kvf__count_add(&e->nr_soft_pinned, c.pinned);
+	count_alloc_failures(e, unplaced);
 	/* One atomic per batch: a locked add per key drains the store buffer
 	 * (the new records' stores) every key. */
 	kvf__count_add(&e->nr_processing, c.started);
@@ -261,11 +294,26 @@ enum kvf_status kvf_batch_put_start(struct kvf_engine *e, uint64_t client_id,
 /* ---- put_end / put_revoke ------------------------------------------------ */
 
 /*
+ * The answer to @client_id (fingerprint @putter) about @o, whose put is
+ * not processing (ended, being ended, being removed): as Mooncake's
+ * master, which keeps the putting client, the client is checked first.
+ * Another client, one that never started the key among them, gets
+ * ILLEGAL_CLIENT; the putter learns its put already ended. A record
+ * whose putter is unknown (recovered) is no client's.
+ */
+static int not_processing(const struct kvf__object *o, uint32_t putter)
+{
+	return kvf__object_putter(o) == putter ?
+		       KVF_ERR_OBJECT_ALREADY_EXISTS :
+		       KVF_ERR_ILLEGAL_CLIENT;
+}
+
+/*
  * Lock the processing record of key @i owned by @client_id. Returns KVF_OK
  * with the record locked (state PROCESSING|LOCKED) or the item's error.
  */
 static int lock_own_put(struct kvf__batch *b, size_t i, uint64_t client_id,
-			struct kvf__object **out)
+			uint32_t putter, struct kvf__object **out)
 {
 	struct kvf__object *o = b->obj[i];
 	uint32_t base;
@@ -274,8 +322,9 @@ static int lock_own_put(struct kvf__batch *b, size_t i, uint64_t client_id,
 		if (kvf__obj_lock(o, &base)) {
 			if (base != KVF__OBJ_PROCESSING) {
 				kvf__obj_set(o, base);
-				return KVF_ERR_OBJECT_ALREADY_EXISTS;
+				return not_processing(o, putter);
 			}
+			/* Processing: the owner word is the exact id. */
 			if (kvf__obj_client(o) != client_id) {
 				kvf__obj_set(o, base);
 				return KVF_ERR_ILLEGAL_CLIENT;
@@ -284,7 +333,7 @@ static int lock_own_put(struct kvf__batch *b, size_t i, uint64_t client_id,
 			return KVF_OK;
 		}
 		if (base != KVF__OBJ_DEAD && base != KVF__OBJ_REPLACED)
-			return KVF_ERR_OBJECT_ALREADY_EXISTS; /* ENDING/REMOVING */
+			return not_processing(o, putter); /* ENDING/REMOVING */
 		o = kvf__batch_relookup(b, i);
 	}
 	return KVF_ERR_OBJECT_NOT_FOUND;
@@ -297,7 +346,8 @@ static void publish_complete(struct kvf__batch *b, size_t i)
 
 	if (o->flags & KVF__OBJ_SOFT_PIN)
 		o->stamp = kvf__now(b->e) + b->e->soft_pin_ns;
-	/* The owner word turns from the client into the lease. */
+	/* The owner word turns from the client into the lease; the putter
+	 * field keeps who put it. */
 	__atomic_store_n(&o->owner, 0, __ATOMIC_RELAXED);
 	kvf__obj_release(o, KVF__OBJ_COMPLETE);
 }
@@ -318,10 +368,13 @@ static void back_to_processing(struct kvf__batch *b, size_t i)
 static void own_puts(struct kvf__batch *b, uint64_t client_id,
 		     kvf__batch_item_fn then)
 {
+	uint32_t putter = kvf__putter_of(client_id);
+
 	for (size_t i = 0; i < b->n; i++) {
 		if (b->status[i] != KVF_OK)
 			continue;
-		b->status[i] = lock_own_put(b, i, client_id, &b->obj[i]);
+		b->status[i] = lock_own_put(b, i, client_id, putter,
+					    &b->obj[i]);
 		if (b->status[i] == KVF_OK)
 			then(b, i);
 	}
@@ -340,6 +393,8 @@ static void revoke_locked(struct kvf__batch *b, size_t i)
 	kvf__obj_set(o, KVF__OBJ_DEAD);
 	kvf__replicas_free(o);
 	kvf__count_add(&b->e->nr_processing, -1);
+	if (kvf__soft_pinned(o))
+		kvf__count_add(&b->e->nr_soft_pinned, -1);
 }
 
 enum kvf_status kvf_batch_put_end(struct kvf_engine *e, uint64_t client_id,
