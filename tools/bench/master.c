@@ -316,16 +316,6 @@ static int on_response(struct mb_conn *mc, const struct kvf_client_resp *r)
 	return 0;
 }
 
-static void sleep_until(uint64_t ns)
-{
-	struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000u),
-			      .tv_nsec = (long)(ns % 1000000000u)};
-
-	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) ==
-	       EINTR)
-		;
-}
-
 /* Queue every batch that is due (all of them when not paced). */
 static bool send_due(struct mb_conn *mc, uint64_t now)
 {
@@ -420,7 +410,7 @@ static void *conn_phase(void *arg)
 		if (!kvf_client_outstanding(mc->c)) {
 			if (!more)
 				break;
-			sleep_until(mc->next_due); /* paced, early */
+			bench_sleep_until(mc->next_due); /* paced, early */
 			continue;
 		}
 		/* paced with room in the pipeline: wake when the next is due */
@@ -673,19 +663,92 @@ static void close_conns(struct mb_conn *conns, unsigned n)
 	free(conns);
 }
 
-static int run_master(const struct bench_opts *o, struct kvf__rdma_dev *dev,
-		      struct kvf_client_master *master, struct bench_results *r)
+/*
+ * What every run against a master shares: the address, the Mooncake
+ * revision, fresh client and segment ids, and a fake segment of
+ * @seg_size bytes (rounded up to 4 MiB; never touched).
+ */
+static int run_init(struct mb_run *run, const struct bench_opts *o,
+		    struct kvf__rdma_dev *dev, uint64_t seg_size)
 {
-	struct mb_run run = {.o = o,
-			     .dev = dev,
-			     .master = master,
-			     .lock = PTHREAD_MUTEX_INITIALIZER};
-	struct kvf_client_leader l = {0};
-	uint64_t seg_size, per;
-	struct mb_conn *conns;
-	pthread_t pinger;
+	*run = (struct mb_run){
+		.o = o, .dev = dev, .lock = PTHREAD_MUTEX_INITIALIZER};
+	if (!o->master || kvf_client_master_new(o->master, &run->master)) {
+		fprintf(stderr, "kvforge-bench: --master HOST:PORT or "
+				"etcd://HOST:PORT[;HOST:PORT...] required\n");
+		return KVF_ERR_INVALID_ARGUMENT;
+	}
+	run->abi = kvf_abi_find(o->mooncake_abi);
+	if (!run->abi) {
+		fprintf(stderr, "kvforge-bench: unknown --mooncake-abi '%s'\n",
+			o->mooncake_abi);
+		kvf_client_master_free(run->master);
+		run->master = NULL;
+		return KVF_ERR_INVALID_ARGUMENT;
+	}
+	run->run_id = random_u64(o->seed);
+	run->client_id =
+		(struct kvf_uuid){random_u64(run->run_id), run->run_id};
+	run->seg = (struct kvf_msg_segment){
+		.id = {random_u64(run->run_id + 1), run->run_id + 1},
+		.name = cstr("kvforge-bench"),
+		.base = 1ull << 44,
+		.size = (seg_size + MB_SEG_ALIGN - 1) / MB_SEG_ALIGN *
+			MB_SEG_ALIGN,
+		.te_endpoint = cstr("127.0.0.1:1"),
+		.protocol = cstr("tcp"),
+		.host_id = cstr(""),
+	};
+	return 0;
+}
+
+/* Set the client up on @c, connected to @l, and start pinging. */
+static int run_start(struct mb_run *run, struct kvf_client *c,
+		     const struct kvf_client_leader *l, pthread_t *pinger)
+{
+	if (setup_client(run, c, l))
+		return KVF_ERR_IO;
+	run->mounted_view = run->reported_view = l->view;
+	pthread_create(pinger, NULL, ping_thread, run);
+	return 0;
+}
+
+/* Stop pinging; after a clean run, unmount the segment on @c. */
+static void run_stop(struct mb_run *run, struct kvf_client *c,
+		     pthread_t pinger, bool unmount)
+{
 	struct kvf_msg_resp resp = {0};
-	struct kvf_msg_req q;
+	struct kvf_msg_req q = {.rpc = KVF_RPC_UnmountSegment,
+				.segment_id = run->seg.id,
+				.client_id = run->client_id};
+
+	atomic_store(&run->stop_ping, true);
+	pthread_join(pinger, NULL);
+	if (unmount && c)
+		call(c, &q, &resp);
+}
+
+/* --master etcd://: how the failovers went, as results. */
+static void record_failovers(struct mb_run *run, struct mb_conn *conns,
+			     struct bench_results *r)
+{
+	uint64_t lost = 0;
+
+	if (!kvf_client_master_is_etcd(run->master))
+		return;
+	for (unsigned i = 0; i < run->o->connections; i++)
+		lost += conns[i].lost_batches;
+	bench_result(r, "failover", "count", run->failovers);
+	bench_result(r, "failover", "max_ms", run->failover_ms_max);
+	bench_result(r, "failover", "lost_batches", (double)lost);
+}
+
+static int run_conns(struct mb_run *run, struct bench_results *r);
+
+static int run_master(const struct bench_opts *o, struct kvf__rdma_dev *dev,
+		      struct bench_results *r)
+{
+	struct mb_run run;
 	int rc = 0;
 
 	if (o->batch > 65535 || !o->connections || !o->depth) {
@@ -693,32 +756,32 @@ static int run_master(const struct bench_opts *o, struct kvf__rdma_dev *dev,
 				"--connections and --depth > 0\n");
 		return KVF_ERR_INVALID_ARGUMENT;
 	}
-	run.abi = kvf_abi_find(o->mooncake_abi);
-	if (!run.abi) {
-		fprintf(stderr, "kvforge-bench: unknown --mooncake-abi '%s'\n",
-			o->mooncake_abi);
-		return KVF_ERR_INVALID_ARGUMENT;
-	}
-	run.run_id = random_u64(o->seed);
-	run.client_id = (struct kvf_uuid){random_u64(run.run_id), run.run_id};
-	seg_size = (o->objects * MB_VALUE_SIZE / 4 * 5 + (64ull << 20)) /
-		   MB_SEG_ALIGN * MB_SEG_ALIGN;
-	run.seg = (struct kvf_msg_segment){
-		.id = {random_u64(run.run_id + 1), run.run_id + 1},
-		.name = cstr("kvforge-bench"),
-		.base = 1ull << 44,
-		.size = seg_size,
-		.te_endpoint = cstr("127.0.0.1:1"),
-		.protocol = cstr("tcp"),
-		.host_id = cstr(""),
-	};
-	record_master_config(&run, r);
+	rc = run_init(&run, o, dev,
+		      (o->objects * MB_VALUE_SIZE / 4 * 5 + (64ull << 20)) /
+			      MB_SEG_ALIGN * MB_SEG_ALIGN);
+	if (rc)
+		return rc;
+	rc = run_conns(&run, r);
+	kvf_client_master_free(run.master);
+	return rc;
+}
+
+static int run_conns(struct mb_run *run, struct bench_results *r)
+{
+	const struct bench_opts *o = run->o;
+	struct kvf_client_leader l = {0};
+	uint64_t per;
+	struct mb_conn *conns;
+	pthread_t pinger;
+	int rc = 0;
+
+	record_master_config(run, r);
 	conns = calloc(o->connections, sizeof(*conns));
 	if (!conns)
 		return KVF_ERR_NO_MEMORY;
 	per = (o->objects + o->connections - 1) / o->connections;
 	for (unsigned i = 0; i < o->connections; i++) {
-		conns[i].run = &run;
+		conns[i].run = run;
 		conns[i].idx = i;
 		conns[i].lo = i * per < o->objects ? i * per : o->objects;
 		conns[i].hi =
@@ -733,7 +796,7 @@ static int run_master(const struct bench_opts *o, struct kvf__rdma_dev *dev,
 					   o->connections / o->rate);
 		/* etcd: wait up to MB_TIMEOUT_MS for a leader */
 		rc = kvf_client_master_connect(
-			run.master, run.abi, o->depth * 2, run.dev,
+			run->master, run->abi, o->depth * 2, run->dev,
 			kvf_client_now_ns() +
 				(uint64_t)MB_TIMEOUT_MS * 1000000u,
 			&conns[i].c, &l);
@@ -747,31 +810,15 @@ static int run_master(const struct bench_opts *o, struct kvf__rdma_dev *dev,
 			return KVF_ERR_IO;
 		}
 	}
-	rc = setup_client(&run, conns[0].c, &l);
-	run.mounted_view = run.reported_view = l.view;
+	rc = run_start(run, conns[0].c, &l, &pinger);
 	if (rc) {
 		close_conns(conns, o->connections);
-		return KVF_ERR_IO;
+		return rc;
 	}
-	pthread_create(&pinger, NULL, ping_thread, &run);
 	for (int ph = 0; ph < MB__PHASES && !rc; ph++)
-		rc = run_phase(&run, conns, (enum mb_phase)ph, r);
-	atomic_store(&run.stop_ping, true);
-	pthread_join(pinger, NULL);
-	if (kvf_client_master_is_etcd(run.master)) {
-		uint64_t lost = 0;
-
-		for (unsigned i = 0; i < o->connections; i++)
-			lost += conns[i].lost_batches;
-		bench_result(r, "failover", "count", run.failovers);
-		bench_result(r, "failover", "max_ms", run.failover_ms_max);
-		bench_result(r, "failover", "lost_batches", (double)lost);
-	}
-	q = (struct kvf_msg_req){.rpc = KVF_RPC_UnmountSegment,
-				 .segment_id = run.seg.id,
-				 .client_id = run.client_id};
-	if (!rc && conns[0].c)
-		call(conns[0].c, &q, &resp);
+		rc = run_phase(run, conns, (enum mb_phase)ph, r);
+	run_stop(run, conns[0].c, pinger, !rc);
+	record_failovers(run, conns, r);
 	close_conns(conns, o->connections);
 	return rc;
 }
@@ -796,18 +843,128 @@ static int open_transport(const struct bench_opts *o,
 int bench_master(const struct bench_opts *o, struct bench_results *r)
 {
 	struct kvf__rdma_dev *dev = NULL;
-	struct kvf_client_master *master;
+	int rc = open_transport(o, &dev);
+
+	if (rc)
+		return rc;
+	rc = run_master(o, dev, r);
+	kvf_client_rdma_close(dev);
+	return rc;
+}
+
+/*
+ * One client of a master, one call at a time (--workload trace): the run
+ * (a fake segment of the capacity asked for), one connection, the pinger.
+ */
+struct bench_master {
+	struct mb_run run;
+	struct kvf_client *c;
+	struct kvf__rdma_dev *dev;
+	pthread_t pinger;
+	bool started;
+	size_t cap; /* answer arrays, items */
+	struct kvf_msg_replicas *items;
+	struct kvf_msg_desc *descs;
+	uint8_t *bools;
+};
+
+int bench_master_open(const struct bench_opts *o, uint64_t seg_size,
+		      size_t max_keys, struct bench_master **out)
+{
+	struct bench_master *m = calloc(1, sizeof(*m));
+	struct kvf_client_leader l;
 	int rc;
 
-	if (!o->master || kvf_client_master_new(o->master, &master)) {
-		fprintf(stderr, "kvforge-bench: --master HOST:PORT or "
-				"etcd://HOST:PORT[;HOST:PORT...] required\n");
-		return KVF_ERR_INVALID_ARGUMENT;
-	}
-	rc = open_transport(o, &dev);
+	if (!m)
+		return KVF_ERR_NO_MEMORY;
+	m->cap = max_keys;
+	m->items = calloc(max_keys, sizeof(*m->items));
+	m->descs = calloc(max_keys, sizeof(*m->descs));
+	m->bools = calloc(max_keys, 1);
+	rc = !m->items || !m->descs || !m->bools ? KVF_ERR_NO_MEMORY
+						 : open_transport(o, &m->dev);
 	if (!rc)
-		rc = run_master(o, dev, master, r);
-	kvf_client_rdma_close(dev);
-	kvf_client_master_free(master);
-	return rc;
+		rc = run_init(&m->run, o, m->dev, seg_size);
+	if (!rc &&
+	    kvf_client_master_connect(
+		    m->run.master, m->run.abi, 4, m->dev,
+		    kvf_client_now_ns() + (uint64_t)MB_TIMEOUT_MS * 1000000u,
+		    &m->c, &l)) {
+		fprintf(stderr, "kvforge-bench: cannot connect to %s\n",
+			o->master);
+		rc = KVF_ERR_IO;
+	}
+	if (!rc)
+		rc = run_start(&m->run, m->c, &l, &m->pinger);
+	m->started = !rc;
+	if (rc) {
+		bench_master_close(m);
+		return rc;
+	}
+	*out = m;
+	return 0;
+}
+
+int bench_master_batch(struct bench_master *m, enum bench_rpc op,
+		       const struct kvf_key *keys, const uint64_t *sizes,
+		       size_t n, int32_t *codes)
+{
+	static const enum kvf_rpc rpc[] = {
+		[BENCH_RPC_EXIST] = KVF_RPC_BatchExistKey,
+		[BENCH_RPC_GET] = KVF_RPC_BatchGetReplicaList,
+		[BENCH_RPC_PUT_START] = KVF_RPC_BatchPutStart,
+		[BENCH_RPC_PUT_END] = KVF_RPC_BatchPutEnd,
+	};
+	struct kvf_msg_req q = {
+		.rpc = rpc[op],
+		.client_id = m->run.client_id,
+		.tenant = cstr("default"),
+		.keys = (struct kvf_key *)keys,
+		.nkeys = n,
+		.vals = (uint64_t *)sizes,
+		.nvals = sizes ? n : 0,
+		.replica_type = 4, /* ReplicaType::ALL, as the client sends */
+		.config = {.replica_num = 1},
+	};
+	struct kvf_msg_resp resp = {
+		.items = m->items,
+		.cap = m->cap,
+		.descs = m->descs,
+		.desc_cap = m->cap,
+		.bools = m->bools,
+	};
+	int rc;
+
+	if (n > m->cap)
+		return KVF_ERR_INVALID_ARGUMENT;
+	rc = call(m->c, &q, &resp);
+	if (rc)
+		return KVF_ERR_IO;
+	if (resp.n != n) {
+		fprintf(stderr, "kvforge-bench: %s answered %zu items for %zu\n",
+			kvf_abi_rpc_name(q.rpc), resp.n, n);
+		return KVF_ERR_IO;
+	}
+	for (size_t i = 0; i < n; i++) {
+		codes[i] = m->items[i].code;
+		/* BatchExistKey: a false answer is "not found" here */
+		if (op == BENCH_RPC_EXIST && !codes[i] && !m->bools[i])
+			codes[i] = BENCH_MC_OBJECT_NOT_FOUND;
+	}
+	return 0;
+}
+
+void bench_master_close(struct bench_master *m)
+{
+	if (!m)
+		return;
+	if (m->started)
+		run_stop(&m->run, m->c, m->pinger, true);
+	kvf_client_close(m->c);
+	kvf_client_master_free(m->run.master);
+	kvf_client_rdma_close(m->dev);
+	free(m->items);
+	free(m->descs);
+	free(m->bools);
+	free(m);
 }
