@@ -73,14 +73,18 @@ etcd_pid=
 bench_pid=
 sleep_pid=
 cleanup() {
+	set +e # every step runs, whatever failed before
 	trap - EXIT INT TERM
-	[ -n "$sleep_pid" ] && kill "$sleep_pid" 2>/dev/null
-	[ -n "$bench_pid" ] && kill "$bench_pid" 2>/dev/null
-	for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done
-	for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done
-	[ -n "$etcd_pid" ] && kill "$etcd_pid" 2>/dev/null && wait "$etcd_pid" 2>/dev/null
+	if [ -n "$sleep_pid" ]; then kill "$sleep_pid"; fi
+	if [ -n "$bench_pid" ]; then kill "$bench_pid"; fi
+	for p in "${pids[@]}"; do kill -TERM "$p"; done
+	for p in "${pids[@]}"; do wait "$p"; done
+	if [ -n "$etcd_pid" ]; then
+		kill "$etcd_pid"
+		wait "$etcd_pid"
+	fi
 	rm -rf "$tmp"
-}
+} 2>/dev/null
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
