@@ -256,6 +256,7 @@ static int start_ha(struct master *m)
 		die_status("starting the election (--etcd_endpoints?)", ret);
 		return ret;
 	}
+	kvf_metrics_set_ha(m->metrics, m->ha); /* /health shows the role */
 	printf("kvforge-master: HA on, publishing %s\n", m->advertise);
 	fflush(stdout);
 	return KVF_OK;
