@@ -175,6 +175,8 @@ for k in $(seq 1 "$failovers"); do
 		[ "$i" = "$li" ] && continue
 		for _ in $(seq 1 600); do
 			grep -q "ha: standby" "$work/m$i.log" && break
+			kill -0 "${pids[$i]}" 2>/dev/null ||
+				{ cat "$work/m$i.log" >&2; exit 1; }
 			sleep 0.1
 		done
 	done
