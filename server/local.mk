@@ -9,7 +9,8 @@ libkvforge_master_la_SOURCES = server/rpc_list.h \
 	server/registry.h server/registry.c \
 	server/service.h server/service.c \
 	server/conn.h server/conn.c \
-	server/loop.h server/loop.c
+	server/loop.h server/loop.c \
+	server/stallclock.h server/stallclock.c
 libkvforge_master_la_LIBADD = libkvforge-core.la
 
 bin_PROGRAMS += kvforge-master
