@@ -36,6 +36,7 @@ UNIT_TESTS += tests/master/test_master_flags tests/master/test_master_client \
 CONCURRENCY_TESTS += tests/master/test_master_stall
 tests_master_test_master_stall_CFLAGS = $(KVF_TEST_CFLAGS)
 tests_master_test_master_stall_LDADD = libkvforge-master.la $(KVF_TEST_LIBS) -lpthread
+EXTRA_DIST += tests/master/test_master_call.h
 tests_master_test_master_adversary_CFLAGS = $(KVF_TEST_CFLAGS)
 tests_master_test_master_adversary_LDADD = libkvforge-master.la $(KVF_TEST_LIBS) -lpthread
 tests_master_test_master_registry_CFLAGS = $(KVF_TEST_CFLAGS)

@@ -267,28 +267,29 @@ static int grow(void **arr, size_t *cap, size_t need, size_t size)
 	return KVF_OK;
 }
 
+/* The slot of @key's first entry, or -1 (unique keys: ids). */
+static long idx_find(const struct index *ix, uint64_t key)
+{
+	if (!ix->n)
+		return -1;
+	for (size_t i = idx_home(ix, key); ix->keys[i]; i = (i + 1) & ix->mask)
+		if (ix->keys[i] == key)
+			return ix->slots[i];
+	return -1;
+}
+
 static struct client_ent *client_find(struct kvf_registry *r, uint64_t id)
 {
-	const struct index *ix = &r->cli_idx;
+	long s = idx_find(&r->cli_idx, id);
 
-	if (!ix->n)
-		return NULL;
-	for (size_t i = idx_home(ix, id); ix->keys[i]; i = (i + 1) & ix->mask)
-		if (ix->keys[i] == id)
-			return &r->clients[ix->slots[i]];
-	return NULL;
+	return s < 0 ? NULL : &r->clients[s];
 }
 
 static struct kvf_seg_entry *seg_find(struct kvf_registry *r, uint64_t id)
 {
-	const struct index *ix = &r->seg_idx;
+	long s = idx_find(&r->seg_idx, id);
 
-	if (!ix->n)
-		return NULL;
-	for (size_t i = idx_home(ix, id); ix->keys[i]; i = (i + 1) & ix->mask)
-		if (ix->keys[i] == id)
-			return &r->segs[ix->slots[i]];
-	return NULL;
+	return s < 0 ? NULL : &r->segs[s];
 }
 
 /* Find or add @uuid's client entry (exclusive lock). NULL on allocation

@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "server/client.h"
+#include "tests/master/test_master_call.h"
 #include "server/service.h"
 
 #define TIMEOUT_MS 20000
@@ -126,38 +127,7 @@ static void stop_master(void)
 
 static struct kvf_client *connect_master(void)
 {
-	struct kvf_client *c = NULL;
-
-	assert_int_equal(kvf_client_connect("127.0.0.1", rpc_port,
-					    kvf_abi_find(NULL), 64, &c),
-			 0);
-	return c;
-}
-
-struct answer {
-	struct kvf_msg_resp r;
-	struct kvf_msg_replicas items[16];
-	struct kvf_msg_desc descs[64];
-	uint8_t bools[16];
-};
-
-static int try_call(struct kvf_client *c, const struct kvf_msg_req *q,
-		    struct answer *a)
-{
-	memset(a, 0, sizeof(*a));
-	a->r.items = a->items;
-	a->r.cap = 16;
-	a->r.descs = a->descs;
-	a->r.desc_cap = 64;
-	a->r.bools = a->bools;
-	return kvf_client_call(c, q, TIMEOUT_MS, &a->r);
-}
-
-static struct kvf_msg_resp *call(struct kvf_client *c,
-				 const struct kvf_msg_req *q, struct answer *a)
-{
-	assert_int_equal(try_call(c, q, a), 0);
-	return &a->r;
+	return connect_port(rpc_port);
 }
 
 static const struct kvf_str dflt = {"default", 7};
