@@ -726,7 +726,7 @@ static void do_mount(struct call *c)
  * requests get it between slices, and the table is persisted once, at
  * the end. The list is bounded by KVF_SERVICE_MAX_REMOUNT.
  */
-#define REMOUNT_SLICE 16
+#define REMOUNT_SLICE 4
 
 static void do_remount(struct call *c)
 {
