@@ -13,6 +13,13 @@
  * visible. Records are never modified in place beyond the state word and
  * the lease: pre-emption swaps in a new record (the old one's buffers are
  * released only after the release timeout: its writer may be slow).
+ *
+ * put_end and put_revoke check the client before the state, as
+ * Mooncake's master does: a processing put by its exact id (the owner
+ * word), an ended one by the putter fingerprint the record keeps
+ * (metadata/object.h), so a writer whose put was dropped (its segment
+ * unmounted, its client expired) and then started and ended by another
+ * client hears ILLEGAL_CLIENT, not that its put already ended.
  */
 #include "config.h"
 
@@ -32,6 +39,7 @@
 struct put_ctx {
 	struct kvf__batch b;
 	uint64_t client_id;
+	uint32_t putter; /* kvf__putter_of(client_id) */
 	const uint64_t *sizes;
 	const struct kvf_put_config *cfg;
 	struct kvf_replicas *out;
@@ -109,6 +117,7 @@ static int make_record(struct put_ctx *c, size_t i, struct kvf__object **out)
 		return KVF_ERR_NO_MEMORY;
 	}
 	o->size = c->sizes[i];
+	kvf__object_set_putter(o, c->putter);
 	o->owner = c->client_id;
 	o->stamp = c->now;
 	o->flags |= (c->cfg->hard_pin ? KVF__OBJ_HARD_PIN : 0) |
@@ -181,7 +190,7 @@ static int start_one(struct put_ctx *c, size_t i)
 	struct kvf__object *existing = c->b.obj[i], *o;
 	int ret;
 
-	if (!c->sizes[i])
+	if (!c->sizes[i] || c->sizes[i] > KVF__OBJECT_SIZE_MAX)
 		return KVF_ERR_INVALID_PARAMS;
 	for (int tries = 0; tries < PUT_RETRIES; tries++) {
 		if (existing) {
@@ -212,8 +221,9 @@ enum kvf_status kvf_batch_put_start(struct kvf_engine *e, uint64_t client_id,
 				    struct kvf_replicas *out,
 				    enum kvf_status *status)
 {
-	struct put_ctx c = { .client_id = client_id, .sizes = sizes,
-			     .cfg = cfg, .out = out };
+	struct put_ctx c = { .client_id = client_id,
+			     .putter = kvf__putter_of(client_id),
+			     .sizes = sizes, .cfg = cfg, .out = out };
 	int ret;
 
 	if (!sizes || !out)
@@ -260,11 +270,26 @@ enum kvf_status kvf_batch_put_start(struct kvf_engine *e, uint64_t client_id,
 /* ---- put_end / put_revoke ------------------------------------------------ */
 
 /*
+ * The answer to @client_id (fingerprint @putter) about @o, whose put is
+ * not processing (ended, being ended, being removed): as Mooncake's
+ * master, which keeps the putting client, the client is checked first.
+ * Another client, one that never started the key among them, gets
+ * ILLEGAL_CLIENT; the putter learns its put already ended. A record
+ * whose putter is unknown (recovered) is no client's.
+ */
+static int not_processing(const struct kvf__object *o, uint32_t putter)
+{
+	return kvf__object_putter(o) == putter ?
+		       KVF_ERR_OBJECT_ALREADY_EXISTS :
+		       KVF_ERR_ILLEGAL_CLIENT;
+}
+
+/*
  * Lock the processing record of key @i owned by @client_id. Returns KVF_OK
  * with the record locked (state PROCESSING|LOCKED) or the item's error.
  */
 static int lock_own_put(struct kvf__batch *b, size_t i, uint64_t client_id,
-			struct kvf__object **out)
+			uint32_t putter, struct kvf__object **out)
 {
 	struct kvf__object *o = b->obj[i];
 	uint32_t base;
@@ -273,8 +298,9 @@ static int lock_own_put(struct kvf__batch *b, size_t i, uint64_t client_id,
 		if (kvf__obj_lock(o, &base)) {
 			if (base != KVF__OBJ_PROCESSING) {
 				kvf__obj_set(o, base);
-				return KVF_ERR_OBJECT_ALREADY_EXISTS;
+				return not_processing(o, putter);
 			}
+			/* Processing: the owner word is the exact id. */
 			if (kvf__obj_client(o) != client_id) {
 				kvf__obj_set(o, base);
 				return KVF_ERR_ILLEGAL_CLIENT;
@@ -283,7 +309,7 @@ static int lock_own_put(struct kvf__batch *b, size_t i, uint64_t client_id,
 			return KVF_OK;
 		}
 		if (base != KVF__OBJ_DEAD && base != KVF__OBJ_REPLACED)
-			return KVF_ERR_OBJECT_ALREADY_EXISTS; /* ENDING/REMOVING */
+			return not_processing(o, putter); /* ENDING/REMOVING */
 		o = kvf__batch_relookup(b, i);
 	}
 	return KVF_ERR_OBJECT_NOT_FOUND;
@@ -296,7 +322,8 @@ static void publish_complete(struct kvf__batch *b, size_t i)
 
 	if (o->flags & KVF__OBJ_SOFT_PIN)
 		o->stamp = kvf__now(b->e) + b->e->soft_pin_ns;
-	/* The owner word turns from the client into the lease. */
+	/* The owner word turns from the client into the lease; the putter
+	 * field keeps who put it. */
 	__atomic_store_n(&o->owner, 0, __ATOMIC_RELAXED);
 	kvf__obj_release(o, KVF__OBJ_COMPLETE);
 }
@@ -317,10 +344,13 @@ static void back_to_processing(struct kvf__batch *b, size_t i)
 static void own_puts(struct kvf__batch *b, uint64_t client_id,
 		     kvf__batch_item_fn then)
 {
+	uint32_t putter = kvf__putter_of(client_id);
+
 	for (size_t i = 0; i < b->n; i++) {
 		if (b->status[i] != KVF_OK)
 			continue;
-		b->status[i] = lock_own_put(b, i, client_id, &b->obj[i]);
+		b->status[i] = lock_own_put(b, i, client_id, putter,
+					    &b->obj[i]);
 		if (b->status[i] == KVF_OK)
 			then(b, i);
 	}

@@ -237,6 +237,9 @@ static int apply_put(struct replay *rp, const struct kvf__jrec *r)
 	struct kvf__object *old, *o;
 	int ret;
 
+	/* No segment holds more (put_start refuses larger objects). */
+	if (r->obj.size > KVF__OBJECT_SIZE_MAX)
+		return corrupt(rp, "object larger than any segment");
 	o = kvf__index_object_new(e->index, e->arena, r->obj.key,
 				  r->obj.key_len, r->obj.nr_replicas);
 	if (!o)
@@ -313,6 +316,7 @@ static int apply_replicas(struct replay *rp, const struct kvf__jrec *r)
 	if (!o)
 		return KVF_ERR_NO_MEMORY;
 	o->size = old->size;
+	kvf__object_set_putter(o, kvf__object_putter(old));
 	o->flags = old->flags;
 	o->stamp = old->stamp;
 	ret = set_replicas(rp, o, r);

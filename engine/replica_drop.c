@@ -66,6 +66,7 @@ static struct kvf__object *copy_without(struct kvf_engine *e,
 	if (!n)
 		return NULL;
 	n->size = o->size;
+	kvf__object_set_putter(n, kvf__object_putter(o));
 	n->stamp = o->stamp;
 	n->flags = (uint8_t)((o->flags & ~KVF__OBJ_HOOKED) |
 			     (n->flags & KVF__OBJ_HOOKED));

@@ -3,16 +3,16 @@
  * metadata/object.h - the per-object record the index points at.
  *
  * One arena block per object (metadata/arena.h), laid out so a lookup and
- * a get touch as few cache lines as possible: a 32-byte header (state, key
- * length, replica count, pins, size, lease, stamp), the key inline right
- * after it, then the replicas, 4-byte aligned. A replica is 12 bytes: a
- * 48-bit segment pointer and a 48-bit offset (user-space pointers have 48
- * significant bits on x86-64 and arm64, and a segment larger than 2^48
- * bytes is refused at mount, KVF__REPLICA_OFFSET_MAX), read and written
- * only through kvf__replica_seg()/_offset()/_set(). For a 68-byte HiCache
- * key and one replica that is 112 bytes (120 with an 8-byte aligned
- * pointer + offset pair): one 112-byte arena block, no malloc header or
- * rounding. Nothing else is stored per object:
+ * a get touch as few cache lines as possible: a 32-byte header (state,
+ * putter, key length, replica count, pins, size, lease, stamp), the key
+ * inline right after it, then the replicas, 4-byte aligned. A replica is
+ * 12 bytes: a 48-bit segment pointer and a 48-bit offset (user-space
+ * pointers have 48 significant bits on x86-64 and arm64, and a segment
+ * larger than 2^48 bytes is refused at mount, KVF__REPLICA_OFFSET_MAX),
+ * read and written only through kvf__replica_seg()/_offset()/_set(). For a
+ * 68-byte HiCache key and one replica that is 112 bytes (120 with an
+ * 8-byte aligned pointer + offset pair): one 112-byte arena block, no
+ * malloc header or rounding. Nothing else is stored per object:
  *   - no hash: the engine has it at hand (it hashed the batch), and the
  *     index recomputes it (XXH3, ~5 ns) on its rare paths (resize, walks);
  *   - no index hook unless the index wants one: an index may ask for a
@@ -21,14 +21,27 @@
  *   - no rcu_head: unpublished records are reclaimed in batches (struct
  *     kvf__reclaim), one call_rcu per batch instead of one per record.
  *
- * Immutable after publication: key, size, replicas, flags. A change to
- * the replica set is copy-on-write: a new record replaces the old one in
- * the index (the old one goes REPLACED). Mutable, atomically: @state (the
- * state machine and writer lock, metadata/objstate.h) and the @owner word:
- * the putting client's id while the put is processing, the lease deadline
- * once complete (readers raise it with an atomic max, lock-free). Only
- * the thread that owns the ENDING state switches it, before publishing
- * COMPLETE.
+ * Immutable after publication: key, size, replicas, flags, putter. A
+ * change to the replica set is copy-on-write: a new record replaces the
+ * old one in the index (the old one goes REPLACED) and keeps the putter.
+ * Mutable, atomically: @state (the state machine and writer lock,
+ * metadata/objstate.h) and the @owner word: the putting client's id while
+ * the put is processing, the lease deadline once complete (readers raise
+ * it with an atomic max, lock-free). Only the thread that owns the ENDING
+ * state switches it, before publishing COMPLETE.
+ *
+ * Who put the object outlives the owner word as the putter: a 32-bit
+ * fingerprint of the client id (kvf__putter_of()), in bits the header
+ * has spare (the state needs 16 bits, a size 48: segments hold at most
+ * 2^48 bytes), so the record does not grow. put_end and put_revoke tell
+ * the putter of a complete object from any other client by it (Mooncake
+ * answers them differently). While processing, the owner word holds the
+ * exact id, which is what decides who may end or revoke the put; the
+ * fingerprint only tells who a complete object's putter was, where two
+ * clients of one fingerprint (one pair in 2^32) are not told apart, and
+ * neither call changes a complete object whatever it answers. The
+ * journal does not record the putter: a recovered object's is unknown
+ * (KVF__PUTTER_UNKNOWN, no client's fingerprint).
  */
 #ifndef KVF_METADATA_OBJECT_H
 #define KVF_METADATA_OBJECT_H
@@ -102,16 +115,61 @@ static inline void kvf__replica_set(struct kvf__replica *r,
 	r->off_hi = (uint16_t)(offset >> 32);
 }
 
+/* Largest object size a record can hold (its size field has 48 bits). */
+#define KVF__OBJECT_SIZE_MAX ((UINT64_C(1) << 48) - 1)
+
+/* The putter of a record whose putter is not known (recovered). */
+#define KVF__PUTTER_UNKNOWN 0u
+
 struct kvf__object {
-	uint32_t state; /* metadata/objstate.h; atomic */
+	uint16_t state;     /* metadata/objstate.h; atomic */
+	uint16_t putter_hi; /* the putter's fingerprint, bits 16-31 */
 	uint16_t key_len;
 	uint8_t nr_replicas;
 	uint8_t flags; /* enum kvf__pin_flags | enum kvf__obj_flags */
-	uint64_t size;
+	uint64_t size : 48;      /* <= KVF__OBJECT_SIZE_MAX */
+	uint64_t putter_lo : 16; /* the putter's fingerprint, bits 0-15 */
 	uint64_t owner; /* client id (processing) / lease deadline; atomic */
 	uint64_t stamp; /* put start (ns); the soft pin deadline once complete */
 	char key[];     /* key_len bytes, then the replicas */
 };
+
+_Static_assert(sizeof(struct kvf__object) == 32,
+	       "the record header stays 32 bytes (memory per object)");
+
+/*
+ * kvf__putter_of() - the fingerprint of client @client_id that a record
+ * keeps as its putter: 32 bits of a 64-bit mix of the id (every id bit
+ * reaches every fingerprint bit), never KVF__PUTTER_UNKNOWN. Two client
+ * ids share a fingerprint with odds of one in 2^32 per pair.
+ */
+static inline uint32_t kvf__putter_of(uint64_t client_id)
+{
+	uint64_t x = client_id;
+	uint32_t p;
+
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdULL;
+	x ^= x >> 33;
+	x *= 0xc4ceb9fe1a85ec53ULL;
+	x ^= x >> 33;
+	p = (uint32_t)(x >> 32);
+	return p != KVF__PUTTER_UNKNOWN ? p : 1;
+}
+
+/* The fingerprint of @o's putter, or KVF__PUTTER_UNKNOWN. Immutable. */
+static inline uint32_t kvf__object_putter(const struct kvf__object *o)
+{
+	return (uint32_t)o->putter_hi << 16 | (uint32_t)o->putter_lo;
+}
+
+/* Set @o's putter: only before the record is published. */
+static inline void kvf__object_set_putter(struct kvf__object *o,
+					  uint32_t putter)
+{
+	o->putter_hi = (uint16_t)(putter >> 16);
+	o->putter_lo = putter & 0xffffu;
+}
 
 static inline const char *kvf__object_key(const struct kvf__object *o)
 {
@@ -157,8 +215,9 @@ static inline struct kvf__object *kvf__object_from_hook(void *hook)
 
 /*
  * kvf__object_new() - allocate a record from @arena with its key, state
- * PROCESSING, everything else zero; with @hooked, an index hook prefix
- * before it. NULL on allocation failure. Thread-safe.
+ * PROCESSING, everything else zero (so its putter KVF__PUTTER_UNKNOWN);
+ * with @hooked, an index hook prefix before it. NULL on allocation
+ * failure. Thread-safe.
  */
 struct kvf__object *kvf__object_new(struct kvf__arena *arena, const char *key,
 				    size_t key_len, unsigned nr_replicas,

@@ -54,7 +54,7 @@ enum kvf__obj_state {
 	KVF__OBJ_REMOVING = 7,   /* remove journaling; owned by one thread */
 };
 
-/* Bits beside the base state. */
+/* Bits beside the base state; the whole word is 16 bits (object.h). */
 #define KVF__OBJ_STATE_MASK 0xffu
 #define KVF__OBJ_LOCKED 0x100u /* a writer decides; no I/O, no waits */
 #define KVF__OBJ_HELD 0x200u   /* a replica drop not journaled yet */
@@ -103,6 +103,7 @@ static inline bool kvf__obj_lock(struct kvf__object *o, uint32_t *base)
 {
 	unsigned spins = 0;
 	uint32_t s = kvf__obj_load(o);
+	uint16_t want;
 
 	for (;;) {
 		if (s & (KVF__OBJ_LOCKED | KVF__OBJ_HELD)) {
@@ -114,20 +115,22 @@ static inline bool kvf__obj_lock(struct kvf__object *o, uint32_t *base)
 			*base = s;
 			return false;
 		}
-		if (__atomic_compare_exchange_n(&o->state, &s,
-						s | KVF__OBJ_LOCKED, false,
-						__ATOMIC_SEQ_CST,
+		want = (uint16_t)s;
+		if (__atomic_compare_exchange_n(&o->state, &want,
+						(uint16_t)(s | KVF__OBJ_LOCKED),
+						false, __ATOMIC_SEQ_CST,
 						__ATOMIC_SEQ_CST)) {
 			*base = s;
 			return true;
 		}
+		s = want;
 	}
 }
 
 /* Leave the lock (or an owned ENDING/REMOVING) in state @next. */
 static inline void kvf__obj_set(struct kvf__object *o, uint32_t next)
 {
-	__atomic_store_n(&o->state, next, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&o->state, (uint16_t)next, __ATOMIC_SEQ_CST);
 }
 
 /*
@@ -141,7 +144,7 @@ static inline void kvf__obj_set(struct kvf__object *o, uint32_t next)
  */
 static inline void kvf__obj_release(struct kvf__object *o, uint32_t next)
 {
-	__atomic_store_n(&o->state, next, __ATOMIC_RELEASE);
+	__atomic_store_n(&o->state, (uint16_t)next, __ATOMIC_RELEASE);
 }
 
 /* The putting client of a processing record; read it under the lock. */

@@ -25,6 +25,7 @@ LAYERS = [
     ["journal"],
     ["engine"],
     ["batch"],
+    ["ha"],  # etcd client, election and fencing for kvforge-master
     ["tools/lib"],  # code only the tools use, never in the library
     ["server"],  # kvforge-master and its wire codec and client
     ["tools"],  # kvforge-bench (its --master client), kvforge-inspect

@@ -14,6 +14,7 @@ KVF_PACKAGES=(
 	build-essential autoconf automake libtool pkg-config
 	liburcu-dev liblmdb-dev lmdb-utils libcmocka-dev libxxhash-dev
 	libpfm4-dev libibverbs-dev
+	libcurl4-openssl-dev libjansson-dev etcd-server etcd-client
 	gnuplot-nox linux-perf python3
 	clang g++
 )

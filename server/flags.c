@@ -139,6 +139,14 @@ static const struct flag_def flag_table[] = {
 	 "reported by GetStorageConfig"},
 	{"config_path", FLAG_STR, F(config_path), NOSET, "",
 	 "JSON file of the same keys; the command line overrides it"},
+	{"enable_ha", FLAG_BOOL, F(enable_ha), NOSET, "false",
+	 "elect one leader among masters through etcd (docs/ha.md)"},
+	{"etcd_endpoints", FLAG_STR, F(etcd_endpoints), NOSET, "",
+	 "etcd endpoints host:port, ';' or ',' separated"},
+	{"ha_backend_type", FLAG_STR, F(ha_backend_type), NOSET, "etcd",
+	 "HA backend; only etcd"},
+	{"ha_backend_connstring", FLAG_STR, F(ha_backend_connstring), NOSET,
+	 "", "HA backend endpoints (default: --etcd_endpoints)"},
 	/* KVForge's own */
 	{"data-dir", FLAG_STR, F(data_dir), NOSET, "",
 	 "journal directory; empty = metadata in memory only"},
@@ -162,6 +170,10 @@ static const struct flag_def flag_table[] = {
 	 "objects the index is presized for"},
 	{"enable_rdma", FLAG_BOOL, F(enable_rdma), NOSET, "false",
 	 "also accept RDMA handshakes on the RPC port (as MC_RPC_PROTOCOL=rdma)"},
+	{"ha_lease_ttl", FLAG_SEC, F(ha_lease_ttl_s), NOSET, "5",
+	 "TTL of the leader's etcd lease, s"},
+	{"ha_advertise_address", FLAG_STR, F(ha_advertise_address), NOSET, "",
+	 "host:port published as the leader (default: --rpc_address:port)"},
 	{"help", FLAG_BOOL, F(help), NOSET, "false", "print this list"},
 };
 

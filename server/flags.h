@@ -60,6 +60,10 @@ struct kvf_master_flags {
 	bool enable_disk_eviction;
 	uint64_t quota_bytes;
 	char config_path[KVF_FLAGS_STR_MAX];
+	bool enable_ha;
+	char etcd_endpoints[KVF_FLAGS_STR_MAX];
+	char ha_backend_type[KVF_FLAGS_STR_MAX];
+	char ha_backend_connstring[KVF_FLAGS_STR_MAX];
 	/* KVForge's own */
 	char data_dir[KVF_FLAGS_STR_MAX];
 	char durability[KVF_FLAGS_STR_MAX];
@@ -72,6 +76,8 @@ struct kvf_master_flags {
 	uint64_t request_timeout_sec;
 	uint64_t expected_objects;
 	bool enable_rdma;
+	uint64_t ha_lease_ttl_s;
+	char ha_advertise_address[KVF_FLAGS_STR_MAX];
 	bool help;
 	/* which of the above were given (not defaults) */
 	bool placement_set;

@@ -10,7 +10,8 @@ libkvforge_master_la_SOURCES = server/rpc_list.h \
 	server/service.h server/service.c \
 	server/conn.h server/conn.c \
 	server/loop.h server/loop.c \
-	server/stallclock.h server/stallclock.c
+	server/stallclock.h server/stallclock.c \
+	server/ha_config.h server/ha_config.c
 libkvforge_master_la_LIBADD = libkvforge-core.la
 
 bin_PROGRAMS += kvforge-master

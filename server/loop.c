@@ -299,6 +299,9 @@ static void *thread_main(void *arg)
 		kvf_stallclock_idle(t->beacon);
 	}
 out:
+	/* An exiting thread must not hold the serving clock. */
+	kvf_stallclock_release(t->loop->o.stall, t->beacon);
+	t->beacon = NULL;
 	while (t->conns)
 		close_conn(t, t->conns);
 	return NULL;

@@ -12,6 +12,14 @@
  * stuck. Shutdown runs the same order backwards; closing
  * the engine flushes its journal.
  *
+ * With --enable_ha the RPC server runs only while this master leads
+ * (ha/election.h): the engine, registry and HTTP servers start as usual,
+ * then the main thread polls the election every 50 ms, starts the RPC
+ * server once kvf_ha_may_serve() holds and stops it (closing the port)
+ * as soon as it does not; the service itself refuses every request past
+ * the fencing deadline, so the polling interval never lets a deposed
+ * leader answer. Shutdown closes the port before the lease is revoked.
+ *
  * stdout carries one line per listening server ("... listening on
  * HOST:PORT ..."), flushed at once, so scripts and tests that start the
  * master on port 0 learn the port it bound.
@@ -29,9 +37,12 @@
 #include <kvforge/engine.h>
 #include <kvforge/status.h>
 
+#include "base/clock.h"
+#include "ha/election.h"
 #include "rdma/listener.h"
 #include "server/abi.h"
 #include "server/flags.h"
+#include "server/ha_config.h"
 #include "server/http.h"
 #include "server/loop.h"
 #include "server/metrics.h"
@@ -51,6 +62,9 @@ struct master {
 	struct kvf_http_server *http_metrics;
 	struct kvf_http_server *http_metadata;
 	struct kvf_stallclock *stall;
+	struct kvf_ha *ha; /* --enable_ha, else NULL */
+	struct kvf_ha_options ha_opts;
+	char advertise[KVF_HA_ADDR_MAX];
 };
 
 /* A loop thread busy this long with one wake-up stalls the serving clock
@@ -94,6 +108,8 @@ static int open_engine(struct master *m)
 		return ret;
 	}
 	ret = kvf_stallclock_new(STALL_MS, &m->stall);
+	if (!ret)
+		ret = kvf_stallclock_start(m->stall);
 	if (ret) {
 		die_status("creating the serving clock", ret);
 		return ret;
@@ -152,7 +168,8 @@ static int start_rpc(struct master *m)
 					 .engine = m->engine,
 					 .registry = m->registry,
 					 .metrics = m->metrics,
-					 .flags = f};
+					 .flags = f,
+					 .ha = m->ha};
 	struct kvf_loop_options lo;
 	int ret;
 
@@ -187,8 +204,6 @@ static int start_rpc(struct master *m)
 		lo.rdma = m->rdma;
 	}
 	ret = kvf_loop_start(&lo, &m->loop);
-	if (!ret)
-		ret = kvf_stallclock_start(m->stall);
 	if (ret) {
 		fprintf(stderr, "kvforge-master: cannot listen on %s:%u: %s\n",
 			f->rpc_address, lo.port, kvf_strerror(ret));
@@ -245,19 +260,69 @@ static int start_http(struct master *m)
 	return KVF_OK;
 }
 
-/* Wait for SIGINT/SIGTERM; sweep the registry once a second. */
-static void serve(struct master *m, const sigset_t *sigs)
+static void stop_rpc(struct master *m)
 {
-	struct timespec tick = {.tv_sec = 1};
+	kvf_loop_stop(m->loop);
+	kvf__rdma_listener_close(m->rdma);
+	kvf_service_free(m->service);
+	m->loop = NULL;
+	m->rdma = NULL;
+	m->service = NULL;
+}
+
+static int start_ha(struct master *m)
+{
+	int ret = kvf_ha_start(&m->ha_opts, &m->ha);
+
+	if (ret) {
+		die_status("starting the election (--etcd_endpoints?)", ret);
+		return ret;
+	}
+	printf("kvforge-master: HA on, publishing %s\n", m->advertise);
+	fflush(stdout);
+	return KVF_OK;
+}
+
+/* HA: serve exactly while the election allows it. */
+static int follow_ha(struct master *m)
+{
+	bool may = kvf_ha_may_serve(m->ha);
+
+	if (may && !m->loop) {
+		printf("kvforge-master: leading, view version %llu\n",
+		       (unsigned long long)kvf_ha_view_version(m->ha));
+		return start_rpc(m);
+	}
+	if (!may && m->loop) {
+		stop_rpc(m);
+		printf("kvforge-master: not the leader any more: RPC port "
+		       "closed\n");
+		fflush(stdout);
+	}
+	return KVF_OK;
+}
+
+/* Wait for SIGINT/SIGTERM; sweep the registry once a second; with HA,
+ * follow the election. */
+static int serve(struct master *m, const sigset_t *sigs)
+{
+	uint64_t sweep_at = kvf__now_ns() + KVF__NS_PER_SEC;
 
 	for (;;) {
+		struct timespec tick = {.tv_sec = m->ha ? 0 : 1,
+					.tv_nsec = m->ha ? 50000000 : 0};
 		int sig = sigtimedwait(sigs, NULL, &tick);
 
 		if (sig == SIGINT || sig == SIGTERM) {
 			fprintf(stderr, "kvforge-master: %s, shutting down\n",
 				strsignal(sig));
-			return;
+			return KVF_OK;
 		}
+		if (m->ha && follow_ha(m))
+			return KVF_ERR_IO;
+		if (kvf__now_ns() < sweep_at)
+			continue;
+		sweep_at = kvf__now_ns() + KVF__NS_PER_SEC;
 		if (kvf_registry_sweep(m->registry))
 			fprintf(stderr, "kvforge-master: warning: could not "
 					"persist the segment table\n");
@@ -268,9 +333,8 @@ static void shutdown_master(struct master *m)
 {
 	kvf_http_stop(m->http_metadata);
 	kvf_http_stop(m->http_metrics);
-	kvf_loop_stop(m->loop);
-	kvf__rdma_listener_close(m->rdma);
-	kvf_service_free(m->service);
+	stop_rpc(m);
+	kvf_ha_stop(m->ha); /* after the port closed: revokes the lease */
 	kvf_registry_close(m->registry);
 	kvf_engine_close(m->engine); /* flushes the journal */
 	kvf_stallclock_free(m->stall);
@@ -296,6 +360,12 @@ int main(int argc, char **argv)
 	}
 	if (pick_abi(&m))
 		return 2;
+	if (m.flags.enable_ha &&
+	    kvf_flags_ha_options(&m.flags, &m.ha_opts, m.advertise, err,
+				 sizeof(err))) {
+		fprintf(stderr, "kvforge-master: %s\n", err);
+		return 2;
+	}
 	/* Signals are taken by the main thread only: block them before any
 	 * thread (engine, loop, HTTP) is created so all inherit the mask. */
 	sigemptyset(&sigs);
@@ -313,12 +383,12 @@ int main(int argc, char **argv)
 	if (!ret) {
 		kvf_metrics_set_source(m.metrics, m.engine, live_clients,
 				       m.registry);
-		ret = start_rpc(&m);
+		ret = m.flags.enable_ha ? start_ha(&m) : start_rpc(&m);
 	}
 	if (!ret)
 		ret = start_http(&m);
 	if (!ret)
-		serve(&m, &sigs);
+		ret = serve(&m, &sigs);
 	shutdown_master(&m);
 	return ret ? 1 : 0;
 }

@@ -33,6 +33,7 @@
 #include "server/service.h"
 
 #include "base/clock.h"
+#include "ha/election.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,6 +54,7 @@
 #define MC_NO_AVAILABLE_HANDLE (-200)
 #define MC_INVALID_KEY (-400)
 #define MC_ILLEGAL_CLIENT (-601)
+#define MC_INVALID_WRITE (-700)
 #define MC_REPLICA_IS_NOT_READY (-703)
 #define MC_OBJECT_NOT_FOUND (-704)
 #define MC_OBJECT_ALREADY_EXISTS (-705)
@@ -618,6 +620,23 @@ static bool replica_type_ok(int32_t t)
 	       t == MC_REPLICA_DFS;
 }
 
+/*
+ * The engine tells the putter of an object whose put has ended
+ * OBJECT_ALREADY_EXISTS (another client hears ILLEGAL_CLIENT). Upstream
+ * checks the client, then: PutEnd marks the object's complete replicas
+ * complete again and succeeds, PutRevoke finds no processing replica and
+ * answers INVALID_WRITE.
+ */
+static void finish_codes(struct call *c, finish_fn fn)
+{
+	for (size_t i = 0; i < c->req.nkeys; i++)
+		c->s->codes[i] =
+			c->s->status[i] != KVF_ERR_OBJECT_ALREADY_EXISTS ?
+				kvf_service_mc_error(c->s->status[i]) :
+			fn == kvf_batch_put_end ? KVF_MC_OK :
+						  MC_INVALID_WRITE;
+}
+
 static void do_finish(struct call *c, finish_fn fn, bool has_type)
 {
 	struct kvf_service_scratch *s = c->s;
@@ -644,12 +663,14 @@ static void do_finish(struct call *c, finish_fn fn, bool has_type)
 				fn(c->svc->o.engine, client, &c->req.keys[i], 1,
 				   &s->status[i]);
 	}
-	status_codes(c);
+	finish_codes(c, fn);
 	if (is_batch(c->rpc)) {
 		kvf_msg_enc_codes(c->out, c->svc->o.abi, c->rpc, s->codes, n);
 		count_items(c, s->codes, n);
+	} else if (s->codes[0]) {
+		answer_error(c, s->codes[0]);
 	} else {
-		answer_status(c, s->status[0]);
+		kvf_msg_enc_ok(c->out, c->svc->o.abi, c->rpc);
 	}
 }
 
@@ -773,7 +794,8 @@ static void do_ping(struct call *c)
 {
 	bool live = kvf_registry_ping(c->svc->o.registry, c->req.client_id);
 
-	kvf_msg_enc_ping(c->out, c->svc->o.abi, 0,
+	kvf_msg_enc_ping(c->out, c->svc->o.abi,
+			 kvf_ha_view_version(c->svc->o.ha),
 			 live ? KVF_MC_CLIENT_OK : KVF_MC_CLIENT_NEED_REMOUNT);
 }
 
@@ -1093,6 +1115,11 @@ void kvf_service_handle(struct kvf_service *svc, struct kvf_service_scratch *s,
 	size_t at;
 	int ret;
 
+	/* HA fencing: past the lease's deadline, answer nothing. */
+	if (svc->o.ha && !kvf_ha_may_serve(svc->o.ha)) {
+		out->failed = true;
+		return;
+	}
 	if (!kvf_abi_rpc_of(svc->o.abi, hdr->function_id, &c.rpc)) {
 		kvf_frame_resp_error(out, hdr->seq_num,
 				     KVF_RPC_ERRC_FUNCTION_NOT_REGISTERED,

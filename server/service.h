@@ -21,6 +21,8 @@
 #include "server/registry.h"
 #include "server/spack.h"
 
+struct kvf_ha;
+
 struct kvf_metrics;
 struct kvf_service;
 struct kvf_service_scratch;
@@ -57,6 +59,10 @@ struct kvf_service_scratch;
  * @engine: the engine. @registry: its client/segment registry.
  * @metrics: where every RPC is recorded (may be NULL).
  * @flags: the master's flags (storage config answers, pin limits).
+ * @ha: the election (ha/election.h) when HA is on, else NULL: every
+ *	request is then answered only while kvf_ha_may_serve() (otherwise
+ *	the connection is closed unanswered), and Ping carries its view
+ *	version.
  * All must outlive the service.
  */
 struct kvf_service_options {
@@ -65,6 +71,7 @@ struct kvf_service_options {
 	struct kvf_registry *registry;
 	struct kvf_metrics *metrics;
 	const struct kvf_master_flags *flags;
+	const struct kvf_ha *ha;
 };
 
 /**
@@ -96,7 +103,9 @@ void kvf_service_scratch_free(struct kvf_service_scratch *s);
  * @body: the body, @hdr->length bytes; keys are decoded in place, so it
  *	must stay put until this returns.
  * @out: the connection's output; exactly one response frame is appended
- *	(unless @out fails to grow: @out->failed is then set).
+ *	(unless @out fails to grow, or the master is fenced - HA, see
+ *	struct kvf_service_options - : @out->failed is then set and the
+ *	connection is closed).
  * @arrival_ns: CLOCK_MONOTONIC time the request was read (for metrics).
  * @hash_logged: per-connection flag: a type-hash mismatch is logged once
  *	per connection, with both hashes.

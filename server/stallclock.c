@@ -16,9 +16,12 @@
  * safe direction for all of them.
  *
  * Beacons: each loop thread owns one word, the monotonic time at which
- * it started handling its current wake-up (0 while in epoll_wait()). A
- * watchdog thread reads them every TICK_NS; the master is stalled while
- * any thread's word is older than the threshold.
+ * it started handling its current wake-up (0 while in epoll_wait()), and
+ * gives it back (zeroed) when it exits, so an RPC server stopped and
+ * started again (a master that loses and regains leadership) reuses the
+ * slots and no exited thread can hold the clock. A watchdog thread reads
+ * them every TICK_NS; the master is stalled while any thread's word is
+ * older than the threshold.
  *
  * The clock: one atomic word. Running, it holds the offset subtracted
  * from CLOCK_MONOTONIC; stopped (top bit set), the value at which it
@@ -57,7 +60,7 @@ struct kvf_stallclock {
 	uint64_t word; /* atomic: offset, or FROZEN | value */
 	uint64_t stall_ns;
 	uint64_t beacons[KVF_STALLCLOCK_BEACONS]; /* atomic */
-	unsigned nbeacons;			  /* atomic */
+	bool taken[KVF_STALLCLOCK_BEACONS];	  /* atomic */
 	uint64_t stalled_total;			  /* atomic */
 	pthread_t thread;
 	bool started;
@@ -82,9 +85,26 @@ uint64_t kvf_stallclock_now(void *ctx)
 
 uint64_t *kvf_stallclock_beacon(struct kvf_stallclock *sc)
 {
-	unsigned i = __atomic_fetch_add(&sc->nbeacons, 1, __ATOMIC_RELAXED);
+	for (unsigned i = 0; i < KVF_STALLCLOCK_BEACONS; i++) {
+		bool free_slot = false;
 
-	return i < KVF_STALLCLOCK_BEACONS ? &sc->beacons[i] : NULL;
+		if (__atomic_compare_exchange_n(&sc->taken[i], &free_slot, true,
+						false, __ATOMIC_ACQ_REL,
+						__ATOMIC_RELAXED)) {
+			__atomic_store_n(&sc->beacons[i], 0, __ATOMIC_RELAXED);
+			return &sc->beacons[i];
+		}
+	}
+	return NULL;
+}
+
+void kvf_stallclock_release(struct kvf_stallclock *sc, uint64_t *beacon)
+{
+	if (!beacon)
+		return;
+	__atomic_store_n(beacon, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&sc->taken[beacon - sc->beacons], false,
+			 __ATOMIC_RELEASE);
 }
 
 void kvf_stallclock_busy(uint64_t *beacon, uint64_t now_ns)
@@ -106,11 +126,7 @@ uint64_t kvf_stallclock_stalled_ns(struct kvf_stallclock *sc)
 
 static bool stalled(struct kvf_stallclock *sc, uint64_t now)
 {
-	unsigned n = __atomic_load_n(&sc->nbeacons, __ATOMIC_RELAXED);
-
-	if (n > KVF_STALLCLOCK_BEACONS)
-		n = KVF_STALLCLOCK_BEACONS;
-	for (unsigned i = 0; i < n; i++) {
+	for (unsigned i = 0; i < KVF_STALLCLOCK_BEACONS; i++) {
 		uint64_t b = __atomic_load_n(&sc->beacons[i], __ATOMIC_RELAXED);
 
 		if (b && b < now && now - b > sc->stall_ns)

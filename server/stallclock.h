@@ -57,11 +57,18 @@ uint64_t kvf_stallclock_now(void *ctx);
 
 /**
  * kvf_stallclock_beacon() - a slot for one thread to report through.
- * Return: the slot (a thread-private word), or NULL when all
+ * Return: the slot (a thread-private word, idle), or NULL when all
  * %KVF_STALLCLOCK_BEACONS are taken (the thread then cannot stall the
- * clock). Context: any thread.
+ * clock). Give it back with kvf_stallclock_release(). Context: any
+ * thread.
  */
 uint64_t *kvf_stallclock_beacon(struct kvf_stallclock *sc);
+
+/**
+ * kvf_stallclock_release() - give back @beacon (NULL is ignored); the
+ * thread stops reporting. Context: the beacon's thread, as it exits.
+ */
+void kvf_stallclock_release(struct kvf_stallclock *sc, uint64_t *beacon);
 
 /**
  * kvf_stallclock_busy() / kvf_stallclock_idle() - the owning thread

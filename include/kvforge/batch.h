@@ -124,14 +124,14 @@ struct kvf_put_config {
  * durable from its end).
  *
  * Item errors: %KVF_ERR_INVALID_KEY, %KVF_ERR_DUPLICATE_KEY,
- * %KVF_ERR_INVALID_PARAMS (size 0, or a size fewer than @cfg->replica_num
- * mounted segments could hold even empty: eviction cannot help, so none
- * is triggered), %KVF_ERR_OBJECT_ALREADY_EXISTS (complete, or processing
- * and not yet pre-emptible), %KVF_ERR_NO_SPACE (no segment set has room
- * now; the next housekeeping round evicts), %KVF_ERR_NO_MEMORY (no memory
- * for the record or the allocators' bookkeeping), %KVF_ERR_BUSY (other
- * threads kept creating and deleting the same key; retry). Not journaled,
- * so no journal errors.
+ * %KVF_ERR_INVALID_PARAMS (size 0 or 2^48 and above, or a size fewer than
+ * @cfg->replica_num mounted segments could hold even empty: eviction
+ * cannot help, so none is triggered), %KVF_ERR_OBJECT_ALREADY_EXISTS
+ * (complete, or processing and not yet pre-emptible), %KVF_ERR_NO_SPACE
+ * (no segment set has room now; the next housekeeping round evicts),
+ * %KVF_ERR_NO_MEMORY (no memory for the record or the allocators'
+ * bookkeeping), %KVF_ERR_BUSY (other threads kept creating and deleting
+ * the same key; retry). Not journaled, so no journal errors.
  * Batch errors: %KVF_ERR_CLIENT_NOT_FOUND, %KVF_ERR_INVALID_PARAMS (NULL
  * @cfg, bad replica_num, more than %KVF_MAX_PREFERRED preferred
  * segments), %KVF_ERR_INVALID_ARGUMENT (NULL @sizes or @out,
@@ -161,13 +161,30 @@ kvf_batch_put_start(struct kvf_engine *engine, uint64_t client_id,
  * replicas in its own segments went with them). A client id the engine
  * never saw gets %KVF_ERR_ILLEGAL_CLIENT for every item that exists.
  *
+ * Each item is answered as Mooncake's master answers PutEnd: first
+ * whether the key names an object, then whether @client_id put it, then
+ * the object's state. The engine keeps who put an object after its put
+ * ended, so a writer whose put was dropped (its only replicas' segment
+ * unmounted, its client expired, its put pre-empted) and whose key
+ * another client then put is told %KVF_ERR_ILLEGAL_CLIENT, never that its
+ * put ended. Who put an ended object is kept as a 32-bit fingerprint of
+ * the client id: a client whose id shares the putter's fingerprint (one
+ * pair of ids in 2^32) gets the putter's answer; neither answer changes
+ * anything. The journal does not record it: an object recovered from the
+ * journal was put by no client the engine can name, and every client
+ * gets %KVF_ERR_ILLEGAL_CLIENT for it.
+ *
  * Item errors: %KVF_ERR_INVALID_KEY, %KVF_ERR_DUPLICATE_KEY,
- * %KVF_ERR_OBJECT_NOT_FOUND (no processing put),
- * %KVF_ERR_ILLEGAL_CLIENT (another client started it),
- * %KVF_ERR_OBJECT_ALREADY_EXISTS (already ended, or being ended or
- * removed by another call), and the journal errors (above) on every item
- * the refused batch held: those puts stay processing and may be ended
- * again.
+ * %KVF_ERR_OBJECT_NOT_FOUND (no object under the key: never put, revoked,
+ * removed, or its put dropped),
+ * %KVF_ERR_ILLEGAL_CLIENT (the object, processing or ended, was put by
+ * another client, also for a client that never started the key, or by
+ * no client known since recovery),
+ * %KVF_ERR_OBJECT_ALREADY_EXISTS (@client_id's own put of the key has
+ * already ended, or another call is ending it or removing the object;
+ * kvforge-master answers PutEnd with success here, as Mooncake does), and
+ * the journal errors (above) on every item the refused batch held: those
+ * puts stay processing and may be ended again.
  * Journaled: with %KVF_DURABILITY_STRICT it returns after the sync.
  *
  * Context: any thread; may block on the journal.
@@ -186,8 +203,10 @@ enum kvf_status kvf_batch_put_end(struct kvf_engine *engine, uint64_t client_id,
  *
  * Item errors: %KVF_ERR_INVALID_KEY, %KVF_ERR_DUPLICATE_KEY,
  * %KVF_ERR_OBJECT_NOT_FOUND, %KVF_ERR_ILLEGAL_CLIENT,
- * %KVF_ERR_OBJECT_ALREADY_EXISTS, as for kvf_batch_put_end(); not
- * journaled, so no journal errors.
+ * %KVF_ERR_OBJECT_ALREADY_EXISTS, in the same order and cases as for
+ * kvf_batch_put_end() (kvforge-master answers Mooncake's INVALID_WRITE
+ * for the last, as Mooncake does: nothing of the object is processing);
+ * not journaled, so no journal errors.
  * Context: any thread; never blocks on I/O.
  */
 enum kvf_status kvf_batch_put_revoke(struct kvf_engine *engine,

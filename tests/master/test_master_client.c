@@ -121,6 +121,59 @@ static int32_t ping(struct kvf_client *c, struct kvf_uuid me)
 	return a.r.ping_status;
 }
 
+/* BatchPutEnd or BatchPutRevoke (ReplicaType ALL) of three keys by
+ * @client: every key answers @code. */
+static void batch_finish(struct kvf_client *c, enum kvf_rpc rpc,
+			 struct kvf_uuid client, struct kvf_key keys[3],
+			 int32_t code)
+{
+	struct kvf_msg_req q = {.rpc = rpc,
+				.client_id = client,
+				.keys = keys,
+				.nkeys = 3,
+				.replica_type = 4,
+				.tenant = dflt};
+	struct answer a;
+
+	call(c, &q, &a);
+	assert_int_equal(a.r.n, 3);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(a.items[i].code, code);
+}
+
+/*
+ * Ended puts, as upstream answers them: the client is checked first. The
+ * putter's PutEnd succeeds again and its PutRevoke is INVALID_WRITE (no
+ * replica is processing); any other client, here one that never started
+ * a put, gets ILLEGAL_CLIENT; a key nobody put, OBJECT_NOT_FOUND.
+ */
+static void check_ended_puts(struct kvf_client *c, struct kvf_uuid putter,
+			     struct kvf_key keys[3])
+{
+	struct kvf_uuid other = {0xF1, 0xF2};
+	struct kvf_msg_req q = {.rpc = KVF_RPC_PutEnd,
+				.client_id = putter,
+				.key = {"c1", 2},
+				.replica_type = 4,
+				.tenant = dflt};
+	struct answer a;
+
+	assert_int_equal(call(c, &q, &a)->code, 0);
+	q.rpc = KVF_RPC_PutRevoke;
+	assert_int_equal(call(c, &q, &a)->code, -700);
+	q.client_id = other;
+	assert_int_equal(call(c, &q, &a)->code, -601);
+	q.rpc = KVF_RPC_PutEnd;
+	assert_int_equal(call(c, &q, &a)->code, -601);
+	q.key = (struct kvf_str){"nobody", 6};
+	assert_int_equal(call(c, &q, &a)->code, -704);
+
+	batch_finish(c, KVF_RPC_BatchPutEnd, other, keys, -601);
+	batch_finish(c, KVF_RPC_BatchPutRevoke, other, keys, -601);
+	batch_finish(c, KVF_RPC_BatchPutRevoke, putter, keys, -700);
+	batch_finish(c, KVF_RPC_BatchPutEnd, putter, keys, 0);
+}
+
 static void test_client_flow(void **state)
 {
 	struct kvf_uuid me = {0xC1, 0xC2};
@@ -171,16 +224,8 @@ static void test_client_flow(void **state)
 		assert_memory_equal(d->endpoint.data, "127.0.0.1:23456", 15);
 		addr[i] = d->addr;
 	}
-	q = (struct kvf_msg_req){.rpc = KVF_RPC_BatchPutEnd,
-				 .client_id = me,
-				 .keys = keys,
-				 .nkeys = 3,
-				 .replica_type = 4,
-				 .tenant = dflt};
-	call(c, &q, &a);
-	assert_int_equal(a.r.n, 3);
-	for (int i = 0; i < 3; i++)
-		assert_int_equal(a.items[i].code, 0);
+	batch_finish(c, KVF_RPC_BatchPutEnd, me, keys, 0);
+	check_ended_puts(c, me, keys);
 
 	q = (struct kvf_msg_req){.rpc = KVF_RPC_BatchGetReplicaList,
 				 .keys = probe,

@@ -43,6 +43,8 @@ OBJECT_ALREADY_EXISTS = -705
 OBJECT_HAS_LEASE = -706
 CLIENT_NOT_FOUND = -103
 INVALID_PARAMS = -600
+ILLEGAL_CLIENT = -601
+INVALID_WRITE = -700
 NOT_SUPPORTED = -1012
 NEED_REMOUNT, OK_STATUS = 2, 1
 
@@ -254,6 +256,15 @@ def scenario_flow():
            "put by a client without a segment")
         ok(c.call("PutEnd", other, ["k7", None], 4, "default"),
            "its PutEnd")
+        # An ended put, as upstream answers it: the client first.
+        ok(c.call("PutEnd", other, ["k7", None], 4, "default"),
+           "the putter's PutEnd of its ended put")
+        eq(err(c.call("PutRevoke", other, "k7", 4, "default")),
+           INVALID_WRITE, "the putter's PutRevoke of its ended put")
+        eq(err(c.call("PutEnd", me, ["k7", None], 4, "default")),
+           ILLEGAL_CLIENT, "PutEnd of another client's ended put")
+        eq(err(c.call("PutRevoke", me, "k7", 4, "default")),
+           ILLEGAL_CLIENT, "PutRevoke of another client's ended put")
         ok(c.call("GetReplicaList", "k7", "default"), "its object is read")
         ok(c.call("Remove", "k7", True, "default"), "and removed")
         eq(err(c.call("ExistKey", "k1", "tenant-b")), INVALID_PARAMS,

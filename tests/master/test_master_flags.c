@@ -18,6 +18,7 @@
 #include <kvforge.h>
 
 #include "server/flags.h"
+#include "server/ha_config.h"
 #include "server/registry.h"
 
 static int parse(struct kvf_master_flags *f, char *err, ...)
@@ -149,13 +150,102 @@ static void test_unknown_upstream_flags(void **state)
 	char err[256];
 
 	(void)state;
-	/* HA/offload flags of mooncake_master: accepted, one warning; a
-	 * separate value is consumed with them. */
-	assert_int_equal(PARSE(&f, err, "--enable_ha", "--etcd_endpoints",
-			       "a:1;b:2", "--rpc_port=5",
+	/* Snapshot/offload flags of mooncake_master: accepted, one warning;
+	 * a separate value is consumed with them. */
+	assert_int_equal(PARSE(&f, err, "--enable_snapshot",
+			       "--snapshot_backup_dir", "/x", "--rpc_port=5",
 			       "--enable_offload=true"),
 			 KVF_OK);
 	assert_int_equal(kvf_flags_rpc_port(&f), 5);
+}
+
+static void test_ha_flags(void **state)
+{
+	struct kvf_master_flags f;
+	char err[256];
+
+	(void)state;
+	kvf_flags_defaults(&f);
+	assert_false(f.enable_ha);
+	assert_int_equal(f.ha_lease_ttl_s, 5);
+	assert_string_equal(f.ha_backend_type, "etcd");
+	assert_string_equal(f.cluster_id, "mooncake_cluster");
+	assert_int_equal(PARSE(&f, err, "--enable_ha", "--etcd_endpoints",
+			       "a:1;b:2", "--ha_lease_ttl=2s",
+			       "--ha_advertise_address", "10.0.0.1:7"),
+			 KVF_OK);
+	assert_true(f.enable_ha);
+	assert_string_equal(f.etcd_endpoints, "a:1;b:2");
+	assert_int_equal(f.ha_lease_ttl_s, 2);
+	assert_string_equal(f.ha_advertise_address, "10.0.0.1:7");
+}
+
+static void test_ha_options(void **state)
+{
+	struct kvf_master_flags f;
+	struct kvf_ha_options o;
+	char err[256], adv[KVF_HA_ADDR_MAX];
+
+	(void)state;
+	/* the published address: --rpc_address and the port by default */
+	assert_int_equal(PARSE(&f, err, "--enable_ha", "--etcd_endpoints",
+			       "a:1;b:2", "--rpc_address=10.1.2.3",
+			       "--rpc_port=6000"),
+			 KVF_OK);
+	assert_int_equal(kvf_flags_ha_options(&f, &o, adv, err, sizeof(err)),
+			 KVF_OK);
+	assert_string_equal(o.advertise, "10.1.2.3:6000");
+	assert_string_equal(o.endpoints, "a:1;b:2");
+	assert_string_equal(o.cluster_id, "mooncake_cluster");
+	assert_int_equal(o.ttl_s, 5);
+	/* IPv6 in brackets; the connstring wins, etcd:// dropped */
+	assert_int_equal(PARSE(&f, err, "--enable_ha", "--etcd_endpoints",
+			       "a:1", "--ha_backend_connstring=etcd://c:3",
+			       "--rpc_address=fd00::1", "--rpc_port=6000"),
+			 KVF_OK);
+	assert_int_equal(kvf_flags_ha_options(&f, &o, adv, err, sizeof(err)),
+			 KVF_OK);
+	assert_string_equal(o.advertise, "[fd00::1]:6000");
+	assert_string_equal(o.endpoints, "c:3");
+	/* a wildcard bind needs an explicit address to publish */
+	assert_int_equal(PARSE(&f, err, "--enable_ha", "--etcd_endpoints",
+			       "a:1", "--rpc_address=0.0.0.0"),
+			 KVF_OK);
+	assert_int_equal(kvf_flags_ha_options(&f, &o, adv, err, sizeof(err)),
+			 KVF_ERR_INVALID_ARGUMENT);
+	assert_non_null(strstr(err, "wildcard"));
+	assert_int_equal(PARSE(&f, err, "--enable_ha", "--etcd_endpoints",
+			       "a:1", "--rpc_address=0.0.0.0",
+			       "--ha_advertise_address=10.0.0.9:50051"),
+			 KVF_OK);
+	assert_int_equal(kvf_flags_ha_options(&f, &o, adv, err, sizeof(err)),
+			 KVF_OK);
+	assert_string_equal(o.advertise, "10.0.0.9:50051");
+	/* refused: no endpoints, bad endpoints, other backends, TTL 0,
+	 * port 0, wildcard or malformed published addresses */
+	{
+		static const char *const bad[][2] = {
+			{"--etcd_endpoints=", "--rpc_port=1"},
+			{"--etcd_endpoints=https://a:1", "--rpc_port=1"},
+			{"--ha_backend_type=redis", "--etcd_endpoints=a:1"},
+			{"--ha_lease_ttl=0", "--etcd_endpoints=a:1"},
+			{"--rpc_port=0", "--etcd_endpoints=a:1"},
+			{"--ha_advertise_address=[::]:5", "--etcd_endpoints=a:1"},
+			{"--ha_advertise_address=:5", "--etcd_endpoints=a:1"},
+			{"--ha_advertise_address=h", "--etcd_endpoints=a:1"},
+			{"--ha_advertise_address=h:0", "--etcd_endpoints=a:1"},
+			{"--ha_advertise_address=a:b:1", "--etcd_endpoints=a:1"},
+		};
+
+		for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+			assert_int_equal(PARSE(&f, err, "--enable_ha",
+					       bad[i][0], bad[i][1]),
+					 KVF_OK);
+			assert_int_equal(kvf_flags_ha_options(&f, &o, adv, err,
+							      sizeof(err)),
+					 KVF_ERR_INVALID_ARGUMENT);
+		}
+	}
 }
 
 static void test_json_config(void **state)
@@ -354,6 +444,8 @@ int main(void)
 		cmocka_unit_test(test_durations),
 		cmocka_unit_test(test_refusals),
 		cmocka_unit_test(test_unknown_upstream_flags),
+		cmocka_unit_test(test_ha_flags),
+		cmocka_unit_test(test_ha_options),
 		cmocka_unit_test(test_json_config),
 		cmocka_unit_test(test_engine_config),
 		cmocka_unit_test(test_upstream_ranges),

@@ -68,7 +68,30 @@ static void test_clock_stops_while_stalled(void **state)
 	/* A short wake-up is serving time. */
 	kvf_stallclock_busy(beacon, kvf__now_ns());
 	assert_true(clock_settles(sc, false, &last));
-	kvf_stallclock_idle(beacon);
+	/* A thread that exits busy gives its beacon back: no stall. */
+	kvf_stallclock_busy(beacon, kvf__now_ns() - 1000000000ULL);
+	kvf_stallclock_release(sc, beacon);
+	assert_true(clock_settles(sc, false, &last));
+	kvf_stallclock_free(sc);
+}
+
+/* Beacons are reused once given back (an RPC server restarted). */
+static void test_beacons_reused(void **state)
+{
+	struct kvf_stallclock *sc = NULL;
+	uint64_t *b[KVF_STALLCLOCK_BEACONS];
+
+	(void)state;
+	assert_int_equal(kvf_stallclock_new(100, &sc), KVF_OK);
+	for (int round = 0; round < 3; round++) {
+		for (int i = 0; i < KVF_STALLCLOCK_BEACONS; i++) {
+			b[i] = kvf_stallclock_beacon(sc);
+			assert_non_null(b[i]);
+		}
+		assert_null(kvf_stallclock_beacon(sc));
+		for (int i = 0; i < KVF_STALLCLOCK_BEACONS; i++)
+			kvf_stallclock_release(sc, b[i]);
+	}
 	kvf_stallclock_free(sc);
 }
 
@@ -186,6 +209,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_clock_stops_while_stalled),
+		cmocka_unit_test(test_beacons_reused),
 		cmocka_unit_test(test_output_buffer_shrinks),
 	};
 

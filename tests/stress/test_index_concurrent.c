@@ -50,8 +50,8 @@
 #define ROUNDS 3
 #define MAX_BATCH 256
 #define MAX_KEY 96
-#define LIVE_MAGIC 0x11fe11fe11fe11feULL
-#define POISON 0xdeaddeaddeaddeadULL
+#define LIVE_MAGIC 0x11fe11fe11feULL /* fits the 48-bit size field */
+#define POISON 0xdeaddeaddeadULL
 
 struct test_key {
 	char data[MAX_KEY];

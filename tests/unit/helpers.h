@@ -131,6 +131,17 @@ static inline int fixture_setup(void **state)
 	return 0;
 }
 
+/* fixture_config() with a journal in @dir at @durability, opened. */
+static inline void fixture_open_journaled(struct fixture *f, char *dir,
+					  enum kvf_durability durability)
+{
+	fixture_config(f);
+	f->cfg.durability = durability;
+	f->cfg.data_dir = dir;
+	assert_int_equal(kvf_engine_open(&f->cfg, &f->e), KVF_OK);
+	assert_test_index(f->e);
+}
+
 static inline int fixture_teardown(void **state)
 {
 	struct fixture *f = *state;
@@ -178,6 +189,33 @@ static inline int put1(struct kvf_engine *e, uint64_t client, const char *k,
 	if (ret == KVF_ERR_PARTIAL)
 		return st;
 	return ret;
+}
+
+/*
+ * Start a put of @k with one replica in each of the @n segments @segs
+ * (all preferred); the replicas must land there. Returns the item's
+ * status.
+ */
+static inline int put_in_segments(struct kvf_engine *e, uint64_t client,
+				  const char *k, uint64_t size,
+				  const uint64_t *segs, uint32_t n)
+{
+	struct kvf_key key = key_of(k);
+	struct kvf_put_config pc = { .replica_num = n,
+				     .preferred_segments = segs,
+				     .nr_preferred = n };
+	struct kvf_replicas r;
+	enum kvf_status st;
+	int ret = kvf_batch_put_start(e, client, &key, &size, 1, &pc, &r, &st);
+
+	for (uint32_t i = 0; ret == KVF_OK && i < n; i++) {
+		bool placed = false;
+
+		for (uint32_t j = 0; j < n; j++)
+			placed |= r.replica[i].segment_id == segs[j];
+		assert_true(placed);
+	}
+	return ret == KVF_ERR_PARTIAL ? (int)st : ret;
 }
 
 static inline int end1(struct kvf_engine *e, uint64_t client, const char *k)

@@ -112,10 +112,7 @@ static void test_client_known_until_removed(void **state)
 	char *dir = test_tmpdir("contracts-client");
 
 	(void)state;
-	fixture_config(&f);
-	f.cfg.durability = KVF_DURABILITY_BOUNDED;
-	f.cfg.data_dir = dir;
-	assert_int_equal(kvf_engine_open(&f.cfg, &f.e), KVF_OK);
+	fixture_open_journaled(&f, dir, KVF_DURABILITY_BOUNDED);
 	assert_int_equal(mount(f.e, C1, 1, 8 * MIB), KVF_OK);
 	assert_int_equal(mount(f.e, C2, 2, 8 * MIB), KVF_OK);
 	assert_int_equal(kvf_segment_unmount(f.e, C1, 1), KVF_OK);
@@ -231,17 +228,7 @@ static void test_unmount_errors(void **state)
 static int put_preferring(struct kvf_engine *e, uint64_t client,
 			  const char *k, uint64_t seg, uint64_t size)
 {
-	struct kvf_key key = key_of(k);
-	struct kvf_put_config pc = { .replica_num = 1,
-				     .preferred_segments = &seg,
-				     .nr_preferred = 1 };
-	struct kvf_replicas r;
-	enum kvf_status st;
-	int ret = kvf_batch_put_start(e, client, &key, &size, 1, &pc, &r, &st);
-
-	if (ret == KVF_OK)
-		assert_int_equal(r.replica[0].segment_id, seg);
-	return ret == KVF_ERR_PARTIAL ? (int)st : ret;
+	return put_in_segments(e, client, k, size, &seg, 1);
 }
 
 /*
@@ -285,7 +272,12 @@ static void test_put_end_client_rules(void **state)
 	assert_int_equal(end1(f->e, C1, "kept"), KVF_OK);
 	assert_int_equal(get1(f->e, "kept", NULL), KVF_OK);
 	assert_int_equal(end1(f->e, C1, "lost"), KVF_ERR_OBJECT_NOT_FOUND);
-	assert_int_equal(end1(f->e, C2, "kept"), KVF_ERR_OBJECT_ALREADY_EXISTS);
+	/* Ended: the putter (expired or not) hears so, any other client
+	 * that it did not put the object. */
+	assert_int_equal(end1(f->e, C1, "kept"), KVF_ERR_OBJECT_ALREADY_EXISTS);
+	assert_int_equal(end1(f->e, C2, "kept"), KVF_ERR_ILLEGAL_CLIENT);
+	assert_int_equal(revoke1(f->e, NEVER_SEEN, "kept"),
+			 KVF_ERR_ILLEGAL_CLIENT);
 }
 
 static void open_with_alignment(struct fixture *f, uint64_t alignment)

@@ -10,6 +10,7 @@
 
 #define C1 11
 #define C2 22
+#define C3 33 /* never starts a put */
 
 static void test_config_defaults(void **state)
 {
@@ -283,6 +284,161 @@ static void test_client_expiry(void **state)
 	assert_int_equal(stats_of(f->e).segments, 1);
 }
 
+/*
+ * Put one key as C1 with its only replica in segment 1 (C1's) and end
+ * nothing: the caller drops the put (unmount, expiry), then C2 puts and
+ * ends the key in segment 2.
+ */
+static void start_in_segment1(struct fixture *f, const char *k)
+{
+	assert_int_equal(put_in_segments(f->e, C1, k, MIB, (uint64_t[]){ 1 },
+					 1),
+			 KVF_OK);
+}
+
+/* C2's object of 3 MiB under @k; C1 and a client that never started the
+ * key hear ILLEGAL_CLIENT from put_end and put_revoke, C2 that its own
+ * put already ended; nothing of the object changes. */
+static void assert_put_by_c2(struct fixture *f, const char *k)
+{
+	struct kvf_key keys[2] = { key_of(k), key_of("never-put") };
+	enum kvf_status st[2];
+	struct kvf_replicas got;
+
+	assert_int_equal(end1(f->e, C1, k), KVF_ERR_ILLEGAL_CLIENT);
+	assert_int_equal(revoke1(f->e, C1, k), KVF_ERR_ILLEGAL_CLIENT);
+	assert_int_equal(end1(f->e, C3, k), KVF_ERR_ILLEGAL_CLIENT);
+	assert_int_equal(revoke1(f->e, C3, k), KVF_ERR_ILLEGAL_CLIENT);
+	/* In a batch, beside a key nobody put: end by C1, revoke by C3. */
+	for (int end = 0; end < 2; end++) {
+		int ret = end ? kvf_batch_put_end(f->e, C1, keys, 2, st) :
+				kvf_batch_put_revoke(f->e, C3, keys, 2, st);
+
+		assert_int_equal(ret, KVF_ERR_PARTIAL);
+		assert_int_equal(st[0], KVF_ERR_ILLEGAL_CLIENT);
+		assert_int_equal(st[1], KVF_ERR_OBJECT_NOT_FOUND);
+	}
+	assert_int_equal(end1(f->e, C2, k), KVF_ERR_OBJECT_ALREADY_EXISTS);
+	assert_int_equal(revoke1(f->e, C2, k), KVF_ERR_OBJECT_ALREADY_EXISTS);
+	assert_int_equal(get1(f->e, k, &got), KVF_OK);
+	assert_int_equal(got.count, 1);
+	assert_int_equal(got.replica[0].segment_id, 2);
+	assert_int_equal(got.replica[0].size, 3 * MIB);
+	assert_int_equal(stats_of(f->e).processing, 0);
+}
+
+/* The segment of a processing put's only replica is unmounted (the put
+ * is dropped); another client puts the key; the first writer is not
+ * told that its put already ended. */
+static void test_dropped_put_unmount(void **state)
+{
+	struct fixture *f = *state;
+
+	assert_int_equal(mount(f->e, C1, 1, 64 * MIB), KVF_OK);
+	assert_int_equal(mount(f->e, C2, 2, 64 * MIB), KVF_OK);
+	start_in_segment1(f, "k");
+	assert_int_equal(kvf_segment_unmount(f->e, C1, 1), KVF_OK);
+	assert_int_equal(end1(f->e, C1, "k"), KVF_ERR_OBJECT_NOT_FOUND);
+	assert_int_equal(put_complete(f->e, C2, "k", 3 * MIB, 1), KVF_OK);
+	assert_put_by_c2(f, "k");
+	/* C1 mounted again is still not the putter. */
+	assert_int_equal(mount(f->e, C1, 1, 64 * MIB), KVF_OK);
+	assert_put_by_c2(f, "k");
+}
+
+/* As above, the put dropped by its client's expiry. */
+static void test_dropped_put_client_expiry(void **state)
+{
+	struct fixture *f = *state;
+
+	assert_int_equal(mount(f->e, C1, 1, 64 * MIB), KVF_OK);
+	assert_int_equal(mount(f->e, C2, 2, 64 * MIB), KVF_OK);
+	start_in_segment1(f, "k");
+	test_clock_advance_ms(&f->clock, 6000);
+	assert_int_equal(kvf_client_heartbeat(f->e, C2), KVF_OK);
+	test_clock_advance_ms(&f->clock, 6000);
+	assert_int_equal(kvf_engine_tick(f->e), KVF_OK);
+	assert_int_equal(stats_of(f->e).expired_clients, 1);
+	assert_int_equal(stats_of(f->e).processing, 0);
+	assert_int_equal(put_complete(f->e, C2, "k", 3 * MIB, 1), KVF_OK);
+	assert_put_by_c2(f, "k");
+}
+
+/* The putter survives a replica drop (the record is copied without the
+ * dropped replica) and a pre-emption of a stuck put (a new record). */
+static void test_putter_kept(void **state)
+{
+	struct fixture *f = *state;
+
+	assert_int_equal(mount(f->e, C1, 1, 64 * MIB), KVF_OK);
+	assert_int_equal(mount(f->e, C2, 2, 64 * MIB), KVF_OK);
+	assert_int_equal(put_in_segments(f->e, C2, "k", 3 * MIB,
+					 (uint64_t[]){ 1, 2 }, 2),
+			 KVF_OK);
+	assert_int_equal(end1(f->e, C2, "k"), KVF_OK);
+	assert_int_equal(kvf_segment_unmount(f->e, C1, 1), KVF_OK);
+	assert_put_by_c2(f, "k");
+
+	/* C1's put pre-empted by C2's, which C2 ends. */
+	assert_int_equal(mount(f->e, C1, 1, 64 * MIB), KVF_OK);
+	start_in_segment1(f, "p");
+	test_clock_advance_ms(&f->clock, 30001);
+	assert_int_equal(put_in_segments(f->e, C2, "p", 3 * MIB,
+					 (uint64_t[]){ 2 }, 1),
+			 KVF_OK);
+	assert_int_equal(end1(f->e, C1, "p"), KVF_ERR_ILLEGAL_CLIENT);
+	assert_int_equal(end1(f->e, C2, "p"), KVF_OK);
+	assert_put_by_c2(f, "p");
+}
+
+/* Sizes a record cannot hold are refused, and change nothing. */
+static void test_put_size_limit(void **state)
+{
+	struct fixture *f = *state;
+
+	assert_int_equal(mount(f->e, C1, 1, 64 * MIB), KVF_OK);
+	assert_int_equal(put1(f->e, C1, "big", UINT64_C(1) << 48, 1, NULL),
+			 KVF_ERR_INVALID_PARAMS);
+	assert_int_equal(put1(f->e, C1, "big", UINT64_MAX, 1, NULL),
+			 KVF_ERR_INVALID_PARAMS);
+	assert_int_equal(end1(f->e, C1, "big"), KVF_ERR_OBJECT_NOT_FOUND);
+	assert_int_equal(stats_of(f->e).used_bytes, 0);
+}
+
+/*
+ * The journal does not record who put an object: after recovery its
+ * putter is unknown, and no client is taken for it (the putter as well
+ * as any other hears ILLEGAL_CLIENT), the object unchanged.
+ */
+static void test_putter_after_recovery(void **state)
+{
+	struct fixture f;
+	struct kvf_replicas got;
+	char *dir = test_tmpdir("putter");
+
+	(void)state;
+	fixture_open_journaled(&f, dir, KVF_DURABILITY_STRICT);
+	assert_int_equal(mount(f.e, C2, 2, 64 * MIB), KVF_OK);
+	assert_int_equal(put_complete(f.e, C2, "k", 3 * MIB, 1), KVF_OK);
+	assert_int_equal(end1(f.e, C2, "k"), KVF_ERR_OBJECT_ALREADY_EXISTS);
+	kvf_engine_close(f.e);
+
+	assert_int_equal(kvf_engine_open(&f.cfg, &f.e), KVF_OK);
+	assert_int_equal(end1(f.e, C2, "k"), KVF_ERR_ILLEGAL_CLIENT);
+	assert_int_equal(revoke1(f.e, C2, "k"), KVF_ERR_ILLEGAL_CLIENT);
+	assert_int_equal(end1(f.e, C1, "k"), KVF_ERR_ILLEGAL_CLIENT);
+	assert_int_equal(revoke1(f.e, C1, "k"), KVF_ERR_ILLEGAL_CLIENT);
+	assert_int_equal(get1(f.e, "k", &got), KVF_OK);
+	assert_int_equal(got.replica[0].size, 3 * MIB);
+	/* Put again after its removal, the object has a putter again. */
+	test_clock_advance_ms(&f.clock, 10001);
+	assert_int_equal(remove1(f.e, "k", false), KVF_OK);
+	assert_int_equal(put_complete(f.e, C2, "k", 3 * MIB, 1), KVF_OK);
+	assert_put_by_c2(&f, "k");
+	kvf_engine_close(f.e);
+	free(dir);
+}
+
 static void test_thread_registration(void **state)
 {
 	(void)state;
@@ -375,6 +531,15 @@ int main(void)
 						fixture_setup, fixture_teardown),
 		cmocka_unit_test_setup_teardown(test_client_expiry,
 						fixture_setup, fixture_teardown),
+		cmocka_unit_test_setup_teardown(test_dropped_put_unmount,
+						fixture_setup, fixture_teardown),
+		cmocka_unit_test_setup_teardown(test_dropped_put_client_expiry,
+						fixture_setup, fixture_teardown),
+		cmocka_unit_test_setup_teardown(test_putter_kept,
+						fixture_setup, fixture_teardown),
+		cmocka_unit_test_setup_teardown(test_put_size_limit,
+						fixture_setup, fixture_teardown),
+		cmocka_unit_test(test_putter_after_recovery),
 		cmocka_unit_test(test_zero_lease),
 	};
 

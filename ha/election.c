@@ -1,0 +1,462 @@
+// SPDX-License-Identifier: MIT
+/*
+ * ha/election.c - campaign for Mooncake's master_view key, renew its
+ * lease, fence on the local clock.
+ *
+ * One thread per election runs the whole state machine; everything else
+ * only reads three atomics (role, view version, fencing deadline) or
+ * waits on the condition variable that a role change broadcasts.
+ *
+ *   loop:
+ *     read the key
+ *     present  -> STANDBY: remember its lease; watch the key from the
+ *                 read's revision + 1 (at most 1 s), then read again
+ *     absent   -> CANDIDATE: grant a lease (t0 = when the grant was
+ *                 sent), create the key if absent bound to it; lost the
+ *                 race -> revoke, read again
+ *     created  -> WARMUP: view = the transaction's revision (= the key's
+ *                 create revision); deadline = t0 + TTL - margin; renew
+ *                 every TTL/4 and after each renewal (sent at t) set
+ *                 deadline = t + TTL - margin and check that the key is
+ *                 still ours (present, same create revision)
+ *                 LEADER once the previous holder's lease is gone: at
+ *                 once when the key we watched was deleted and that
+ *                 lease no longer exists (it expired, or its leader
+ *                 revoked it after it stopped serving), else after a
+ *                 full TTL + margin (we do not know whom we replace)
+ *     renewal refused (lease gone), key no longer ours, or the deadline
+ *     passed -> STANDBY (revoke the lease, best effort) and loop
+ *
+ * Why the deadline makes a leader stop before its lease can expire:
+ * etcd starts a lease's TTL again when it handles a renewal, which is
+ * after we sent it, so last-send + TTL is no later than the expiry on
+ * etcd's clock; the margin (TTL/4) absorbs clock-rate differences
+ * between the hosts and the time the master takes to close its listener
+ * (it answers nothing after the deadline anyway: kvf_ha_may_serve() is
+ * checked per request). Nothing here waits for etcd to answer before the
+ * deadline passes: a frozen or partitioned etcd member only means no
+ * renewal is confirmed, and the deadline runs out on its own.
+ *
+ * Why a new leader may skip the wait: the key disappears only when its
+ * lease ends (expired: its leader's deadline passed earlier; revoked:
+ * kvf_ha_stop() revokes after the master stopped serving) or when
+ * someone deletes it; in the last case the old lease is still alive,
+ * which the time-to-live query tells, and the new leader waits.
+ */
+#include "config.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <kvforge/status.h>
+
+#include "base/clock.h"
+#include "ha/election.h"
+#include "ha/etcd.h"
+
+#define HA_KEY_MAX 512
+#define HA_RETRY_NS (200 * KVF__NS_PER_MS)
+#define HA_WATCH_MS 1000u
+
+struct kvf_ha {
+	struct kvf_etcd *etcd;
+	char key[HA_KEY_MAX];
+	size_t klen;
+	char *advertise;
+	uint64_t ttl_ns, renew_ns, margin_ns;
+	unsigned ttl_s;
+
+	pthread_t thread;
+	pthread_mutex_t mu;
+	pthread_cond_t cv; /* CLOCK_MONOTONIC; broadcast on role change */
+	bool stop;	   /* under mu */
+
+	_Atomic int role;
+	_Atomic uint64_t view;
+	_Atomic uint64_t deadline_ns; /* serve only before this */
+
+	/* the campaign thread's own */
+	int64_t lease;	    /* held, or 0 */
+	int64_t prev_lease; /* the holder we watched leave, or 0 */
+};
+
+const char *kvf_ha_role_name(enum kvf_ha_role role)
+{
+	switch (role) {
+	case KVF_HA_CANDIDATE:
+		return "candidate";
+	case KVF_HA_STANDBY:
+		return "standby";
+	case KVF_HA_WARMUP:
+		return "leader_warmup";
+	case KVF_HA_LEADER:
+		return "leader";
+	case KVF_HA_STOPPED:
+		return "stopped";
+	}
+	return "unknown";
+}
+
+size_t kvf_ha_key(const char *cluster_id, char *buf, size_t len)
+{
+	const char *ns = cluster_id && *cluster_id ? cluster_id : NULL;
+	size_t nlen;
+	int n;
+
+	if (!ns) {
+		ns = getenv("MC_STORE_CLUSTER_ID");
+		if (!ns || !*ns)
+			ns = "mooncake_cluster";
+	}
+	nlen = strlen(ns);
+	if (nlen && ns[nlen - 1] == '/')
+		nlen--; /* one trailing slash, as upstream */
+	n = snprintf(buf, len, "mooncake-store/%.*s/master_view", (int)nlen,
+		     ns);
+	return n > 0 && (size_t)n < len ? (size_t)n : 0;
+}
+
+/* ---- shared state ------------------------------------------------------ */
+
+enum kvf_ha_role kvf_ha_role(const struct kvf_ha *ha)
+{
+	return (enum kvf_ha_role)atomic_load_explicit(&ha->role,
+						      memory_order_acquire);
+}
+
+uint64_t kvf_ha_view_version(const struct kvf_ha *ha)
+{
+	return ha ? atomic_load_explicit(&ha->view, memory_order_acquire) : 0;
+}
+
+bool kvf_ha_may_serve(const struct kvf_ha *ha)
+{
+	if (kvf_ha_role(ha) != KVF_HA_LEADER)
+		return false;
+	return kvf__now_ns() <
+	       atomic_load_explicit(&ha->deadline_ns, memory_order_acquire);
+}
+
+static void set_role(struct kvf_ha *ha, enum kvf_ha_role role)
+{
+	pthread_mutex_lock(&ha->mu);
+	if (!ha->stop) /* STOPPED stays */
+		atomic_store_explicit(&ha->role, (int)role,
+				      memory_order_release);
+	pthread_cond_broadcast(&ha->cv);
+	pthread_mutex_unlock(&ha->mu);
+}
+
+bool kvf_ha_wait(struct kvf_ha *ha, unsigned timeout_ms)
+{
+	uint64_t until = kvf__now_ns() + timeout_ms * KVF__NS_PER_MS;
+	enum kvf_ha_role role = kvf_ha_role(ha);
+	struct timespec ts;
+
+	pthread_mutex_lock(&ha->mu);
+	if (role == KVF_HA_LEADER) {
+		uint64_t d = atomic_load_explicit(&ha->deadline_ns,
+						  memory_order_acquire);
+
+		if (d < until)
+			until = d;
+	}
+	kvf__deadline_ts(until, &ts);
+	while (kvf_ha_role(ha) == role && !ha->stop && kvf__now_ns() < until)
+		if (pthread_cond_timedwait(&ha->cv, &ha->mu, &ts))
+			break;
+	pthread_mutex_unlock(&ha->mu);
+	return kvf_ha_may_serve(ha);
+}
+
+/* Sleep until @until_ns (monotonic) or a stop; false when stopping. */
+static bool sleep_until(struct kvf_ha *ha, uint64_t until_ns)
+{
+	struct timespec ts;
+	bool stop;
+
+	kvf__deadline_ts(until_ns, &ts);
+	pthread_mutex_lock(&ha->mu);
+	while (!ha->stop && kvf__now_ns() < until_ns)
+		if (pthread_cond_timedwait(&ha->cv, &ha->mu, &ts))
+			break;
+	stop = ha->stop;
+	pthread_mutex_unlock(&ha->mu);
+	return !stop;
+}
+
+static bool stopping(struct kvf_ha *ha)
+{
+	bool stop;
+
+	pthread_mutex_lock(&ha->mu);
+	stop = ha->stop;
+	pthread_mutex_unlock(&ha->mu);
+	return stop;
+}
+
+/* ---- the campaign --------------------------------------------------------
+ */
+
+/* Give the key up: not serving first, then the lease (best effort: if
+ * etcd cannot be told, the lease expires on its own). */
+static void step_down(struct kvf_ha *ha, const char *why)
+{
+	bool was = kvf_ha_role(ha) == KVF_HA_LEADER;
+
+	set_role(ha, KVF_HA_STANDBY);
+	atomic_store_explicit(&ha->deadline_ns, 0, memory_order_release);
+	atomic_store_explicit(&ha->view, 0, memory_order_release);
+	fprintf(stderr, "ha: %s leadership: %s\n", was ? "lost" : "gave up",
+		why);
+	if (ha->lease)
+		kvf_etcd_lease_revoke(ha->etcd, ha->lease);
+	ha->lease = 0;
+}
+
+/*
+ * Renew once: 1 when etcd confirmed it (and the key is still ours), 0
+ * when it did not answer (retry; the deadline runs on), -1 when the
+ * leadership is over (the lease is gone, the key is no longer ours, or
+ * the deadline passed), with *@why saying which.
+ */
+static int renew(struct kvf_ha *ha, const char **why)
+{
+	uint64_t sent = kvf__now_ns(), deadline;
+	struct kvf_etcd_kv kv;
+	bool found, confirmed = false;
+	int ret;
+
+	ret = kvf_etcd_lease_keepalive(ha->etcd, ha->lease, NULL);
+	if (ret == KVF_ERR_OBJECT_NOT_FOUND) {
+		*why = "the lease expired";
+		return -1;
+	}
+	deadline = atomic_load_explicit(&ha->deadline_ns, memory_order_relaxed);
+	/* A renewal sent after the deadline does not revive a leader that
+	 * already stopped serving: it steps down below. */
+	if (!ret && sent < deadline) {
+		atomic_store_explicit(&ha->deadline_ns,
+				      sent + ha->ttl_ns - ha->margin_ns,
+				      memory_order_release);
+		ret = kvf_etcd_get(ha->etcd, ha->key, ha->klen, &kv, &found);
+		if (!ret) {
+			bool ours = found &&
+				    (uint64_t)kv.create_revision ==
+					    kvf_ha_view_version(ha) &&
+				    kv.lease == ha->lease;
+
+			if (found)
+				kvf_etcd_kv_clear(&kv);
+			if (!ours) {
+				*why = "the key was deleted or replaced";
+				return -1;
+			}
+			confirmed = true;
+		}
+	}
+	if (kvf__now_ns() >=
+	    atomic_load_explicit(&ha->deadline_ns, memory_order_acquire)) {
+		*why = "no renewal confirmed before the fencing deadline";
+		return -1;
+	}
+	return confirmed;
+}
+
+/* Hold the key until it is lost or we stop. */
+static void lead(struct kvf_ha *ha, uint64_t granted_at)
+{
+	uint64_t warm_until = kvf__now_ns() + ha->ttl_ns + ha->margin_ns;
+	uint64_t next = granted_at + ha->renew_ns;
+	const char *why = NULL;
+
+	if (ha->prev_lease &&
+	    kvf_etcd_lease_ttl(ha->etcd, ha->prev_lease, NULL) ==
+		    KVF_ERR_OBJECT_NOT_FOUND)
+		warm_until = 0; /* the previous leader's lease is over */
+	ha->prev_lease = 0;
+	fprintf(stderr, "ha: elected, view version %llu%s\n",
+		(unsigned long long)kvf_ha_view_version(ha),
+		warm_until ? "; serving after a full TTL (no previous lease "
+			     "known to be over)"
+			   : "; the previous lease is over");
+	for (;;) {
+		uint64_t now = kvf__now_ns(), wake = next;
+
+		if (kvf_ha_role(ha) == KVF_HA_WARMUP && now >= warm_until) {
+			set_role(ha, KVF_HA_LEADER);
+			fprintf(stderr, "ha: leading, view version %llu\n",
+				(unsigned long long)kvf_ha_view_version(ha));
+		}
+		if (kvf_ha_role(ha) == KVF_HA_WARMUP && warm_until < wake)
+			wake = warm_until;
+		if (!sleep_until(ha, wake))
+			return; /* kvf_ha_stop() revokes */
+		if (kvf__now_ns() < next)
+			continue;
+		switch (renew(ha, &why)) {
+		case -1:
+			step_down(ha, why);
+			return;
+		case 0: /* retry sooner: the deadline leaves room */
+			next = kvf__now_ns() + ha->renew_ns / 2;
+			break;
+		default:
+			next = kvf__now_ns() + ha->renew_ns;
+		}
+	}
+}
+
+static void *campaign(void *arg)
+{
+	struct kvf_ha *ha = arg;
+	bool logged_standby = false;
+
+	while (!stopping(ha)) {
+		struct kvf_etcd_kv kv;
+		struct kvf_etcd_event ev;
+		bool found, created, fired;
+		int64_t rev = 0;
+		uint64_t t0;
+		int ret;
+
+		ret = kvf_etcd_get(ha->etcd, ha->key, ha->klen, &kv, &found);
+		if (ret) {
+			sleep_until(ha, kvf__now_ns() + HA_RETRY_NS);
+			continue;
+		}
+		if (found) {
+			int64_t lease = kv.lease;
+
+			if (!logged_standby)
+				fprintf(stderr, "ha: standby; leader is %s\n",
+					kv.value);
+			logged_standby = true;
+			set_role(ha, KVF_HA_STANDBY);
+			ret = kvf_etcd_watch(ha->etcd, ha->key, ha->klen, false,
+					     kv.mod_revision + 1, HA_WATCH_MS,
+					     &ev, &fired);
+			kvf_etcd_kv_clear(&kv);
+			/* The holder we watched leave, if its deletion is the
+			 * first change after our read. */
+			ha->prev_lease =
+				!ret && fired && ev.deleted ? lease : 0;
+			if (ret)
+				sleep_until(ha, kvf__now_ns() + HA_RETRY_NS);
+			continue;
+		}
+		logged_standby = false;
+		set_role(ha, KVF_HA_CANDIDATE);
+		t0 = kvf__now_ns();
+		ret = kvf_etcd_lease_grant(ha->etcd, ha->ttl_s, &ha->lease);
+		if (ret) {
+			ha->lease = 0;
+			sleep_until(ha, kvf__now_ns() + HA_RETRY_NS);
+			continue;
+		}
+		ret = kvf_etcd_create(ha->etcd, ha->key, ha->klen,
+				      ha->advertise, strlen(ha->advertise),
+				      ha->lease, &created, &rev);
+		if (ret || !created || rev <= 0) {
+			kvf_etcd_lease_revoke(ha->etcd, ha->lease);
+			ha->lease = 0;
+			ha->prev_lease = 0;
+			if (ret)
+				sleep_until(ha, kvf__now_ns() + HA_RETRY_NS);
+			continue;
+		}
+		atomic_store_explicit(&ha->view, (uint64_t)rev,
+				      memory_order_release);
+		atomic_store_explicit(&ha->deadline_ns,
+				      t0 + ha->ttl_ns - ha->margin_ns,
+				      memory_order_release);
+		set_role(ha, KVF_HA_WARMUP);
+		lead(ha, t0);
+	}
+	return NULL;
+}
+
+/* ---- lifetime ------------------------------------------------------------ */
+
+int kvf_ha_start(const struct kvf_ha_options *opts, struct kvf_ha **out)
+{
+	pthread_condattr_t ca;
+	struct kvf_ha *ha;
+	unsigned timeout_ms;
+	int ret;
+
+	if (!opts->ttl_s || !opts->advertise || !*opts->advertise ||
+	    !opts->endpoints)
+		return KVF_ERR_INVALID_ARGUMENT;
+	ha = calloc(1, sizeof(*ha));
+	if (!ha)
+		return KVF_ERR_NO_MEMORY;
+	ha->klen = kvf_ha_key(opts->cluster_id, ha->key, sizeof(ha->key));
+	if (!ha->klen) {
+		free(ha);
+		return KVF_ERR_INVALID_ARGUMENT;
+	}
+	ha->ttl_s = opts->ttl_s;
+	ha->ttl_ns = opts->ttl_s * KVF__NS_PER_SEC;
+	ha->renew_ns = ha->ttl_ns / 4;
+	ha->margin_ns = ha->ttl_ns / 4;
+	/* One request may take a renewal period (at least 0.5 s, so a busy
+	 * machine does not fail them all); the deadline does not wait. */
+	timeout_ms = (unsigned)(ha->renew_ns / KVF__NS_PER_MS);
+	if (timeout_ms < 500)
+		timeout_ms = 500;
+	if (timeout_ms > 2000)
+		timeout_ms = 2000;
+	ret = kvf_etcd_new(opts->endpoints, timeout_ms, &ha->etcd);
+	if (ret)
+		goto err_free;
+	ha->advertise = strdup(opts->advertise);
+	if (!ha->advertise) {
+		ret = KVF_ERR_NO_MEMORY;
+		goto err_etcd;
+	}
+	atomic_init(&ha->role, KVF_HA_CANDIDATE);
+	pthread_mutex_init(&ha->mu, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&ha->cv, &ca);
+	pthread_condattr_destroy(&ca);
+	if (pthread_create(&ha->thread, NULL, campaign, ha)) {
+		ret = KVF_ERR_NO_MEMORY;
+		goto err_sync;
+	}
+	*out = ha;
+	return KVF_OK;
+err_sync:
+	pthread_cond_destroy(&ha->cv);
+	pthread_mutex_destroy(&ha->mu);
+	free(ha->advertise);
+err_etcd:
+	kvf_etcd_free(ha->etcd);
+err_free:
+	free(ha);
+	return ret;
+}
+
+void kvf_ha_stop(struct kvf_ha *ha)
+{
+	if (!ha)
+		return;
+	pthread_mutex_lock(&ha->mu);
+	ha->stop = true;
+	atomic_store_explicit(&ha->role, KVF_HA_STOPPED, memory_order_release);
+	pthread_cond_broadcast(&ha->cv);
+	pthread_mutex_unlock(&ha->mu);
+	pthread_join(ha->thread, NULL);
+	atomic_store_explicit(&ha->deadline_ns, 0, memory_order_release);
+	if (ha->lease && !kvf_etcd_lease_revoke(ha->etcd, ha->lease))
+		fprintf(stderr, "ha: lease revoked, key released\n");
+	pthread_cond_destroy(&ha->cv);
+	pthread_mutex_destroy(&ha->mu);
+	free(ha->advertise);
+	kvf_etcd_free(ha->etcd);
+	free(ha);
+}

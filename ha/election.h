@@ -1,0 +1,104 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ha/election.h - leader election for kvforge-master through etcd, with
+ * upstream Mooncake's contract (so unmodified clients find the leader):
+ * the key "mooncake-store/<cluster_id>/master_view", whose value is the
+ * leader's plain "host:port", created only if absent in one transaction
+ * bound to a lease; the view version is the key's create revision.
+ *
+ * Fencing: the leader may answer clients only while
+ * kvf_ha_may_serve() is true, i.e. before its fencing deadline: the
+ * send time of its last confirmed lease renewal + TTL - margin, on this
+ * host's monotonic clock. etcd counts the TTL from when it handled that
+ * renewal, which is later, so the deadline passes before the lease can
+ * have expired, however long etcd takes to answer (or if it never does:
+ * a frozen etcd member cannot extend it). A new leader waits until the
+ * previous holder's lease is known to be gone (or a full TTL + margin)
+ * before serving.
+ */
+#ifndef KVF_HA_ELECTION_H
+#define KVF_HA_ELECTION_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct kvf_ha;
+
+/* The roles, as upstream's /health names them. */
+enum kvf_ha_role {
+	KVF_HA_CANDIDATE, /* reading the key, about to try to take it */
+	KVF_HA_STANDBY,	  /* another master holds the key */
+	KVF_HA_WARMUP,	  /* holds the key, waits out the previous lease */
+	KVF_HA_LEADER,	  /* holds the key and may serve */
+	KVF_HA_STOPPED,	  /* kvf_ha_stop() ran */
+};
+
+/**
+ * struct kvf_ha_options - what to campaign with.
+ * @endpoints: etcd endpoints, as kvf_etcd_new().
+ * @cluster_id: the key's namespace (one trailing '/' is dropped, as
+ *	upstream); empty means $MC_STORE_CLUSTER_ID, else mooncake_cluster.
+ * @advertise: the "host:port" published as the leader's address.
+ * @ttl_s: the lease's TTL in seconds (at least 1).
+ */
+struct kvf_ha_options {
+	const char *endpoints;
+	const char *cluster_id;
+	const char *advertise;
+	unsigned ttl_s;
+};
+
+/**
+ * kvf_ha_start() - start campaigning in a thread of its own.
+ * @opts: copied. @out: the election.
+ *
+ * Return: %KVF_OK, %KVF_ERR_INVALID_ARGUMENT (bad endpoints, TTL 0, an
+ * empty or over-long address or cluster id), %KVF_ERR_NO_MEMORY.
+ * Context: blocks only to start the thread; etcd need not be up.
+ */
+int kvf_ha_start(const struct kvf_ha_options *opts, struct kvf_ha **out);
+
+/**
+ * kvf_ha_stop() - stop campaigning and free @ha. A leader's lease is
+ * revoked (its key disappears at once, so a standby takes over without
+ * waiting for the TTL); callers stop serving first.
+ * Context: any thread but the election's; blocks up to about a second
+ * (the etcd request in flight), plus the revoke.
+ */
+void kvf_ha_stop(struct kvf_ha *ha);
+
+/**
+ * kvf_ha_may_serve() - is this master the leader, with a live lease?
+ * Lock-free (two atomic loads and a clock read); any thread.
+ */
+bool kvf_ha_may_serve(const struct kvf_ha *ha);
+
+/** kvf_ha_role() - the current role (lock-free, any thread). */
+enum kvf_ha_role kvf_ha_role(const struct kvf_ha *ha);
+
+/**
+ * kvf_ha_view_version() - the view version while warming up or leading
+ * (the key's create revision), else 0. Lock-free, any thread.
+ */
+uint64_t kvf_ha_view_version(const struct kvf_ha *ha);
+
+/**
+ * kvf_ha_wait() - wait until kvf_ha_may_serve() may have changed or
+ * @timeout_ms passed: returns at once on a role change, and a leader
+ * returns no later than its fencing deadline.
+ * Return: kvf_ha_may_serve() on return.
+ * Context: any thread; blocks.
+ */
+bool kvf_ha_wait(struct kvf_ha *ha, unsigned timeout_ms);
+
+/**
+ * kvf_ha_key() - the election key for @cluster_id into @buf.
+ * Return: its length, or 0 if it does not fit in @len.
+ */
+size_t kvf_ha_key(const char *cluster_id, char *buf, size_t len);
+
+/** kvf_ha_role_name() - "leader", "standby", ... for logs and /health. */
+const char *kvf_ha_role_name(enum kvf_ha_role role);
+
+#endif /* KVF_HA_ELECTION_H */

@@ -1,0 +1,247 @@
+// SPDX-License-Identifier: MIT
+/*
+ * tests/ha/test_ha_election.c - ha/election.c against a real etcd, two
+ * candidates in one process (TTL 1 s):
+ *  - one leads: the key is mooncake-store/<cluster>/master_view, its value
+ *    the plain address, bound to a lease, and the view version is the
+ *    key's create revision;
+ *  - the second waits as a standby and never may serve;
+ *  - the leader's stop revokes its lease and the standby leads, with a
+ *    higher view version;
+ *  - a leader whose key is deleted steps down;
+ *  - after etcd is killed and restarted, one of them leads again;
+ *  - cluster id: one trailing '/' dropped; empty means
+ *    $MC_STORE_CLUSTER_ID, else mooncake_cluster.
+ * A sampling thread checks throughout that the two never may serve at
+ * the same moment (run under TSan as well: the atomics and the condition
+ * variable are what the master's threads use).
+ */
+#include "config.h"
+
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include <kvforge/status.h>
+
+#include "ha/election.h"
+#include "ha/etcd.h"
+#include "tests/ha/etcd_fixture.h"
+
+#define KEY "mooncake-store/ha_test/master_view"
+
+/* The candidates; the sampler reads them under cand_mu, so the main
+ * thread takes a candidate out under it before stopping (freeing) it. */
+static struct kvf_ha *cand[2];
+static pthread_mutex_t cand_mu = PTHREAD_MUTEX_INITIALIZER;
+static atomic_bool sampling, both_served;
+
+static void set_cand(int i, struct kvf_ha *ha)
+{
+	pthread_mutex_lock(&cand_mu);
+	cand[i] = ha;
+	pthread_mutex_unlock(&cand_mu);
+}
+
+static void stop_cand(int i)
+{
+	struct kvf_ha *ha;
+
+	pthread_mutex_lock(&cand_mu);
+	ha = cand[i];
+	cand[i] = NULL;
+	pthread_mutex_unlock(&cand_mu);
+	kvf_ha_stop(ha);
+}
+
+static void *sampler(void *arg)
+{
+	struct timespec ts = {0, 2000000};
+
+	(void)arg;
+	while (atomic_load(&sampling)) {
+		pthread_mutex_lock(&cand_mu);
+		if (cand[0] && cand[1] && kvf_ha_may_serve(cand[0]) &&
+		    kvf_ha_may_serve(cand[1]))
+			atomic_store(&both_served, true);
+		pthread_mutex_unlock(&cand_mu);
+		nanosleep(&ts, NULL);
+	}
+	return NULL;
+}
+
+static struct kvf_ha *start(const char *advertise)
+{
+	struct kvf_ha_options o = {.endpoints = etcd_fx.endpoint,
+				   .cluster_id = "ha_test/",
+				   .advertise = advertise,
+				   .ttl_s = 1};
+	struct kvf_ha *ha;
+
+	assert_int_equal(kvf_ha_start(&o, &ha), KVF_OK);
+	return ha;
+}
+
+/* Wait (20 s at most) until @ha may serve, or until it is a standby. */
+static bool wait_serving(struct kvf_ha *ha)
+{
+	for (int i = 0; i < 200 && !kvf_ha_may_serve(ha); i++)
+		kvf_ha_wait(ha, 100);
+	return kvf_ha_may_serve(ha);
+}
+
+static void wait_role(struct kvf_ha *ha, enum kvf_ha_role role)
+{
+	for (int i = 0; i < 200 && kvf_ha_role(ha) != role; i++)
+		kvf_ha_wait(ha, 100);
+	assert_int_equal(kvf_ha_role(ha), role);
+}
+
+static void check_key(const char *value, uint64_t view)
+{
+	struct kvf_etcd *e;
+	struct kvf_etcd_kv kv;
+	bool found;
+
+	assert_int_equal(kvf_etcd_new(etcd_fx.endpoint, 2000, &e), KVF_OK);
+	assert_int_equal(kvf_etcd_get(e, KEY, strlen(KEY), &kv, &found),
+			 KVF_OK);
+	assert_true(found);
+	assert_string_equal(kv.value, value);
+	assert_int_equal(kv.len, strlen(value));
+	assert_int_equal((uint64_t)kv.create_revision, view);
+	assert_true(kv.lease != 0);
+	kvf_etcd_kv_clear(&kv);
+	kvf_etcd_free(e);
+}
+
+static void test_key_name(void **state)
+{
+	char buf[128];
+
+	(void)state;
+	assert_int_equal(kvf_ha_key("c1/", buf, sizeof(buf)),
+			 strlen("mooncake-store/c1/master_view"));
+	assert_string_equal(buf, "mooncake-store/c1/master_view");
+	setenv("MC_STORE_CLUSTER_ID", "from_env", 1);
+	kvf_ha_key("", buf, sizeof(buf));
+	assert_string_equal(buf, "mooncake-store/from_env/master_view");
+	unsetenv("MC_STORE_CLUSTER_ID");
+	kvf_ha_key(NULL, buf, sizeof(buf));
+	assert_string_equal(buf, "mooncake-store/mooncake_cluster/master_view");
+	assert_int_equal(kvf_ha_key("c1", buf, 10), 0);
+}
+
+static void test_bad_options(void **state)
+{
+	struct kvf_ha_options o = {
+		.endpoints = "h", .advertise = "a:1", .ttl_s = 1};
+	struct kvf_ha *ha;
+
+	(void)state;
+	assert_int_equal(kvf_ha_start(&o, &ha), KVF_ERR_INVALID_ARGUMENT);
+	o.endpoints = etcd_fx.endpoint;
+	o.ttl_s = 0;
+	assert_int_equal(kvf_ha_start(&o, &ha), KVF_ERR_INVALID_ARGUMENT);
+	o.ttl_s = 1;
+	o.advertise = "";
+	assert_int_equal(kvf_ha_start(&o, &ha), KVF_ERR_INVALID_ARGUMENT);
+}
+
+static void test_election(void **state)
+{
+	pthread_t th;
+	uint64_t view_a, view_b;
+
+	(void)state;
+	atomic_store(&sampling, true);
+	assert_int_equal(pthread_create(&th, NULL, sampler, NULL), 0);
+
+	set_cand(0, start("10.0.0.1:5001"));
+	assert_true(wait_serving(cand[0]));
+	view_a = kvf_ha_view_version(cand[0]);
+	assert_true(view_a > 0);
+	assert_int_equal(kvf_ha_role(cand[0]), KVF_HA_LEADER);
+	check_key("10.0.0.1:5001", view_a);
+
+	/* the second candidate waits */
+	set_cand(1, start("10.0.0.2:5002"));
+	wait_role(cand[1], KVF_HA_STANDBY);
+	assert_false(kvf_ha_may_serve(cand[1]));
+	assert_int_equal(kvf_ha_view_version(cand[1]), 0);
+	/* several renewals later, still so */
+	for (int i = 0; i < 3; i++)
+		kvf_ha_wait(cand[1], 500);
+	assert_int_equal(kvf_ha_role(cand[1]), KVF_HA_STANDBY);
+	assert_true(kvf_ha_may_serve(cand[0]));
+	check_key("10.0.0.1:5001", view_a);
+
+	/* the leader stops: its lease is revoked, the standby leads */
+	stop_cand(0);
+	assert_true(wait_serving(cand[1]));
+	view_b = kvf_ha_view_version(cand[1]);
+	assert_true(view_b > view_a);
+	check_key("10.0.0.2:5002", view_b);
+
+	/* the first comes back as a standby */
+	set_cand(0, start("10.0.0.1:5001"));
+	wait_role(cand[0], KVF_HA_STANDBY);
+
+	/* the key deleted under the leader: it steps down, and one of the
+	 * two leads under a new view */
+	{
+		struct kvf_etcd *e;
+
+		assert_int_equal(kvf_etcd_new(etcd_fx.endpoint, 2000, &e),
+				 KVF_OK);
+		assert_int_equal(kvf_etcd_delete(e, KEY, strlen(KEY)), KVF_OK);
+		kvf_etcd_free(e);
+	}
+	for (int i = 0; i < 200; i++) {
+		struct kvf_ha *a = cand[0], *b = cand[1];
+
+		if ((kvf_ha_may_serve(a) && kvf_ha_view_version(a) > view_b) ||
+		    (kvf_ha_may_serve(b) && kvf_ha_view_version(b) > view_b))
+			break;
+		kvf_ha_wait(b, 100);
+	}
+	assert_true(kvf_ha_view_version(cand[0]) > view_b ||
+		    kvf_ha_view_version(cand[1]) > view_b);
+
+	/* etcd killed and restarted under them: one leads again */
+	etcd_fixture_restart(&etcd_fx);
+	for (int i = 0; i < 200; i++) {
+		if (kvf_ha_may_serve(cand[0]) || kvf_ha_may_serve(cand[1]))
+			break;
+		kvf_ha_wait(cand[0], 100);
+	}
+	assert_true(kvf_ha_may_serve(cand[0]) || kvf_ha_may_serve(cand[1]));
+
+	atomic_store(&sampling, false);
+	pthread_join(th, NULL);
+	stop_cand(0);
+	stop_cand(1);
+	assert_false(atomic_load(&both_served));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_key_name),
+		cmocka_unit_test(test_bad_options),
+		cmocka_unit_test(test_election),
+	};
+
+	etcd_fixture_require();
+	return cmocka_run_group_tests(tests, etcd_fixture_setup,
+				      etcd_fixture_teardown);
+}

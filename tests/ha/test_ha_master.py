@@ -1,0 +1,438 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""test_ha_master.py - kvforge-master --enable_ha against a real etcd.
+
+Each scenario starts its own etcd (one member, or three for the frozen
+member case) on loopback ports with a temporary data directory, and
+kvforge-masters with --ha_lease_ttl 1; clients are the reference Python
+client (tests/master/mc_wire_pyclient.py) and etcd's JSON gateway.
+
+  test_ha_master.py MASTER_BINARY ETCD_BINARY SCENARIO...
+
+Scenarios:
+  flags         bad HA flags are refused with a message (exit 2)
+  election      one leader, key and value as upstream, view version in
+                Ping, a standby that does not listen, SIGTERM revokes the
+                lease and the standby leads under a higher view
+  expiry        SIGKILL of the leader: its lease expires, the standby leads
+  frozen_etcd   three etcd members; the one the leader talks to is frozen
+                (SIGSTOP): the leader stops answering before the standby,
+                on the other members, answers - never both
+  frozen_master the leader itself frozen past its lease: the standby
+                leads; thawed, the old leader answers nothing more
+
+Exit 0 when every scenario passed; the first failed assertion exits 1.
+"""
+
+import base64
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+MASTER_TESTS = os.path.join(HERE, "..", "master")
+sys.path.insert(0, MASTER_TESTS)
+import mc_wire_pyclient as mc  # noqa: E402
+
+mc._here = os.path.join(MASTER_TESTS, "fixtures")
+
+TMP = os.environ.get("KVF_TEST_TMPDIR", "/tmp")
+MASTER = ETCD = None
+CLUSTER = "ha_e2e"
+KEY = "mooncake-store/%s/master_view" % CLUSTER
+TTL = 1
+
+
+class Fail(Exception):
+    pass
+
+
+def check(cond, what):
+    if not cond:
+        raise Fail(what)
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def wait_for(cond, what, timeout=30.0, step=0.05):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        v = cond()
+        if v:
+            return v
+        time.sleep(step)
+    raise Fail("timed out waiting for " + what)
+
+
+class Etcd:
+    """One or three members on loopback, each with its own data dir."""
+
+    def __init__(self, members=1):
+        self.dir = tempfile.mkdtemp(prefix="kvf-ha-etcd-", dir=TMP)
+        self.ports = [(free_port(), free_port()) for _ in range(members)]
+        cluster = ",".join("e%d=http://127.0.0.1:%d" % (i, p[1])
+                           for i, p in enumerate(self.ports))
+        self.procs = []
+        for i, (cp, pp) in enumerate(self.ports):
+            log = open(os.path.join(self.dir, "e%d.log" % i), "w")
+            self.procs.append(subprocess.Popen(
+                [ETCD, "--name", "e%d" % i,
+                 "--data-dir", os.path.join(self.dir, "e%d" % i),
+                 "--listen-client-urls", "http://127.0.0.1:%d" % cp,
+                 "--advertise-client-urls", "http://127.0.0.1:%d" % cp,
+                 "--listen-peer-urls", "http://127.0.0.1:%d" % pp,
+                 "--initial-advertise-peer-urls", "http://127.0.0.1:%d" % pp,
+                 "--initial-cluster", cluster,
+                 "--initial-cluster-token", os.path.basename(self.dir),
+                 "--heartbeat-interval", "50", "--election-timeout", "500",
+                 "--log-level", "error"],
+                stdout=log, stderr=subprocess.STDOUT))
+            log.close()
+        for i in range(members):
+            wait_for(lambda i=i: self.call("/v3/kv/range",
+                                           {"key": b64("x")}, member=i),
+                     "etcd member %d" % i)
+
+    def endpoint(self, i):
+        return "127.0.0.1:%d" % self.ports[i][0]
+
+    def endpoints(self, members):
+        return ";".join(self.endpoint(i) for i in members)
+
+    def call(self, path, body, member=None):
+        """POST to one member (or the first that answers); None on error."""
+        order = [member] if member is not None else range(len(self.ports))
+        for i in order:
+            req = urllib.request.Request(
+                "http://%s%s" % (self.endpoint(i), path),
+                data=json.dumps(body).encode(),
+                headers={"Content-Type": "application/json"})
+            try:
+                with urllib.request.urlopen(req, timeout=2) as r:
+                    return json.loads(r.read())
+            except Exception:
+                continue
+        return None
+
+    def key(self, member=None):
+        """(value, create_revision, lease) of the master_view key, or None."""
+        r = self.call("/v3/kv/range", {"key": b64(KEY)}, member)
+        check(r is not None, "etcd answers a range")
+        kvs = r.get("kvs") or []
+        if not kvs:
+            return None
+        kv = kvs[0]
+        return (base64.b64decode(kv.get("value", "")).decode(),
+                int(kv.get("create_revision", 0)), int(kv.get("lease", 0)))
+
+    def lease_ttl(self, lease, member=None):
+        r = self.call("/v3/lease/timetolive", {"ID": str(lease)}, member)
+        check(r is not None, "etcd answers timetolive")
+        return int(r.get("TTL", 0))
+
+    def signal(self, i, sig):
+        self.procs[i].send_signal(sig)
+
+    def close(self):
+        for p in self.procs:
+            p.send_signal(signal.SIGCONT)
+            p.kill()
+            p.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def b64(s):
+    return base64.b64encode(s.encode()).decode()
+
+
+class Master:
+    def __init__(self, endpoints, *extra):
+        self.port = free_port()
+        self.addr = "127.0.0.1:%d" % self.port
+        self.lines = []
+        self.p = subprocess.Popen(
+            [MASTER, "--enable_ha", "--etcd_endpoints", endpoints,
+             "--cluster_id", CLUSTER, "--ha_lease_ttl", str(TTL),
+             "--rpc_port", str(self.port), "--metrics_port", "0",
+             "--rpc_thread_num", "1"] + list(extra),
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.t = threading.Thread(target=self._read, daemon=True)
+        self.t.start()
+
+    def _read(self):
+        for line in self.p.stdout:
+            self.lines.append(line.rstrip("\n"))
+
+    def said(self, text):
+        return any(text in line for line in self.lines)
+
+    def wait_said(self, text, timeout=30):
+        wait_for(lambda: self.said(text), "%s: %r" % (self.addr, text),
+                 timeout)
+
+    def ping(self, timeout=0.5):
+        """(view_version, client_status) or None when not answered."""
+        try:
+            c = mc.Client.__new__(mc.Client)
+            c.s = socket.create_connection(("127.0.0.1", self.port),
+                                           timeout=timeout)
+            c.s.settimeout(timeout)
+            c.seq = 0
+            c.table = TABLE
+            r = c.call("Ping", [1, 2])
+            c.s.close()
+            return tuple(r["decoded"]["ok"])
+        except (OSError, ConnectionError, KeyError, TypeError):
+            return None
+
+    def listening(self):
+        try:
+            socket.create_connection(("127.0.0.1", self.port),
+                                     timeout=0.5).close()
+            return True
+        except OSError:
+            return False
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.p.poll() is None:
+            self.p.send_signal(signal.SIGCONT)
+            self.p.send_signal(sig)
+        rc = self.p.wait(timeout=30)
+        self.t.join(timeout=5)
+        return rc
+
+    def dump(self):
+        sys.stderr.write("--- master %s:\n%s\n" % (self.addr,
+                                                  "\n".join(self.lines)))
+
+
+TABLE = None
+
+
+def leader_of(etcd, masters, member=None):
+    k = etcd.key(member)
+    if not k:
+        return None
+    for m in masters:
+        if m.addr == k[0]:
+            return m
+    return None
+
+
+def sc_flags(_):
+    def refused(args, what):
+        r = subprocess.run([MASTER, "--enable_ha"] + args,
+                           capture_output=True, text=True, timeout=30)
+        check(r.returncode == 2, "%s: exit %d" % (what, r.returncode))
+        return r.stderr
+
+    err = refused(["--etcd_endpoints", "127.0.0.1:1", "--rpc_address",
+                   "0.0.0.0"], "wildcard address")
+    check("wildcard" in err and "--ha_advertise_address" in err, err)
+    err = refused(["--etcd_endpoints", "127.0.0.1:1",
+                   "--ha_advertise_address", "[::]:5"], "wildcard v6")
+    check("wildcard" in err, err)
+    err = refused(["--etcd_endpoints", "127.0.0.1:1", "--rpc_port", "0"],
+                  "port 0")
+    check("port" in err, err)
+    err = refused([], "no endpoints")
+    check("--etcd_endpoints" in err, err)
+    err = refused(["--etcd_endpoints", "127.0.0.1:1",
+                   "--ha_backend_type", "redis"], "redis")
+    check("only etcd" in err, err)
+    err = refused(["--etcd_endpoints", "https://127.0.0.1:1"], "https")
+    check("plain http" in err, err)
+
+
+@contextlib.contextmanager
+def cluster(members=1, standby_members=(0,)):
+    """An etcd of @members, a leader m1 on member 0 and a standby m2 on
+    @standby_members; masters are dumped on failure, all stopped after."""
+    etcd = Etcd(members)
+    ms = []
+    try:
+        ms.append(Master(etcd.endpoint(0)))
+        ms[0].wait_said("RPC listening")
+        ms.append(Master(etcd.endpoints(standby_members)))
+        ms[1].wait_said("ha: standby")
+        yield etcd, ms[0], ms[1]
+    except Exception:
+        for m in ms:
+            m.dump()
+        raise
+    finally:
+        for m in ms:
+            m.stop(signal.SIGKILL)
+        etcd.close()
+
+
+def sc_election(_):
+    with cluster() as (etcd, m1, m2):
+        value, rev, lease = etcd.key()
+        check(value == m1.addr, "key value is the plain host:port: %r"
+              % value)
+        check(m1.ping() == (rev, 2),
+              "Ping: view version = create revision %d, NEED_REMOUNT: %r"
+              % (rev, m1.ping()))
+        # the standby does not listen, however long it waits
+        time.sleep(2 * TTL)
+        check(not m2.listening(), "a standby does not listen")
+        check(etcd.key()[0] == m1.addr, "the leader keeps the key")
+        # SIGTERM: the port closes, then the lease is revoked (not left to
+        # expire), and the standby leads under a higher view
+        check(m1.stop() == 0, "leader exit status")
+        check(etcd.lease_ttl(lease) == -1, "the leader's lease is revoked")
+        m2.wait_said("RPC listening")
+        check(m2.said("the previous lease is over"),
+              "the standby does not wait after a revoke")
+        value2, rev2, _ = etcd.key()
+        check(value2 == m2.addr and rev2 > rev, "new view %r" % (value2,))
+        check(m2.ping() == (rev2, 2), "Ping on the new leader")
+        check(m2.stop() == 0, "second leader exit status")
+        check(etcd.key() is None, "no key once nobody leads")
+
+
+def sc_expiry(_):
+    with cluster() as (etcd, m1, m2):
+        _, rev, lease = etcd.key()
+        m1.stop(signal.SIGKILL)
+        check(etcd.lease_ttl(lease) >= 0, "a killed leader's lease lives on")
+        m2.wait_said("RPC listening")
+        value2, rev2, _ = etcd.key()
+        check(value2 == m2.addr and rev2 > rev, "the standby leads")
+        check(etcd.lease_ttl(lease) == -1, "the old lease expired")
+        check(m2.ping() == (rev2, 2), "Ping on the new leader")
+
+
+class Poller:
+    """Pings masters in a loop; records (sent, received, master, view)."""
+
+    def __init__(self, masters):
+        self.masters = masters
+        self.answers = []
+        self.go = True
+        self.t = threading.Thread(target=self._run, daemon=True)
+        self.t.start()
+
+    def _run(self):
+        while self.go:
+            for i, m in enumerate(self.masters):
+                sent = time.monotonic()
+                r = m.ping(timeout=0.2)
+                if r:
+                    self.answers.append((sent, time.monotonic(), i, r[0]))
+            time.sleep(0.01)
+
+    def stop(self):
+        self.go = False
+        self.t.join()
+
+    def check_one_at_a_time(self, old, new):
+        """Every answer of @old came back before @new's first was sent."""
+        firsts = [a[0] for a in self.answers if a[2] == new]
+        lasts = [a[1] for a in self.answers if a[2] == old]
+        check(firsts, "the new leader answered")
+        check(lasts, "the old leader answered before")
+        check(max(lasts) < min(firsts),
+              "the old leader answered %.3f s after the new one began"
+              % (max(lasts) - min(firsts)))
+        views = {a[2]: a[3] for a in self.answers}
+        check(views[new] > views[old], "the new view is higher")
+
+
+def sc_frozen_etcd(_):
+    with cluster(3, [1, 2]) as (etcd, m1, m2):
+        poll = Poller([m1, m2])
+        wait_for(lambda: any(a[2] == 0 for a in poll.answers),
+                 "the leader answers")
+        etcd.signal(0, signal.SIGSTOP)
+        m2.wait_said("RPC listening")
+        wait_for(lambda: any(a[2] == 1 for a in poll.answers),
+                 "the new leader answers")
+        poll.stop()
+        poll.check_one_at_a_time(0, 1)
+        check(m1.said("RPC port closed"), "the frozen leader closed its port")
+        check(not m1.listening(), "the old leader does not listen")
+        # thawed, its member tells it the key is m2's: it stays a standby
+        etcd.signal(0, signal.SIGCONT)
+        m1.wait_said("ha: standby; leader is " + m2.addr)
+        check(not m1.listening() and m1.ping() is None,
+              "the old leader stays a standby")
+        check(leader_of(etcd, [m1, m2]) is m2, "m2 keeps the key")
+        # and it can lead again, on the same port, in the same process
+        _, rev2, _ = etcd.key()
+        check(m2.stop() == 0, "m2 exit status")
+        wait_for(lambda: m1.ping(), "the old leader leads again")
+        check(m1.ping()[0] > rev2, "under a new view")
+
+
+def sc_frozen_master(_):
+    with cluster() as (etcd, m1, m2):
+        c = mc.Client(m1.addr)
+        c.s.settimeout(3)
+        check(c.call("Ping", [1, 2])["decoded"]["ok"][1] == 2,
+              "Ping the leader")
+        m1.p.send_signal(signal.SIGSTOP)
+        m2.wait_said("RPC listening")
+        check(m2.ping() is not None, "the new leader answers")
+        # a request sent while it is frozen waits in its socket; thawed,
+        # its loop thread sees it at once, racing its own main thread that
+        # closes the port: the request must go unanswered either way
+        ping = c.table["Ping"]
+        body = mc.encode(ping["req"], [1, 2])
+        c.s.sendall(struct.pack("<BBBBIIII", 21, 0, 0, 0, 9, ping["id"],
+                                len(body), 0) + body)
+        m1.p.send_signal(signal.SIGCONT)
+        try:
+            r = c.s.recv(16)
+        except OSError:
+            r = None
+        check(not r, "a thawed deposed leader answered: %r" % (r,))
+        m1.wait_said("RPC port closed")
+        check(m1.ping() is None and m2.ping() is not None,
+              "only the new leader answers")
+
+
+SCENARIOS = {
+    "flags": sc_flags,
+    "election": sc_election,
+    "expiry": sc_expiry,
+    "frozen_etcd": sc_frozen_etcd,
+    "frozen_master": sc_frozen_master,
+}
+
+
+def main():
+    global MASTER, ETCD, TABLE
+    MASTER, ETCD = sys.argv[1], sys.argv[2]
+    TABLE = mc.load_table()
+    names = sys.argv[3:] or list(SCENARIOS)
+    for name in names:
+        t = time.monotonic()
+        try:
+            SCENARIOS[name](name)
+        except Fail as e:
+            print("FAIL %s: %s" % (name, e))
+            return 1
+        print("ok %s (%.1f s)" % (name, time.monotonic() - t))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
