@@ -115,6 +115,7 @@ static void stop_master(void)
 
 	kill(master_pid, SIGTERM);
 	waitpid(master_pid, &status, 0);
+	master_pid = 0;
 	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	if (data_dir[0]) {
 		char cmd[128];
@@ -138,6 +139,7 @@ struct bystander {
 	struct kvf_uuid me;
 	pthread_t thread;
 	bool stop;    /* atomic */
+	bool running; /* the thread was started and not joined */
 	int remounts; /* NEED_REMOUNT answers seen */
 	int failures; /* calls that failed or timed out */
 	int pings;
@@ -211,6 +213,7 @@ static void bystander_start(void)
 	assert_int_equal(call(c, &q, &a)->code, 0);
 	kvf_client_close(c);
 	assert_int_equal(pthread_create(&by.thread, NULL, ping_loop, &by), 0);
+	by.running = true;
 }
 
 /* Stop pinging; the bystander stayed live and its object is there. */
@@ -226,6 +229,7 @@ static void bystander_check(void)
 	usleep(500 * 1000);
 	__atomic_store_n(&by.stop, true, __ATOMIC_RELAXED);
 	pthread_join(by.thread, NULL);
+	by.running = false;
 	assert_true(by.pings > 0);
 	assert_int_equal(by.failures, 0);
 	assert_int_equal(by.remounts, 0);
@@ -537,15 +541,40 @@ static void test_http_store_limit(void **state)
 	free(req);
 }
 
+/* After a failed case: no pinging thread, no master, no directory left. */
+static int cleanup(void **state)
+{
+	(void)state;
+	if (by.running) {
+		__atomic_store_n(&by.stop, true, __ATOMIC_RELAXED);
+		pthread_join(by.thread, NULL);
+		by.running = false;
+	}
+	if (master_pid > 0) {
+		kill(master_pid, SIGKILL);
+		waitpid(master_pid, NULL, 0);
+		master_pid = 0;
+	}
+	if (data_dir[0]) {
+		char cmd[128];
+
+		snprintf(cmd, sizeof(cmd), "rm -rf %s", data_dir);
+		if (system(cmd))
+			return -1;
+		data_dir[0] = 0;
+	}
+	return 0;
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_remount_many),
-		cmocka_unit_test(test_preferred_many),
-		cmocka_unit_test(test_query_ip),
-		cmocka_unit_test(test_rdma_refusal_stream),
-		cmocka_unit_test(test_http_slow_heads),
-		cmocka_unit_test(test_http_store_limit),
+		cmocka_unit_test_teardown(test_remount_many, cleanup),
+		cmocka_unit_test_teardown(test_preferred_many, cleanup),
+		cmocka_unit_test_teardown(test_query_ip, cleanup),
+		cmocka_unit_test_teardown(test_rdma_refusal_stream, cleanup),
+		cmocka_unit_test_teardown(test_http_slow_heads, cleanup),
+		cmocka_unit_test_teardown(test_http_store_limit, cleanup),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
