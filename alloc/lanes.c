@@ -22,11 +22,20 @@
 /* Sets a thread remembers its bit in: a thread may feed a few engines. */
 #define MY_SETS 4
 
+/*
+ * A new set takes the least recently joined slot: a closed engine's
+ * slot is never joined again, so up to MY_SETS engines fed in turn keep
+ * theirs. (Taking slots in turn evicted a live engine's when a new one
+ * came while a closed one's slot lingered: the thread then claimed a
+ * second bit there and, until the first went idle, placed as if two
+ * threads were putting.)
+ */
 static __thread struct {
 	const struct kvf__lanes *set;
 	uint64_t bit;
+	uint64_t joined; /* my_next when last joined */
 } my_bits[MY_SETS];
-static __thread unsigned my_next;
+static __thread uint64_t my_next;
 
 static void stamp(struct kvf__lanes *l, uint64_t bit, uint64_t now)
 {
@@ -67,15 +76,21 @@ static uint64_t claim(struct kvf__lanes *l, uint64_t now)
 /* The calling thread's entry for @l, made (replacing the oldest) if new. */
 static uint64_t *my_entry(const struct kvf__lanes *l)
 {
-	unsigned k;
+	unsigned k, lru = 0;
 
-	for (k = 0; k < MY_SETS; k++)
-		if (my_bits[k].set == l)
+	my_next++;
+	for (k = 0; k < MY_SETS; k++) {
+		if (my_bits[k].set == l) {
+			my_bits[k].joined = my_next;
 			return &my_bits[k].bit;
-	k = my_next++ % MY_SETS;
-	my_bits[k].set = l;
-	my_bits[k].bit = 0;
-	return &my_bits[k].bit;
+		}
+		if (my_bits[k].joined < my_bits[lru].joined)
+			lru = k;
+	}
+	my_bits[lru].set = l;
+	my_bits[lru].bit = 0;
+	my_bits[lru].joined = my_next;
+	return &my_bits[lru].bit;
 }
 
 /* The calling thread's bit in @l, stamped at @now; 0 if none is free. */

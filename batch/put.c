@@ -45,6 +45,7 @@ struct put_ctx {
 	struct kvf_replicas *out;
 	struct kvf__seg_table *segs;
 	int64_t started; /* added to nr_processing once per batch */
+	int64_t pinned;  /* added to nr_soft_pinned once per batch */
 	uint32_t preferred[KVF_MAX_PREFERRED];
 	uint32_t nr_preferred;
 	uint64_t now;
@@ -179,6 +180,7 @@ static int take_over(struct put_ctx *c, size_t i, struct kvf__object *old)
 		kvf__die("locked record vanished from the index");
 	kvf__obj_set(old, KVF__OBJ_REPLACED);
 	kvf__defer_free(e, old);
+	c->pinned += kvf__soft_pinned(o) - kvf__soft_pinned(old);
 	kvf__reclaim_add(&c->b.rc, old);
 	kvf__replicas_describe(o, &c->out[i]);
 	return KVF_OK;
@@ -206,12 +208,20 @@ static int start_one(struct put_ctx *c, size_t i)
 		existing = kvf__index_insert_unique(e->index, o, c->b.hash[i]);
 		if (!existing) {
 			c->started++;
+			c->pinned += kvf__soft_pinned(o);
 			kvf__replicas_describe(o, &c->out[i]);
 			return KVF_OK;
 		}
 		discard_record(o);
 	}
 	return KVF_ERR_BUSY;
+}
+
+/* Upstream's PutStart allocation failures: @n items not placed. */
+static void count_alloc_failures(struct kvf_engine *e, uint64_t n)
+{
+	if (n)
+		__atomic_fetch_add(&e->nr_alloc_failures, n, __ATOMIC_RELAXED);
 }
 
 enum kvf_status kvf_batch_put_start(struct kvf_engine *e, uint64_t client_id,
@@ -224,6 +234,7 @@ enum kvf_status kvf_batch_put_start(struct kvf_engine *e, uint64_t client_id,
 	struct put_ctx c = { .client_id = client_id,
 			     .putter = kvf__putter_of(client_id),
 			     .sizes = sizes, .cfg = cfg, .out = out };
+	uint64_t unplaced = 0;
 	int ret;
 
 	if (!sizes || !out)
@@ -244,6 +255,13 @@ enum kvf_status kvf_batch_put_start(struct kvf_engine *e, uint64_t client_id,
 		ret = resolve_preferred(&c);
 	if (ret) {
 		kvf__rcu_read_unlock();
+		if (ret == KVF_ERR_NOT_ENOUGH_SEGMENTS) {
+			uint64_t refused = 0;
+
+			for (size_t i = 0; i < n; i++)
+				refused += status[i] == KVF_OK;
+			count_alloc_failures(e, refused);
+		}
 		return kvf__batch_fail(&c.b, ret);
 	}
 	kvf__batch_probe(&c.b);
@@ -256,10 +274,15 @@ enum kvf_status kvf_batch_put_start(struct kvf_engine *e, uint64_t client_id,
 		if (status[i] != KVF_OK)
 			continue;
 		status[i] = start_one(&c, i);
-		if (status[i] == KVF_ERR_NO_SPACE)
+		if (status[i] == KVF_ERR_NO_SPACE) {
 			kvf__request_eviction(e);
+			unplaced++;
+		}
 	}
 	kvf__rcu_read_unlock();
+	if (c.pinned)
+		kvf__count_add(&e->nr_soft_pinned, c.pinned);
+	count_alloc_failures(e, unplaced);
 	/* One atomic per batch: a locked add per key drains the store buffer
 	 * (the new records' stores) every key. */
 	kvf__count_add(&e->nr_processing, c.started);
@@ -369,6 +392,8 @@ static void revoke_locked(struct kvf__batch *b, size_t i)
 	kvf__obj_set(o, KVF__OBJ_DEAD);
 	kvf__replicas_free(o);
 	kvf__count_add(&b->e->nr_processing, -1);
+	if (kvf__soft_pinned(o))
+		kvf__count_add(&b->e->nr_soft_pinned, -1);
 }
 
 enum kvf_status kvf_batch_put_end(struct kvf_engine *e, uint64_t client_id,

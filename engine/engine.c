@@ -423,6 +423,15 @@ static void collect_stats(struct kvf_engine *e, struct kvf_engine_stats *st)
 	st->processing =
 		(uint64_t)__atomic_load_n(&e->nr_processing, __ATOMIC_RELAXED);
 	st->evicted_objects = __atomic_load_n(&e->nr_evicted, __ATOMIC_RELAXED);
+	st->eviction_passes =
+		__atomic_load_n(&e->nr_evict_passes, __ATOMIC_RELAXED);
+	st->eviction_successes =
+		__atomic_load_n(&e->nr_evict_successes, __ATOMIC_RELAXED);
+	st->evicted_bytes = __atomic_load_n(&e->evicted_bytes, __ATOMIC_RELAXED);
+	st->put_alloc_failures =
+		__atomic_load_n(&e->nr_alloc_failures, __ATOMIC_RELAXED);
+	st->soft_pinned = (uint64_t)__atomic_load_n(&e->nr_soft_pinned,
+						    __ATOMIC_RELAXED);
 	st->expired_clients = __atomic_load_n(&e->nr_expired, __ATOMIC_RELAXED);
 	st->recovered_objects = e->recovered_objects;
 	st->recovery_ns = e->recovery_ns;
@@ -430,6 +439,9 @@ static void collect_stats(struct kvf_engine *e, struct kvf_engine_stats *st)
 	st->record_reserve_bytes = kvf__arena_reserved_bytes(e->arena);
 	pthread_mutex_lock(&e->deferred_lock);
 	st->deferred_frees = e->nr_deferred;
+	st->discarded_puts = e->nr_discarded_puts;
+	st->released_puts = e->nr_released_puts;
+	st->discarded_bytes = e->deferred_bytes;
 	pthread_mutex_unlock(&e->deferred_lock);
 	kvf__rcu_read_lock();
 	t = kvf__segs(e);

@@ -544,6 +544,12 @@ enum kvf_status kvf_engine_evict(struct kvf_engine *e, uint64_t bytes,
 	free(p->turn);
 	free(p);
 	__atomic_fetch_add(&e->nr_evicted, count, __ATOMIC_RELAXED);
+	if (bytes) { /* a pass, as upstream's attempted/successful evictions */
+		__atomic_fetch_add(&e->nr_evict_passes, 1, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&e->nr_evict_successes, count ? 1 : 0,
+				   __ATOMIC_RELAXED);
+		__atomic_fetch_add(&e->evicted_bytes, freed, __ATOMIC_RELAXED);
+	}
 	if (freed_bytes)
 		*freed_bytes = freed;
 	if (evicted)

@@ -62,12 +62,18 @@ struct kvf__client {
 	uint64_t last_seen_ns; /* atomic */
 };
 
-/* Buffers of a pre-empted put, released once the writer surely stopped. */
+/*
+ * Buffers of a pre-empted put, released once the writer surely stopped.
+ * A put's entries are appended together and the list is only ever
+ * compacted in order, so they stay adjacent: @put tells them apart from
+ * the next put's, and a put counts as released when its last one goes.
+ */
 struct kvf__deferred_free {
 	struct kvf__segment *seg;
 	uint64_t offset;
 	uint64_t size;
 	uint64_t release_at_ns;
+	uint64_t put; /* which pre-empted put (e->nr_discarded_puts then) */
 };
 
 struct kvf_engine {
@@ -104,11 +110,21 @@ struct kvf_engine {
 	struct kvf__deferred_free *deferred;
 	size_t nr_deferred;
 	size_t cap_deferred;
+	/* Under deferred_lock: pre-empted puts, those whose buffers are all
+	 * released (or gone with their segment), and the bytes still held. */
+	uint64_t nr_discarded_puts;
+	uint64_t nr_released_puts;
+	uint64_t deferred_bytes;
 
 	/* Counters (atomic, relaxed). */
 	int64_t nr_complete;
 	int64_t nr_processing;
 	uint64_t nr_evicted;
+	uint64_t nr_evict_passes;     /* kvf_engine_evict() calls with work */
+	uint64_t nr_evict_successes;  /* ... that evicted something */
+	uint64_t evicted_bytes;       /* replica bytes those freed */
+	uint64_t nr_alloc_failures;   /* put items no placement could hold */
+	int64_t nr_soft_pinned;       /* soft-pinned records, any state */
 	int evict_requested; /* atomic: an allocation failed */
 	uint64_t nr_expired;
 	uint64_t recovered_objects;
@@ -132,6 +148,12 @@ static inline uint64_t kvf__now(const struct kvf_engine *e)
 static inline void kvf__count_add(int64_t *ctr, int64_t delta)
 {
 	__atomic_fetch_add(ctr, delta, __ATOMIC_RELAXED);
+}
+
+/* 1 if @o is soft-pinned: what it adds to e->nr_soft_pinned. */
+static inline int64_t kvf__soft_pinned(const struct kvf__object *o)
+{
+	return (o->flags & KVF__OBJ_SOFT_PIN) ? 1 : 0;
 }
 
 /* Segments (engine/segment.c). Call inside an RCU read-side section. */

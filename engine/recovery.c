@@ -108,6 +108,7 @@ static int drop_object(struct replay *rp, struct kvf__object *o,
 	kvf__object_retire(e, o, hash, &rp->rc);
 	kvf__obj_set(o, KVF__OBJ_DEAD);
 	kvf__count_add(&e->nr_complete, -1);
+	kvf__count_add(&e->nr_soft_pinned, -kvf__soft_pinned(o));
 	return release_replicas(rp, o);
 }
 
@@ -271,6 +272,7 @@ static int apply_put(struct replay *rp, const struct kvf__jrec *r)
 		return ret;
 	}
 	kvf__count_add(&e->nr_complete, 1);
+	kvf__count_add(&e->nr_soft_pinned, kvf__soft_pinned(o));
 	rp->objects++;
 	return KVF_OK;
 

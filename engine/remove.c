@@ -155,6 +155,7 @@ int kvf__remove_claimed(struct kvf_engine *e, struct kvf__object **obj,
 {
 	struct kvf__reclaim rc = { NULL };
 	size_t removed = 0;
+	int64_t pinned = 0;
 	int ret;
 
 	ret = kvf__engine_journal_claimed(e, KVF__MUT_OBJECT_REMOVE, obj,
@@ -173,10 +174,13 @@ int kvf__remove_claimed(struct kvf_engine *e, struct kvf__object **obj,
 		}
 		kvf__object_retire(e, obj[i], hash[i], &rc);
 		kvf__obj_set(obj[i], KVF__OBJ_DEAD);
+		pinned += kvf__soft_pinned(obj[i]);
 		removed++;
 	}
 	kvf__reclaim_flush(&rc);
 	kvf__count_add(&e->nr_complete, -(int64_t)removed);
+	if (pinned)
+		kvf__count_add(&e->nr_soft_pinned, -pinned);
 	kvf__prof_mark(span, KVF__STAGE_PUBLISH);
 	/* The frees are the allocator's work: its stage, apart in profiles. */
 	if (removed)

@@ -135,6 +135,8 @@ static void drop_finish_remove(struct kvf__replica_drop *c, struct drop_pending 
 		kvf__die("removing record vanished from the index");
 	kvf__obj_set(p->obj, KVF__OBJ_DEAD);
 	kvf__count_add(&c->e->nr_complete, -1);
+	if (kvf__soft_pinned(p->obj))
+		kvf__count_add(&c->e->nr_soft_pinned, -1);
 	drop_retire(c, p->obj);
 }
 
@@ -253,6 +255,8 @@ static enum drop_result drop_processing(struct kvf__replica_drop *c,
 	if (o->nr_replicas == 1) {
 		kvf__obj_set(o, KVF__OBJ_DEAD);
 		kvf__count_add(&c->e->nr_processing, -1);
+		if (kvf__soft_pinned(o))
+			kvf__count_add(&c->e->nr_soft_pinned, -1);
 		if (kvf__index_remove(c->e->index, o, hash) != KVF_OK)
 			kvf__die("locked record vanished from the index");
 		drop_retire(c, o);

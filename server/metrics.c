@@ -649,6 +649,47 @@ static void render_kvforge_rpcs(struct text *t, const struct kvf_metrics *m,
 	render_latency(t, tot);
 }
 
+/*
+ * Upstream's families for what the engine counts (docs/metrics.md says
+ * where each comes from), with upstream's names, types and help texts.
+ */
+static void render_upstream_engine(struct text *t,
+				   const struct kvf_engine_stats *s)
+{
+	single(t, "master_soft_pin_key_count", "gauge",
+	       "Total number of soft-pinned keys managed by the master",
+	       s->soft_pinned);
+	single(t, "master_put_start_alloc_failures_total", "counter",
+	       "Total number of PutStart failures caused by replica "
+	       "allocation failure",
+	       s->put_alloc_failures);
+	/* A put gets every replica it asks for or fails: never fewer. */
+	single(t, "master_put_start_partial_allocations_total", "counter",
+	       "Total number of PutStart requests that succeeded with fewer "
+	       "replicas than requested (best-effort degradation)",
+	       0);
+	single(t, "master_successful_evictions_total", "counter",
+	       "Total number of successful eviction operations",
+	       s->eviction_successes);
+	single(t, "master_attempted_evictions_total", "counter",
+	       "Total number of attempted eviction operations",
+	       s->eviction_passes);
+	single(t, "master_evicted_key_count", "counter",
+	       "Total number of keys evicted", s->evicted_objects);
+	single(t, "master_evicted_size_bytes", "counter",
+	       "Total bytes of evicted objects", s->evicted_bytes);
+	single(t, "master_put_start_discard_cnt", "counter",
+	       "Total number of discarded PutStart operations",
+	       s->discarded_puts);
+	single(t, "master_put_start_release_cnt", "counter",
+	       "Total number of released PutStart operations",
+	       s->released_puts);
+	single(t, "master_put_start_discarded_staging_size", "gauge",
+	       "Total size of memory replicas in discarded but not yet "
+	       "released PutStart operations",
+	       s->discarded_bytes);
+}
+
 static void render_engine(struct text *t, const struct gauges *g,
 			  const struct kvf_metrics *m)
 {
@@ -658,8 +699,7 @@ static void render_engine(struct text *t, const struct gauges *g,
 	       "Seconds since the metrics registry was created", uptime_s(m));
 	if (!g->have_engine)
 		return;
-	single(t, "master_evicted_key_count", "counter",
-	       "Total number of keys evicted", s->evicted_objects);
+	render_upstream_engine(t, s);
 	single(t, "kvforge_engine_objects", "gauge",
 	       "Complete objects in the engine", s->objects);
 	single(t, "kvforge_engine_processing_objects", "gauge",

@@ -16,7 +16,10 @@ tools_kvforge_bench_SOURCES = \
 	tools/bench/recovery.c \
 	tools/bench/lifecycle.c \
 	tools/bench/compare.c \
-	tools/bench/master.c
+	tools/bench/master.c \
+	tools/bench/replay.h \
+	tools/bench/replay.c \
+	tools/bench/trace.c
 tools_kvforge_bench_LDADD = $(KVF_TOOLS_LIB) libkvforge-wire.la \
 	libkvforge-core.la
 
@@ -54,6 +57,18 @@ tests_unit_test_floor_SOURCES = tests/unit/test_floor.c \
 tests_unit_test_floor_CFLAGS = $(KVF_TEST_CFLAGS)
 tests_unit_test_floor_LDADD = $(KVF_TEST_LIBS)
 
+# The trace workload's replay and loader, on 200-request cuts of the
+# traces (tools/bench/traces/ is not distributed).
+check_PROGRAMS += tests/unit/test_trace
+UNIT_TESTS += tests/unit/test_trace
+tests_unit_test_trace_SOURCES = tests/unit/test_trace.c \
+	tools/bench/replay.c tools/bench/clock.c
+tests_unit_test_trace_CFLAGS = $(KVF_TEST_CFLAGS) \
+	-DKVF_TRACE_DATA='"$(abs_top_srcdir)/tests/unit/data"'
+tests_unit_test_trace_LDADD = $(KVF_TEST_LIBS)
+EXTRA_DIST += tests/unit/data/trace_conversation_200.jsonl \
+	tests/unit/data/trace_synthetic_200.jsonl
+
 # kvforge-bench --json: one object per results group, read back strictly.
 check_PROGRAMS += tests/unit/test_bench_json
 UNIT_TESTS += tests/unit/test_bench_json
@@ -62,3 +77,8 @@ tests_unit_test_bench_json_SOURCES = tests/unit/test_bench_json.c \
 tests_unit_test_bench_json_CFLAGS = $(KVF_TEST_CFLAGS)
 tests_unit_test_bench_json_LDADD = $(KVF_TOOLS_LIB) $(KVF_TEST_LIBS)
 endif
+
+# The offline references of --workload trace (docs/benchmarks.md). The
+# traces themselves (tools/bench/traces/, 4 MB) stay in the repository:
+# the tests carry their own 200-request cuts.
+dist_noinst_SCRIPTS += tools/bench/trace-sim.py tools/bench/trace-plot.py

@@ -261,6 +261,27 @@ struct kvf_engine_stats {
 	 *  outside segment memory (as asked of malloc, without its own
 	 *  per-chunk headers). */
 	uint64_t allocator_bytes;
+	/** Eviction passes run since open (kvf_engine_evict() asked to
+	 *  free something, by the background tick or the caller). */
+	uint64_t eviction_passes;
+	/** Of those, passes that evicted at least one object. */
+	uint64_t eviction_successes;
+	/** Replica bytes eviction freed since open (object size times
+	 *  replicas, summed over evicted objects). */
+	uint64_t evicted_bytes;
+	/** Put items refused because their replicas could not be placed
+	 *  (%KVF_ERR_NO_SPACE or %KVF_ERR_NOT_ENOUGH_SEGMENTS), since open. */
+	uint64_t put_alloc_failures;
+	/** Puts pre-empted after the discard timeout, since open. */
+	uint64_t discarded_puts;
+	/** Of those, puts whose buffers have all been released (their
+	 *  release timeout passed, or their segment was unmounted). */
+	uint64_t released_puts;
+	/** Bytes of pre-empted puts' buffers not released yet. */
+	uint64_t discarded_bytes;
+	/** Objects put with a soft pin, complete or being put (the pin's
+	 *  deadline may have passed: it is kept until removal). */
+	uint64_t soft_pinned;
 };
 
 /* Smallest struct sizes the library accepts: this release's layouts. */

@@ -320,6 +320,232 @@ static void test_engine_gauges(void **state)
 	kvf_engine_close(e);
 }
 
+/* ---- upstream's engine families after a scenario ----------------------- */
+
+struct scene {
+	struct kvf_engine *e;
+	struct kvf_metrics *m;
+	uint64_t now_ns;
+};
+
+static uint64_t scene_clock(void *ctx)
+{
+	return ((struct scene *)ctx)->now_ns;
+}
+
+static void scene_advance_ms(struct scene *sc, uint64_t ms)
+{
+	sc->now_ns += ms * 1000000;
+	assert_int_equal(kvf_client_heartbeat(sc->e, 1), KVF_OK);
+	assert_int_equal(kvf_engine_tick(sc->e), KVF_OK);
+}
+
+/*
+ * An engine on @sc's clock (discard timeout 1 s, release timeout 5 s)
+ * with two 1 MiB segments of client 1, and a registry reading it.
+ */
+static void scene_open(struct scene *sc)
+{
+	struct kvf_segment_desc seg = {.name = "seg",
+				       .size = 1 << 20,
+				       .endpoint = "127.0.0.1:1"};
+	struct kvf_config cfg;
+
+	sc->now_ns = 1000000000;
+	kvf_config_init(&cfg);
+	cfg.durability = KVF_DURABILITY_NONE;
+	cfg.background = false;
+	cfg.clock = scene_clock;
+	cfg.clock_ctx = sc;
+	cfg.put_discard_timeout_ms = 1000;
+	cfg.put_release_timeout_ms = 5000;
+	assert_int_equal(kvf_engine_open(&cfg, &sc->e), KVF_OK);
+	assert_int_equal(kvf_metrics_new(&sc->m), KVF_OK);
+	kvf_metrics_set_source(sc->m, sc->e, NULL, NULL);
+	for (uint64_t id = 1; id <= 2; id++) {
+		seg.id = id;
+		seg.base = id << 40;
+		assert_int_equal(kvf_segment_mount(sc->e, 1, &seg), KVF_OK);
+	}
+}
+
+static void scene_close(struct scene *sc)
+{
+	kvf_metrics_free(sc->m);
+	kvf_engine_close(sc->e);
+}
+
+/* One key's put start with @pc: its status. */
+static enum kvf_status scene_put(struct scene *sc, const char *k,
+				 uint64_t size, const struct kvf_put_config *pc)
+{
+	struct kvf_key key = {k, strlen(k)};
+	struct kvf_replicas out;
+	enum kvf_status st;
+	int ret = kvf_batch_put_start(sc->e, 1, &key, &size, 1, pc, &out, &st);
+
+	return ret == KVF_ERR_PARTIAL ? st : (enum kvf_status)ret;
+}
+
+static enum kvf_status scene_end(struct scene *sc, const char *k)
+{
+	struct kvf_key key = {k, strlen(k)};
+	enum kvf_status st;
+	int ret = kvf_batch_put_end(sc->e, 1, &key, 1, &st);
+
+	return ret == KVF_ERR_PARTIAL ? st : (enum kvf_status)ret;
+}
+
+/* Scrape and compare the series of @want ("name value" pairs). */
+static void scene_expect(struct scene *sc, ...)
+{
+	char *text = render(sc->m);
+	const char *name;
+	va_list ap;
+
+	va_start(ap, sc);
+	while ((name = va_arg(ap, const char *)))
+		assert_series(text, name, va_arg(ap, double));
+	va_end(ap);
+	free(text);
+}
+
+#define KIB 1024.0
+
+/*
+ * Soft pins, a pre-empted put until its release, placements that fail,
+ * an eviction pass that frees something and one that cannot: each
+ * upstream family counts what upstream's master counts for it.
+ */
+static void test_upstream_engine_families(void **state)
+{
+	struct kvf_put_config one = {.replica_num = 1},
+			      two = {.replica_num = 2},
+			      three = {.replica_num = 3},
+			      pinned = {.replica_num = 1, .soft_pin = true};
+	struct kvf_key keys[2] = {{"t1", 2}, {"t2", 2}};
+	uint64_t sizes[2] = {4096, 4096}, freed, evicted;
+	struct kvf_replicas out[2];
+	enum kvf_status st[2];
+	struct scene sc;
+
+	(void)state;
+	scene_open(&sc);
+	scene_expect(&sc, "master_soft_pin_key_count", 0.0,
+		     "master_put_start_alloc_failures_total", 0.0,
+		     "master_put_start_partial_allocations_total", 0.0,
+		     "master_attempted_evictions_total", 0.0,
+		     "master_put_start_discard_cnt", 0.0, NULL);
+
+	/* Soft pins count from the put's start, complete or not. */
+	assert_int_equal(scene_put(&sc, "pin", 4096, &pinned), KVF_OK);
+	assert_int_equal(scene_end(&sc, "pin"), KVF_OK);
+	assert_int_equal(scene_put(&sc, "pin-open", 4096, &pinned), KVF_OK);
+	scene_expect(&sc, "master_soft_pin_key_count", 2.0, NULL);
+
+	/* A put stuck past the discard timeout is pre-empted: its two
+	 * 64 KiB buffers are staged until the release timeout. */
+	assert_int_equal(scene_put(&sc, "stuck", 64 * 1024, &two), KVF_OK);
+	scene_advance_ms(&sc, 1001);
+	assert_int_equal(scene_put(&sc, "stuck", 64 * 1024, &two), KVF_OK);
+	scene_expect(&sc, "master_put_start_discard_cnt", 1.0,
+		     "master_put_start_release_cnt", 0.0,
+		     "master_put_start_discarded_staging_size", 128 * KIB,
+		     NULL);
+	scene_advance_ms(&sc, 5000);
+	scene_expect(&sc, "master_put_start_discard_cnt", 1.0,
+		     "master_put_start_release_cnt", 1.0,
+		     "master_put_start_discarded_staging_size", 0.0, NULL);
+
+	/* Placements that fail: no room for a second 768 KiB replica, and
+	 * a batch of two asking for more replicas than segments. */
+	assert_int_equal(scene_put(&sc, "big", 768 * 1024, &one), KVF_OK);
+	assert_int_equal(scene_end(&sc, "big"), KVF_OK);
+	assert_int_equal(scene_put(&sc, "big2", 768 * 1024, &two),
+			 KVF_ERR_NO_SPACE);
+	assert_int_equal(kvf_batch_put_start(sc.e, 1, keys, sizes, 2, &three,
+					     out, st),
+			 KVF_ERR_NOT_ENOUGH_SEGMENTS);
+	scene_expect(&sc, "master_put_start_alloc_failures_total", 3.0,
+		     "master_put_start_partial_allocations_total", 0.0, NULL);
+
+	/* A pass that evicts "big" (the only object neither pinned nor
+	 * processing), then one that finds nothing it may take. */
+	assert_int_equal(kvf_engine_evict(sc.e, 4096, &freed, &evicted),
+			 KVF_OK);
+	assert_int_equal(evicted, 1);
+	scene_expect(&sc, "master_attempted_evictions_total", 1.0,
+		     "master_successful_evictions_total", 1.0,
+		     "master_evicted_key_count", 1.0,
+		     "master_evicted_size_bytes", 768 * KIB, NULL);
+	{
+		struct kvf_key k = {"pin", 3};
+		struct kvf_replicas r;
+		enum kvf_status s1;
+
+		/* Leased, "pin" cannot go; "pin-open" and "stuck" are
+		 * processing. */
+		assert_int_equal(kvf_batch_get(sc.e, &k, 1, &r, &s1, NULL),
+				 KVF_OK);
+	}
+	assert_int_equal(kvf_engine_evict(sc.e, 4096, &freed, &evicted),
+			 KVF_OK);
+	assert_int_equal(evicted, 0);
+	scene_expect(&sc, "master_attempted_evictions_total", 2.0,
+		     "master_successful_evictions_total", 1.0,
+		     "master_evicted_key_count", 1.0,
+		     "master_evicted_size_bytes", 768 * KIB, NULL);
+
+	/* Soft-pinned keys leave the count when removed or revoked. */
+	{
+		struct kvf_key k = {"pin", 3}, open = {"pin-open", 8};
+		enum kvf_status s1;
+
+		assert_int_equal(kvf_batch_remove(sc.e, &k, 1, true, &s1),
+				 KVF_OK);
+		assert_int_equal(kvf_batch_put_revoke(sc.e, 1, &open, 1, &s1),
+				 KVF_OK);
+	}
+	scene_expect(&sc, "master_soft_pin_key_count", 0.0, NULL);
+	scene_close(&sc);
+}
+
+/*
+ * A pre-empted put whose buffers lie in two segments: unmounting one
+ * unstages its buffer, and the put counts as released only when the
+ * other is released too.
+ */
+static void test_discarded_put_across_unmount(void **state)
+{
+	struct kvf_put_config two = {.replica_num = 2};
+	struct kvf_engine_stats st;
+	struct scene sc;
+
+	(void)state;
+	scene_open(&sc);
+	assert_int_equal(scene_put(&sc, "a", 4096, &two), KVF_OK);
+	assert_int_equal(scene_put(&sc, "b", 4096, &two), KVF_OK);
+	scene_advance_ms(&sc, 1001);
+	assert_int_equal(scene_put(&sc, "a", 4096, &two), KVF_OK);
+	assert_int_equal(scene_put(&sc, "b", 4096, &two), KVF_OK);
+	assert_int_equal(kvf_engine_get_stats(sc.e, &st), KVF_OK);
+	assert_int_equal(st.discarded_puts, 2);
+	assert_int_equal(st.discarded_bytes, 4 * 4096);
+	/* Segment 1 goes: each put's buffer there is no longer staged,
+	 * but each still holds one in segment 2. */
+	assert_int_equal(kvf_segment_unmount(sc.e, 1, 1), KVF_OK);
+	assert_int_equal(kvf_engine_get_stats(sc.e, &st), KVF_OK);
+	assert_int_equal(st.discarded_bytes, 2 * 4096);
+	assert_int_equal(st.deferred_frees, 2);
+	assert_int_equal(st.released_puts, 0);
+	scene_advance_ms(&sc, 5000);
+	assert_int_equal(kvf_engine_get_stats(sc.e, &st), KVF_OK);
+	assert_int_equal(st.discarded_bytes, 0);
+	assert_int_equal(st.released_puts, 2);
+	assert_int_equal(st.deferred_frees, 0);
+	scene_close(&sc);
+}
+
 static void test_stage_profile(void **state)
 {
 	struct kvf_metrics *m;
@@ -480,6 +706,15 @@ static void test_matches_upstream_page(void **state)
 		"valid_get_nums_",
 		"mem_cache_hit_nums_",
 		"master_evicted_key_count",
+		"master_soft_pin_key_count",
+		"master_put_start_alloc_failures_total",
+		"master_put_start_partial_allocations_total",
+		"master_successful_evictions_total",
+		"master_attempted_evictions_total",
+		"master_evicted_size_bytes",
+		"master_put_start_discard_cnt",
+		"master_put_start_release_cnt",
+		"master_put_start_discarded_staging_size",
 	};
 	char *up = read_fixture("metrics.txt"),
 	     *health = read_fixture("health.txt");
@@ -545,6 +780,8 @@ int main(void)
 		cmocka_unit_test(test_latency_histogram),
 		cmocka_unit_test(test_unsupported_connections_sizes),
 		cmocka_unit_test(test_engine_gauges),
+		cmocka_unit_test(test_upstream_engine_families),
+		cmocka_unit_test(test_discarded_put_across_unmount),
 		cmocka_unit_test(test_stage_profile),
 		cmocka_unit_test(test_summary_and_health),
 		cmocka_unit_test(test_matches_upstream_page),

@@ -156,6 +156,45 @@ static void test_returning_thread_does_not_share(void **state)
 	assert_int_equal(__builtin_popcountll(lanes.held), 3);
 }
 
+/*
+ * Three engines fed in turn, closed, and three new ones fed in turn, one
+ * of them where a closed one was (malloc reuses the address): each keeps
+ * one bit, one lane. Run on a fresh thread, whose remembered sets start
+ * empty.
+ */
+static void *engines_reopened_main(void *arg)
+{
+	static struct kvf__lanes set[5];
+	struct kvf__lanes *round1[3] = {&set[0], &set[1], &set[2]},
+			  *round2[3] = {&set[3], &set[0], &set[4]};
+	struct kvf__placer p = {.rng = 1};
+	uint64_t now = 1000, *worst = arg;
+
+	for (int r = 0; r < 4; r++)
+		for (int k = 0; k < 3; k++)
+			kvf__lanes_join(round1[k], now++, &p);
+	memset(&set[0], 0, sizeof(set[0])); /* closed; calloc'ed again */
+	for (int r = 0; r < 4; r++)
+		for (int k = 0; k < 3; k++) {
+			kvf__lanes_join(round2[k], now++, &p);
+			if (p.lanes > *worst)
+				*worst = p.lanes;
+		}
+	return NULL;
+}
+
+static void test_engines_reopened(void **state)
+{
+	pthread_t t;
+	uint64_t worst = 0;
+
+	(void)state;
+	assert_int_equal(
+		pthread_create(&t, NULL, engines_reopened_main, &worst), 0);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_int_equal(worst, 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -164,6 +203,7 @@ int main(void)
 		cmocka_unit_test(test_all_bits_held),
 		cmocka_unit_test(test_thread_alternating_sets),
 		cmocka_unit_test(test_returning_thread_does_not_share),
+		cmocka_unit_test(test_engines_reopened),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -80,11 +80,14 @@ static int a_left_after_evict(const struct scenario *sc, bool pin_a,
 		test_clock_advance_ms(&f.clock, 10);
 		assert_int_equal(kvf_engine_open(&f.cfg, &f.e), KVF_OK);
 	}
+	/* Soft-pinned objects are counted, across a reopen too. */
+	assert_int_equal(stats_of(f.e).soft_pinned, pin_a ? N : 0);
 	assert_int_equal(kvf_engine_evict(f.e, N * OBJ, NULL, &evicted),
 			 KVF_OK);
 	assert_int_equal(evicted, N);
 	left = count_group(f.e, "a");
 	assert_int_equal(left + count_group(f.e, "b"), N);
+	assert_int_equal(stats_of(f.e).soft_pinned, pin_a ? left : 0);
 	kvf_engine_close(f.e);
 	free(dir);
 	return left;

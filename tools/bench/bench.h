@@ -45,6 +45,16 @@ struct bench_opts {
 	double seconds;          /* --seconds: timed phases; 0 = by --rounds */
 	double rate;             /* --rate: keys/s offered; 0 = closed loop */
 	const char *mooncake_abi; /* --mooncake-abi; NULL = the newest */
+	/* --workload trace (trace.c; defaults in docs/benchmarks.md) */
+	const char *trace;       /* --trace FILE */
+	double speed;            /* --speed X: X times the trace's pace; 0 = flat out */
+	uint32_t copies;         /* --copies N: disjoint copies interleaved */
+	double capacity;         /* --capacity F of the unique blocks; 0 = all */
+	uint32_t segments;       /* --segments N (default 1) */
+	uint64_t segment_size;   /* --segment-size BYTES; 0 = from --capacity */
+	uint32_t tp;             /* --tp N: ranks, keys per page = 2 N */
+	uint32_t page_tokens;    /* --page-tokens N: tokens per trace block */
+	uint64_t kv_bytes_per_token; /* --kv-bytes-per-token N (all ranks) */
 	int argc;                /* unparsed, workload-specific arguments */
 	char **argv;
 };
@@ -78,6 +88,8 @@ void bench_result_op(struct bench_results *r, const char *op, uint64_t keys,
 
 /* Helpers shared by workloads. */
 uint64_t bench_now_ns(void);
+/* Sleep until bench_now_ns() reaches @ns (CLOCK_MONOTONIC). */
+void bench_sleep_until(uint64_t ns);
 /* With --pin, bind the calling client thread @i to CPU i (mod CPUs). */
 void bench_pin_thread(const struct bench_opts *o, unsigned i);
 uint64_t bench_rss_bytes(void);
@@ -186,6 +198,40 @@ int bench_recovery(const struct bench_opts *o, struct bench_results *r);
 int bench_cleanup(const struct bench_opts *o, struct bench_results *r);
 int bench_evict(const struct bench_opts *o, struct bench_results *r);
 int bench_master(const struct bench_opts *o, struct bench_results *r);
+int bench_trace(const struct bench_opts *o, struct bench_results *r);
+
+/*
+ * One client of a running master (master.c), for workloads that drive it
+ * call by call (--workload trace --master): ServiceReady, a fake segment
+ * of @seg_size bytes mounted (rounded up to 4 MiB), a ping thread; batch
+ * RPCs of up to @max_keys keys. Prints why it failed on stderr.
+ */
+struct bench_master;
+
+enum bench_rpc {
+	BENCH_RPC_EXIST,     /* BatchExistKey */
+	BENCH_RPC_GET,       /* BatchGetReplicaList */
+	BENCH_RPC_PUT_START, /* BatchPutStart (@sizes) */
+	BENCH_RPC_PUT_END,   /* BatchPutEnd */
+};
+
+/* Mooncake ErrorCodes the workloads look at. */
+#define BENCH_MC_NO_AVAILABLE_HANDLE (-200)
+#define BENCH_MC_OBJECT_NOT_FOUND (-704)
+#define BENCH_MC_OBJECT_ALREADY_EXISTS (-705)
+
+int bench_master_open(const struct bench_opts *o, uint64_t seg_size,
+		      size_t max_keys, struct bench_master **out);
+/*
+ * One batch RPC; @codes[i] receives item i's ErrorCode (0: done; for
+ * BENCH_RPC_EXIST, 0 means the key exists, BENCH_MC_OBJECT_NOT_FOUND
+ * that it does not). Returns 0, or KVF_ERR_IO when the call failed.
+ */
+int bench_master_batch(struct bench_master *m, enum bench_rpc op,
+		       const struct kvf_key *keys, const uint64_t *sizes,
+		       size_t n, int32_t *codes);
+/* Unmount, stop pinging, disconnect; NULL is ignored. */
+void bench_master_close(struct bench_master *m);
 
 /* "kvforge-bench compare ..." (compare.c); argv[0] is "compare". */
 int bench_compare_main(int argc, char **argv);

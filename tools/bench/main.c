@@ -37,6 +37,8 @@ static const struct bench_workload workloads[] = {
 	  bench_evict },
 	{ "master", "Mooncake RPC batch put/get/exist/remove against --master",
 	  bench_master },
+	{ "trace", "replay a Mooncake trace (--trace) as SGLang HiCache does",
+	  bench_trace },
 };
 
 #define NR_WORKLOADS (sizeof(workloads) / sizeof(workloads[0]))
@@ -183,6 +185,25 @@ static void usage(FILE *f)
 		"  --transport T       master: tcp (default) or rdma (coro_rpc's\n"
 		"                      RDMA handshake on each connection; needs\n"
 		"                      an RDMA device)\n"
+		"  --trace FILE        trace: a Mooncake request trace (JSON\n"
+		"                      lines; tools/bench/traces/)\n"
+		"  --speed X           trace: X times the trace's own pace;\n"
+		"                      0 = as fast as possible (default 0)\n"
+		"  --copies N          trace: N copies, disjoint block ids,\n"
+		"                      interleaved by time (default 1)\n"
+		"  --capacity F        trace: room for a fraction F of the\n"
+		"                      trace's unique blocks (default 1: all)\n"
+		"  --segments N        trace: segments the room is split into\n"
+		"                      (default 1)\n"
+		"  --segment-size B    trace: each segment's bytes (K/M/G/T:\n"
+		"                      binary), instead of --capacity\n"
+		"  --tp N              trace: tensor-parallel ranks; a page is\n"
+		"                      2 N keys, K and V per rank (default 1)\n"
+		"  --page-tokens N     trace: tokens per page, one trace block\n"
+		"                      (default 512)\n"
+		"  --kv-bytes-per-token N  trace: KV bytes per token, all ranks\n"
+		"                      (default 131072: 32 layers x K,V x 8\n"
+		"                      heads x 128 x bf16)\n"
 		"  --list              list workloads\n"
 		"or:    kvforge-bench compare --help   (paired A/B runs)\n");
 }
@@ -224,6 +245,36 @@ static double parse_seconds(const char *arg)
 	return v;
 }
 
+/* A size: a number with an optional binary K, M, G or T suffix. */
+static uint64_t parse_bytes(const char *arg)
+{
+	char *end;
+	unsigned long long v = strtoull(arg, &end, 10);
+	const char *units = "KMGT", *u = *end ? strchr(units, *end) : NULL;
+
+	if (u && !end[1])
+		v <<= 10 * (u - units + 1);
+	if (end == arg || (*end && (!u || end[1]))) {
+		fprintf(stderr, "kvforge-bench: not a size: '%s'\n", arg);
+		exit(2);
+	}
+	return v;
+}
+
+/* A finite number >= 0. */
+static double parse_double(const char *arg)
+{
+	char *end;
+	double v = strtod(arg, &end);
+
+	if (*end || end == arg || !(v >= 0) || isinf(v)) {
+		fprintf(stderr, "kvforge-bench: not a number >= 0: '%s'\n",
+			arg);
+		exit(2);
+	}
+	return v;
+}
+
 static const char *const durability_names[] = { "bounded", "strict", "none" };
 static const char *const index_names[] = { "lfht", "bucket" };
 static const char *const key_mode_names[] = { "request", "scattered" };
@@ -260,6 +311,15 @@ static void parse_options(int argc, char **argv, struct bench_opts *o)
 		{ "mooncake-abi", required_argument, NULL, 'A' },
 		{ "rate", required_argument, NULL, 'R' },
 		{ "transport", required_argument, NULL, 'X' },
+		{ "trace", required_argument, NULL, 1000 },
+		{ "speed", required_argument, NULL, 1001 },
+		{ "copies", required_argument, NULL, 1002 },
+		{ "capacity", required_argument, NULL, 1003 },
+		{ "segments", required_argument, NULL, 1004 },
+		{ "segment-size", required_argument, NULL, 1005 },
+		{ "tp", required_argument, NULL, 1006 },
+		{ "page-tokens", required_argument, NULL, 1007 },
+		{ "kv-bytes-per-token", required_argument, NULL, 1008 },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -302,6 +362,15 @@ static void parse_options(int argc, char **argv, struct bench_opts *o)
 		case 'X':
 			o->rdma = parse_enum(optarg, transport_names, 2) == 1;
 			break;
+		case 1000: o->trace = optarg; break;
+		case 1001: o->speed = parse_double(optarg); break;
+		case 1002: o->copies = (uint32_t)parse_u64(optarg); break;
+		case 1003: o->capacity = parse_double(optarg); break;
+		case 1004: o->segments = (uint32_t)parse_u64(optarg); break;
+		case 1005: o->segment_size = parse_bytes(optarg); break;
+		case 1006: o->tp = (uint32_t)parse_u64(optarg); break;
+		case 1007: o->page_tokens = (uint32_t)parse_u64(optarg); break;
+		case 1008: o->kv_bytes_per_token = parse_u64(optarg); break;
 		case 'l':
 			for (size_t i = 0; i < NR_WORKLOADS; i++)
 				printf("%-12s %s\n", workloads[i].name,
@@ -319,7 +388,8 @@ static void parse_options(int argc, char **argv, struct bench_opts *o)
 	if (!o->workload)
 		o->workload = "hicache";
 	if (!o->batch || !o->threads || !o->objects || !o->rounds ||
-	    !o->connections || !o->depth) {
+	    !o->connections || !o->depth || !o->copies || !o->segments ||
+	    !o->tp || !o->page_tokens || !o->kv_bytes_per_token) {
 		fprintf(stderr, "kvforge-bench: counts must be positive\n");
 		exit(2);
 	}
@@ -367,6 +437,11 @@ int main(int argc, char **argv)
 		.index = KVF_INDEX_BUCKET,
 		.placement = KVF_PLACEMENT_FRAGMENTATION_AWARE,
 		.data_dir = "./kvforge-data",
+		.copies = 1,
+		.segments = 1,
+		.tp = 1,
+		.page_tokens = 512,
+		.kv_bytes_per_token = 131072,
 	};
 	struct bench_results r = { 0 };
 	const struct bench_workload *w = NULL;

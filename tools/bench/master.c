@@ -275,16 +275,6 @@ static int on_response(struct mb_conn *mc, const struct kvf_client_resp *r)
 	return 0;
 }
 
-static void sleep_until(uint64_t ns)
-{
-	struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000u),
-			      .tv_nsec = (long)(ns % 1000000000u)};
-
-	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) ==
-	       EINTR)
-		;
-}
-
 /* Queue every batch that is due (all of them when not paced). */
 static bool send_due(struct mb_conn *mc, uint64_t now)
 {
@@ -330,7 +320,7 @@ static void *conn_phase(void *arg)
 		if (!kvf_client_outstanding(mc->c)) {
 			if (!more)
 				break;
-			sleep_until(mc->next_due); /* paced, early */
+			bench_sleep_until(mc->next_due); /* paced, early */
 			continue;
 		}
 		/* paced with room in the pipeline: wake when the next is due */
@@ -586,45 +576,85 @@ static void close_conns(struct mb_conn *conns, unsigned n)
 	free(conns);
 }
 
-static int run_master(const struct bench_opts *o, struct kvf__rdma_dev *dev,
-		      struct bench_results *r)
+/*
+ * What every run against a master shares: the address, the Mooncake
+ * revision, fresh client and segment ids, and a fake segment of
+ * @seg_size bytes (rounded up to 4 MiB; never touched).
+ */
+static int run_init(struct mb_run *run, const struct bench_opts *o,
+		    struct kvf__rdma_dev *dev, uint64_t seg_size)
 {
-	struct mb_run run = {.o = o, .dev = dev};
-	uint64_t seg_size, per;
-	struct mb_conn *conns;
-	pthread_t pinger;
-	struct kvf_msg_resp resp = {0};
-	struct kvf_msg_req q;
-	int rc = 0;
-
-	if (!o->master || parse_master(o->master, &run)) {
+	*run = (struct mb_run){.o = o, .dev = dev};
+	if (!o->master || parse_master(o->master, run)) {
 		fprintf(stderr, "kvforge-bench: --master HOST:PORT required\n");
 		return KVF_ERR_INVALID_ARGUMENT;
 	}
+	run->abi = kvf_abi_find(o->mooncake_abi);
+	if (!run->abi) {
+		fprintf(stderr, "kvforge-bench: unknown --mooncake-abi '%s'\n",
+			o->mooncake_abi);
+		return KVF_ERR_INVALID_ARGUMENT;
+	}
+	run->run_id = random_u64(o->seed);
+	run->client_id =
+		(struct kvf_uuid){random_u64(run->run_id), run->run_id};
+	run->seg = (struct kvf_msg_segment){
+		.id = {random_u64(run->run_id + 1), run->run_id + 1},
+		.name = cstr("kvforge-bench"),
+		.base = 1ull << 44,
+		.size = (seg_size + MB_SEG_ALIGN - 1) / MB_SEG_ALIGN *
+			MB_SEG_ALIGN,
+		.te_endpoint = cstr("127.0.0.1:1"),
+		.protocol = cstr("tcp"),
+		.host_id = cstr(""),
+	};
+	return 0;
+}
+
+/* Set the client up on @c and start pinging. */
+static int run_start(struct mb_run *run, struct kvf_client *c,
+		     pthread_t *pinger)
+{
+	if (setup_client(run, c))
+		return KVF_ERR_IO;
+	pthread_create(pinger, NULL, ping_thread, run);
+	return 0;
+}
+
+/* Stop pinging; after a clean run, unmount the segment on @c. */
+static void run_stop(struct mb_run *run, struct kvf_client *c,
+		     pthread_t pinger, bool unmount)
+{
+	struct kvf_msg_resp resp = {0};
+	struct kvf_msg_req q = {.rpc = KVF_RPC_UnmountSegment,
+				.segment_id = run->seg.id,
+				.client_id = run->client_id};
+
+	atomic_store(&run->stop_ping, true);
+	pthread_join(pinger, NULL);
+	if (unmount)
+		call(c, &q, &resp);
+}
+
+static int run_master(const struct bench_opts *o, struct kvf__rdma_dev *dev,
+		      struct bench_results *r)
+{
+	struct mb_run run;
+	uint64_t per;
+	struct mb_conn *conns;
+	pthread_t pinger;
+	int rc = 0;
+
 	if (o->batch > 65535 || !o->connections || !o->depth) {
 		fprintf(stderr, "kvforge-bench: --batch <= 65535, "
 				"--connections and --depth > 0\n");
 		return KVF_ERR_INVALID_ARGUMENT;
 	}
-	run.abi = kvf_abi_find(o->mooncake_abi);
-	if (!run.abi) {
-		fprintf(stderr, "kvforge-bench: unknown --mooncake-abi '%s'\n",
-			o->mooncake_abi);
-		return KVF_ERR_INVALID_ARGUMENT;
-	}
-	run.run_id = random_u64(o->seed);
-	run.client_id = (struct kvf_uuid){random_u64(run.run_id), run.run_id};
-	seg_size = (o->objects * MB_VALUE_SIZE / 4 * 5 + (64ull << 20)) /
-		   MB_SEG_ALIGN * MB_SEG_ALIGN;
-	run.seg = (struct kvf_msg_segment){
-		.id = {random_u64(run.run_id + 1), run.run_id + 1},
-		.name = cstr("kvforge-bench"),
-		.base = 1ull << 44,
-		.size = seg_size,
-		.te_endpoint = cstr("127.0.0.1:1"),
-		.protocol = cstr("tcp"),
-		.host_id = cstr(""),
-	};
+	rc = run_init(&run, o, dev,
+		      (o->objects * MB_VALUE_SIZE / 4 * 5 + (64ull << 20)) /
+			      MB_SEG_ALIGN * MB_SEG_ALIGN);
+	if (rc)
+		return rc;
 	record_master_config(&run, r);
 	conns = calloc(o->connections, sizeof(*conns));
 	if (!conns)
@@ -655,21 +685,14 @@ static int run_master(const struct bench_opts *o, struct kvf__rdma_dev *dev,
 			return KVF_ERR_IO;
 		}
 	}
-	rc = setup_client(&run, conns[0].c);
+	rc = run_start(&run, conns[0].c, &pinger);
 	if (rc) {
 		close_conns(conns, o->connections);
-		return KVF_ERR_IO;
+		return rc;
 	}
-	pthread_create(&pinger, NULL, ping_thread, &run);
 	for (int ph = 0; ph < MB__PHASES && !rc; ph++)
 		rc = run_phase(&run, conns, (enum mb_phase)ph, r);
-	atomic_store(&run.stop_ping, true);
-	pthread_join(pinger, NULL);
-	q = (struct kvf_msg_req){.rpc = KVF_RPC_UnmountSegment,
-				 .segment_id = run.seg.id,
-				 .client_id = run.client_id};
-	if (!rc)
-		call(conns[0].c, &q, &resp);
+	run_stop(&run, conns[0].c, pinger, !rc);
 	close_conns(conns, o->connections);
 	return rc;
 }
@@ -701,4 +724,116 @@ int bench_master(const struct bench_opts *o, struct bench_results *r)
 	rc = run_master(o, dev, r);
 	kvf_client_rdma_close(dev);
 	return rc;
+}
+
+/*
+ * One client of a master, one call at a time (--workload trace): the run
+ * (a fake segment of the capacity asked for), one connection, the pinger.
+ */
+struct bench_master {
+	struct mb_run run;
+	struct kvf_client *c;
+	struct kvf__rdma_dev *dev;
+	pthread_t pinger;
+	bool started;
+	size_t cap; /* answer arrays, items */
+	struct kvf_msg_replicas *items;
+	struct kvf_msg_desc *descs;
+	uint8_t *bools;
+};
+
+int bench_master_open(const struct bench_opts *o, uint64_t seg_size,
+		      size_t max_keys, struct bench_master **out)
+{
+	struct bench_master *m = calloc(1, sizeof(*m));
+	int rc;
+
+	if (!m)
+		return KVF_ERR_NO_MEMORY;
+	m->cap = max_keys;
+	m->items = calloc(max_keys, sizeof(*m->items));
+	m->descs = calloc(max_keys, sizeof(*m->descs));
+	m->bools = calloc(max_keys, 1);
+	rc = !m->items || !m->descs || !m->bools ? KVF_ERR_NO_MEMORY
+						 : open_transport(o, &m->dev);
+	if (!rc)
+		rc = run_init(&m->run, o, m->dev, seg_size);
+	if (!rc && kvf_client_connect_via(m->run.host, m->run.port,
+					  m->run.abi, 4, m->dev, &m->c)) {
+		fprintf(stderr, "kvforge-bench: cannot connect to %s\n",
+			o->master);
+		rc = KVF_ERR_IO;
+	}
+	if (!rc)
+		rc = run_start(&m->run, m->c, &m->pinger);
+	m->started = !rc;
+	if (rc) {
+		bench_master_close(m);
+		return rc;
+	}
+	*out = m;
+	return 0;
+}
+
+int bench_master_batch(struct bench_master *m, enum bench_rpc op,
+		       const struct kvf_key *keys, const uint64_t *sizes,
+		       size_t n, int32_t *codes)
+{
+	static const enum kvf_rpc rpc[] = {
+		[BENCH_RPC_EXIST] = KVF_RPC_BatchExistKey,
+		[BENCH_RPC_GET] = KVF_RPC_BatchGetReplicaList,
+		[BENCH_RPC_PUT_START] = KVF_RPC_BatchPutStart,
+		[BENCH_RPC_PUT_END] = KVF_RPC_BatchPutEnd,
+	};
+	struct kvf_msg_req q = {
+		.rpc = rpc[op],
+		.client_id = m->run.client_id,
+		.tenant = cstr("default"),
+		.keys = (struct kvf_key *)keys,
+		.nkeys = n,
+		.vals = (uint64_t *)sizes,
+		.nvals = sizes ? n : 0,
+		.replica_type = 4, /* ReplicaType::ALL, as the client sends */
+		.config = {.replica_num = 1},
+	};
+	struct kvf_msg_resp resp = {
+		.items = m->items,
+		.cap = m->cap,
+		.descs = m->descs,
+		.desc_cap = m->cap,
+		.bools = m->bools,
+	};
+	int rc;
+
+	if (n > m->cap)
+		return KVF_ERR_INVALID_ARGUMENT;
+	rc = call(m->c, &q, &resp);
+	if (rc)
+		return KVF_ERR_IO;
+	if (resp.n != n) {
+		fprintf(stderr, "kvforge-bench: %s answered %zu items for %zu\n",
+			kvf_abi_rpc_name(q.rpc), resp.n, n);
+		return KVF_ERR_IO;
+	}
+	for (size_t i = 0; i < n; i++) {
+		codes[i] = m->items[i].code;
+		/* BatchExistKey: a false answer is "not found" here */
+		if (op == BENCH_RPC_EXIST && !codes[i] && !m->bools[i])
+			codes[i] = BENCH_MC_OBJECT_NOT_FOUND;
+	}
+	return 0;
+}
+
+void bench_master_close(struct bench_master *m)
+{
+	if (!m)
+		return;
+	if (m->started)
+		run_stop(&m->run, m->c, m->pinger, true);
+	kvf_client_close(m->c);
+	kvf_client_rdma_close(m->dev);
+	free(m->items);
+	free(m->descs);
+	free(m->bools);
+	free(m);
 }
