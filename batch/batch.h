@@ -81,10 +81,4 @@ size_t kvf__batch_commit(struct kvf__batch *b, enum kvf__mutation_type type,
 void kvf__replicas_describe(const struct kvf__object *o,
 			    struct kvf_replicas *out);
 
-/*
- * Items this thread's put_end/put_revoke took from its put_start memo
- * (batch/put.c) instead of the index: for tests.
- */
-uint64_t kvf__put_memo_hits(void);
-
 #endif /* KVF_BATCH_BATCH_H */

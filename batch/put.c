@@ -20,22 +20,10 @@
  * (metadata/object.h), so a writer whose put was dropped (its segment
  * unmounted, its client expired) and then started and ended by another
  * client hears ILLEGAL_CLIENT, not that its put already ended.
- *
- * put_end and put_revoke look keys up again; a thread's last put_start
- * leaves a memo of the records it published (struct put_memo) so that
- * its own put_end of the same keys can take them without a probe. A
- * remembered record is used only if no published record was freed since
- * before it was published (kvf__reclaim_gen() unchanged, read inside the
- * read section: metadata/object.c), so its memory is still that record,
- * and only if its key is the item's key. It is then what the probe
- * would find, or a record unlinked since (DEAD, REPLACED), which
- * lock_own_put() already handles as a probe that raced: every answer
- * (client, state) comes from the same checks as without the memo.
  */
 #include "config.h"
 
 #include <stdlib.h>
-#include <string.h>
 
 #include "batch/batch.h"
 #include "base/clock.h"
@@ -47,22 +35,6 @@
 #define PUT_RETRIES 16
 /* take_over(): the record vanished under us; look the key up again. */
 #define TAKE_OVER_RETRY 1
-
-/* A thread's last put_start: obj[i] the record it published for item i. */
-struct put_memo {
-	const struct kvf_engine *e; /* NULL: no memo */
-	uint64_t gen;		    /* kvf__reclaim_gen() before publishing */
-	size_t n;
-	struct kvf__object *obj[KVF__BATCH_STACK];
-};
-
-static __thread struct put_memo put_memo;
-static __thread uint64_t put_memo_hits;
-
-uint64_t kvf__put_memo_hits(void)
-{
-	return put_memo_hits;
-}
 
 struct put_ctx {
 	struct kvf__batch b;
@@ -78,15 +50,7 @@ struct put_ctx {
 	uint32_t nr_preferred;
 	uint64_t now;
 	struct kvf__placer placer; /* this batch's (kvf__place) */
-	struct kvf__object **made; /* the memo's array, or NULL */
 };
-
-/* Item @i published @o: remember it for this thread's put_end. */
-static void remember(struct put_ctx *c, size_t i, struct kvf__object *o)
-{
-	if (c->made)
-		c->made[i] = o;
-}
 
 /*
  * The batch's own placer, on its own stream of the engine's seed, in
@@ -219,7 +183,6 @@ static int take_over(struct put_ctx *c, size_t i, struct kvf__object *old)
 	c->pinned += kvf__soft_pinned(o) - kvf__soft_pinned(old);
 	kvf__reclaim_add(&c->b.rc, old);
 	kvf__replicas_describe(o, &c->out[i]);
-	remember(c, i, o);
 	return KVF_OK;
 }
 
@@ -247,7 +210,6 @@ static int start_one(struct put_ctx *c, size_t i)
 			c->started++;
 			c->pinned += kvf__soft_pinned(o);
 			kvf__replicas_describe(o, &c->out[i]);
-			remember(c, i, o);
 			return KVF_OK;
 		}
 		discard_record(o);
@@ -272,10 +234,9 @@ enum kvf_status kvf_batch_put_start(struct kvf_engine *e, uint64_t client_id,
 	struct put_ctx c = { .client_id = client_id,
 			     .putter = kvf__putter_of(client_id),
 			     .sizes = sizes, .cfg = cfg, .out = out };
-	uint64_t unplaced = 0, gen;
+	uint64_t unplaced = 0;
 	int ret;
 
-	put_memo.e = NULL; /* whatever happens, the last memo is stale */
 	if (!sizes || !out)
 		return kvf__batch_refuse(status, n, KVF_ERR_INVALID_ARGUMENT);
 	ret = check_put_config(cfg);
@@ -303,12 +264,6 @@ enum kvf_status kvf_batch_put_start(struct kvf_engine *e, uint64_t client_id,
 		}
 		return kvf__batch_fail(&c.b, ret);
 	}
-	/* Before any record of this batch is published. */
-	gen = kvf__reclaim_gen();
-	if (n <= KVF__BATCH_STACK) {
-		c.made = put_memo.obj;
-		memset(c.made, 0, n * sizeof(*c.made));
-	}
 	kvf__batch_probe(&c.b);
 	c.now = kvf__now(e);
 	batch_placer(e, &c.placer);
@@ -325,11 +280,6 @@ enum kvf_status kvf_batch_put_start(struct kvf_engine *e, uint64_t client_id,
 		}
 	}
 	kvf__rcu_read_unlock();
-	if (c.made) {
-		put_memo.gen = gen;
-		put_memo.n = n;
-		put_memo.e = e;
-	}
 	if (c.pinned)
 		kvf__count_add(&e->nr_soft_pinned, c.pinned);
 	count_alloc_failures(e, unplaced);
@@ -386,42 +336,6 @@ static int lock_own_put(struct kvf__batch *b, size_t i, uint64_t client_id,
 		o = kvf__batch_relookup(b, i);
 	}
 	return KVF_ERR_OBJECT_NOT_FOUND;
-}
-
-/*
- * Find each valid item's record (b->obj) as kvf__batch_probe() does, from
- * this thread's memo where it holds the item's key, and consume the
- * memo. Inside the read section the batch's checks run in.
- */
-static void probe_remembered(struct kvf__batch *b)
-{
-	struct put_memo *m = &put_memo;
-	size_t hits = 0;
-
-	if (m->e != b->e || kvf__reclaim_gen() != m->gen) {
-		m->e = NULL;
-		kvf__batch_probe(b);
-		return;
-	}
-	m->e = NULL;
-	for (size_t i = 0; i < b->n; i++) {
-		struct kvf__object *o = i < m->n ? m->obj[i] : NULL;
-		const struct kvf_key *k = &b->keys[i];
-
-		if (b->status[i] != KVF_OK) {
-			b->obj[i] = NULL;
-			continue;
-		}
-		if (o && o->key_len == k->len &&
-		    !memcmp(kvf__object_key(o), k->data, k->len)) {
-			b->obj[i] = o;
-			hits++;
-		} else {
-			b->obj[i] = kvf__batch_relookup(b, i);
-		}
-	}
-	put_memo_hits += hits;
-	kvf__prof_mark(&b->span, KVF__STAGE_PROBE);
 }
 
 /* put_end committed: publish the object. */
@@ -494,7 +408,7 @@ enum kvf_status kvf_batch_put_end(struct kvf_engine *e, uint64_t client_id,
 	if (ret)
 		return ret;
 	kvf__rcu_read_lock();
-	probe_remembered(&b);
+	kvf__batch_probe(&b);
 	own_puts(&b, client_id, start_ending);
 	kvf__prof_mark(&b.span, KVF__STAGE_VALIDATE);
 	ended = kvf__batch_commit(&b, KVF__MUT_OBJECT_PUT, publish_complete,
@@ -516,7 +430,7 @@ enum kvf_status kvf_batch_put_revoke(struct kvf_engine *e, uint64_t client_id,
 	if (ret)
 		return ret;
 	kvf__rcu_read_lock();
-	probe_remembered(&b);
+	kvf__batch_probe(&b);
 	own_puts(&b, client_id, revoke_locked);
 	kvf__rcu_read_unlock();
 	kvf__prof_mark(&b.span, KVF__STAGE_PUBLISH);

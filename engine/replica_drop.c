@@ -188,7 +188,6 @@ static void drop_free(struct kvf__replica_drop *c)
 {
 	if (!c->nr_retired)
 		return;
-	kvf__reclaim_note();
 	kvf__rcu_synchronize();
 	for (size_t i = 0; i < c->nr_retired; i++)
 		kvf__object_free(c->retired[i]);

@@ -9,13 +9,6 @@
  * together after one grace period: one call_rcu (~150-300 ns here) per
  * batch instead of per record, and no 16-byte rcu_head in every record.
  *
- * Every free of published records is preceded by kvf__reclaim_note(),
- * before its grace period starts: a reader that reads kvf__reclaim_gen()
- * inside a read-side section and finds the value it saw before some
- * records were published knows none of them has been freed, nor will be
- * before its section ends (put_end's memo of put_start's records,
- * batch/put.c).
- *
  * If a reclaim block cannot be allocated the record is leaked (and
  * counted) rather than freed early: a reader may still hold it, and we
  * cannot wait for a grace period inside a read-side section.
@@ -38,9 +31,6 @@ struct kvf__reclaim_block {
 };
 
 static uint64_t reclaim_leaks;
-/* Bumped before each grace period that ends in freeing published
- * records (kvf__reclaim_gen()). */
-static uint64_t reclaim_generation;
 
 struct kvf__object *kvf__object_new(struct kvf__arena *arena, const char *key,
 				    size_t key_len, unsigned nr_replicas,
@@ -91,7 +81,6 @@ void kvf__reclaim_flush(struct kvf__reclaim *rc)
 {
 	if (!rc->blk)
 		return;
-	kvf__reclaim_note();
 	kvf__rcu_call(&rc->blk->rcu, reclaim_after_grace);
 	rc->blk = NULL;
 }
@@ -109,17 +98,6 @@ void kvf__reclaim_add(struct kvf__reclaim *rc, struct kvf__object *o)
 		rc->blk->n = 0;
 	}
 	rc->blk->obj[rc->blk->n++] = o;
-}
-
-void kvf__reclaim_note(void)
-{
-	/* Ordered before the caller's call_rcu/synchronize by its barriers. */
-	__atomic_fetch_add(&reclaim_generation, 1, __ATOMIC_SEQ_CST);
-}
-
-uint64_t kvf__reclaim_gen(void)
-{
-	return __atomic_load_n(&reclaim_generation, __ATOMIC_ACQUIRE);
 }
 
 uint64_t kvf__reclaim_leaked(void)

@@ -241,17 +241,6 @@ struct kvf__reclaim {
 void kvf__reclaim_add(struct kvf__reclaim *rc, struct kvf__object *o);
 void kvf__reclaim_flush(struct kvf__reclaim *rc);
 
-/*
- * kvf__reclaim_note() - count a coming free of published records: call
- * after unlinking them and before the grace period that frees them
- * (kvf__reclaim_flush() does). kvf__reclaim_gen() - the count, read
- * inside a read-side section: unchanged since before a record was
- * published means the record has not been freed and will not be until
- * the section ends.
- */
-void kvf__reclaim_note(void);
-uint64_t kvf__reclaim_gen(void);
-
 /* Records leaked because a reclaim block could not be allocated. */
 uint64_t kvf__reclaim_leaked(void);
 

@@ -5,12 +5,9 @@
  */
 #include "config.h"
 
-#include <pthread.h>
 #include <unistd.h>
 
-#include "base/rcu.h"
 #include "base/xorshift.h"
-#include "batch/batch.h"
 #include "tests/unit/helpers.h"
 
 #define C1 101
@@ -530,165 +527,6 @@ static void test_remove_frees_grouped(void **state)
 	assert_int_equal(segments_used(f->e), bytes);
 }
 
-
-/* ---- put_end's memo of this thread's last put_start -------------------- */
-
-/* Start (or end) the puts of @names as one batch; statuses into @st. */
-static void start_batch(struct kvf_engine *e, uint64_t client,
-			const char *const *names, size_t n,
-			enum kvf_status *st)
-{
-	struct kvf_key keys[4];
-	uint64_t sizes[4];
-	struct kvf_replicas out[4];
-	struct kvf_put_config cfg = { .replica_num = 1 };
-
-	assert_true(n <= 4);
-	for (size_t i = 0; i < n; i++) {
-		keys[i] = key_of(names[i]);
-		sizes[i] = MIB;
-	}
-	kvf_batch_put_start(e, client, keys, sizes, n, &cfg, out, st);
-}
-
-static void end_batch(struct kvf_engine *e, uint64_t client,
-		      const char *const *names, size_t n, enum kvf_status *st)
-{
-	struct kvf_key keys[4];
-
-	assert_true(n <= 4);
-	for (size_t i = 0; i < n; i++)
-		keys[i] = key_of(names[i]);
-	kvf_batch_put_end(e, client, keys, n, st);
-}
-
-/* The memo is used for the keys it holds, and only once. */
-static void test_memo_hits(void **state)
-{
-	struct fixture *f = *state;
-	const char *ab[] = { "ma", "mb" };
-	enum kvf_status st[2];
-	uint64_t hits = kvf__put_memo_hits();
-
-	start_batch(f->e, C1, ab, 2, st);
-	assert_int_equal(st[0], KVF_OK);
-	assert_int_equal(st[1], KVF_OK);
-	end_batch(f->e, C1, ab, 2, st);
-	assert_int_equal(st[0], KVF_OK);
-	assert_int_equal(st[1], KVF_OK);
-	assert_int_equal(kvf__put_memo_hits(), hits + 2);
-	end_batch(f->e, C1, ab, 2, st);
-	assert_int_equal(st[0], KVF_ERR_OBJECT_ALREADY_EXISTS);
-	assert_int_equal(kvf__put_memo_hits(), hits + 2);
-	assert_int_equal(exist1(f->e, "ma"), KVF_OK);
-}
-
-/* Another client's put_end through the memo: refused, nothing ended. */
-static void test_memo_other_client(void **state)
-{
-	struct fixture *f = *state;
-	uint64_t hits = kvf__put_memo_hits();
-
-	assert_int_equal(put1(f->e, C1, "mine", MIB, 1, NULL), KVF_OK);
-	assert_int_equal(end1(f->e, C2, "mine"), KVF_ERR_ILLEGAL_CLIENT);
-	assert_int_equal(kvf__put_memo_hits(), hits + 1);
-	assert_int_equal(exist1(f->e, "mine"), KVF_ERR_OBJECT_NOT_FOUND);
-	assert_int_equal(revoke1(f->e, C2, "mine"), KVF_ERR_ILLEGAL_CLIENT);
-	assert_int_equal(end1(f->e, C1, "mine"), KVF_OK);
-	assert_int_equal(stats_of(f->e).processing, 0);
-}
-
-/* Keys in another order, or not started: each item answers for its key. */
-static void test_memo_other_order(void **state)
-{
-	struct fixture *f = *state;
-	const char *ab[] = { "ka", "kb" }, *bx[] = { "kb", "kx" };
-	const char *cd[] = { "kc", "kd" }, *dc[] = { "kd", "kc" };
-	enum kvf_status st[2];
-	uint64_t hits;
-
-	start_batch(f->e, C1, ab, 2, st);
-	hits = kvf__put_memo_hits();
-	end_batch(f->e, C1, bx, 2, st);
-	assert_int_equal(st[0], KVF_OK);
-	assert_int_equal(st[1], KVF_ERR_OBJECT_NOT_FOUND);
-	assert_int_equal(kvf__put_memo_hits(), hits);
-	/* "ka" was not ended by the item at its index. */
-	assert_int_equal(exist1(f->e, "ka"), KVF_ERR_OBJECT_NOT_FOUND);
-	assert_int_equal(stats_of(f->e).processing, 1);
-	assert_int_equal(revoke1(f->e, C1, "ka"), KVF_OK);
-
-	start_batch(f->e, C1, cd, 2, st);
-	end_batch(f->e, C1, dc, 2, st);
-	assert_int_equal(st[0], KVF_OK);
-	assert_int_equal(st[1], KVF_OK);
-	assert_int_equal(exist1(f->e, "kc"), KVF_OK);
-	assert_int_equal(exist1(f->e, "kd"), KVF_OK);
-}
-
-/* A batch other than the last started: its own keys, looked up. */
-static void test_memo_other_batch(void **state)
-{
-	struct fixture *f = *state;
-	const char *abc[] = { "ba", "bb", "bc" }, *d[] = { "bd" };
-	const char *a[] = { "ba" }, *bcd[] = { "bb", "bc", "bd" };
-	enum kvf_status st[3];
-	uint64_t hits = kvf__put_memo_hits();
-
-	start_batch(f->e, C1, abc, 3, st);
-	/* A shorter batch: its first key from the memo. */
-	end_batch(f->e, C1, a, 1, st);
-	assert_int_equal(st[0], KVF_OK);
-	assert_int_equal(kvf__put_memo_hits(), hits + 1);
-	assert_int_equal(stats_of(f->e).processing, 2);
-	/* A later batch replaces the memo; the earlier keys still end. */
-	start_batch(f->e, C1, d, 1, st);
-	end_batch(f->e, C1, bcd, 3, st);
-	for (int i = 0; i < 3; i++)
-		assert_int_equal(st[i], KVF_OK);
-	assert_int_equal(kvf__put_memo_hits(), hits + 1);
-	assert_int_equal(stats_of(f->e).processing, 0);
-	assert_int_equal(stats_of(f->e).objects, 4);
-}
-
-struct reput {
-	struct kvf_engine *e;
-};
-
-/*
- * On another thread (its own memo): revoke "ra", let the record be freed,
- * then C2 puts "ra" (the same size: it may take the freed record's
- * memory) and C1 starts "rb".
- */
-static void *revoke_and_reput(void *arg)
-{
-	struct reput *r = arg;
-
-	assert_int_equal(revoke1(r->e, C1, "ra"), KVF_OK);
-	kvf__rcu_barrier();
-	assert_int_equal(put_complete(r->e, C2, "ra", MIB, 1), KVF_OK);
-	assert_int_equal(put1(r->e, C1, "rb", MIB, 1, NULL), KVF_OK);
-	return NULL;
-}
-
-/* Removed and put again between the two calls: the memo is not used. */
-static void test_memo_record_freed(void **state)
-{
-	struct fixture *f = *state;
-	struct reput r = { f->e };
-	pthread_t t;
-	uint64_t hits;
-
-	assert_int_equal(put1(f->e, C1, "ra", MIB, 1, NULL), KVF_OK);
-	assert_int_equal(pthread_create(&t, NULL, revoke_and_reput, &r), 0);
-	assert_int_equal(pthread_join(t, NULL), 0);
-	hits = kvf__put_memo_hits();
-	assert_int_equal(end1(f->e, C1, "ra"), KVF_ERR_ILLEGAL_CLIENT);
-	assert_int_equal(kvf__put_memo_hits(), hits);
-	assert_int_equal(stats_of(f->e).processing, 1); /* "rb" */
-	assert_int_equal(end1(f->e, C1, "rb"), KVF_OK);
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -728,21 +566,6 @@ int main(void)
 						setup_two_segments,
 						fixture_teardown),
 		cmocka_unit_test_setup_teardown(test_remove_frees_grouped,
-						setup_two_segments,
-						fixture_teardown),
-		cmocka_unit_test_setup_teardown(test_memo_hits,
-						setup_two_segments,
-						fixture_teardown),
-		cmocka_unit_test_setup_teardown(test_memo_other_client,
-						setup_two_segments,
-						fixture_teardown),
-		cmocka_unit_test_setup_teardown(test_memo_other_order,
-						setup_two_segments,
-						fixture_teardown),
-		cmocka_unit_test_setup_teardown(test_memo_other_batch,
-						setup_two_segments,
-						fixture_teardown),
-		cmocka_unit_test_setup_teardown(test_memo_record_freed,
 						setup_two_segments,
 						fixture_teardown),
 		cmocka_unit_test_setup_teardown(test_remove_all_and_prefix,
