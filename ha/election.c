@@ -73,6 +73,11 @@ struct kvf_ha {
 	pthread_mutex_t mu;
 	pthread_cond_t cv; /* CLOCK_MONOTONIC; broadcast on role change */
 	bool stop;	   /* under mu */
+	/* the key as last read or written, for kvf_ha_status(); under mu */
+	char seen_leader[256];
+	uint64_t seen_view;
+
+	_Atomic uint64_t elected, lost, fenced; /* kvf_ha_status() counts */
 
 	_Atomic int role;
 	_Atomic uint64_t view;
@@ -140,6 +145,19 @@ bool kvf_ha_may_serve(const struct kvf_ha *ha)
 	       atomic_load_explicit(&ha->deadline_ns, memory_order_acquire);
 }
 
+void kvf_ha_status(struct kvf_ha *ha, struct kvf_ha_status *st)
+{
+	pthread_mutex_lock(&ha->mu);
+	snprintf(st->leader, sizeof(st->leader), "%s", ha->seen_leader);
+	st->view = ha->seen_view;
+	pthread_mutex_unlock(&ha->mu);
+	st->role = kvf_ha_role(ha);
+	st->serving = kvf_ha_may_serve(ha);
+	st->elected = atomic_load(&ha->elected);
+	st->lost = atomic_load(&ha->lost);
+	st->fenced = atomic_load(&ha->fenced);
+}
+
 static void set_role(struct kvf_ha *ha, enum kvf_ha_role role)
 {
 	pthread_mutex_lock(&ha->mu);
@@ -203,9 +221,13 @@ static bool stopping(struct kvf_ha *ha)
 
 /* Give the key up: not serving first, then the lease (best effort: if
  * etcd cannot be told, the lease expires on its own). */
-static void step_down(struct kvf_ha *ha, const char *why)
+static void step_down(struct kvf_ha *ha, const char *why, bool fenced)
 {
 	bool was = kvf_ha_role(ha) == KVF_HA_LEADER;
+
+	atomic_fetch_add(&ha->lost, 1);
+	if (fenced)
+		atomic_fetch_add(&ha->fenced, 1);
 
 	set_role(ha, KVF_HA_STANDBY);
 	atomic_store_explicit(&ha->deadline_ns, 0, memory_order_release);
@@ -215,6 +237,18 @@ static void step_down(struct kvf_ha *ha, const char *why)
 	if (ha->lease)
 		kvf_etcd_lease_revoke(ha->etcd, ha->lease);
 	ha->lease = 0;
+}
+
+static const char fencing_why[] =
+	"no renewal confirmed before the fencing deadline";
+
+/* Remember the key's value and view for kvf_ha_status(). */
+static void seen(struct kvf_ha *ha, const char *leader, uint64_t view)
+{
+	pthread_mutex_lock(&ha->mu);
+	snprintf(ha->seen_leader, sizeof(ha->seen_leader), "%s", leader);
+	ha->seen_view = view;
+	pthread_mutex_unlock(&ha->mu);
 }
 
 /*
@@ -260,7 +294,7 @@ static int renew(struct kvf_ha *ha, const char **why)
 	}
 	if (kvf__now_ns() >=
 	    atomic_load_explicit(&ha->deadline_ns, memory_order_acquire)) {
-		*why = "no renewal confirmed before the fencing deadline";
+		*why = fencing_why;
 		return -1;
 	}
 	return confirmed;
@@ -299,7 +333,7 @@ static void lead(struct kvf_ha *ha, uint64_t granted_at)
 			continue;
 		switch (renew(ha, &why)) {
 		case -1:
-			step_down(ha, why);
+			step_down(ha, why, why == fencing_why);
 			return;
 		case 0: /* retry sooner: the deadline leaves room */
 			next = kvf__now_ns() + ha->renew_ns / 2;
@@ -335,6 +369,7 @@ static void *campaign(void *arg)
 				fprintf(stderr, "ha: standby; leader is %s\n",
 					kv.value);
 			logged_standby = true;
+			seen(ha, kv.value, (uint64_t)kv.create_revision);
 			set_role(ha, KVF_HA_STANDBY);
 			ret = kvf_etcd_watch(ha->etcd, ha->key, ha->klen, false,
 					     kv.mod_revision + 1, HA_WATCH_MS,
@@ -373,6 +408,8 @@ static void *campaign(void *arg)
 		atomic_store_explicit(&ha->deadline_ns,
 				      t0 + ha->ttl_ns - ha->margin_ns,
 				      memory_order_release);
+		seen(ha, ha->advertise, (uint64_t)rev);
+		atomic_fetch_add(&ha->elected, 1);
 		set_role(ha, KVF_HA_WARMUP);
 		lead(ha, t0);
 	}

@@ -84,6 +84,32 @@ enum kvf_ha_role kvf_ha_role(const struct kvf_ha *ha);
 uint64_t kvf_ha_view_version(const struct kvf_ha *ha);
 
 /**
+ * struct kvf_ha_status - what /health and /metrics show of the election.
+ * @role: kvf_ha_role().
+ * @serving: kvf_ha_may_serve().
+ * @leader: the leader's "host:port" as this master last read or wrote
+ *	the key ("" before the first read); may be stale while it campaigns.
+ * @view: that key's create revision (the view version; 0 before).
+ * @elected: times this master created the key (won an election).
+ * @lost: times it gave the leadership up other than by kvf_ha_stop().
+ * @fenced: of @lost, those because its fencing deadline passed with no
+ *	renewal confirmed (etcd unreachable, or this process was frozen).
+ */
+struct kvf_ha_status {
+	enum kvf_ha_role role;
+	bool serving;
+	char leader[256];
+	uint64_t view;
+	uint64_t elected, lost, fenced;
+};
+
+/**
+ * kvf_ha_status() - fill @st. Context: any thread; takes the election's
+ * mutex briefly (never held across an etcd request).
+ */
+void kvf_ha_status(struct kvf_ha *ha, struct kvf_ha_status *st);
+
+/**
  * kvf_ha_wait() - wait until kvf_ha_may_serve() may have changed or
  * @timeout_ms passed: returns at once on a role change, and a leader
  * returns no later than its fencing deadline.

@@ -7,7 +7,6 @@ noinst_LTLIBRARIES += libkvforge-ha.la
 libkvforge_ha_la_SOURCES = ha/etcd.h ha/etcd.c ha/election.h ha/election.c
 libkvforge_ha_la_CFLAGS = $(AM_CFLAGS) $(CURL_CFLAGS) $(JANSSON_CFLAGS)
 libkvforge_ha_la_LIBADD = $(CURL_LIBS) $(JANSSON_LIBS)
-libkvforge_master_la_LIBADD += libkvforge-ha.la
 
 if HAVE_CMOCKA
 # Against a real etcd on loopback, started by the test (exit 77 without

@@ -140,4 +140,71 @@ const struct kvf_abi *kvf_client_abi(const struct kvf_client *c);
 /** kvf_client_now_ns() - CLOCK_MONOTONIC in ns (the clock of @sent_ns). */
 uint64_t kvf_client_now_ns(void);
 
+/*
+ * Finding the master: a fixed address, or the leader named by the etcd key
+ * of kvforge-master's (and upstream's) election (docs/ha.md). Implemented
+ * in server/client_master.c.
+ */
+struct kvf_client_master;
+
+/**
+ * struct kvf_client_leader - the master a connection was made to.
+ * @host, @port: its address.
+ * @view: the election key's create revision (grows with every new
+ *	leader); 0 for a fixed address.
+ */
+struct kvf_client_leader {
+	char host[256];
+	uint16_t port;
+	int64_t view;
+};
+
+/**
+ * kvf_client_master_new() - parse where the master is.
+ * @spec: "HOST:PORT", or "etcd://HOST:PORT[;HOST:PORT...]" (',' also
+ *	separates) for the leader of the cluster named by
+ *	$MC_STORE_CLUSTER_ID (default "mooncake_cluster"), as upstream's
+ *	clients. No connection is made here.
+ * @out: the resolver, for any number of threads at once.
+ * Return: %KVF_OK, %KVF_ERR_INVALID_ARGUMENT (malformed @spec),
+ * %KVF_ERR_NO_MEMORY.
+ */
+int kvf_client_master_new(const char *spec, struct kvf_client_master **out);
+
+/** kvf_client_master_free() - free @m (NULL is ignored). */
+void kvf_client_master_free(struct kvf_client_master *m);
+
+/** kvf_client_master_is_etcd() - whether @m follows an etcd key. */
+bool kvf_client_master_is_etcd(const struct kvf_client_master *m);
+
+/**
+ * kvf_client_master_leader() - the master's address: the fixed one, or
+ * the value of the etcd key, waiting for a leader to write it until
+ * @deadline_ns (kvf_client_now_ns() time).
+ * Context: any thread; blocks until @deadline_ns at most.
+ * Return: %KVF_OK; %KVF_ERR_OBJECT_NOT_FOUND (no leader by the
+ * deadline); %KVF_ERR_IO (etcd unreachable); %KVF_ERR_INVALID_PARAMS (the
+ * key holds no "host:port"); %KVF_ERR_NO_MEMORY.
+ */
+int kvf_client_master_leader(struct kvf_client_master *m, uint64_t deadline_ns,
+			     struct kvf_client_leader *l);
+
+/**
+ * kvf_client_master_connect() - kvf_client_connect_via() to the master.
+ * For etcd, reads the key and dials the address it names; when there is
+ * none or the dial fails (a dead leader whose lease has not expired yet, a
+ * new one not listening yet), waits for the key to change (at most 100 ms
+ * at a time) and tries again until @deadline_ns. A fixed address is
+ * dialled once. @l: where the connection goes.
+ * Context: any thread; blocks until @deadline_ns at most.
+ * Return: as kvf_client_connect_via() (the last attempt's error);
+ * -EHOSTUNREACH when etcd named no usable leader by the deadline.
+ */
+int kvf_client_master_connect(struct kvf_client_master *m,
+			      const struct kvf_abi *abi,
+			      unsigned max_outstanding,
+			      struct kvf__rdma_dev *dev, uint64_t deadline_ns,
+			      struct kvf_client **out,
+			      struct kvf_client_leader *l);
+
 #endif /* KVF_SERVER_CLIENT_H */

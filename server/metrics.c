@@ -35,6 +35,7 @@
 #include "server/metrics.h"
 
 #include "base/clock.h"
+#include "ha/election.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
@@ -101,6 +102,7 @@ struct kvf_metrics {
 	uint64_t (*active_clients)(void *ctx);
 	void *active_clients_ctx;
 	uint64_t started_ns; /* CLOCK_MONOTONIC at creation */
+	struct kvf_ha *ha;   /* --enable_ha, else NULL */
 };
 
 /* One RPC summed over the shards, for rendering. */
@@ -196,6 +198,12 @@ int kvf_metrics_new(struct kvf_metrics **out)
 void kvf_metrics_free(struct kvf_metrics *m)
 {
 	free(m);
+}
+
+void kvf_metrics_set_ha(struct kvf_metrics *m, struct kvf_ha *ha)
+{
+	if (m)
+		m->ha = ha;
 }
 
 void kvf_metrics_set_source(struct kvf_metrics *m, struct kvf_engine *engine,
@@ -798,6 +806,43 @@ static struct rpc_totals *sum_all(const struct kvf_metrics *m)
 	return tot;
 }
 
+/* --enable_ha: the election's state and counts (upstream has no family). */
+static void render_ha(struct text *t, struct kvf_metrics *m)
+{
+	struct kvf_ha_status st;
+
+	if (!m->ha)
+		return;
+	kvf_ha_status(m->ha, &st);
+	put(t,
+	    "# HELP kvforge_ha_is_leader 1 while this master leads and may "
+	    "serve\n# TYPE kvforge_ha_is_leader gauge\n"
+	    "kvforge_ha_is_leader %d\n",
+	    st.serving);
+	put(t,
+	    "# HELP kvforge_ha_view_version the master_view key's create "
+	    "revision as last seen\n# TYPE kvforge_ha_view_version gauge\n"
+	    "kvforge_ha_view_version %" PRIu64 "\n",
+	    st.view);
+	put(t,
+	    "# HELP kvforge_ha_elections_won_total times this master took "
+	    "the key\n# TYPE kvforge_ha_elections_won_total counter\n"
+	    "kvforge_ha_elections_won_total %" PRIu64 "\n",
+	    st.elected);
+	put(t,
+	    "# HELP kvforge_ha_leadership_lost_total times it gave the "
+	    "leadership up (not counting a stop)\n"
+	    "# TYPE kvforge_ha_leadership_lost_total counter\n"
+	    "kvforge_ha_leadership_lost_total %" PRIu64 "\n",
+	    st.lost);
+	put(t,
+	    "# HELP kvforge_ha_fencing_events_total of those, because the "
+	    "fencing deadline passed unrenewed\n"
+	    "# TYPE kvforge_ha_fencing_events_total counter\n"
+	    "kvforge_ha_fencing_events_total %" PRIu64 "\n",
+	    st.fenced);
+}
+
 int kvf_metrics_render_prometheus(struct kvf_metrics *m, char **out,
 				  size_t *len)
 {
@@ -822,6 +867,7 @@ int kvf_metrics_render_prometheus(struct kvf_metrics *m, char **out,
 	render_kvforge_rpcs(&t, m, tot);
 	render_engine(&t, &g, m);
 	render_stages(&t, m);
+	render_ha(&t, m);
 	free(tot);
 	return text_finish(&t, out, len);
 }
@@ -916,6 +962,32 @@ int kvf_metrics_render_summary(struct kvf_metrics *m, char **out, size_t *len)
 	return text_finish(&t, out, len);
 }
 
+/* --enable_ha: the role, the view and the leader's address, as seen. */
+static int render_ha_health(struct kvf_ha *ha, char **out, size_t *len)
+{
+	struct kvf_ha_status st;
+	char leader[300] = "null", view[32] = "null";
+	int n;
+
+	kvf_ha_status(ha, &st);
+	/* an address is host:port, nothing to escape */
+	if (st.leader[0])
+		snprintf(leader, sizeof(leader), "\"%s\"", st.leader);
+	if (st.view)
+		snprintf(view, sizeof(view), "%" PRIu64, st.view);
+	n = asprintf(out,
+		     "{\"status\":\"ok\",\"role\":\"%s\",\"ha_state\":"
+		     "\"%s\",\"service_ready\":%s,\"leader_address\":%s,"
+		     "\"view_version\":%s}",
+		     kvf_ha_role_name(st.role),
+		     st.serving ? "serving" : "not_serving",
+		     st.serving ? "true" : "false", leader, view);
+	if (n < 0)
+		return KVF_ERR_NO_MEMORY;
+	*len = (size_t)n;
+	return KVF_OK;
+}
+
 int kvf_metrics_render_health(struct kvf_metrics *m, char **out, size_t *len)
 {
 	static const char body[] =
@@ -926,6 +998,8 @@ int kvf_metrics_render_health(struct kvf_metrics *m, char **out, size_t *len)
 
 	if (!m || !out || !len)
 		return KVF_ERR_INVALID_ARGUMENT;
+	if (m->ha)
+		return render_ha_health(m->ha, out, len);
 	*out = strdup(body);
 	if (!*out)
 		return KVF_ERR_NO_MEMORY;

@@ -131,6 +131,16 @@ void kvf_metrics_value_sizes(struct kvf_metrics *m, const uint64_t *sizes,
 void kvf_metrics_set_source(struct kvf_metrics *m, struct kvf_engine *engine,
 			    uint64_t (*active_clients)(void *), void *ctx);
 
+struct kvf_ha;
+
+/**
+ * kvf_metrics_set_ha() - with --enable_ha, the election whose state
+ * /health (role, view version, leader address) and /metrics
+ * (kvforge_ha_*) show. Context: as kvf_metrics_set_source(); @ha must
+ * outlive every render.
+ */
+void kvf_metrics_set_ha(struct kvf_metrics *m, struct kvf_ha *ha);
+
 /*
  * Rendering (used by server/http.c and tests). Each writes a complete,
  * NUL-terminated document into a malloc()ed buffer owned by the caller.

@@ -13,7 +13,9 @@ libkvforge_wire_la_SOURCES = \
 	server/abi.h server/abi.c server/abi_tables.h \
 	server/abi_3b5a5941.c server/abi_v0_3_12_post1.c \
 	server/msg.h server/msg.c \
-	server/client.h server/client.c
+	server/client.h server/client.c server/client_master.c
+# The client finds an HA master's leader through etcd (server/client_master.c).
+libkvforge_wire_la_LIBADD = libkvforge-ha.la
 
 EXTRA_DIST += tests/master/fixtures
 

@@ -20,6 +20,9 @@ Scenarios:
                 on the other members, answers - never both
   frozen_master the leader itself frozen past its lease: the standby
                 leads; thawed, the old leader answers nothing more
+  bench_follows kvforge-bench --master etcd://...: its connections follow
+                the leader across a SIGKILL (the run completes, one
+                failover reported under the new view)
 
 Exit 0 when every scenario passed; the first failed assertion exits 1.
 """
@@ -201,6 +204,24 @@ class Master:
         except (OSError, ConnectionError, KeyError, TypeError):
             return None
 
+    def http(self, path):
+        """GET @path on the metrics port: (json or text)."""
+        port = None
+        for line in self.lines:
+            if "metrics listening on " in line:
+                port = int(line.rsplit(":", 1)[1].split()[0])
+        check(port, "%s: a metrics port" % self.addr)
+        with urllib.request.urlopen("http://127.0.0.1:%d%s" % (port, path),
+                                    timeout=5) as r:
+            body = r.read().decode()
+        return json.loads(body) if path == "/health" else body
+
+    def metric(self, name):
+        for line in self.http("/metrics").splitlines():
+            if line.startswith(name + " "):
+                return int(line.split()[1])
+        return None
+
     def listening(self):
         try:
             socket.create_connection(("127.0.0.1", self.port),
@@ -290,6 +311,21 @@ def sc_election(_):
         check(m1.ping() == (rev, 2),
               "Ping: view version = create revision %d, NEED_REMOUNT: %r"
               % (rev, m1.ping()))
+        # /health and /metrics on both: role, view, the leader's address
+        h = m1.http("/health")
+        check(h["role"] == "leader" and h["service_ready"] is True and
+              h["view_version"] == rev and h["leader_address"] == m1.addr,
+              "the leader's /health: %r" % h)
+        h = m2.http("/health")
+        check(h["role"] == "standby" and h["service_ready"] is False and
+              h["view_version"] == rev and h["leader_address"] == m1.addr,
+              "the standby's /health: %r" % h)
+        check(m1.metric("kvforge_ha_is_leader") == 1 and
+              m2.metric("kvforge_ha_is_leader") == 0 and
+              m1.metric("kvforge_ha_elections_won_total") == 1 and
+              m2.metric("kvforge_ha_elections_won_total") == 0 and
+              m2.metric("kvforge_ha_view_version") == rev,
+              "kvforge_ha_* on /metrics")
         # the standby does not listen, however long it waits
         time.sleep(2 * TTL)
         check(not m2.listening(), "a standby does not listen")
@@ -304,6 +340,9 @@ def sc_election(_):
         value2, rev2, _ = etcd.key()
         check(value2 == m2.addr and rev2 > rev, "new view %r" % (value2,))
         check(m2.ping() == (rev2, 2), "Ping on the new leader")
+        h = m2.http("/health")
+        check(h["role"] == "leader" and h["view_version"] == rev2 and
+              h["leader_address"] == m2.addr, "the new leader's /health")
         check(m2.stop() == 0, "second leader exit status")
         check(etcd.key() is None, "no key once nobody leads")
 
@@ -372,6 +411,9 @@ def sc_frozen_etcd(_):
         # thawed, its member tells it the key is m2's: it stays a standby
         etcd.signal(0, signal.SIGCONT)
         m1.wait_said("ha: standby; leader is " + m2.addr)
+        check(m1.metric("kvforge_ha_fencing_events_total") == 1 and
+              m1.metric("kvforge_ha_leadership_lost_total") == 1,
+              "the fencing deadline deposed the leader, counted")
         check(not m1.listening() and m1.ping() is None,
               "the old leader stays a standby")
         check(leader_of(etcd, [m1, m2]) is m2, "m2 keeps the key")
@@ -409,12 +451,52 @@ def sc_frozen_master(_):
               "only the new leader answers")
 
 
+def sc_bench_follows(_):
+    bench = os.environ.get("KVF_BENCH_BIN") or os.path.join(
+        os.path.dirname(MASTER), "tools", "kvforge-bench")
+    with cluster() as (etcd, m1, m2):
+        _, rev, _ = etcd.key()
+        env = dict(os.environ, MC_STORE_CLUSTER_ID=CLUSTER)
+        env.pop("KVF_BENCH_QUIET", None)
+        # four paced phases of 1 s each; the leader dies in the first
+        p = subprocess.Popen(
+            [bench, "--master", "etcd://" + etcd.endpoint(0),
+             "--objects", "1000", "--batch", "10", "--rate", "1000",
+             "--connections", "2", "--depth", "2", "--rounds", "1"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+            env=env)
+        lines = []
+        t = threading.Thread(
+            target=lambda: lines.extend(p.stderr), daemon=True)
+        t.start()
+        try:
+            wait_for(lambda: any("view %d" % rev in x for x in lines),
+                     "the bench on the first leader")
+            time.sleep(0.2)
+            m1.stop(signal.SIGKILL)
+            m2.wait_said("RPC listening")
+            rc = p.wait(timeout=60)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+            t.join(timeout=5)
+        out = "".join(lines)
+        _, rev2, _ = etcd.key()
+        check(rc == 0, "the bench completes across the failover: %d\n%s"
+              % (rc, out))
+        check(out.count("failover: view") == 1 and
+              ("failover: view %d " % rev2) in out,
+              "one failover reported, to view %d:\n%s" % (rev2, out))
+
+
 SCENARIOS = {
     "flags": sc_flags,
     "election": sc_election,
     "expiry": sc_expiry,
     "frozen_etcd": sc_frozen_etcd,
     "frozen_master": sc_frozen_master,
+    "bench_follows": sc_bench_follows,
 }
 
 

@@ -69,8 +69,15 @@ struct mb_lat {
 struct mb_run {
 	const struct bench_opts *o;
 	const struct kvf_abi *abi;
-	char host[256];
-	uint16_t port;
+	struct kvf_client_master *master;
+	/* --master etcd://: the view whose leader has the segment mounted,
+	 * and the last view whose first answer was reported (under @lock) */
+	pthread_mutex_t lock;
+	int64_t mounted_view, reported_view;
+	uint64_t failed_ns; /* when a connection to @failed_view failed */
+	int64_t failed_view;
+	unsigned failovers;
+	double failover_ms_max;
 	uint64_t run_id;
 	struct kvf_uuid client_id;
 	struct kvf_msg_segment seg;
@@ -82,6 +89,9 @@ struct mb_run {
 struct mb_conn {
 	struct mb_run *run;
 	struct kvf_client *c;
+	int64_t view;	       /* of the leader @c goes to */
+	bool new_view;	       /* reconnected: report the first answer */
+	uint64_t lost_batches; /* in flight when a connection failed */
 	unsigned idx;
 	uint64_t lo, hi; /* its keys */
 	enum mb_phase phase;
@@ -255,6 +265,35 @@ static int count_failures(struct mb_conn *mc, const struct kvf_client_resp *r,
 	return 0;
 }
 
+/*
+ * The first answer from a new leader: the failover as this client saw it,
+ * on one line per view (the wall clock too, for scripts that noted when
+ * they killed the old leader: scripts/run-ha.sh).
+ */
+static void report_failover(struct mb_conn *mc)
+{
+	struct mb_run *run = mc->run;
+	struct timespec wall;
+	double ms;
+
+	mc->new_view = false;
+	clock_gettime(CLOCK_REALTIME, &wall);
+	pthread_mutex_lock(&run->lock);
+	if (mc->view > run->reported_view) {
+		run->reported_view = mc->view;
+		ms = (double)(kvf_client_now_ns() - run->failed_ns) / 1e6;
+		run->failovers++;
+		if (ms > run->failover_ms_max)
+			run->failover_ms_max = ms;
+		fprintf(stderr,
+			"kvforge-bench: failover: view %" PRId64
+			" first answer at %lld.%09ld, %.1f ms after the "
+			"old leader's connection failed\n",
+			mc->view, (long long)wall.tv_sec, wall.tv_nsec, ms);
+	}
+	pthread_mutex_unlock(&run->lock);
+}
+
 static int on_response(struct mb_conn *mc, const struct kvf_client_resp *r)
 {
 	uint64_t first = r->tag >> 16;
@@ -268,6 +307,8 @@ static int on_response(struct mb_conn *mc, const struct kvf_client_resp *r)
 	rc = count_failures(mc, r, n);
 	if (rc)
 		return rc;
+	if (mc->new_view && !r->err_code)
+		report_failover(mc);
 	if (r->rpc == KVF_RPC_BatchPutStart)
 		return send_batch(mc, KVF_RPC_BatchPutEnd, first, n,
 				  kvf_client_now_ns());
@@ -296,6 +337,53 @@ static bool send_due(struct mb_conn *mc, uint64_t now)
 	return true;
 }
 
+static int setup_client(struct mb_run *run, struct kvf_client *c,
+			const struct kvf_client_leader *l);
+
+/*
+ * --master etcd://: after a connection error, dial the leader etcd names
+ * (the same one again if it only lost this connection) until MB_TIMEOUT_MS
+ * passed. The first connection to reach a new view mounts the segment
+ * there, as a client re-mounts after NEED_REMOUNT. Batches that were in
+ * flight are lost (counted, not retried: the bench's keys move on).
+ */
+static int reconnect(struct mb_conn *mc, int err)
+{
+	struct mb_run *run = mc->run;
+	struct kvf_client_leader l;
+	uint64_t now = kvf_client_now_ns();
+	int rc;
+
+	if (!kvf_client_master_is_etcd(run->master) || err < -1000 ||
+	    err == -EPROTO || err == -ENOMEM || err == -EBUSY)
+		return err;
+	pthread_mutex_lock(&run->lock);
+	if (mc->view == run->reported_view && run->failed_view != mc->view) {
+		run->failed_ns = now; /* the first to see this leader fail */
+		run->failed_view = mc->view;
+	}
+	pthread_mutex_unlock(&run->lock);
+	mc->lost_batches += kvf_client_outstanding(mc->c);
+	kvf_client_close(mc->c);
+	mc->c = NULL;
+	rc = kvf_client_master_connect(
+		run->master, run->abi, run->o->depth * 2, run->dev,
+		now + (uint64_t)MB_TIMEOUT_MS * 1000000u, &mc->c, &l);
+	if (rc) {
+		fprintf(stderr, "kvforge-bench: no master through %s: %s\n",
+			run->o->master, strerror(-rc));
+		return rc;
+	}
+	pthread_mutex_lock(&run->lock);
+	rc = l.view > run->mounted_view ? setup_client(run, mc->c, &l) : 0;
+	if (!rc && l.view > run->mounted_view)
+		run->mounted_view = l.view;
+	pthread_mutex_unlock(&run->lock);
+	mc->new_view = l.view != mc->view;
+	mc->view = l.view;
+	return rc;
+}
+
 static void *conn_phase(void *arg)
 {
 	struct mb_conn *mc = arg;
@@ -316,6 +404,8 @@ static void *conn_phase(void *arg)
 		if (more)
 			more = send_due(mc, now);
 		if (mc->err)
+			mc->err = reconnect(mc, mc->err);
+		if (mc->err)
 			break;
 		if (!kvf_client_outstanding(mc->c)) {
 			if (!more)
@@ -332,6 +422,8 @@ static void *conn_phase(void *arg)
 		if (rc == -ETIMEDOUT && until == mc->next_due)
 			continue;
 		mc->err = rc ? rc : on_response(mc, &r);
+		if (mc->err && mc->err != KVF_ERR_IO)
+			mc->err = reconnect(mc, mc->err);
 	}
 	return NULL;
 }
@@ -354,7 +446,8 @@ static int call(struct kvf_client *c, const struct kvf_msg_req *q,
 }
 
 /* ServiceReady, MountSegment, ReMountSegment, Ping: as a client starts. */
-static int setup_client(struct mb_run *run, struct kvf_client *c)
+static int setup_client(struct mb_run *run, struct kvf_client *c,
+			const struct kvf_client_leader *l)
 {
 	struct kvf_msg_replicas item;
 	struct kvf_msg_resp resp = {.items = &item, .cap = 1};
@@ -364,8 +457,11 @@ static int setup_client(struct mb_run *run, struct kvf_client *c)
 	if (rc)
 		return rc;
 	if (!getenv("KVF_BENCH_QUIET"))
-		fprintf(stderr, "kvforge-bench: master %s:%u version %.*s\n",
-			run->host, run->port, (int)resp.str.len, resp.str.data);
+		fprintf(stderr,
+			"kvforge-bench: master %s:%u version %.*s view %" PRId64
+			"\n",
+			l->host, l->port, (int)resp.str.len, resp.str.data,
+			l->view);
 	q = (struct kvf_msg_req){.rpc = KVF_RPC_MountSegment,
 				 .segment = run->seg,
 				 .client_id = run->client_id};
@@ -387,39 +483,30 @@ static int setup_client(struct mb_run *run, struct kvf_client *c)
 static void *ping_thread(void *arg)
 {
 	struct mb_run *run = arg;
-	struct kvf_client *c;
+	struct kvf_client *c = NULL;
+	struct kvf_client_leader l;
 	struct kvf_msg_resp resp = {0};
 	struct kvf_msg_req q = {.rpc = KVF_RPC_Ping,
 				.client_id = run->client_id};
 
-	if (kvf_client_connect_via(run->host, run->port, run->abi, 4, run->dev,
-				   &c))
-		return NULL;
 	while (!atomic_load(&run->stop_ping)) {
-		kvf_client_call(c, &q, MB_TIMEOUT_MS, &resp);
+		/* etcd: a new connection (to the new leader) after a failure */
+		if (!c &&
+		    kvf_client_master_connect(
+			    run->master, run->abi, 4, run->dev,
+			    kvf_client_now_ns() + 1000000000u, &c, &l) &&
+		    !kvf_client_master_is_etcd(run->master))
+			return NULL;
+		if (c && kvf_client_call(c, &q, MB_TIMEOUT_MS, &resp) < 0 &&
+		    kvf_client_master_is_etcd(run->master)) {
+			kvf_client_close(c);
+			c = NULL;
+		}
 		for (int i = 0; i < 10 && !atomic_load(&run->stop_ping); i++)
 			usleep(100000);
 	}
 	kvf_client_close(c);
 	return NULL;
-}
-
-static int parse_master(const char *arg, struct mb_run *run)
-{
-	const char *colon = strrchr(arg, ':');
-	char *end;
-	unsigned long port;
-
-	if (!colon || colon == arg ||
-	    (size_t)(colon - arg) >= sizeof(run->host))
-		return -1;
-	port = strtoul(colon + 1, &end, 10);
-	if (*end || !port || port > 65535)
-		return -1;
-	memcpy(run->host, arg, (size_t)(colon - arg));
-	run->host[colon - arg] = 0;
-	run->port = (uint16_t)port;
-	return 0;
 }
 
 static uint64_t random_u64(uint64_t seed)
@@ -584,15 +671,19 @@ static void close_conns(struct mb_conn *conns, unsigned n)
 static int run_init(struct mb_run *run, const struct bench_opts *o,
 		    struct kvf__rdma_dev *dev, uint64_t seg_size)
 {
-	*run = (struct mb_run){.o = o, .dev = dev};
-	if (!o->master || parse_master(o->master, run)) {
-		fprintf(stderr, "kvforge-bench: --master HOST:PORT required\n");
+	*run = (struct mb_run){
+		.o = o, .dev = dev, .lock = PTHREAD_MUTEX_INITIALIZER};
+	if (!o->master || kvf_client_master_new(o->master, &run->master)) {
+		fprintf(stderr, "kvforge-bench: --master HOST:PORT or "
+				"etcd://HOST:PORT[;HOST:PORT...] required\n");
 		return KVF_ERR_INVALID_ARGUMENT;
 	}
 	run->abi = kvf_abi_find(o->mooncake_abi);
 	if (!run->abi) {
 		fprintf(stderr, "kvforge-bench: unknown --mooncake-abi '%s'\n",
 			o->mooncake_abi);
+		kvf_client_master_free(run->master);
+		run->master = NULL;
 		return KVF_ERR_INVALID_ARGUMENT;
 	}
 	run->run_id = random_u64(o->seed);
@@ -611,12 +702,13 @@ static int run_init(struct mb_run *run, const struct bench_opts *o,
 	return 0;
 }
 
-/* Set the client up on @c and start pinging. */
+/* Set the client up on @c, connected to @l, and start pinging. */
 static int run_start(struct mb_run *run, struct kvf_client *c,
-		     pthread_t *pinger)
+		     const struct kvf_client_leader *l, pthread_t *pinger)
 {
-	if (setup_client(run, c))
+	if (setup_client(run, c, l))
 		return KVF_ERR_IO;
+	run->mounted_view = run->reported_view = l->view;
 	pthread_create(pinger, NULL, ping_thread, run);
 	return 0;
 }
@@ -632,17 +724,31 @@ static void run_stop(struct mb_run *run, struct kvf_client *c,
 
 	atomic_store(&run->stop_ping, true);
 	pthread_join(pinger, NULL);
-	if (unmount)
+	if (unmount && c)
 		call(c, &q, &resp);
 }
+
+/* --master etcd://: how the failovers went, as results. */
+static void record_failovers(struct mb_run *run, struct mb_conn *conns,
+			     struct bench_results *r)
+{
+	uint64_t lost = 0;
+
+	if (!kvf_client_master_is_etcd(run->master))
+		return;
+	for (unsigned i = 0; i < run->o->connections; i++)
+		lost += conns[i].lost_batches;
+	bench_result(r, "failover", "count", run->failovers);
+	bench_result(r, "failover", "max_ms", run->failover_ms_max);
+	bench_result(r, "failover", "lost_batches", (double)lost);
+}
+
+static int run_conns(struct mb_run *run, struct bench_results *r);
 
 static int run_master(const struct bench_opts *o, struct kvf__rdma_dev *dev,
 		      struct bench_results *r)
 {
 	struct mb_run run;
-	uint64_t per;
-	struct mb_conn *conns;
-	pthread_t pinger;
 	int rc = 0;
 
 	if (o->batch > 65535 || !o->connections || !o->depth) {
@@ -655,13 +761,27 @@ static int run_master(const struct bench_opts *o, struct kvf__rdma_dev *dev,
 			      MB_SEG_ALIGN * MB_SEG_ALIGN);
 	if (rc)
 		return rc;
-	record_master_config(&run, r);
+	rc = run_conns(&run, r);
+	kvf_client_master_free(run.master);
+	return rc;
+}
+
+static int run_conns(struct mb_run *run, struct bench_results *r)
+{
+	const struct bench_opts *o = run->o;
+	struct kvf_client_leader l = {0};
+	uint64_t per;
+	struct mb_conn *conns;
+	pthread_t pinger;
+	int rc = 0;
+
+	record_master_config(run, r);
 	conns = calloc(o->connections, sizeof(*conns));
 	if (!conns)
 		return KVF_ERR_NO_MEMORY;
 	per = (o->objects + o->connections - 1) / o->connections;
 	for (unsigned i = 0; i < o->connections; i++) {
-		conns[i].run = &run;
+		conns[i].run = run;
 		conns[i].idx = i;
 		conns[i].lo = i * per < o->objects ? i * per : o->objects;
 		conns[i].hi =
@@ -674,8 +794,13 @@ static int run_master(const struct bench_opts *o, struct kvf__rdma_dev *dev,
 			conns[i].interval_ns =
 				(uint64_t)((double)o->batch * 1e9 *
 					   o->connections / o->rate);
-		rc = kvf_client_connect_via(run.host, run.port, run.abi,
-					    o->depth * 2, run.dev, &conns[i].c);
+		/* etcd: wait up to MB_TIMEOUT_MS for a leader */
+		rc = kvf_client_master_connect(
+			run->master, run->abi, o->depth * 2, run->dev,
+			kvf_client_now_ns() +
+				(uint64_t)MB_TIMEOUT_MS * 1000000u,
+			&conns[i].c, &l);
+		conns[i].view = l.view;
 		if (rc) {
 			fprintf(stderr,
 				"kvforge-bench: cannot connect to %s: "
@@ -685,14 +810,15 @@ static int run_master(const struct bench_opts *o, struct kvf__rdma_dev *dev,
 			return KVF_ERR_IO;
 		}
 	}
-	rc = run_start(&run, conns[0].c, &pinger);
+	rc = run_start(run, conns[0].c, &l, &pinger);
 	if (rc) {
 		close_conns(conns, o->connections);
 		return rc;
 	}
 	for (int ph = 0; ph < MB__PHASES && !rc; ph++)
-		rc = run_phase(&run, conns, (enum mb_phase)ph, r);
-	run_stop(&run, conns[0].c, pinger, !rc);
+		rc = run_phase(run, conns, (enum mb_phase)ph, r);
+	run_stop(run, conns[0].c, pinger, !rc);
+	record_failovers(run, conns, r);
 	close_conns(conns, o->connections);
 	return rc;
 }
@@ -746,6 +872,7 @@ int bench_master_open(const struct bench_opts *o, uint64_t seg_size,
 		      size_t max_keys, struct bench_master **out)
 {
 	struct bench_master *m = calloc(1, sizeof(*m));
+	struct kvf_client_leader l;
 	int rc;
 
 	if (!m)
@@ -758,14 +885,17 @@ int bench_master_open(const struct bench_opts *o, uint64_t seg_size,
 						 : open_transport(o, &m->dev);
 	if (!rc)
 		rc = run_init(&m->run, o, m->dev, seg_size);
-	if (!rc && kvf_client_connect_via(m->run.host, m->run.port,
-					  m->run.abi, 4, m->dev, &m->c)) {
+	if (!rc &&
+	    kvf_client_master_connect(
+		    m->run.master, m->run.abi, 4, m->dev,
+		    kvf_client_now_ns() + (uint64_t)MB_TIMEOUT_MS * 1000000u,
+		    &m->c, &l)) {
 		fprintf(stderr, "kvforge-bench: cannot connect to %s\n",
 			o->master);
 		rc = KVF_ERR_IO;
 	}
 	if (!rc)
-		rc = run_start(&m->run, m->c, &m->pinger);
+		rc = run_start(&m->run, m->c, &l, &m->pinger);
 	m->started = !rc;
 	if (rc) {
 		bench_master_close(m);
@@ -831,6 +961,7 @@ void bench_master_close(struct bench_master *m)
 	if (m->started)
 		run_stop(&m->run, m->c, m->pinger, true);
 	kvf_client_close(m->c);
+	kvf_client_master_free(m->run.master);
 	kvf_client_rdma_close(m->dev);
 	free(m->items);
 	free(m->descs);
