@@ -135,7 +135,8 @@ static inline bool usable(const struct ctx *c, uint32_t i)
  * fit for its size unless @i's largest region now holds that size and is
  * tighter than the remembered segment's.
  */
-static void memo_after_alloc(struct ctx *c, uint32_t i)
+static inline __attribute__((always_inline)) void
+memo_after_alloc(struct ctx *c, uint32_t i)
 {
 	struct kvf__placer *p = c->placer;
 	uint64_t largest = kvf__segalloc_largest_fast(c->segs[i]);
@@ -152,6 +153,16 @@ static void memo_after_alloc(struct ctx *c, uint32_t i)
 	}
 }
 
+/* The next replica is at @off in segment @i (inline: random's hot path). */
+static inline __attribute__((always_inline)) void
+add_replica(struct ctx *c, uint32_t i, uint64_t off)
+{
+	c->res->seg[c->res->count] = i;
+	c->res->offset[c->res->count] = off;
+	c->res->count++;
+	memo_after_alloc(c, i);
+}
+
 /*
  * Allocate in segment @i; on success record the replica. Without @wait,
  * KVF_ERR_BUSY at once if another thread holds @i's allocator.
@@ -164,12 +175,8 @@ static int alloc_in(struct ctx *c, uint32_t i, bool wait)
 			kvf__segalloc_try_alloc_tagged(c->segs[i], c->size,
 						       c->tag, &off);
 
-	if (rc == KVF_OK) {
-		c->res->seg[c->res->count] = i;
-		c->res->offset[c->res->count] = off;
-		c->res->count++;
-		memo_after_alloc(c, i);
-	}
+	if (rc == KVF_OK)
+		add_replica(c, i, off);
 	return rc;
 }
 
@@ -393,6 +400,35 @@ static void memo_note(struct ctx *c, struct kvf__placer_memo *m,
 	*m = (struct kvf__placer_memo){ c->size, replica, seg };
 }
 
+/*
+ * fragmentation_aware's fast path: a block of exactly the request's size
+ * parked in a segment's reuse list is a best fit by definition (no
+ * remainder, nothing taken from any free region), and the allocator
+ * hands it out without a descent. In steady state a put follows removes
+ * of its size, so one was likely just parked: the placer's hint names
+ * where (struct kvf__park_hint). Take it if that segment is in the
+ * placer's lane, usable, and still holds one; else KVF_ERR_NO_SPACE
+ * (nothing taken: a stale hint, a busy allocator) and the pass chooses.
+ * O(1): one slot of the hint, one segment's published sizes.
+ */
+static __attribute__((noinline)) int exact_fit(struct ctx *c)
+{
+	const struct kvf__park_hint *h = c->placer->hint;
+	const struct lane lane = c->lane;
+	uint64_t off;
+	uint32_t i;
+
+	if (!h)
+		return KVF_ERR_NO_SPACE;
+	i = kvf__park_hint_get(h, c->size);
+	if (i >= c->nr || i < lane.first || (i - lane.first) % lane.step ||
+	    !usable(c, i) || !kvf__segalloc_has_parked(c->segs[i], c->size) ||
+	    kvf__segalloc_try_take_parked(c->segs[i], c->size, c->tag, &off))
+		return KVF_ERR_NO_SPACE;
+	add_replica(c, i, off);
+	return KVF_OK;
+}
+
 static int place_frag_aware(struct ctx *c)
 {
 	struct kvf__placer_memo *m = memo_find(c);
@@ -402,6 +438,8 @@ static int place_frag_aware(struct ctx *c)
 	if (m && m->seg < c->nr && usable(c, m->seg) &&
 	    kvf__segalloc_may_fit(c->segs[m->seg], c->size) &&
 	    alloc_in(c, m->seg, false) == KVF_OK)
+		return KVF_OK;
+	if (exact_fit(c) == KVF_OK)
 		return KVF_OK;
 	best = best_fit_segment(c);
 	if (best != UINT32_MAX) {

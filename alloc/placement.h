@@ -44,6 +44,11 @@ struct kvf__place_request {
  * caller that keeps a placer across frees or a changed segment table
  * calls kvf__placer_forget() (or starts a new placer, as the engine does
  * each batch). Changing @lane or @lanes forgets by itself.
+ *
+ * With @hint set (the struct kvf__park_hint the segments' allocators
+ * write, kvf__segalloc_set_park_hint), fragmentation_aware first takes a
+ * block of exactly the request's size parked in the lane's segment the
+ * hint names, without its pass: an exact fit is a best fit.
  */
 #define KVF__PLACER_MEMO 4
 
@@ -62,6 +67,8 @@ struct kvf__placer {
 	} memo[KVF__PLACER_MEMO];
 	uint32_t memo_next;
 	uint32_t memo_lane, memo_lanes;
+	/* Where the segments park blocks (NULL: no exact-fit fast path). */
+	const struct kvf__park_hint *hint;
 };
 
 struct kvf__place_result {

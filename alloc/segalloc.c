@@ -136,12 +136,16 @@
  *    fits, as without the lists.
  * Allocations are then not all address-ordered first fit (a parked block
  * is an exact fit wherever it is); tests/unit/test_segalloc checks the
- * lists against the tree alone on the same requests.
+ * lists against the tree alone on the same requests. The sizes whose
+ * lists hold a block are published (pub.parked), and a park is noted in
+ * the segment set's hint (struct kvf__park_hint), so placement can go
+ * to an exact fit without a pass over the segments and take it alone
+ * (kvf__segalloc_has_parked, kvf__segalloc_try_take_parked).
  *
  * Concurrency: one mutex per allocator guards everything. After each change
  * the lock holder publishes free_bytes, largest_free and the allocation
- * count with atomic stores, so placement reads them lock-free (possibly
- * stale, never torn).
+ * count with atomic stores (the parked sizes as their lists change), so
+ * placement reads them lock-free (possibly stale, never torn).
  *
  * Scanning (kvf__segalloc_scan, at the end of this file): one descent to
  * a start offset, then the leaves in address order, stepping a root-to-
@@ -185,7 +189,7 @@
 #define MAX_HEIGHT 29
 #define MAX_SPARE 8
 /* Reuse lists: sizes per allocator, blocks per size. */
-#define REUSE_SIZES 4
+#define REUSE_SIZES KVF__SEGALLOC_REUSE_SIZES
 /* Recent sizes remembered to admit a size to a slot (reuse_seen). */
 #define REUSE_SEEN 8
 #define REUSE_DEPTH 64
@@ -301,7 +305,12 @@ struct kvf__segalloc {
 	struct node *spare_inner, *spare_leaf;
 	unsigned nr_spare_inner, nr_spare_leaf;
 	struct reuse reuse;
+	/* kvf__segalloc_set_park_hint(), read when parking. */
+	struct kvf__park_hint *_Atomic hint;
+	_Atomic uint32_t hint_index;
 };
+
+_Static_assert(KVF__PARK_HINT_SLOTS == 4, "kvf__park_hint_slot: top 2 bits");
 
 /* A block as the operations see it. */
 struct blk {
@@ -1006,6 +1015,16 @@ static struct node *first_fit(const struct kvf__segalloc *a, uint64_t need,
 
 /* ---- exact-size reuse lists ---- */
 
+/*
+ * Publish whether @rl holds a block (pub.parked, for placement's exact
+ * fits): called wherever a list's emptiness or size may change.
+ */
+static void reuse_publish(struct kvf__segalloc *a, const struct reuse_list *rl)
+{
+	atomic_store_explicit(&a->pub.parked[rl - a->reuse.list],
+			      rl->n ? rl->size : 0, memory_order_relaxed);
+}
+
 static struct reuse_list *reuse_find(struct kvf__segalloc *a, uint64_t size)
 {
 	for (unsigned k = 0; k < REUSE_SIZES; k++)
@@ -1046,6 +1065,22 @@ static struct reuse_list *reuse_room(struct kvf__segalloc *a, uint64_t need,
 	return rl && rl->n < REUSE_DEPTH ? rl : NULL;
 }
 
+/* Tell the segment set's hint that @a parked a block of @size. */
+static void note_park(struct kvf__segalloc *a, uint64_t size)
+{
+	struct kvf__park_hint *h =
+		atomic_load_explicit(&a->hint, memory_order_relaxed);
+	unsigned k = kvf__park_hint_slot(size);
+
+	if (!h)
+		return;
+	atomic_store_explicit(&h->slot[k].size, size, memory_order_relaxed);
+	atomic_store_explicit(
+		&h->slot[k].seg,
+		atomic_load_explicit(&a->hint_index, memory_order_relaxed),
+		memory_order_relaxed);
+}
+
 /* Park the block at @off, leaf position @p, in @rl (reuse_room said so). */
 static void reuse_park(struct kvf__segalloc *a, struct reuse_list *rl,
 		       const struct path *p, uint64_t off)
@@ -1056,6 +1091,8 @@ static void reuse_park(struct kvf__segalloc *a, struct reuse_list *rl,
 	as_leaf(l)->tag[p->idx[0]] = 0;
 	rl->off[rl->n++] = off;
 	a->reuse.bytes += rl->size;
+	reuse_publish(a, rl);
+	note_park(a, rl->size);
 }
 
 /* Take the parked block at @off (@size bytes) out of its list. */
@@ -1067,6 +1104,7 @@ static void reuse_unlist(struct kvf__segalloc *a, uint64_t off, uint64_t size)
 		if (rl->off[i] == off) {
 			rl->off[i] = rl->off[--rl->n];
 			a->reuse.bytes -= size;
+			reuse_publish(a, rl);
 			return;
 		}
 	}
@@ -1106,6 +1144,7 @@ static void reuse_flush_list(struct kvf__segalloc *a, struct reuse_list *rl)
 		a->reuse.bytes -= rl->size;
 		reuse_to_tree(a, rl->off[--rl->n], rl->size);
 	}
+	reuse_publish(a, rl);
 }
 
 static void reuse_flush(struct kvf__segalloc *a)
@@ -1304,17 +1343,34 @@ static void lock_settled(struct kvf__segalloc *a)
 }
 
 /*
+ * Hand the newest block parked in @rl (not empty) to @tag's owner. The
+ * block's leaf is written later, with the other claims (apply_claims): a
+ * leaf write per pop waited on a cold descent (half of alloc_locked's
+ * samples in churn).
+ */
+static inline __attribute__((always_inline)) uint64_t
+reuse_pop(struct kvf__segalloc *a, struct reuse_list *rl, uint64_t tag)
+{
+	uint64_t off = rl->off[--rl->n];
+
+	if (a->reuse.nr_claims == CLAIM_DEPTH)
+		apply_claims(a, NULL, 0);
+	a->reuse.claim[a->reuse.nr_claims++] =
+		(struct claim){ .off = off, .size = rl->size, .tag = tag };
+	a->reuse.bytes -= rl->size;
+	reuse_publish(a, rl);
+	return off;
+}
+
+/*
  * The fast path of alloc: a parked block of exactly @need bytes, newest
  * first, handed to @tag's owner. One slot compare per tracked size and a
- * pop; the block's leaf is written later, with the other claims
- * (apply_claims): a leaf write per pop waited on a cold descent (half of
- * alloc_locked's samples in churn). False when none is parked.
+ * pop. False when none is parked.
  */
 static bool reuse_take(struct kvf__segalloc *a, uint64_t need, uint64_t tag,
 		       uint64_t *offset)
 {
 	struct reuse_list *rl = reuse_find(a, need);
-	uint64_t off;
 
 	a->reuse.clock++;
 	if (!rl) {
@@ -1324,13 +1380,7 @@ static bool reuse_take(struct kvf__segalloc *a, uint64_t need, uint64_t tag,
 	rl->last_use = a->reuse.clock;
 	if (!rl->n)
 		return false;
-	off = rl->off[--rl->n];
-	if (a->reuse.nr_claims == CLAIM_DEPTH)
-		apply_claims(a, NULL, 0);
-	a->reuse.claim[a->reuse.nr_claims++] =
-		(struct claim){ .off = off, .size = need, .tag = tag };
-	a->reuse.bytes -= need;
-	*offset = off;
+	*offset = reuse_pop(a, rl, tag);
 	return true;
 }
 
@@ -1425,6 +1475,10 @@ static void check_reuse(const struct kvf__segalloc *a)
 				kvf__die("listed block %#llx not parked",
 					 (unsigned long long)rl->off[i]);
 		}
+		if (atomic_load_explicit(&a->pub.parked[k],
+					 memory_order_relaxed) !=
+		    (rl->n ? rl->size : 0))
+			kvf__die("parked size of list %u not published", k);
 		listed += rl->n;
 	}
 	for (uint32_t i = 0; i < a->reuse.nr_claims; i++) {
@@ -1628,6 +1682,50 @@ int kvf__segalloc_try_alloc_tagged(struct kvf__segalloc *a, uint64_t size,
 				   uint64_t tag, uint64_t *offset)
 {
 	return alloc_entry(a, size, tag, offset, false);
+}
+
+void kvf__park_hint_init(struct kvf__park_hint *h, uint64_t alignment)
+{
+	h->align_mask = alignment - 1;
+	for (unsigned k = 0; k < KVF__PARK_HINT_SLOTS; k++) {
+		atomic_init(&h->slot[k].size, 0);
+		atomic_init(&h->slot[k].seg, UINT32_MAX);
+	}
+}
+
+void kvf__segalloc_set_park_hint(struct kvf__segalloc *a,
+				 struct kvf__park_hint *h, uint32_t index)
+{
+	atomic_store_explicit(&a->hint_index, index, memory_order_relaxed);
+	atomic_store_explicit(&a->hint, h, memory_order_relaxed);
+}
+
+int kvf__segalloc_try_take_parked(struct kvf__segalloc *a, uint64_t size,
+				  uint64_t tag, uint64_t *offset)
+{
+	struct reuse_list *rl;
+	uint64_t need;
+	int rc = KVF_ERR_NO_SPACE;
+
+	if (!size || !offset)
+		return KVF_ERR_INVALID_PARAMS;
+	need = rounded(a, size);
+	if (!need)
+		return KVF_ERR_NO_SPACE;
+	if (pthread_mutex_trylock(&a->lock))
+		return KVF_ERR_BUSY;
+	rl = a->reuse.limit ? reuse_find(a, need) : NULL;
+	if (rl && rl->n) {
+		/* What reuse_take() does for alloc, minus the admission. */
+		rl->last_use = ++a->reuse.clock;
+		*offset = reuse_pop(a, rl, tag);
+		a->free_bytes -= need;
+		a->allocs++;
+		publish(a);
+		rc = KVF_OK;
+	}
+	pthread_mutex_unlock(&a->lock);
+	return rc;
 }
 
 /*

@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 struct kvf__segalloc;
+struct kvf__park_hint;
 
 /*
  * kvf__segalloc_create() - allocator for a segment of @size bytes (1 MiB to
@@ -85,6 +86,28 @@ int kvf__segalloc_alloc_tagged(struct kvf__segalloc *a, uint64_t size,
  */
 int kvf__segalloc_try_alloc_tagged(struct kvf__segalloc *a, uint64_t size,
 				   uint64_t tag, uint64_t *offset);
+
+/*
+ * kvf__segalloc_try_take_parked() - the fast path of alloc alone: hand
+ * @tag's owner a block of exactly @size rounded up to the alignment from
+ * its reuse list, the newest parked one. KVF_ERR_NO_SPACE, nothing
+ * changed, when none is parked (no first fit is tried: the caller may
+ * find a better place); KVF_ERR_BUSY at once if another thread holds the
+ * allocator's lock. A block it gives is freed like alloc's. O(1).
+ */
+int kvf__segalloc_try_take_parked(struct kvf__segalloc *a, uint64_t size,
+				  uint64_t tag, uint64_t *offset);
+
+/*
+ * kvf__segalloc_set_park_hint() - from now on, record in @h (NULL: none)
+ * each block @a parks, as parked by allocator @index of the set @h
+ * serves. @h's alignment must be @a's; @h must outlive @a or the next
+ * call. The set's owner calls it again when @a's index changes; a park
+ * racing with the call may still note the old one (it only misleads a
+ * hint). Lock-free, O(1).
+ */
+void kvf__segalloc_set_park_hint(struct kvf__segalloc *a,
+				 struct kvf__park_hint *h, uint32_t index);
 
 /*
  * kvf__segalloc_reserve_tagged() - mark exactly [@offset, @offset + @size)
@@ -168,11 +191,16 @@ uint64_t kvf__segalloc_nr_allocs(const struct kvf__segalloc *a);
  * per call, so it must not cost a function call. Read it only through the
  * helpers below.
  */
+/* Sizes of reuse lists an allocator keeps (struct kvf__segalloc_pub). */
+#define KVF__SEGALLOC_REUSE_SIZES 4
+
 struct kvf__segalloc_pub {
 	_Atomic uint64_t free_bytes;
 	_Atomic uint64_t largest_free;
 	uint64_t align_mask;          /* alignment - 1, constant */
 	uint64_t capacity;            /* managed bytes, constant */
+	/* Sizes whose reuse list holds a block (0: none), any order. */
+	_Atomic uint64_t parked[KVF__SEGALLOC_REUSE_SIZES];
 };
 
 static inline const struct kvf__segalloc_pub *
@@ -195,6 +223,69 @@ static inline bool kvf__segalloc_may_fit(const struct kvf__segalloc *a,
 	return need >= size &&
 	       atomic_load_explicit(&p->largest_free, memory_order_relaxed) >=
 		       need;
+}
+
+/*
+ * struct kvf__park_hint - where the allocators of one segment set last
+ * parked a block, per size: KVF__PARK_HINT_SLOTS slots, a size's slot
+ * chosen by hashing it, each the size and the parking allocator's index
+ * in the set (kvf__segalloc_set_park_hint). Placement reads it lock-free
+ * to go straight to an exact fit instead of looking at every segment. A
+ * hint only: stale, overwritten by another size, or torn between its two
+ * fields, so the reader checks the segment (kvf__segalloc_has_parked)
+ * and takes with kvf__segalloc_try_take_parked, which gives nothing else.
+ */
+#define KVF__PARK_HINT_SLOTS 4
+
+struct kvf__park_hint {
+	uint64_t align_mask; /* alignment - 1 of every writer, constant */
+	struct {
+		_Atomic uint64_t size; /* rounded up to the alignment */
+		_Atomic uint32_t seg;
+	} slot[KVF__PARK_HINT_SLOTS];
+};
+
+/* An empty hint for allocators of @alignment (a power of two). */
+void kvf__park_hint_init(struct kvf__park_hint *h, uint64_t alignment);
+
+/* @need's slot in a struct kvf__park_hint (Fibonacci hashing). */
+static inline unsigned kvf__park_hint_slot(uint64_t need)
+{
+	return (unsigned)((need * 0x9e3779b97f4a7c15ULL) >> 62);
+}
+
+/*
+ * The index of the allocator that last parked a block of @size (rounded
+ * up to the alignment) as @h remembers it, or UINT32_MAX. Lock-free.
+ */
+static inline uint32_t kvf__park_hint_get(const struct kvf__park_hint *h,
+					  uint64_t size)
+{
+	uint64_t need = (size + h->align_mask) & ~h->align_mask;
+	unsigned k = kvf__park_hint_slot(need);
+
+	if (atomic_load_explicit(&h->slot[k].size, memory_order_relaxed) !=
+	    need)
+		return UINT32_MAX;
+	return atomic_load_explicit(&h->slot[k].seg, memory_order_relaxed);
+}
+
+/*
+ * kvf__segalloc_has_parked() - lock-free hint: does a reuse list hold a
+ * block of exactly @size rounded up to the alignment (an exact fit that
+ * kvf__segalloc_try_take_parked() would hand out)? May be stale.
+ */
+static inline bool kvf__segalloc_has_parked(const struct kvf__segalloc *a,
+					    uint64_t size)
+{
+	const struct kvf__segalloc_pub *p = kvf__segalloc_pub(a);
+	uint64_t need = (size + p->align_mask) & ~p->align_mask;
+	bool hit = false;
+
+	for (unsigned k = 0; k < KVF__SEGALLOC_REUSE_SIZES; k++)
+		hit |= atomic_load_explicit(&p->parked[k],
+					    memory_order_relaxed) == need;
+	return hit && need >= size;
 }
 
 /* Inline kvf__segalloc_largest_free() for hot loops. */

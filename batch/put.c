@@ -61,6 +61,7 @@ static void batch_placer(struct kvf_engine *e, struct kvf__placer *p)
 	kvf__placer_init(p, e->place_seed,
 			 __atomic_fetch_add(&e->place_streams, 1,
 					    __ATOMIC_RELAXED));
+	p->hint = &e->park_hint;
 	kvf__lanes_join(&e->put_lanes, kvf__now_ns(), p);
 }
 

@@ -238,6 +238,7 @@ static void copy_config(struct kvf_engine *e, const struct kvf_config *cfg)
 	e->release_ns = cfg->put_release_timeout_ms * MS;
 	e->soft_pin_ns = cfg->soft_pin_ttl_ms * MS;
 	e->place_seed = cfg->seed ? cfg->seed : kvf__now(e);
+	kvf__park_hint_init(&e->park_hint, cfg->alloc_alignment);
 }
 
 struct unlink_ctx {

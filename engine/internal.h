@@ -100,6 +100,12 @@ struct kvf_engine {
 	uint64_t place_streams;
 	/* Threads putting now, each on its own segments (alloc/lanes.h). */
 	struct kvf__lanes put_lanes;
+	/*
+	 * Where the mounted segments' allocators last parked a block of each
+	 * size, as slots of the current table (struct kvf__park_hint): put
+	 * batches' placers go there for an exact fit.
+	 */
+	struct kvf__park_hint park_hint;
 
 	/* Serialises mount, unmount, client add/remove and expiry. */
 	pthread_mutex_t seg_lock;

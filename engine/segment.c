@@ -106,6 +106,8 @@ static int table_add(struct kvf_engine *e, struct kvf__segment *seg)
 	}
 	t->seg[old->nr] = seg;
 	t->alloc[old->nr] = seg->alloc;
+	/* Its parks are noted by its slot (struct kvf__park_hint). */
+	kvf__segalloc_set_park_hint(seg->alloc, &e->park_hint, old->nr);
 	table_publish(e, t);
 	return KVF_OK;
 }
@@ -122,7 +124,11 @@ static int table_del(struct kvf_engine *e, uint32_t slot)
 		if (i == slot)
 			continue;
 		t->seg[j] = old->seg[i];
-		t->alloc[j++] = old->alloc[i];
+		t->alloc[j] = old->alloc[i];
+		if (j != i) /* moved down: its parks name its new slot */
+			kvf__segalloc_set_park_hint(t->alloc[j], &e->park_hint,
+						    j);
+		j++;
 	}
 	table_publish(e, t);
 	return KVF_OK;

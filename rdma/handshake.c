@@ -110,10 +110,14 @@ enum kvf__rdma_first kvf__rdma_classify(const struct kvf__rdma_listener *l,
 	}
 }
 
+/* A handshake is one block; a client that sends more is not one. */
+#define REFUSE_READS 4
+
 void kvf__rdma_refuse(int fd)
 {
 	uint8_t block[KVF_RDMA_HS_LEN];
 
-	while (recv(fd, block, sizeof(block), MSG_DONTWAIT) > 0)
-		;
+	for (int i = 0; i < REFUSE_READS; i++)
+		if (recv(fd, block, sizeof(block), MSG_DONTWAIT) <= 0)
+			break;
 }

@@ -81,7 +81,10 @@ int kvf__rdma_listener_accept(struct kvf__rdma_listener *l, int fd,
 
 /**
  * kvf__rdma_refuse() - read what a refused handshake sent, so closing
- * @fd is an orderly close rather than a reset.
+ * @fd is an orderly close rather than a reset: at most a few handshake
+ * blocks, never more, so a peer that keeps streaming cannot hold the
+ * calling thread (its connection is then closed with a reset).
+ * Context: any thread; never blocks.
  */
 void kvf__rdma_refuse(int fd);
 

@@ -4,7 +4,8 @@
 # The whole test suite, as CI runs it: make check plain, then under
 # AddressSanitizer + UndefinedBehaviorSanitizer, then the concurrency tests
 # under ThreadSanitizer, then a short libFuzzer run of the wire decoders
-# (scripts/fuzz.sh, 20 s per harness; skipped without clang), then `make
+# (scripts/fuzz.sh, 20 s per harness; skipped without clang) and a bounded
+# adversarial run against the master (tests/master/adversary.py), then `make
 # distcheck` (the release tarball builds, passes make check and installs
 # cleanly). Warnings are errors, and those tiers compile in the test-only
 # fault hooks (--enable-fault-injection; without them the tests that need
@@ -54,6 +55,24 @@ run_dist() {
 		find "$KVF_TOP/build" -path '*/_build/*' -name test-suite.log \
 			-exec tail -n 200 {} + >&2 || true
 	fi
+}
+
+# A bounded adversarial run against the master (tests/master/adversary.py:
+# mutated fixture requests, floods, slow senders, hostile requests; about
+# 45 s, loopback only), on the ASan build when the asan tier made one.
+run_adversary() {
+	local bin=$KVF_TOP/build-asan/kvforge-master
+
+	kvf_log "tier fuzz: adversary"
+	if [ ! -x "$bin" ]; then
+		if ! kvf_build build $fault; then
+			failed+=("fuzz adversary (build)")
+			return
+		fi
+		bin=$KVF_TOP/build/kvforge-master
+	fi
+	python3 "$KVF_TOP/tests/master/adversary.py" "$bin" 45 ||
+		failed+=("fuzz adversary")
 }
 
 # The tracked files (with their uncommitted edits: what `git add -u`
@@ -107,6 +126,7 @@ for t in $tiers; do
 		else
 			kvf_log "tier fuzz skipped: no clang"
 		fi
+		run_adversary
 		;;
 	*) kvf_log "unknown tier $t"; exit 2 ;;
 	esac

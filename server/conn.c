@@ -25,6 +25,11 @@
  * its answers stalls itself, not the server. The output can exceed the
  * mark by one answer (a batch's, bounded by the engine's batch limit).
  *
+ * Once everything queued has been sent, an output buffer grown past
+ * KVF_CONN_OUT_KEEP (a large batch's answer: tens of MB for 65,536 keys)
+ * is freed, so an idle connection does not keep its largest answer's
+ * memory until it closes.
+ *
  * Answers go out in request order; clients match them by seq_num anyway.
  *
  * Closing after an answer (a refused oversized request): the client may
@@ -231,6 +236,8 @@ static enum kvf_conn_rc flush(struct kvf_conn *c, uint64_t now)
 		c->last_active_ns = now;
 	}
 	kvf_wbuf_reset(&c->out);
+	if (c->out.cap > KVF_CONN_OUT_KEEP)
+		kvf_wbuf_free(&c->out); /* a large answer's buffer */
 	c->sent = 0;
 	/* An answer that ends the connection has left: drain, then close. */
 	if (!c->closing || c->draining)

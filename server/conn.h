@@ -18,6 +18,9 @@
 
 /** Unsent output above which a connection stops reading requests. */
 #define KVF_CONN_OUT_HIGH (4u << 20)
+/** Output buffer capacity kept once everything queued was sent; a
+ *  larger one (after a large answer) is freed. */
+#define KVF_CONN_OUT_KEEP (64u << 10)
 /** Receive buffer size kept between large requests. */
 #define KVF_CONN_RBUF_MIN (64u << 10)
 

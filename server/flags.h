@@ -54,6 +54,7 @@ struct kvf_master_flags {
 	bool enable_http_metadata_server;
 	int64_t http_metadata_server_port;
 	char http_metadata_server_host[KVF_FLAGS_STR_MAX];
+	uint64_t http_metadata_server_max_bytes;
 	char root_fs_dir[KVF_FLAGS_STR_MAX];
 	char cluster_id[KVF_FLAGS_STR_MAX];
 	bool enable_disk_eviction;

@@ -28,12 +28,18 @@
  *   501  Transfer-Encoding (bodies must carry Content-Length);
  *   417  an Expect other than 100-continue;
  *   503  a connection beyond HTTP_MAX_CONNS (answered, then closed), or a
- *        body that would take the buffers past HTTP_BUFFER_BUDGET.
+ *        body that would take the buffers past HTTP_BUFFER_BUDGET;
+ *   507  a metadata PUT that would take the store past its byte limit
+ *        (the connection stays open).
  * Well-formed requests for an unknown path get 404 and for a known path
  * with another method 405 with Allow; the connection stays open.
  * Connections idle (or stuck mid-request) for the idle timeout (60 s by
- * default) are closed, so slow or abandoned clients cannot hold the
- * connection slots.
+ * default) are closed, and a request's head must be complete within
+ * HTTP_HEAD_MS of its first byte (a client trickling a byte at a time is
+ * active, never idle). When every slot is taken, a new client takes the
+ * slot of the longest-waiting slow head, else of the longest-idle
+ * keep-alive connection; it gets 503 only if every connection is busy
+ * with a request. So slow or abandoned clients cannot hold the slots.
  *
  * Routes are functions of (server, request) -> response: the metrics
  * server renders through server/metrics.c, the metadata server reads and
@@ -70,6 +76,9 @@
 #define HTTP_MAX_HEAD (16 * 1024)
 #define HTTP_MAX_HEADERS 64
 #define HTTP_IDLE_MS_DEFAULT 60000
+/* A request's head must arrive whole within this (or the idle timeout, if
+ * shorter) of its first byte. */
+#define HTTP_HEAD_MS 10000
 #define HTTP_DRAIN_MS 2000
 #define HTTP_POLL_MS 1000
 #define HTTP_ACCEPT_BACKOFF_MS 100
@@ -123,6 +132,7 @@ struct http_conn {
 	size_t out_sent;
 	size_t out_cap;
 	uint64_t last_active_ms;
+	uint64_t head_start_ms; /* first byte of a head not complete yet, or 0 */
 	bool close_after_write;
 	bool sent_continue; /* "100 Continue" already sent for this request */
 	bool peer_eof;	    /* the client shut down its side */
@@ -144,6 +154,7 @@ struct kvf_http_server {
 	http_route_fn route;
 	size_t max_body;
 	uint64_t idle_ms;
+	uint64_t head_ms;	     /* a head must be complete this soon */
 	int poll_ms;		     /* wakes often enough to enforce idle_ms */
 	struct kvf_metrics *metrics; /* metrics server */
 	struct kvf_metastore *store; /* metadata server, owned */
@@ -180,6 +191,8 @@ static const char *reason_phrase(int status)
 		return "Not Implemented";
 	case 503:
 		return "Service Unavailable";
+	case 507:
+		return "Insufficient Storage";
 	default:
 		return "Unknown";
 	}
@@ -572,8 +585,12 @@ static void conn_process(struct kvf_http_server *srv, struct http_conn *c)
 		size_t total;
 		int ret = parse_head(c->in, c->in_len, &h);
 
-		if (ret == HEAD_INCOMPLETE)
+		if (ret == HEAD_INCOMPLETE) {
+			if (!c->head_start_ms)
+				c->head_start_ms = kvf__now_ms();
 			return;
+		}
+		c->head_start_ms = 0;
 		if (ret != HEAD_COMPLETE) {
 			refuse(c, ret, reason_phrase(ret));
 			return;
@@ -717,6 +734,41 @@ static bool conn_serve(struct kvf_http_server *srv, struct http_conn *c,
 	return !(c->close_after_write && !c->draining && !c->out_len);
 }
 
+static void drop_conn(struct kvf_http_server *srv, unsigned i);
+
+/*
+ * All slots taken and a new client waits: close the connection that has
+ * been sending one head for the longest (a slow sender), else the one
+ * idle between requests for the longest. Connections with an answer in
+ * flight, a body arriving or draining are kept. False if none qualifies
+ * (the new client then gets 503).
+ */
+static bool evict_one(struct kvf_http_server *srv)
+{
+	unsigned best = HTTP_MAX_CONNS;
+	uint64_t best_t = UINT64_MAX;
+	bool best_head = false;
+
+	for (unsigned i = 0; i < srv->nconns; i++) {
+		const struct http_conn *c = srv->conns[i];
+		bool head = c->head_start_ms != 0;
+		uint64_t t = head ? c->head_start_ms : c->last_active_ms;
+
+		if (c->out_len || c->draining || c->close_after_write ||
+		    (!head && c->in_len))
+			continue;
+		if ((head && !best_head) || (head == best_head && t < best_t)) {
+			best = i;
+			best_t = t;
+			best_head = head;
+		}
+	}
+	if (best == HTTP_MAX_CONNS)
+		return false;
+	drop_conn(srv, best);
+	return true;
+}
+
 static void accept_all(struct kvf_http_server *srv)
 {
 	static const char busy[] =
@@ -740,7 +792,7 @@ static void accept_all(struct kvf_http_server *srv)
 					kvf__now_ms() + HTTP_ACCEPT_BACKOFF_MS;
 			return;
 		}
-		if (srv->nconns == HTTP_MAX_CONNS) {
+		if (srv->nconns == HTTP_MAX_CONNS && !evict_one(srv)) {
 			ssize_t ignored =
 				send(fd, busy, sizeof(busy) - 1, MSG_NOSIGNAL);
 
@@ -807,6 +859,11 @@ static void *server_thread(void *arg)
 			else if (c->draining)
 				keep = now < c->drain_until_ms;
 			else if (now - c->last_active_ms > srv->idle_ms)
+				keep = false;
+			/* Trickling a head keeps a connection active, not
+			 * alive: its head has a deadline of its own. */
+			if (keep && c->head_start_ms &&
+			    now - c->head_start_ms > srv->head_ms)
 				keep = false;
 			if (!keep)
 				drop_conn(srv, i);
@@ -879,6 +936,7 @@ static int server_start(const struct kvf_http_options *opts,
 	srv->max_body = max_body;
 	srv->idle_ms = opts->idle_timeout_ms ? opts->idle_timeout_ms
 					     : HTTP_IDLE_MS_DEFAULT;
+	srv->head_ms = srv->idle_ms < HTTP_HEAD_MS ? srv->idle_ms : HTTP_HEAD_MS;
 	srv->poll_ms = srv->idle_ms / 4 < HTTP_POLL_MS
 			       ? (int)srv->idle_ms / 4 + 1
 			       : HTTP_POLL_MS;
@@ -1114,6 +1172,8 @@ static void metadata_put(struct kvf_metastore *s, const char *key, size_t klen,
 		set_text(resp, 200, "metadata updated");
 	else if (ret == KVF_ERR_OBJECT_ALREADY_EXISTS)
 		set_text(resp, 400, "Duplicate rpc_meta key not allowed");
+	else if (ret == KVF_ERR_NO_SPACE)
+		set_text(resp, 507, "metadata store full");
 	else
 		set_text(resp, 500, "out of memory");
 }
@@ -1177,6 +1237,7 @@ int kvf_http_metadata_start(const struct kvf_http_options *opts,
 	ret = kvf__metastore_new(&srv->store);
 	if (ret != KVF_OK)
 		goto err_free;
+	kvf__metastore_set_limit(srv->store, opts->max_store_bytes);
 	ret = server_start(opts, metadata_route, HTTP_METADATA_MAX_BODY, srv);
 	if (ret != KVF_OK)
 		goto err_store;

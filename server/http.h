@@ -36,11 +36,15 @@ struct kvf_metrics;
  *	between requests, or stuck in the middle of one) is closed; 0 means
  *	60000. Added after the first version of this contract (additive:
  *	initialisers that leave it out get the default).
+ * @max_store_bytes: the metadata server's limit on keys plus values
+ *	stored; a PUT that would exceed it is answered 507 and changes
+ *	nothing. 0: no limit. Ignored by the metrics server.
  */
 struct kvf_http_options {
 	const char *host;
 	uint16_t port;
 	uint32_t idle_timeout_ms;
+	uint64_t max_store_bytes;
 };
 
 /**

@@ -10,6 +10,7 @@ libkvforge_master_la_SOURCES = server/rpc_list.h \
 	server/service.h server/service.c \
 	server/conn.h server/conn.c \
 	server/loop.h server/loop.c \
+	server/stallclock.h server/stallclock.c \
 	server/ha_config.h server/ha_config.c
 libkvforge_master_la_LIBADD = libkvforge-core.la
 
@@ -19,7 +20,7 @@ kvforge_master_LDADD = libkvforge-master.la
 
 # End-to-end tests: the master driven by the reference Python client
 # (tests/master/mc_wire_pyclient.py, a copy of the independent client).
-EXTRA_DIST += tests/master/test_master_e2e.py \
+EXTRA_DIST += tests/master/test_master_e2e.py tests/master/adversary.py \
 	tests/master/mc_wire_pyclient.py tests/master/mc_wire_proxy.py
 dist_noinst_SCRIPTS += tests/master/test_master_e2e.sh \
 	tests/master/test_master_concurrent.sh
@@ -28,9 +29,17 @@ CONCURRENCY_TESTS += tests/master/test_master_concurrent.sh
 
 if HAVE_CMOCKA
 check_PROGRAMS += tests/master/test_master_flags tests/master/test_master_client \
-	tests/master/test_master_registry
+	tests/master/test_master_registry tests/master/test_master_adversary \
+	tests/master/test_master_stall
 UNIT_TESTS += tests/master/test_master_flags tests/master/test_master_client \
-	tests/master/test_master_registry
+	tests/master/test_master_registry tests/master/test_master_adversary
+# The serving clock's watchdog thread: TSan too.
+CONCURRENCY_TESTS += tests/master/test_master_stall
+tests_master_test_master_stall_CFLAGS = $(KVF_TEST_CFLAGS)
+tests_master_test_master_stall_LDADD = libkvforge-master.la $(KVF_TEST_LIBS) -lpthread
+EXTRA_DIST += tests/master/test_master_call.h
+tests_master_test_master_adversary_CFLAGS = $(KVF_TEST_CFLAGS)
+tests_master_test_master_adversary_LDADD = libkvforge-master.la $(KVF_TEST_LIBS) -lpthread
 tests_master_test_master_registry_CFLAGS = $(KVF_TEST_CFLAGS)
 tests_master_test_master_registry_LDADD = libkvforge-master.la $(KVF_TEST_LIBS)
 tests_master_test_master_client_CFLAGS = $(KVF_TEST_CFLAGS)

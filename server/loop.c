@@ -29,6 +29,12 @@
  * reading their answers) for the idle timeout, or stuck in the middle of
  * a request for the request timeout.
  *
+ * Stalls: a thread marks when it starts handling a wake-up and when it
+ * is back in epoll_wait() (server/stallclock.h); a wake-up that lasts
+ * longer than the stall threshold stops the serving clock that client
+ * liveness is measured on, so the Pings waiting behind it do not count
+ * as their clients' silence.
+ *
  * Shutdown: an eventfd in every epoll set, written once and never read,
  * so every thread sees it; each closes its connections and exits.
  */
@@ -55,6 +61,7 @@
 #include "server/conn.h"
 #include "server/metrics.h"
 #include "server/service.h"
+#include "server/stallclock.h"
 
 #define MAX_EVENTS 64
 #define SWEEP_NS 1000000000ULL
@@ -67,6 +74,7 @@ struct loop_thread {
 	int epfd;
 	struct kvf_conn *conns;
 	struct kvf_conn_env env;
+	uint64_t *beacon; /* busy since (server/stallclock.h) */
 };
 
 struct kvf_loop {
@@ -271,6 +279,8 @@ static void *thread_main(void *arg)
 
 		if (n < 0 && errno != EINTR)
 			break;
+		if (n > 0)
+			kvf_stallclock_busy(t->beacon, kvf_service_now_ns());
 		for (int i = 0; i < n; i++) {
 			void *p = evs[i].data.ptr;
 
@@ -286,8 +296,12 @@ static void *thread_main(void *arg)
 			sweep_idle(t, now);
 			last_sweep = now;
 		}
+		kvf_stallclock_idle(t->beacon);
 	}
 out:
+	/* An exiting thread must not hold the serving clock. */
+	kvf_stallclock_release(t->loop->o.stall, t->beacon);
+	t->beacon = NULL;
 	while (t->conns)
 		close_conn(t, t->conns);
 	return NULL;
@@ -344,6 +358,8 @@ static int thread_init(struct kvf_loop *l, struct loop_thread *t)
 	t->env.service = l->o.service;
 	t->env.max_request_bytes = l->o.max_request_bytes;
 	t->env.scratch = kvf_service_scratch_new(l->o.service);
+	if (l->o.stall)
+		t->beacon = kvf_stallclock_beacon(l->o.stall);
 	t->epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (!t->env.scratch || t->epfd < 0)
 		return KVF_ERR_NO_MEMORY;

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 struct kvf_loop;
+struct kvf_stallclock;
 struct kvf_metrics;
 struct kvf__rdma_listener;
 struct kvf_service;
@@ -41,6 +42,8 @@ struct kvf_loop_options {
 	struct kvf_service *service;
 	struct kvf_metrics *metrics;
 	struct kvf__rdma_listener *rdma;
+	/* Optional: each thread reports its wake-ups (server/stallclock.h). */
+	struct kvf_stallclock *stall;
 };
 
 /**

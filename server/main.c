@@ -7,7 +7,9 @@
  * RPC service and its event-loop threads, then the HTTP servers. The main
  * thread then only waits for SIGINT/SIGTERM (blocked in every thread and
  * taken with sigtimedwait) and, once a second, lets the registry forget
- * what the engine expired. Shutdown runs the same order backwards; closing
+ * what the engine expired. Client liveness runs on the serving clock
+ * (server/stallclock.h), which the loop threads stop while one of them is
+ * stuck. Shutdown runs the same order backwards; closing
  * the engine flushes its journal.
  *
  * With --enable_ha the RPC server runs only while this master leads
@@ -46,6 +48,7 @@
 #include "server/metrics.h"
 #include "server/registry.h"
 #include "server/service.h"
+#include "server/stallclock.h"
 
 struct master {
 	struct kvf_master_flags flags;
@@ -58,10 +61,15 @@ struct master {
 	struct kvf__rdma_listener *rdma;
 	struct kvf_http_server *http_metrics;
 	struct kvf_http_server *http_metadata;
+	struct kvf_stallclock *stall;
 	struct kvf_ha *ha; /* --enable_ha, else NULL */
 	struct kvf_ha_options ha_opts;
 	char advertise[KVF_HA_ADDR_MAX];
 };
+
+/* A loop thread busy this long with one wake-up stalls the serving clock
+ * that client liveness is measured on (server/stallclock.h). */
+#define STALL_MS 100
 
 static void die_status(const char *what, int ret)
 {
@@ -99,6 +107,15 @@ static int open_engine(struct master *m)
 		fprintf(stderr, "kvforge-master: %s\n", err);
 		return ret;
 	}
+	ret = kvf_stallclock_new(STALL_MS, &m->stall);
+	if (!ret)
+		ret = kvf_stallclock_start(m->stall);
+	if (ret) {
+		die_status("creating the serving clock", ret);
+		return ret;
+	}
+	cfg.clock = kvf_stallclock_now;
+	cfg.clock_ctx = m->stall;
 	ret = kvf_engine_open(&cfg, &m->engine);
 	if (ret) {
 		die_status("opening the engine", ret);
@@ -106,9 +123,12 @@ static int open_engine(struct master *m)
 	}
 	ret = kvf_registry_open(m->engine, cfg.data_dir, cfg.client_ttl_ms,
 				&m->registry);
-	if (ret)
+	if (ret) {
 		die_status("loading the segment table", ret);
-	return ret;
+		return ret;
+	}
+	kvf_registry_set_clock(m->registry, kvf_stallclock_now, m->stall);
+	return KVF_OK;
 }
 
 /*
@@ -167,6 +187,7 @@ static int start_rpc(struct master *m)
 		.request_timeout_sec = f->request_timeout_sec,
 		.tcp_nodelay = f->rpc_enable_tcp_no_delay,
 		.metrics = m->metrics,
+		.stall = m->stall,
 	};
 	ret = kvf_service_new(&so, &m->service);
 	if (ret) {
@@ -221,7 +242,8 @@ static int start_http(struct master *m)
 	if (f->enable_http_metadata_server) {
 		struct kvf_http_options o = {
 			.host = f->http_metadata_server_host,
-			.port = (uint16_t)f->http_metadata_server_port};
+			.port = (uint16_t)f->http_metadata_server_port,
+			.max_store_bytes = f->http_metadata_server_max_bytes};
 
 		ret = kvf_http_metadata_start(&o, &m->http_metadata);
 		if (ret) {
@@ -315,6 +337,7 @@ static void shutdown_master(struct master *m)
 	kvf_ha_stop(m->ha); /* after the port closed: revokes the lease */
 	kvf_registry_close(m->registry);
 	kvf_engine_close(m->engine); /* flushes the journal */
+	kvf_stallclock_free(m->stall);
 	kvf_metrics_free(m->metrics);
 }
 

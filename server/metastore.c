@@ -50,7 +50,32 @@ struct kvf_metastore {
 	struct meta_entry **buckets;
 	size_t nbuckets; /* power of two */
 	size_t count;
+	size_t bytes;	  /* keys and values stored */
+	size_t max_bytes; /* 0: no limit */
 };
+
+void kvf__metastore_set_limit(struct kvf_metastore *s, size_t max_bytes)
+{
+	pthread_rwlock_wrlock(&s->lock);
+	s->max_bytes = max_bytes;
+	pthread_rwlock_unlock(&s->lock);
+}
+
+size_t kvf__metastore_bytes(struct kvf_metastore *s)
+{
+	size_t n;
+
+	pthread_rwlock_rdlock(&s->lock);
+	n = s->bytes;
+	pthread_rwlock_unlock(&s->lock);
+	return n;
+}
+
+/* Would replacing @old bytes by @add keep the store within its limit? */
+static bool fits_locked(const struct kvf_metastore *s, size_t old, size_t add)
+{
+	return !s->max_bytes || s->bytes - old + add <= s->max_bytes;
+}
 
 int kvf__metastore_new(struct kvf_metastore **out)
 {
@@ -196,7 +221,12 @@ int kvf__metastore_put(struct kvf_metastore *s, const char *key, size_t klen,
 		ret = KVF_ERR_OBJECT_ALREADY_EXISTS;
 		goto out_unlock;
 	}
+	if (!fits_locked(s, e ? e->klen + e->vlen : 0, klen + vlen)) {
+		ret = KVF_ERR_NO_SPACE;
+		goto out_unlock;
+	}
 	if (e) {
+		s->bytes += vlen - e->vlen;
 		free(e->val);
 		e->val = copy;
 		e->vlen = vlen;
@@ -216,6 +246,7 @@ int kvf__metastore_put(struct kvf_metastore *s, const char *key, size_t klen,
 	e->next = NULL;
 	*link = e;
 	copy = NULL;
+	s->bytes += klen + vlen;
 	if (++s->count > s->nbuckets)
 		grow_locked(s);
 
@@ -236,6 +267,7 @@ int kvf__metastore_remove(struct kvf_metastore *s, const char *key, size_t klen)
 	if (e) {
 		*link = e->next;
 		s->count--;
+		s->bytes -= e->klen + e->vlen;
 	}
 	pthread_rwlock_unlock(&s->lock);
 	if (!e)

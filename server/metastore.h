@@ -55,11 +55,26 @@ int kvf__metastore_get(struct kvf_metastore *s, const char *key, size_t klen,
  *
  * Context: any thread; takes the store's lock exclusive.
  * Return: %KVF_OK, %KVF_ERR_OBJECT_ALREADY_EXISTS (an "rpc_meta" key that
- * already exists; nothing changes), %KVF_ERR_INVALID_KEY (empty key) or
- * %KVF_ERR_NO_MEMORY (nothing changes).
+ * already exists; nothing changes), %KVF_ERR_INVALID_KEY (empty key),
+ * %KVF_ERR_NO_SPACE (the store would exceed its limit,
+ * kvf__metastore_set_limit(); nothing changes) or %KVF_ERR_NO_MEMORY
+ * (nothing changes).
  */
 int kvf__metastore_put(struct kvf_metastore *s, const char *key, size_t klen,
 		       const char *val, size_t vlen);
+
+/**
+ * kvf__metastore_set_limit() - bound the bytes of keys plus values the
+ * store holds (0: no bound, the default). Entries already stored stay.
+ * Context: any thread; takes the store's lock exclusive.
+ */
+void kvf__metastore_set_limit(struct kvf_metastore *s, size_t max_bytes);
+
+/**
+ * kvf__metastore_bytes() - bytes of keys plus values stored.
+ * Context: any thread; takes the store's lock shared.
+ */
+size_t kvf__metastore_bytes(struct kvf_metastore *s);
 
 /**
  * kvf__metastore_remove() - delete a key.

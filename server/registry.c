@@ -9,10 +9,18 @@
  * ids their UUIDs map to; a collision (two live UUIDs, one id) is
  * detected at mount against the registry's tables and refused.
  *
- * Tables: segments and clients live in two arrays; each has an
- * open-addressing index (id -> slot) rebuilt after every change. Changes
- * are mounts, unmounts and expiries (seconds apart), lookups are per
- * batch, so a rebuild is cheaper overall than incremental deletes.
+ * Tables: segments and clients live in two dense arrays (a removal moves
+ * the last entry into the hole). Open-addressing indexes, kept up to date
+ * entry by entry (linear probing, backward-shift deletion, doubled when
+ * half full), find a segment by id or by name and a client by id in O(1),
+ * and each client threads its segments on a list through the array
+ * (slot links, fixed when an entry moves), so nothing a request does
+ * under the lock grows with the number of segments other clients have:
+ * a peer may mount tens of thousands of segments in one ReMountSegment,
+ * and a rebuild per change (what this once did) made that quadratic
+ * under the write lock. Segment names are not unique (a client mounts
+ * several buffers under its host name): the name index is a multimap and
+ * a lookup by name answers one of them.
  *
  * Liveness (Mooncake's ok-client set): a client becomes live when it
  * remounts; Ping answers OK only for live clients. It stops being live
@@ -24,8 +32,14 @@
  *
  * Persistence: the segment table (UUIDs and protocol; the engine keeps
  * name, base, size and endpoint in its journal) is rewritten whole after
- * each change, through a temporary file, fsync, rename and a directory
- * fsync, so a crash leaves the old or the new table, never a torn one.
+ * each request that changed it (one ReMountSegment of many segments
+ * writes it once), through a temporary file, fsync, rename and a
+ * directory fsync, so a crash leaves the old or the new table, never a
+ * torn one. The table is formatted into memory under the lock, and
+ * written and synced outside it (persist_lock orders the writers; a
+ * snapshot older than the one on disk is not written), so no reader
+ * waits for the disk; the request that made the change is answered only
+ * once a snapshot holding it is on disk.
  * A segment the engine recovered without a table line (a crash between
  * the two writes) is still served: its descriptors fall back to the
  * protocol "tcp" until its owner remounts it.
@@ -50,18 +64,23 @@
 #define TABLE_FILE "kvforge-master.segments"
 #define TABLE_MAGIC "kvforge-master segments 1"
 
+#define NO_SLOT UINT32_MAX
+
 struct client_ent {
 	struct kvf_uuid uuid;
 	uint64_t id;
 	uint64_t last_ping_ns; /* atomic */
 	unsigned nsegs;
-	bool live; /* atomic */
+	uint32_t first_seg; /* head of its segments' list, NO_SLOT if none */
+	bool live;	    /* atomic */
 };
 
+/* key (never 0) -> array slot; several slots may share a key. */
 struct index {
 	uint64_t *keys; /* 0 = empty */
 	uint32_t *slots;
 	size_t mask;
+	size_t n;
 };
 
 struct kvf_registry {
@@ -75,8 +94,15 @@ struct kvf_registry {
 	size_t nsegs, cap_segs;
 	struct client_ent *clients;
 	size_t nclients, cap_clients;
-	struct index seg_idx, cli_idx;
+	struct index seg_idx, name_idx, cli_idx;
 	uint64_t live; /* atomic */
+	kvf_clock_fn clock;
+	void *clock_ctx;
+	uint64_t seen_expired; /* atomic: engine expiries the sweep handled */
+	/* persistence outside the lock (see the design notes) */
+	pthread_mutex_t persist_lock;
+	uint64_t snap_gen;    /* under the write lock */
+	uint64_t written_gen; /* under persist_lock */
 };
 
 uint64_t kvf_registry_id(struct kvf_uuid u)
@@ -94,6 +120,18 @@ uint64_t kvf_registry_id(struct kvf_uuid u)
 	return x ? x : 1;
 }
 
+static uint64_t reg_now(const struct kvf_registry *r)
+{
+	return r->clock ? r->clock(r->clock_ctx) : kvf__now_ns();
+}
+
+void kvf_registry_set_clock(struct kvf_registry *r, kvf_clock_fn clock,
+			    void *ctx)
+{
+	r->clock = clock;
+	r->clock_ctx = ctx;
+}
+
 static bool uuid_eq(struct kvf_uuid a, struct kvf_uuid b)
 {
 	return a.first == b.first && a.second == b.second;
@@ -106,70 +144,110 @@ static size_t idx_home(const struct index *ix, uint64_t key)
 	return (size_t)(key * 0x9e3779b97f4a7c15ULL >> 17) & ix->mask;
 }
 
-static long idx_find(const struct index *ix, uint64_t key)
+/* Where @key's entry for @slot sits, or -1. */
+static long idx_pos(const struct index *ix, uint64_t key, uint32_t slot)
 {
-	if (!ix->keys)
+	if (!ix->n)
 		return -1;
 	for (size_t i = idx_home(ix, key);; i = (i + 1) & ix->mask) {
-		if (ix->keys[i] == key)
-			return ix->slots[i];
 		if (!ix->keys[i])
 			return -1;
+		if (ix->keys[i] == key && ix->slots[i] == slot)
+			return (long)i;
 	}
 }
 
-/* Rebuild @ix over @n ids read by @id_of(@base, slot). */
-static int idx_rebuild(struct index *ix, size_t n,
-		       uint64_t (*id_of)(const void *, size_t),
-		       const void *base)
+static void idx_place(struct index *ix, uint64_t key, uint32_t slot)
 {
-	size_t cap = 16;
-	uint64_t *keys;
-	uint32_t *slots;
+	size_t i = idx_home(ix, key);
 
-	while (cap < 2 * n)
-		cap *= 2;
-	keys = calloc(cap, sizeof(*keys));
-	slots = calloc(cap, sizeof(*slots));
-	if (!keys || !slots) {
-		free(keys);
-		free(slots);
+	while (ix->keys[i])
+		i = (i + 1) & ix->mask;
+	ix->keys[i] = key;
+	ix->slots[i] = slot;
+	ix->n++;
+}
+
+/* Room for one more entry: double (and re-place) at half full. */
+static int idx_reserve(struct index *ix)
+{
+	size_t cap = ix->keys ? ix->mask + 1 : 0;
+	struct index nx = {0};
+
+	if (2 * (ix->n + 1) <= cap)
+		return KVF_OK;
+	cap = cap ? 2 * cap : 16;
+	nx.keys = calloc(cap, sizeof(*nx.keys));
+	nx.slots = calloc(cap, sizeof(*nx.slots));
+	if (!nx.keys || !nx.slots) {
+		free(nx.keys);
+		free(nx.slots);
 		return KVF_ERR_NO_MEMORY;
 	}
+	nx.mask = cap - 1;
+	for (size_t i = 0; ix->keys && i <= ix->mask; i++)
+		if (ix->keys[i])
+			idx_place(&nx, ix->keys[i], ix->slots[i]);
 	free(ix->keys);
 	free(ix->slots);
-	ix->keys = keys;
-	ix->slots = slots;
-	ix->mask = cap - 1;
-	for (size_t s = 0; s < n; s++) {
-		uint64_t key = id_of(base, s);
-		size_t i = idx_home(ix, key);
-
-		while (keys[i])
-			i = (i + 1) & ix->mask;
-		keys[i] = key;
-		slots[i] = (uint32_t)s;
-	}
+	*ix = nx;
 	return KVF_OK;
 }
 
-static uint64_t seg_id_of(const void *base, size_t s)
+/* Add an entry; the caller reserved room (idx_reserve()). */
+static void idx_add(struct index *ix, uint64_t key, uint32_t slot)
 {
-	return ((const struct kvf_seg_entry *)base)[s].id;
+	idx_place(ix, key, slot);
 }
 
-static uint64_t cli_id_of(const void *base, size_t s)
+/* Remove @key's entry for @slot (backward-shift deletion). */
+static void idx_del(struct index *ix, uint64_t key, uint32_t slot)
 {
-	return ((const struct client_ent *)base)[s].id;
+	long at = idx_pos(ix, key, slot);
+	size_t hole, i;
+
+	if (at < 0)
+		return;
+	hole = (size_t)at;
+	ix->keys[hole] = 0;
+	ix->n--;
+	for (i = (hole + 1) & ix->mask; ix->keys[i]; i = (i + 1) & ix->mask) {
+		size_t home = idx_home(ix, ix->keys[i]);
+
+		/* Moves back unless its home lies cyclically in (hole, i]. */
+		if (((i - home) & ix->mask) < ((i - hole) & ix->mask))
+			continue;
+		ix->keys[hole] = ix->keys[i];
+		ix->slots[hole] = ix->slots[i];
+		ix->keys[i] = 0;
+		hole = i;
+	}
 }
 
-static int reindex(struct kvf_registry *r)
+/* An entry moved from array slot @from to @to. */
+static void idx_move(struct index *ix, uint64_t key, uint32_t from,
+		     uint32_t to)
 {
-	int ret = idx_rebuild(&r->seg_idx, r->nsegs, seg_id_of, r->segs);
+	long at = idx_pos(ix, key, from);
 
-	return ret ? ret
-		   : idx_rebuild(&r->cli_idx, r->nclients, cli_id_of,
-				 r->clients);
+	if (at >= 0)
+		ix->slots[at] = to;
+}
+
+static void idx_free(struct index *ix)
+{
+	free(ix->keys);
+	free(ix->slots);
+}
+
+/* FNV-1a, never 0. */
+static uint64_t name_key(const char *p, size_t n)
+{
+	uint64_t h = 0xcbf29ce484222325ULL;
+
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ (uint8_t)p[i]) * 0x100000001b3ULL;
+	return h ? h : 1;
 }
 
 static int grow(void **arr, size_t *cap, size_t need, size_t size)
@@ -189,6 +267,17 @@ static int grow(void **arr, size_t *cap, size_t need, size_t size)
 	return KVF_OK;
 }
 
+/* The slot of @key's first entry, or -1 (unique keys: ids). */
+static long idx_find(const struct index *ix, uint64_t key)
+{
+	if (!ix->n)
+		return -1;
+	for (size_t i = idx_home(ix, key); ix->keys[i]; i = (i + 1) & ix->mask)
+		if (ix->keys[i] == key)
+			return ix->slots[i];
+	return -1;
+}
+
 static struct client_ent *client_find(struct kvf_registry *r, uint64_t id)
 {
 	long s = idx_find(&r->cli_idx, id);
@@ -203,19 +292,25 @@ static struct kvf_seg_entry *seg_find(struct kvf_registry *r, uint64_t id)
 	return s < 0 ? NULL : &r->segs[s];
 }
 
-/* Find or add @uuid's client entry (exclusive lock, index rebuilt by the
- * caller). NULL on allocation failure. */
+/* Find or add @uuid's client entry (exclusive lock). NULL on allocation
+ * failure. */
 static struct client_ent *client_get(struct kvf_registry *r,
 				     struct kvf_uuid uuid, uint64_t id)
 {
-	for (size_t i = 0; i < r->nclients; i++)
-		if (r->clients[i].id == id)
-			return &r->clients[i];
+	struct client_ent *c = client_find(r, id);
+
+	if (c)
+		return c;
 	if (grow((void **)&r->clients, &r->cap_clients, r->nclients + 1,
-		 sizeof(*r->clients)))
+		 sizeof(*r->clients)) ||
+	    idx_reserve(&r->cli_idx))
 		return NULL;
-	r->clients[r->nclients] = (struct client_ent){
-		.uuid = uuid, .id = id, .last_ping_ns = kvf__now_ns()};
+	r->clients[r->nclients] =
+		(struct client_ent){.uuid = uuid,
+				    .id = id,
+				    .last_ping_ns = reg_now(r),
+				    .first_seg = NO_SLOT};
+	idx_add(&r->cli_idx, id, (uint32_t)r->nclients);
 	return &r->clients[r->nclients++];
 }
 
@@ -225,19 +320,73 @@ static void client_unlive(struct kvf_registry *r, struct client_ent *c)
 		__atomic_fetch_sub(&r->live, 1, __ATOMIC_RELAXED);
 }
 
+/* Drop client slot @i (it has no segments left). */
 static void client_drop(struct kvf_registry *r, size_t i)
 {
+	size_t last = r->nclients - 1;
+
 	client_unlive(r, &r->clients[i]);
-	r->clients[i] = r->clients[--r->nclients];
+	idx_del(&r->cli_idx, r->clients[i].id, (uint32_t)i);
+	if (i != last) {
+		idx_move(&r->cli_idx, r->clients[last].id, (uint32_t)last,
+			 (uint32_t)i);
+		r->clients[i] = r->clients[last];
+	}
+	r->nclients--;
 }
 
-static void seg_drop(struct kvf_registry *r, size_t i)
+/* Thread segment slot @i onto its client's list. */
+static void seg_link(struct kvf_registry *r, struct client_ent *c, uint32_t i)
 {
-	struct client_ent *c = client_find(r, r->segs[i].client);
+	struct kvf_seg_entry *e = &r->segs[i];
 
+	e->cprev = NO_SLOT;
+	e->cnext = c->first_seg;
+	if (c->first_seg != NO_SLOT)
+		r->segs[c->first_seg].cprev = i;
+	c->first_seg = i;
+	c->nsegs++;
+}
+
+static void seg_unlink(struct kvf_registry *r, struct client_ent *c,
+		       uint32_t i)
+{
+	struct kvf_seg_entry *e = &r->segs[i];
+
+	if (e->cprev != NO_SLOT)
+		r->segs[e->cprev].cnext = e->cnext;
+	else if (c)
+		c->first_seg = e->cnext;
+	if (e->cnext != NO_SLOT)
+		r->segs[e->cnext].cprev = e->cprev;
 	if (c && c->nsegs)
 		c->nsegs--;
-	r->segs[i] = r->segs[--r->nsegs];
+}
+
+/* Drop segment slot @i; the last entry moves into it. */
+static void seg_drop(struct kvf_registry *r, size_t i)
+{
+	size_t last = r->nsegs - 1;
+	struct kvf_seg_entry *e = &r->segs[i];
+
+	seg_unlink(r, client_find(r, e->client), (uint32_t)i);
+	idx_del(&r->seg_idx, e->id, (uint32_t)i);
+	idx_del(&r->name_idx, e->name_key, (uint32_t)i);
+	if (i != last) {
+		struct kvf_seg_entry *m = &r->segs[last];
+
+		idx_move(&r->seg_idx, m->id, (uint32_t)last, (uint32_t)i);
+		idx_move(&r->name_idx, m->name_key, (uint32_t)last,
+			 (uint32_t)i);
+		if (m->cprev != NO_SLOT)
+			r->segs[m->cprev].cnext = (uint32_t)i;
+		else
+			client_find(r, m->client)->first_seg = (uint32_t)i;
+		if (m->cnext != NO_SLOT)
+			r->segs[m->cnext].cprev = (uint32_t)i;
+		*e = *m;
+	}
+	r->nsegs--;
 }
 
 /* ---- persistence -------------------------------------------------------- */
@@ -254,35 +403,93 @@ static int fsync_path(const char *path, int flags)
 	return ret;
 }
 
-static int persist(struct kvf_registry *r)
-{
-	FILE *fp;
-	int bad;
+/* A formatted table, written outside the lock. */
+struct snapshot {
+	char *text;
+	size_t len;
+	uint64_t gen;
+};
 
+#define LINE_MAX_LEN (4 * 17 + KVF_PROTOCOL_MAX + 2)
+
+/* Format the table (write lock held). No path: nothing to write. */
+static int snapshot_take(struct kvf_registry *r, struct snapshot *snap)
+{
+	size_t cap = sizeof(TABLE_MAGIC) + 1 + r->nsegs * LINE_MAX_LEN;
+	char *p;
+
+	memset(snap, 0, sizeof(*snap));
 	if (!r->path)
 		return KVF_OK;
-	fp = fopen(r->tmp_path, "w");
-	if (!fp)
-		return KVF_ERR_IO;
-	bad = fprintf(fp, "%s\n", TABLE_MAGIC) < 0;
-	for (size_t i = 0; i < r->nsegs && !bad; i++) {
+	snap->text = malloc(cap);
+	if (!snap->text)
+		return KVF_ERR_NO_MEMORY;
+	p = snap->text + sprintf(snap->text, "%s\n", TABLE_MAGIC);
+	for (size_t i = 0; i < r->nsegs; i++) {
 		const struct kvf_seg_entry *s = &r->segs[i];
 
-		bad = fprintf(fp, "%016llx %016llx %016llx %016llx %s\n",
-			      (unsigned long long)s->uuid.first,
-			      (unsigned long long)s->uuid.second,
-			      (unsigned long long)s->client_uuid.first,
-			      (unsigned long long)s->client_uuid.second,
-			      s->protocol_len ? s->protocol : "-") < 0;
+		p += sprintf(p, "%016llx %016llx %016llx %016llx %s\n",
+			     (unsigned long long)s->uuid.first,
+			     (unsigned long long)s->uuid.second,
+			     (unsigned long long)s->client_uuid.first,
+			     (unsigned long long)s->client_uuid.second,
+			     s->protocol_len ? s->protocol : "-");
 	}
-	bad |= fflush(fp) != 0 || fsync(fileno(fp)) != 0;
-	bad |= fclose(fp) != 0;
-	if (bad || rename(r->tmp_path, r->path) ||
-	    fsync_path(r->dir, O_RDONLY | O_DIRECTORY)) {
-		unlink(r->tmp_path);
-		return KVF_ERR_IO;
-	}
+	snap->len = (size_t)(p - snap->text);
+	snap->gen = ++r->snap_gen;
 	return KVF_OK;
+}
+
+static int write_all(int fd, const char *p, size_t n)
+{
+	while (n) {
+		ssize_t w = write(fd, p, n);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -1;
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+/*
+ * Write @snap (no registry lock held) and free it. A snapshot older than
+ * the one already written is dropped: that one holds this one's changes
+ * (or their undoing).
+ */
+static int snapshot_write(struct kvf_registry *r, struct snapshot *snap)
+{
+	int ret = KVF_OK, fd;
+
+	if (!snap->text)
+		return KVF_OK;
+	pthread_mutex_lock(&r->persist_lock);
+	if (snap->gen <= r->written_gen)
+		goto out;
+	fd = open(r->tmp_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		ret = KVF_ERR_IO;
+		goto out;
+	}
+	if (write_all(fd, snap->text, snap->len) || fsync(fd)) {
+		close(fd);
+		ret = KVF_ERR_IO;
+	} else if (close(fd) || rename(r->tmp_path, r->path) ||
+		   fsync_path(r->dir, O_RDONLY | O_DIRECTORY)) {
+		ret = KVF_ERR_IO;
+	}
+	if (ret)
+		unlink(r->tmp_path);
+	else
+		r->written_gen = snap->gen;
+out:
+	pthread_mutex_unlock(&r->persist_lock);
+	free(snap->text);
+	snap->text = NULL;
+	return ret;
 }
 
 /* A protocol name is a short word; it is stored as a token in the file. */
@@ -319,6 +526,7 @@ static void fill_entry(struct kvf_seg_entry *e,
 	e->endpoint_len = strlen(e->endpoint);
 	memcpy(e->protocol, protocol, protocol_len);
 	e->protocol_len = protocol_len;
+	e->name_key = name_key(e->name, e->name_len);
 }
 
 /* Add (or refresh) the entry of a segment the engine has (exclusive). */
@@ -329,19 +537,35 @@ static int add_segment(struct kvf_registry *r,
 {
 	struct kvf_seg_entry *e = seg_find(r, info->id);
 	struct client_ent *c;
+	uint32_t slot, next, prev;
 
-	if (!e) {
-		if (grow((void **)&r->segs, &r->cap_segs, r->nsegs + 1,
-			 sizeof(*r->segs)))
-			return KVF_ERR_NO_MEMORY;
-		c = client_get(r, client, info->client_id);
-		if (!c)
-			return KVF_ERR_NO_MEMORY;
-		c->nsegs++;
-		e = &r->segs[r->nsegs++];
+	if (e) {
+		/* A refresh: same client (checked by the callers), same
+		 * list position; the name is indexed again. */
+		slot = (uint32_t)(e - r->segs);
+		next = e->cnext;
+		prev = e->cprev;
+		idx_del(&r->name_idx, e->name_key, slot);
+		fill_entry(e, info, uuid, client, protocol, protocol_len);
+		e->cnext = next;
+		e->cprev = prev;
+		idx_add(&r->name_idx, e->name_key, slot);
+		return KVF_OK;
 	}
+	if (grow((void **)&r->segs, &r->cap_segs, r->nsegs + 1,
+		 sizeof(*r->segs)) ||
+	    idx_reserve(&r->seg_idx) || idx_reserve(&r->name_idx))
+		return KVF_ERR_NO_MEMORY;
+	c = client_get(r, client, info->client_id);
+	if (!c)
+		return KVF_ERR_NO_MEMORY;
+	slot = (uint32_t)r->nsegs++;
+	e = &r->segs[slot];
 	fill_entry(e, info, uuid, client, protocol, protocol_len);
-	return reindex(r);
+	idx_add(&r->seg_idx, e->id, slot);
+	idx_add(&r->name_idx, e->name_key, slot);
+	seg_link(r, c, slot);
+	return KVF_OK;
 }
 
 static int parse_line(const char *line, struct kvf_uuid *seg,
@@ -415,6 +639,7 @@ int kvf_registry_open(struct kvf_engine *engine, const char *data_dir,
 		&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
 	pthread_rwlock_init(&r->lock, &attr);
 	pthread_rwlockattr_destroy(&attr);
+	pthread_mutex_init(&r->persist_lock, NULL);
 	if (data_dir) {
 		r->dir = strdup(data_dir);
 		r->path = path_join(data_dir, TABLE_FILE);
@@ -425,9 +650,6 @@ int kvf_registry_open(struct kvf_engine *engine, const char *data_dir,
 		if (ret)
 			goto err;
 	}
-	ret = reindex(r);
-	if (ret)
-		goto err;
 	*out = r;
 	return KVF_OK;
 err:
@@ -440,12 +662,12 @@ void kvf_registry_close(struct kvf_registry *r)
 	if (!r)
 		return;
 	pthread_rwlock_destroy(&r->lock);
+	pthread_mutex_destroy(&r->persist_lock);
 	free(r->segs);
 	free(r->clients);
-	free(r->seg_idx.keys);
-	free(r->seg_idx.slots);
-	free(r->cli_idx.keys);
-	free(r->cli_idx.slots);
+	idx_free(&r->seg_idx);
+	idx_free(&r->name_idx);
+	idx_free(&r->cli_idx);
 	free(r->path);
 	free(r->tmp_path);
 	free(r->dir);
@@ -506,43 +728,66 @@ static int mount_locked(struct kvf_registry *r, struct kvf_uuid client,
 	ret = kvf_segment_query(r->engine, d.id, &info);
 	if (ret)
 		return ret;
-	ret = add_segment(r, &info, seg->id, client, seg->protocol,
-			  seg->protocol_len);
-	return ret ? ret : persist(r);
+	return add_segment(r, &info, seg->id, client, seg->protocol,
+			   seg->protocol_len);
+}
+
+int kvf_registry_mount_batch(struct kvf_registry *r, struct kvf_uuid client,
+			     const struct kvf_seg_view *segs, size_t n)
+{
+	int ret = KVF_OK;
+
+	pthread_rwlock_wrlock(&r->lock);
+	for (size_t i = 0; i < n; i++) {
+		int one = mount_locked(r, client, &segs[i]);
+
+		if (one && !ret)
+			ret = one;
+	}
+	pthread_rwlock_unlock(&r->lock);
+	return ret;
+}
+
+int kvf_registry_persist(struct kvf_registry *r)
+{
+	struct snapshot snap;
+	int ret;
+
+	if (!r->path)
+		return KVF_OK;
+	pthread_rwlock_wrlock(&r->lock);
+	ret = snapshot_take(r, &snap);
+	pthread_rwlock_unlock(&r->lock);
+	return ret ? ret : snapshot_write(r, &snap);
 }
 
 int kvf_registry_mount(struct kvf_registry *r, struct kvf_uuid client,
 		       const struct kvf_seg_view *seg)
 {
-	int ret;
+	int ret = kvf_registry_mount_batch(r, client, seg, 1);
 
-	pthread_rwlock_wrlock(&r->lock);
-	ret = mount_locked(r, client, seg);
-	pthread_rwlock_unlock(&r->lock);
-	return ret;
+	return ret ? ret : kvf_registry_persist(r);
 }
 
 int kvf_registry_unmount(struct kvf_registry *r, struct kvf_uuid client,
 			 struct kvf_uuid segment)
 {
 	uint64_t sid = kvf_registry_id(segment);
+	struct snapshot snap = {0};
 	struct kvf_seg_entry *e;
-	int ret;
+	int ret, ret2 = KVF_OK;
 
 	pthread_rwlock_wrlock(&r->lock);
 	ret = kvf_segment_unmount(r->engine, kvf_registry_id(client), sid);
 	e = seg_find(r, sid);
 	if (e && (ret == KVF_OK || ret == KVF_ERR_SEGMENT_NOT_FOUND)) {
 		seg_drop(r, (size_t)(e - r->segs));
-		int ret2 = reindex(r);
-
-		if (!ret2)
-			ret2 = persist(r);
-		if (!ret)
-			ret = ret2;
+		ret2 = snapshot_take(r, &snap);
 	}
 	pthread_rwlock_unlock(&r->lock);
-	return ret;
+	if (!ret2)
+		ret2 = snapshot_write(r, &snap);
+	return ret ? ret : ret2;
 }
 
 /* ---- liveness ----------------------------------------------------------- */
@@ -553,14 +798,9 @@ void kvf_registry_set_live(struct kvf_registry *r, struct kvf_uuid client)
 	struct client_ent *c;
 
 	pthread_rwlock_wrlock(&r->lock);
-	c = client_find(r, id);
-	if (!c) {
-		c = client_get(r, client, id);
-		if (c && reindex(r))
-			c = NULL;
-	}
+	c = client_get(r, client, id);
 	if (c && uuid_eq(c->uuid, client)) {
-		__atomic_store_n(&c->last_ping_ns, kvf__now_ns(), __ATOMIC_RELAXED);
+		__atomic_store_n(&c->last_ping_ns, reg_now(r), __ATOMIC_RELAXED);
 		if (!__atomic_exchange_n(&c->live, true, __ATOMIC_RELAXED))
 			__atomic_fetch_add(&r->live, 1, __ATOMIC_RELAXED);
 	}
@@ -577,7 +817,7 @@ bool kvf_registry_ping(struct kvf_registry *r, struct kvf_uuid client)
 	pthread_rwlock_rdlock(&r->lock);
 	c = client_find(r, id);
 	if (c && uuid_eq(c->uuid, client)) {
-		__atomic_store_n(&c->last_ping_ns, kvf__now_ns(), __ATOMIC_RELAXED);
+		__atomic_store_n(&c->last_ping_ns, reg_now(r), __ATOMIC_RELAXED);
 		live = __atomic_load_n(&c->live, __ATOMIC_RELAXED);
 		/* The engine expired it (its segments are gone): it must
 		 * mount again, as upstream's TTL rule says. */
@@ -595,14 +835,34 @@ uint64_t kvf_registry_live_clients(struct kvf_registry *r)
 	return __atomic_load_n(&r->live, __ATOMIC_RELAXED);
 }
 
-/* Is anything stale? (shared lock) */
-static bool sweep_needed(struct kvf_registry *r, uint64_t now)
+/*
+ * Is anything stale? (shared lock) Segments leave the engine behind the
+ * registry's back only when their client expires, and then all of them:
+ * so one segment per client is looked up (a query is linear in the
+ * engine's table), and only when the engine's expiry count or segment
+ * count moved since the last sweep.
+ */
+static bool client_expired(struct kvf_registry *r, const struct client_ent *c)
 {
 	struct kvf_segment_info info;
 
-	for (size_t i = 0; i < r->nsegs; i++)
-		if (kvf_segment_query(r->engine, r->segs[i].id, &info))
-			return true;
+	return c->nsegs &&
+	       kvf_segment_query(r->engine, r->segs[c->first_seg].id, &info);
+}
+
+static bool sweep_needed(struct kvf_registry *r, uint64_t now,
+			 uint64_t *expired)
+{
+	struct kvf_engine_stats st;
+	bool check = true;
+
+	if (!kvf_engine_get_stats(r->engine, &st)) {
+		*expired = st.expired_clients;
+		check = st.expired_clients !=
+				__atomic_load_n(&r->seen_expired,
+						__ATOMIC_RELAXED) ||
+			st.segments != r->nsegs;
+	}
 	for (size_t i = 0; i < r->nclients; i++) {
 		const struct client_ent *c = &r->clients[i];
 		uint64_t seen =
@@ -610,33 +870,36 @@ static bool sweep_needed(struct kvf_registry *r, uint64_t now)
 
 		if (!c->nsegs && seen + r->client_ttl_ns < now)
 			return true;
+		if (check && client_expired(r, c))
+			return true;
 	}
 	return false;
 }
 
 int kvf_registry_sweep(struct kvf_registry *r)
 {
-	struct kvf_segment_info info;
-	uint64_t now = kvf__now_ns();
+	uint64_t now = reg_now(r), expired = 0;
+	struct snapshot snap = {0};
 	bool changed = false;
 	int ret = KVF_OK;
 
 	pthread_rwlock_rdlock(&r->lock);
-	changed = sweep_needed(r, now);
+	changed = sweep_needed(r, now, &expired);
 	pthread_rwlock_unlock(&r->lock);
-	if (!changed)
+	if (!changed) {
+		__atomic_store_n(&r->seen_expired, expired, __ATOMIC_RELAXED);
 		return KVF_OK;
+	}
 	pthread_rwlock_wrlock(&r->lock);
-	for (size_t i = r->nsegs; i-- > 0;) {
-		struct client_ent *c;
+	for (size_t i = 0; i < r->nclients; i++) {
+		struct client_ent *c = &r->clients[i];
 
-		if (!kvf_segment_query(r->engine, r->segs[i].id, &info))
+		if (!client_expired(r, c))
 			continue;
-		/* The engine expired the owner: it must remount. */
-		c = client_find(r, r->segs[i].client);
-		if (c)
-			client_unlive(r, c);
-		seg_drop(r, i);
+		/* The engine expired it: it must remount. */
+		client_unlive(r, c);
+		while (c->first_seg != NO_SLOT)
+			seg_drop(r, c->first_seg);
 	}
 	/* A client without segments lapses by its own pings. */
 	for (size_t i = r->nclients; i-- > 0;) {
@@ -645,11 +908,10 @@ int kvf_registry_sweep(struct kvf_registry *r)
 		if (!c->nsegs && c->last_ping_ns + r->client_ttl_ns < now)
 			client_drop(r, i);
 	}
-	ret = reindex(r);
-	if (!ret)
-		ret = persist(r);
+	__atomic_store_n(&r->seen_expired, expired, __ATOMIC_RELAXED);
+	ret = snapshot_take(r, &snap);
 	pthread_rwlock_unlock(&r->lock);
-	return ret;
+	return ret ? ret : snapshot_write(r, &snap);
 }
 
 /* ---- lookups ------------------------------------------------------------ */
@@ -674,10 +936,20 @@ const struct kvf_seg_entry *kvf_registry_segment_by_name(struct kvf_registry *r,
 							 const char *name,
 							 size_t len)
 {
-	for (size_t i = 0; i < r->nsegs; i++)
-		if (r->segs[i].name_len == len &&
-		    !memcmp(r->segs[i].name, name, len))
-			return &r->segs[i];
+	const struct index *ix = &r->name_idx;
+	uint64_t key;
+
+	if (!ix->n || len > KVF_SEGMENT_NAME_MAX)
+		return NULL;
+	key = name_key(name, len);
+	for (size_t i = idx_home(ix, key); ix->keys[i];
+	     i = (i + 1) & ix->mask) {
+		const struct kvf_seg_entry *e = &r->segs[ix->slots[i]];
+
+		if (ix->keys[i] == key && e->name_len == len &&
+		    !memcmp(e->name, name, len))
+			return e;
+	}
 	return NULL;
 }
 
@@ -694,12 +966,14 @@ kvf_registry_client_segments(struct kvf_registry *r, struct kvf_uuid client,
 			     void (*fn)(const struct kvf_seg_entry *, void *),
 			     void *ctx)
 {
+	const struct client_ent *c = client_find(r, kvf_registry_id(client));
 	size_t n = 0;
 
-	for (size_t i = 0; i < r->nsegs; i++)
-		if (uuid_eq(r->segs[i].client_uuid, client)) {
-			fn(&r->segs[i], ctx);
-			n++;
-		}
+	if (!c || !uuid_eq(c->uuid, client))
+		return 0;
+	for (uint32_t i = c->first_seg; i != NO_SLOT; i = r->segs[i].cnext) {
+		fn(&r->segs[i], ctx);
+		n++;
+	}
 	return n;
 }

@@ -12,7 +12,8 @@
  * for preferred segments, and which clients are "live" in Mooncake's sense
  * (Ping answers OK only after the client remounted in this process).
  * With a data directory the segment table is persisted after every
- * change (write to a temporary file, fsync, rename, fsync the directory),
+ * request that changed it (write to a temporary file, fsync, rename, fsync
+ * the directory; outside the lock),
  * so recovered objects are described with their protocol before their
  * owner comes back.
  *
@@ -72,6 +73,9 @@ struct kvf_seg_entry {
 	size_t name_len;
 	size_t endpoint_len;
 	size_t protocol_len;
+	/* registry-internal: name index key, the owner's list links */
+	uint64_t name_key;
+	uint32_t cnext, cprev;
 };
 
 struct kvf_registry;
@@ -121,6 +125,40 @@ void kvf_registry_close(struct kvf_registry *reg);
  */
 int kvf_registry_mount(struct kvf_registry *reg, struct kvf_uuid client,
 		       const struct kvf_seg_view *seg);
+
+/**
+ * kvf_registry_mount_batch() - mount @n segments of @client, each as
+ * kvf_registry_mount() does, under one hold of the lock, without
+ * persisting the table (call kvf_registry_persist() once after the last
+ * batch of a request). Every segment is tried; the answer is the first
+ * error. Each mount is O(1) in the registry (plus the engine's own work),
+ * so callers bound @n to keep the hold short (ReMountSegment mounts in
+ * slices).
+ *
+ * Context: any thread; blocks (engine journal). Return: as
+ * kvf_registry_mount(), for the first segment that failed.
+ */
+int kvf_registry_mount_batch(struct kvf_registry *reg, struct kvf_uuid client,
+			     const struct kvf_seg_view *segs, size_t n);
+
+/**
+ * kvf_registry_persist() - write the segment table now (no-op without a
+ * data directory). The table is formatted under the lock and written,
+ * synced and renamed into place outside it.
+ *
+ * Context: any thread; blocks (fsync). Return: %KVF_OK, %KVF_ERR_IO or
+ * %KVF_ERR_NO_MEMORY.
+ */
+int kvf_registry_persist(struct kvf_registry *reg);
+
+/**
+ * kvf_registry_set_clock() - the clock for the liveness of clients
+ * without segments (last Ping against --client_ttl); NULL: monotonic.
+ * Call before the registry is shared. The master passes its serving
+ * clock (server/stallclock.h), which stops while the master is stalled.
+ */
+void kvf_registry_set_clock(struct kvf_registry *reg, kvf_clock_fn clock,
+			    void *ctx);
 
 /**
  * kvf_registry_unmount() - withdraw a segment (its replicas disappear).

@@ -487,7 +487,9 @@ static void do_get(struct call *c)
 /* ---- objects: put ------------------------------------------------------- */
 
 /* Resolve preferred segment names to mounted segments (lock held); names
- * of segments not mounted are skipped, as upstream falls back to others. */
+ * of segments not mounted are skipped, as upstream falls back to others.
+ * Each name is one hash lookup; the list's length was bounded by
+ * put_config(). */
 static uint32_t preferred(struct call *c, uint64_t *ids, uint32_t cap)
 {
 	const struct kvf_msg_replicate_config *rc = &c->req.config;
@@ -528,6 +530,7 @@ static bool put_config(struct call *c, struct kvf_put_config *pc, uint64_t *ids)
 	const struct kvf_master_flags *f = c->svc->o.flags;
 
 	if (!rc->replica_num || rc->replica_num > KVF_MAX_REPLICAS ||
+	    rc->preferred_segments.n > KVF_SERVICE_MAX_PREFERRED ||
 	    rc->soft_pin_action > KVF_MC_SOFT_PIN_DISABLE ||
 	    (rc->has_soft_pin_ttl &&
 	     (!rc->soft_pin_ttl_ms ||
@@ -737,22 +740,44 @@ static void do_mount(struct call *c)
 					    c->req.client_id, &v));
 }
 
-/* Mount every segment again; the client is live once all are mounted
- * (upstream's ok-client set is filled here, not by MountSegment). */
+/*
+ * Mount every segment again; the client is live once all are mounted
+ * (upstream's ok-client set is filled here, not by MountSegment). The
+ * registry's lock is taken per slice of REMOUNT_SLICE segments, so other
+ * requests get it between slices, and the table is persisted once, at
+ * the end. The list is bounded by KVF_SERVICE_MAX_REMOUNT.
+ */
+#define REMOUNT_SLICE 4
+
 static void do_remount(struct call *c)
 {
+	struct kvf_registry *reg = c->svc->o.registry;
 	struct kvf_msg_view it = c->req.segments;
+	struct kvf_seg_view v[REMOUNT_SLICE];
 	struct kvf_msg_segment m;
-	int ret = KVF_OK;
+	int ret = KVF_OK, r;
+	size_t n = 0;
+	bool more = true;
 
-	while (kvf_msg_view_segment(&it, &m)) {
-		struct kvf_seg_view v = seg_view(&m);
-		int r = kvf_registry_mount(c->svc->o.registry, c->req.client_id,
-					   &v);
-
-		if (r && !ret)
-			ret = r;
+	if (it.n > KVF_SERVICE_MAX_REMOUNT) {
+		answer_error(c, KVF_MC_INVALID_PARAMS);
+		return;
 	}
+	while (more) {
+		more = kvf_msg_view_segment(&it, &m);
+		if (more)
+			v[n++] = seg_view(&m);
+		if (n == REMOUNT_SLICE || (!more && n)) {
+			r = kvf_registry_mount_batch(reg, c->req.client_id, v,
+						     n);
+			if (r && !ret)
+				ret = r;
+			n = 0;
+		}
+	}
+	r = kvf_registry_persist(reg);
+	if (r && !ret)
+		ret = r;
 	if (!ret)
 		kvf_registry_set_live(c->svc->o.registry, c->req.client_id);
 	answer_status(c, ret);
@@ -792,7 +817,15 @@ static void do_segment_status(struct call *c)
 		answer_error(c, MC_SEGMENT_NOT_FOUND);
 }
 
-/* BatchQueryIp: each known client's segment hosts (endpoint minus port). */
+/*
+ * BatchQueryIp: each known client's segment hosts (endpoint minus port).
+ * Upstream answers a map, so a client listed twice is answered once: ids
+ * are deduplicated in a hash set sized by the request, and only clients
+ * found get an entry, so the answer is bounded by the registry, not by
+ * repetitions in the request. Each id is one lookup in the registry's
+ * client index plus a walk of that client's own segments; the list is
+ * bounded by KVF_SERVICE_MAX_QUERY_IDS (INVALID_PARAMS above it).
+ */
 struct ip_list {
 	struct kvf_str ips[16];
 	size_t n;
@@ -812,34 +845,81 @@ static void add_ip(const struct kvf_seg_entry *e, void *ctx)
 		l->ips[l->n++] = (struct kvf_str){e->endpoint, len};
 }
 
+/* Insert @id into the set; false if it was there already. */
+static bool uuid_set_add(uint64_t *keys, struct kvf_uuid *uuids, size_t mask,
+			 struct kvf_uuid u)
+{
+	uint64_t k = kvf_registry_id(u);
+
+	for (size_t i = (size_t)(k * 0x9e3779b97f4a7c15ULL >> 20) & mask;;
+	     i = (i + 1) & mask) {
+		if (!keys[i]) {
+			keys[i] = k;
+			uuids[i] = u;
+			return true;
+		}
+		if (keys[i] == k && uuids[i].first == u.first &&
+		    uuids[i].second == u.second)
+			return false;
+	}
+}
+
 static void do_query_ip(struct call *c)
 {
 	struct kvf_registry *reg = c->svc->o.registry;
 	struct kvf_msg_view it = c->req.uuids;
 	struct kvf_msg_client_ips *e = NULL;
 	struct ip_list *lists = NULL;
+	struct kvf_uuid *set_uuids = NULL;
+	uint64_t *set_keys = NULL;
+	size_t n = 0, cap = 0, mask = 15;
 	struct kvf_uuid u;
-	size_t n = 0;
 
-	if (it.n) {
-		e = calloc(it.n, sizeof(*e));
-		lists = calloc(it.n, sizeof(*lists));
-		if (!e || !lists) {
-			free(e);
-			free(lists);
-			answer_error(c, MC_INTERNAL_ERROR);
-			return;
-		}
+	if (it.n > KVF_SERVICE_MAX_QUERY_IDS) {
+		answer_error(c, KVF_MC_INVALID_PARAMS);
+		return;
 	}
+	while (mask + 1 < 2 * it.n)
+		mask = 2 * mask + 1;
+	set_keys = calloc(mask + 1, sizeof(*set_keys));
+	set_uuids = malloc((mask + 1) * sizeof(*set_uuids));
+	if (!set_keys || !set_uuids)
+		goto nomem;
 	kvf_registry_read_lock(reg);
 	while (kvf_msg_view_uuid(&it, &u)) {
+		if (!uuid_set_add(set_keys, set_uuids, mask, u))
+			continue;
+		if (n == cap) {
+			size_t ncap = cap ? 2 * cap : 16;
+			void *ne = realloc(e, ncap * sizeof(*e));
+			void *nl = ne ? realloc(lists, ncap * sizeof(*lists))
+				      : NULL;
+
+			if (ne)
+				e = ne;
+			if (!nl) {
+				kvf_registry_read_unlock(reg);
+				goto nomem;
+			}
+			lists = nl;
+			cap = ncap;
+		}
+		lists[n].n = 0;
 		if (!kvf_registry_client_segments(reg, u, add_ip, &lists[n]))
 			continue;
-		e[n] = (struct kvf_msg_client_ips){u, lists[n].ips, lists[n].n};
+		e[n] = (struct kvf_msg_client_ips){u, NULL, lists[n].n};
 		n++;
 	}
+	for (size_t i = 0; i < n; i++) /* @lists moved while growing */
+		e[i].ips = lists[i].ips;
 	kvf_msg_enc_ip_map(c->out, c->svc->o.abi, e, n);
 	kvf_registry_read_unlock(reg);
+	goto out;
+nomem:
+	answer_error(c, MC_INTERNAL_ERROR);
+out:
+	free(set_keys);
+	free(set_uuids);
 	free(e);
 	free(lists);
 }

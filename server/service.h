@@ -31,6 +31,29 @@ struct kvf_service_scratch;
 #define KVF_SERVICE_VERSION "2.0.0"
 
 /**
+ * KVF_SERVICE_MAX_PREFERRED - most names a ReplicateConfig's
+ * preferred_segments may list; a put listing more is answered
+ * INVALID_PARAMS (changes nothing). At most 64 distinct mounted segments
+ * are used as preferences anyway.
+ */
+#define KVF_SERVICE_MAX_PREFERRED 1024
+
+/**
+ * KVF_SERVICE_MAX_REMOUNT - most segments one ReMountSegment may list; a
+ * longer list is answered INVALID_PARAMS and mounts nothing. Mounting is
+ * journaled segment by segment, so this bounds how long one request
+ * holds its loop thread (a client remounts the few buffers it has).
+ */
+#define KVF_SERVICE_MAX_REMOUNT 1024
+
+/**
+ * KVF_SERVICE_MAX_QUERY_IDS - most client ids one BatchQueryIp may list
+ * (the engine's batch limit, as for keys); more is answered
+ * INVALID_PARAMS. Repeated ids are answered once (the answer is a map).
+ */
+#define KVF_SERVICE_MAX_QUERY_IDS 65536
+
+/**
  * struct kvf_service_options - what the handlers run on.
  * @abi: the Mooncake revision spoken.
  * @engine: the engine. @registry: its client/segment registry.

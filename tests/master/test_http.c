@@ -502,7 +502,7 @@ static void test_connection_bound(void **state)
 {
 	struct servers *s = *state;
 	enum { N = 128 };
-	struct http_conn_buf *cb[N + 1];
+	struct http_conn_buf *cb[N + 2];
 
 	for (int i = 0; i < N; i++) {
 		cb[i] = open_conn(s->dport);
@@ -510,13 +510,25 @@ static void test_connection_bound(void **state)
 		send_str(cb[i], "GET /health HTTP/1.1\r\n\r\n");
 		expect_reply(cb[i], false, 200, "OK");
 	}
+	/* Every slot holds an idle keep-alive connection: a new client takes
+	 * the slot of the longest idle one. */
 	cb[N] = open_conn(s->dport);
-	expect_reply(cb[N], false, 503, NULL);
-	assert_true(http_peer_closed(cb[N]));
-	close_conn(cb[N]);
-	send_str(cb[0], "GET /health HTTP/1.1\r\n\r\n");
-	expect_reply(cb[0], false, 200, "OK");
-	for (int i = 0; i < N; i++)
+	send_str(cb[N], "GET /health HTTP/1.1\r\n\r\n");
+	expect_reply(cb[N], false, 200, "OK");
+	assert_true(http_peer_closed(cb[0]));
+	close_conn(cb[0]);
+	/* Every connection in the middle of a request: no slot to take. */
+	for (int i = 1; i <= N; i++)
+		send_str(cb[i], "PUT /metadata?key=busy HTTP/1.1\r\n"
+				"Content-Length: 10\r\n\r\nx");
+	usleep(100 * 1000);
+	cb[N + 1] = open_conn(s->dport);
+	expect_reply(cb[N + 1], false, 503, NULL);
+	assert_true(http_peer_closed(cb[N + 1]));
+	close_conn(cb[N + 1]);
+	send_str(cb[1], "123456789");
+	expect_reply(cb[1], false, 200, NULL);
+	for (int i = 1; i <= N; i++)
 		close_conn(cb[i]);
 	/* Closed connections free their slots (the server notices soon). */
 	for (int tries = 0;; tries++) {
@@ -533,6 +545,42 @@ static void test_connection_bound(void **state)
 		assert_true(tries < 100);
 		usleep(10000);
 	}
+}
+
+/* A slow head has a deadline of its own and is the first slot taken. */
+static void test_slow_heads(void **state)
+{
+	struct kvf_http_options o = {.port = 0, .idle_timeout_ms = 400};
+	struct kvf_http_server *srv;
+	enum { N = 128 };
+	struct http_conn_buf *cb[N], *fresh;
+	uint16_t port;
+
+	(void)state;
+	assert_int_equal(kvf_http_metadata_start(&o, &srv), KVF_OK);
+	port = kvf_http_port(srv);
+	for (int i = 0; i < N; i++) {
+		cb[i] = open_conn(port);
+		send_str(cb[i], "GET /hea");
+	}
+	usleep(50 * 1000);
+	/* All slots trickling heads: a new client is still served. */
+	fresh = open_conn(port);
+	send_str(fresh, "GET /health HTTP/1.1\r\n\r\n");
+	expect_reply(fresh, false, 200, "OK");
+	close_conn(fresh);
+	/* Trickling keeps a connection active but not alive: its head is
+	 * cut off after the head deadline (here the idle timeout). */
+	for (int round = 0; round < 8; round++) {
+		usleep(100 * 1000);
+		for (int i = 1; i < N; i++)
+			http_send_all(cb[i]->fd, "l", 1);
+	}
+	for (int i = 1; i < N; i++)
+		assert_true(http_peer_closed(cb[i]));
+	for (int i = 0; i < N; i++)
+		close_conn(cb[i]);
+	kvf_http_stop(srv);
 }
 
 /* Idle and half-sent connections are closed after the idle timeout. */
@@ -763,6 +811,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(
 			test_metadata_large_and_continue, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_options, setup, teardown),
+		cmocka_unit_test(test_slow_heads),
 		cmocka_unit_test_setup_teardown(test_connection_bound, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_body_budget, setup,

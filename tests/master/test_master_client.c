@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "server/client.h"
+#include "tests/master/test_master_call.h"
 
 #define TIMEOUT_MS 20000
 #define MIB (1ULL << 20)
@@ -86,33 +87,7 @@ static int stop_master(void **state)
 
 static struct kvf_client *connect_latest(void)
 {
-	struct kvf_client *c = NULL;
-
-	assert_int_equal(kvf_client_connect("127.0.0.1", master_port,
-					    kvf_abi_find(NULL), 64, &c),
-			 0);
-	return c;
-}
-
-/* Answers of one call, with room for 16 items. */
-struct answer {
-	struct kvf_msg_resp r;
-	struct kvf_msg_replicas items[16];
-	struct kvf_msg_desc descs[64];
-	uint8_t bools[16];
-};
-
-static struct kvf_msg_resp *call(struct kvf_client *c,
-				 const struct kvf_msg_req *q, struct answer *a)
-{
-	memset(a, 0, sizeof(*a));
-	a->r.items = a->items;
-	a->r.cap = 16;
-	a->r.descs = a->descs;
-	a->r.desc_cap = 64;
-	a->r.bools = a->bools;
-	assert_int_equal(kvf_client_call(c, q, TIMEOUT_MS, &a->r), 0);
-	return &a->r;
+	return connect_port(master_port);
 }
 
 static struct kvf_key key(const char *s)

@@ -190,11 +190,115 @@ static void test_persisted_table(void **state)
 	free(dir);
 }
 
+/* ---- indexes against a model -------------------------------------------- */
+
+#define MODEL_SEGS 600
+#define MODEL_CLIENTS 7
+
+struct model_seg {
+	bool mounted;
+	unsigned client;
+	char name[16];
+};
+
+static void count_seg(const struct kvf_seg_entry *e, void *ctx)
+{
+	(void)e;
+	(*(size_t *)ctx)++;
+}
+
+/* Every lookup agrees with the model. */
+static void check_model(struct kvf_registry *r, const struct model_seg *m)
+{
+	size_t per_client[MODEL_CLIENTS] = {0};
+
+	kvf_registry_read_lock(r);
+	for (unsigned i = 0; i < MODEL_SEGS; i++) {
+		struct kvf_uuid id = {0x5e5e, i + 1};
+		const struct kvf_seg_entry *e =
+			kvf_registry_segment_by_uuid(r, id);
+		const struct kvf_seg_entry *n = kvf_registry_segment_by_name(
+			r, m[i].name, strlen(m[i].name));
+		bool any = false;
+
+		assert_int_equal(e != NULL, m[i].mounted);
+		if (e) {
+			assert_int_equal(e->client_uuid.second, m[i].client);
+			assert_string_equal(e->name, m[i].name);
+			per_client[m[i].client]++;
+		}
+		for (unsigned j = 0; j < MODEL_SEGS; j++)
+			any |= m[j].mounted && !strcmp(m[j].name, m[i].name);
+		/* Names repeat: the lookup answers one of the mounted ones. */
+		assert_int_equal(n != NULL, any);
+		if (n)
+			assert_string_equal(n->name, m[i].name);
+	}
+	for (unsigned c = 0; c < MODEL_CLIENTS; c++) {
+		size_t seen = 0;
+
+		assert_int_equal(kvf_registry_client_segments(
+					 r, (struct kvf_uuid){0xc0c0, c},
+					 count_seg, &seen),
+				 per_client[c]);
+		assert_int_equal(seen, per_client[c]);
+	}
+	kvf_registry_read_unlock(r);
+}
+
+/* Random mounts, remounts and unmounts; the indexes (by id, by name, each
+ * client's list) follow every move of the arrays. */
+static void test_indexes_model(void **state)
+{
+	struct kvf_engine *e = open_engine(NULL);
+	struct kvf_registry *r = NULL;
+	struct model_seg *m = calloc(MODEL_SEGS, sizeof(*m));
+	uint64_t x = 0x243f6a8885a308d3ULL;
+
+	(void)state;
+	assert_non_null(m);
+	assert_int_equal(kvf_registry_open(e, NULL, 10000, &r), KVF_OK);
+	for (unsigned i = 0; i < MODEL_SEGS; i++) {
+		m[i].client = i % MODEL_CLIENTS;
+		snprintf(m[i].name, sizeof(m[i].name), "n%u", i % 97);
+	}
+	for (int step = 0; step < 6000; step++) {
+		unsigned i;
+		struct kvf_uuid id, cli;
+
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		i = (unsigned)(x % MODEL_SEGS);
+		id = (struct kvf_uuid){0x5e5e, i + 1};
+		cli = (struct kvf_uuid){0xc0c0, m[i].client};
+		if (!m[i].mounted || (x >> 40) % 4 == 0) {
+			struct kvf_seg_view v = seg(
+				id, m[i].name, 0x100000000ULL * (i + 1), "tcp");
+
+			assert_int_equal(kvf_registry_mount(r, cli, &v),
+					 KVF_OK);
+			m[i].mounted = true;
+		} else {
+			assert_int_equal(kvf_registry_unmount(r, cli, id),
+					 KVF_OK);
+			m[i].mounted = false;
+		}
+		if (step % 500 == 0)
+			check_model(r, m);
+	}
+	check_model(r, m);
+	kvf_registry_close(r);
+	kvf_engine_close(e);
+	free(m);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_ids_and_collisions),
 		cmocka_unit_test(test_persisted_table),
+		cmocka_unit_test(test_indexes_model),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -514,6 +514,59 @@ static void test_seed_per_engine(void **state)
 	check_seed_per_engine(KVF_PLACEMENT_FRAGMENTATION_AWARE);
 }
 
+/*
+ * A put takes the block a remove of its size just parked (the placers'
+ * exact-fit fast path, through the engine's park hint) where best fit
+ * alone would cut the tightest segment, also after an unmount moved the
+ * parking segment to another slot of the table.
+ */
+static void test_put_takes_parked_exact_fit(void **state)
+{
+	struct fixture *f = *state;
+	uint64_t pref = 3, big = 15 * MIB, size = MIB;
+	struct kvf_put_config cfg = { .replica_num = 1,
+				      .preferred_segments = &pref,
+				      .nr_preferred = 1 };
+	struct kvf_replicas out, a1;
+	enum kvf_status st;
+	char key[16];
+
+	for (uint64_t s = 1; s <= 3; s++)
+		assert_int_equal(mount(f->e, C1, s, 16 * MIB), KVF_OK);
+	/* Four 1 MiB objects in segment 3, the second to be removed. */
+	for (int i = 0; i < 4; i++) {
+		struct kvf_key k;
+
+		snprintf(key, sizeof(key), "a%d", i);
+		k = key_of(key);
+		assert_int_equal(kvf_batch_put_start(f->e, C1, &k, &size, 1,
+						     &cfg, i == 1 ? &a1 : &out,
+						     &st),
+				 KVF_OK);
+		assert_int_equal(end1(f->e, C1, key), KVF_OK);
+	}
+	assert_int_equal(a1.replica[0].segment_id, 3);
+	/* Segment 1 becomes the tightest fit for 1 MiB. */
+	pref = 1;
+	{
+		struct kvf_key k = key_of("big");
+
+		assert_int_equal(kvf_batch_put_start(f->e, C1, &k, &big, 1,
+						     &cfg, &out, &st),
+				 KVF_OK);
+		assert_int_equal(end1(f->e, C1, "big"), KVF_OK);
+	}
+	/* Segment 3 moves from slot 2 to slot 1. */
+	assert_int_equal(kvf_segment_unmount(f->e, C1, 2), KVF_OK);
+	assert_int_equal(remove1(f->e, "a1", false), KVF_OK);
+	assert_int_equal(put1(f->e, C1, "b", MIB, 1, &out), KVF_OK);
+	assert_int_equal(out.replica[0].segment_id, 3);
+	assert_int_equal(out.replica[0].addr, a1.replica[0].addr);
+	/* Nothing parked now: best fit, the tightest segment. */
+	assert_int_equal(put1(f->e, C1, "c", MIB, 1, &out), KVF_OK);
+	assert_int_equal(out.replica[0].segment_id, 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -541,6 +594,8 @@ int main(void)
 						fixture_setup, fixture_teardown),
 		cmocka_unit_test(test_putter_after_recovery),
 		cmocka_unit_test(test_zero_lease),
+		cmocka_unit_test_setup_teardown(test_put_takes_parked_exact_fit,
+						fixture_setup, fixture_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -528,6 +528,164 @@ static void test_placer_lanes(void **state)
 	pool_fini(&p);
 }
 
+/* A pool whose allocators note their parks in @h, as the engine's do. */
+static void pool_hinted(struct pool *p, uint32_t n, uint64_t size,
+			struct kvf__park_hint *h)
+{
+	pool_init(p, n, size);
+	kvf__park_hint_init(h, 64);
+	for (uint32_t i = 0; i < n; i++)
+		kvf__segalloc_set_park_hint(p->seg[i], h, i);
+}
+
+/*
+ * The exact-fit fast path: a block of exactly the request's size parked
+ * in a segment's reuse list is taken, whole, where the pass would have
+ * cut the tightest segment's largest region; a stale hint takes nothing
+ * and the pass chooses; without a hint the pass chooses.
+ */
+static void test_exact_fit_fast_path(void **state)
+{
+	const uint64_t sz = 256 * KiB;
+	struct kvf__place_request req = { .size = sz, .replica_num = 1 };
+	struct kvf__place_result res;
+	struct kvf__park_hint hint;
+	struct kvf__placer pl;
+	uint64_t off[4], tight, largest[4], free2;
+	struct pool p;
+
+	(void)state;
+	pool_hinted(&p, 4, 4 * MiB, &hint);
+	kvf__placer_init(&pl, 3, 0);
+	/* Segment 0 is the tightest fit: 300 KiB left. */
+	assert_int_equal(kvf__segalloc_alloc_tagged(p.seg[0],
+						    4 * MiB - 300 * KiB, 1,
+						    &tight),
+			 KVF_OK);
+	/* Segment 2 parks the second of four blocks of the size. */
+	for (int k = 0; k < 4; k++)
+		assert_int_equal(kvf__segalloc_alloc_tagged(p.seg[2], sz, 1,
+							    &off[k]),
+				 KVF_OK);
+	kvf__segalloc_free(p.seg[2], off[1], sz);
+	assert_true(kvf__segalloc_has_parked(p.seg[2], sz));
+	assert_int_equal(kvf__park_hint_get(&hint, sz), 2);
+	for (uint32_t i = 0; i < 4; i++)
+		largest[i] = kvf__segalloc_largest_free(p.seg[i]);
+	free2 = kvf__segalloc_free_bytes(p.seg[2]);
+
+	/* Without the hint: the pass, the tightest region. */
+	assert_int_equal(kvf__place(KVF_PLACEMENT_FRAGMENTATION_AWARE, p.seg,
+				    p.n, &req, &pl, &res),
+			 KVF_OK);
+	assert_int_equal(res.seg[0], 0);
+	kvf__place_undo(p.seg, &req, &res);
+	kvf__placer_forget(&pl);
+
+	/* With it: the parked block, nothing else touched. */
+	pl.hint = &hint;
+	assert_int_equal(kvf__place(KVF_PLACEMENT_FRAGMENTATION_AWARE, p.seg,
+				    p.n, &req, &pl, &res),
+			 KVF_OK);
+	assert_int_equal(res.count, 1);
+	assert_int_equal(res.seg[0], 2);
+	assert_int_equal(res.offset[0], off[1]);
+	assert_true(res.first_choice);
+	assert_int_equal(kvf__segalloc_free_bytes(p.seg[2]), free2 - sz);
+	for (uint32_t i = 0; i < 4; i++)
+		assert_int_equal(kvf__segalloc_largest_free(p.seg[i]),
+				 largest[i]);
+	assert_false(kvf__segalloc_has_parked(p.seg[2], sz));
+
+	/* Stale now (nothing parked there): the pass, segment 0 again. */
+	kvf__placer_forget(&pl);
+	assert_int_equal(kvf__park_hint_get(&hint, sz), 2);
+	assert_int_equal(kvf__place(KVF_PLACEMENT_FRAGMENTATION_AWARE, p.seg,
+				    p.n, &req, &pl, &res),
+			 KVF_OK);
+	assert_int_equal(res.seg[0], 0);
+	assert_int_equal(res.offset[0], tight + 4 * MiB - 300 * KiB);
+	/* Another size's hint names no segment. */
+	assert_int_equal(kvf__park_hint_get(&hint, sz + 64), UINT32_MAX);
+	pool_fini(&p);
+}
+
+/*
+ * The placement workload in small (8 segments of 64 MiB, sizes / 64):
+ * fill to 90%, churn at 90%, fill to the first failure. Returns the used
+ * fraction then; with @hinted the placer takes parked exact fits.
+ */
+static double fill_at_failure(int mix, bool hinted, uint64_t seed)
+{
+	struct fobj {
+		uint32_t seg;
+		uint64_t off, size;
+	} *live = calloc(80000, sizeof(*live));
+	uint64_t rng = seed, used = 0, cap = 8 * 64 * MiB, churn = 0;
+	struct kvf__place_result res;
+	struct kvf__park_hint hint;
+	struct kvf__placer pl;
+	size_t n = 0;
+	struct pool p;
+
+	assert_non_null(live);
+	pool_hinted(&p, 8, 64 * MiB, &hint);
+	kvf__placer_init(&pl, seed, 0);
+	pl.hint = hinted ? &hint : NULL;
+	for (;;) {
+		uint64_t r = kvf__xorshift64s(&rng);
+		struct kvf__place_request req = { .replica_num = 1 };
+
+		if (mix == 0)
+			req.size = 64 * KiB;
+		else if (mix == 1)
+			req.size = r & 3 ? 48750 : 10047;
+		else
+			req.size = (1024ULL << (r % 7)) + (r >> 40 & 1023);
+		/* 20000 placements of churn at 90%, once 90% is reached. */
+		while (churn < 20000 && (double)used >= 0.9 * (double)cap) {
+			size_t v = kvf__xorshift64s(&rng) % n;
+
+			kvf__segalloc_free(p.seg[live[v].seg], live[v].off,
+					   live[v].size);
+			used -= (live[v].size + 63) & ~63ULL;
+			live[v] = live[--n];
+			kvf__placer_forget(&pl);
+			churn += (double)used < 0.9 * (double)cap;
+		}
+		if (kvf__place(KVF_PLACEMENT_FRAGMENTATION_AWARE, p.seg, p.n,
+			       &req, &pl, &res) != KVF_OK)
+			break;
+		assert_true(n < 80000);
+		live[n++] = (struct fobj){ res.seg[0], res.offset[0], req.size };
+		used += (req.size + 63) & ~63ULL;
+	}
+	assert_int_equal(churn, 20000); /* it failed after the churn only */
+	pool_fini(&p);
+	free(live);
+	return (double)used / (double)cap;
+}
+
+/*
+ * The fast path fills at least as well as the pass alone on the same
+ * requests: uniform, bimodal and wide mixes, two seeds each.
+ */
+static void test_exact_fit_keeps_fill(void **state)
+{
+	(void)state;
+	for (int mix = 0; mix < 3; mix++) {
+		for (uint64_t seed = 1; seed <= 2; seed++) {
+			double with = fill_at_failure(mix, true, seed);
+			double without = fill_at_failure(mix, false, seed);
+
+			print_message("# mix %d seed %llu: %.6f with, %.6f without\n",
+				      mix, (unsigned long long)seed, with,
+				      without);
+			assert_true(with >= without);
+		}
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -541,6 +699,8 @@ int main(void)
 		cmocka_unit_test(test_exact_fit),
 		cmocka_unit_test(test_placer_lanes),
 		cmocka_unit_test(test_memo_is_best_fit),
+		cmocka_unit_test(test_exact_fit_fast_path),
+		cmocka_unit_test(test_exact_fit_keeps_fill),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

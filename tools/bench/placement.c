@@ -137,6 +137,7 @@ struct run {
 	enum kvf_placement_strategy st;
 	uint64_t size_rng, free_rng;
 	struct kvf__placer placer;
+	struct kvf__park_hint hint; /* where the segments park blocks */
 };
 
 static int place(struct run *w, uint64_t size, struct kvf__place_result *res)
@@ -187,12 +188,15 @@ static int run_one(const struct clockcal *cal, enum kvf_placement_strategy st,
 	w.size_rng = seed * 0x9e3779b97f4a7c15ULL + (uint64_t)mix + 1;
 	w.free_rng = w.size_rng ^ 0x5bd1e995ULL;
 	kvf__placer_init(&w.placer, w.size_rng, 1);
+	kvf__park_hint_init(&w.hint, ALIGNMENT);
+	w.placer.hint = &w.hint; /* as the engine's placers have */
 	if (!w.free_rng)
 		w.free_rng = 1;
 	for (int s = 0; s < NR_SEGS; s++) {
 		rc = kvf__segalloc_create(SEG_SIZE, ALIGNMENT, &w.segs[s]);
 		if (rc)
 			goto out;
+		kvf__segalloc_set_park_hint(w.segs[s], &w.hint, (uint32_t)s);
 		w.capacity += SEG_SIZE;
 	}
 	lat = malloc(churn_ops * sizeof(*lat));
