@@ -132,6 +132,9 @@ struct kvf_engine {
 	uint64_t nr_alloc_failures;   /* put items no placement could hold */
 	int64_t nr_soft_pinned;       /* soft-pinned records, any state */
 	int evict_requested; /* atomic: an allocation failed */
+	/* Relaxed atomic, engine/evict.c: running age (ns) of the oldest
+	 * 1/EVICT_DIV of the windows read, the bar a victim must clear. */
+	uint64_t evict_bar;
 	uint64_t nr_expired;
 	uint64_t recovered_objects;
 	uint64_t recovery_ns;

@@ -155,6 +155,44 @@ static void test_evict_windows_keep_recently_read(void **state)
 	assert_int_equal(old, n / 2 - n / 4 - n / 8);
 }
 
+/*
+ * A victim must be old for the whole table, not only among its window's
+ * neighbours: after windows of old objects set the age bar, a window of
+ * objects read recently loses none of them (the oldest eighth of each
+ * window would take 32), while the next window of old objects gives more
+ * than its eighth.
+ */
+static void test_evict_bar_spares_recent_window(void **state)
+{
+	struct fixture *f = *state;
+	const int n = 256; /* one window each: old, then read, then old */
+	uint64_t evicted = 0;
+	char key[32];
+
+	assert_int_equal(mount(f->e, C1, 1, 1 * GIB), KVF_OK);
+	fill(f->e, "a", n, false, false);
+	fill(f->e, "b", n, false, false);
+	fill(f->e, "c", n, false, false);
+	test_clock_advance_ms(&f->clock, 60000);
+	for (int i = 0; i < n; i++) {
+		snprintf(key, sizeof(key), "b-%d", i);
+		assert_int_equal(get1(f->e, key, NULL), KVF_OK);
+	}
+	test_clock_advance_ms(&f->clock, f->cfg.lease_ttl_ms + 1);
+	/* The first window ("a"): its oldest eighth, which sets the bar. */
+	assert_int_equal(kvf_engine_evict(f->e, n / 8 * OBJ, NULL, &evicted),
+			 KVF_OK);
+	assert_int_equal(evicted, n / 8);
+	/* Then "b" (none clears the bar) and "c" (a quarter does). */
+	assert_int_equal(kvf_engine_evict(f->e, n / 4 * OBJ, NULL, &evicted),
+			 KVF_OK);
+	assert_int_equal(evicted, n / 4);
+	for (int i = 0; i < n; i++) {
+		snprintf(key, sizeof(key), "b-%d", i);
+		assert_int_equal(exist1(f->e, key), KVF_OK);
+	}
+}
+
 static void test_watermark_and_failed_allocation(void **state)
 {
 	struct fixture *f = *state;
@@ -544,6 +582,9 @@ int main(void)
 			fixture_teardown),
 		cmocka_unit_test_setup_teardown(
 			test_evict_windows_keep_recently_read, fixture_setup,
+			fixture_teardown),
+		cmocka_unit_test_setup_teardown(
+			test_evict_bar_spares_recent_window, fixture_setup,
 			fixture_teardown),
 		cmocka_unit_test_setup_teardown(
 			test_watermark_and_failed_allocation, fixture_setup,
