@@ -818,6 +818,16 @@ static void drop_conn(struct kvf_http_server *srv, unsigned i)
 	srv->conns[i] = srv->conns[--srv->nconns];
 }
 
+/*
+ * Milliseconds from @since to @now, 0 when @since is later: serving a
+ * connection stamps it after @now was read, and an unsigned difference
+ * would then wrap and look like an expired deadline.
+ */
+static uint64_t ms_since(uint64_t now, uint64_t since)
+{
+	return now > since ? now - since : 0;
+}
+
 static void *server_thread(void *arg)
 {
 	struct kvf_http_server *srv = arg;
@@ -858,12 +868,12 @@ static void *server_thread(void *arg)
 				keep = conn_serve(srv, c, fds[i + 2].revents);
 			else if (c->draining)
 				keep = now < c->drain_until_ms;
-			else if (now - c->last_active_ms > srv->idle_ms)
+			else if (ms_since(now, c->last_active_ms) > srv->idle_ms)
 				keep = false;
 			/* Trickling a head keeps a connection active, not
 			 * alive: its head has a deadline of its own. */
 			if (keep && c->head_start_ms &&
-			    now - c->head_start_ms > srv->head_ms)
+			    ms_since(now, c->head_start_ms) > srv->head_ms)
 				keep = false;
 			if (!keep)
 				drop_conn(srv, i);

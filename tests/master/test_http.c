@@ -206,10 +206,16 @@ static void test_keep_alive_pipelining_head(void **state)
 	http_reply_free(&r);
 	expect_reply(cb, false, 404, NULL);
 
-	/* A request that arrives a byte at a time. */
-	for (const char *p = "GET /health HTTP/1.1\r\n\r\n"; *p; p++)
-		assert_true(http_send_all(cb->fd, p, 1));
-	expect_reply(cb, false, 200, NULL);
+	/*
+	 * Requests that arrive a byte at a time: each byte is served after
+	 * the server read its clock, so enough of them cross a clock tick
+	 * to catch a deadline computed from a stamp later than "now".
+	 */
+	for (int i = 0; i < 40; i++) {
+		for (const char *p = "GET /health HTTP/1.1\r\n\r\n"; *p; p++)
+			assert_true(http_send_all(cb->fd, p, 1));
+		expect_reply(cb, false, 200, NULL);
+	}
 
 	/* Connection: close is honoured. */
 	send_str(cb, "GET /health HTTP/1.1\r\nConnection: close\r\n\r\n");
