@@ -44,14 +44,20 @@ struct kvf__segment {
 
 /*
  * The set of mounted segments, published with RCU. Copy-on-write: mount
- * and unmount build a new table under seg_lock and publish it.
+ * and unmount build a new table under seg_lock and publish it (a batch
+ * mount publishes one table for the whole batch).
  * alloc[i] == seg[i]->alloc, kept as a flat array for kvf__place().
+ * by_id and by_base hold every slot once, sorted by segment id and by
+ * (client id, base): a lookup by id and a client's overlap check are
+ * binary searches, so a mount costs O(log n) checks plus one copy.
  */
 struct kvf__seg_table {
 	struct rcu_head rcu;
 	uint32_t nr;
 	struct kvf__segment **seg;
 	struct kvf__segalloc **alloc;
+	uint32_t *by_id;
+	uint32_t *by_base;
 };
 
 /* A known client; in the clients hash (RCU), keyed by id. */
@@ -218,8 +224,16 @@ int kvf__engine_journal_claimed(struct kvf_engine *e,
 
 /* Mount/unmount with seg_lock held; @journal false while recovering. */
 int kvf__segment_mount_locked(struct kvf_engine *e, uint64_t client_id,
-			      const struct kvf_segment_desc *d, bool journal,
-			      struct kvf__segment **out);
+			      const struct kvf_segment_desc *d, bool journal);
+/*
+ * Mount the items of @d whose @status is KVF_OK on entry (the others are
+ * left alone), as kvf_segment_mount_batch() describes; seg_lock held.
+ * Returns KVF_OK, or KVF_ERR_NO_MEMORY for the scratch space (nothing
+ * changed, @status untouched).
+ */
+int kvf__segment_mount_batch_locked(struct kvf_engine *e, uint64_t client_id,
+				    const struct kvf_segment_desc *d, size_t n,
+				    enum kvf_status *status, bool journal);
 int kvf__segment_unmount_locked(struct kvf_engine *e, uint64_t client_id,
 				uint64_t segment_id, bool journal);
 /* Forget a client without journaling (replay). Caller holds seg_lock. */

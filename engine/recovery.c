@@ -131,7 +131,7 @@ static int apply_mount(struct replay *rp, const struct kvf__jrec *r)
 	endpoint[r->mount.endpoint_len] = 0;
 	/* A mount replaces a segment with the same id. */
 	kvf__segment_unmount_locked(e, 0, d.id, false);
-	if (kvf__segment_mount_locked(e, r->mount.client_id, &d, false, NULL))
+	if (kvf__segment_mount_locked(e, r->mount.client_id, &d, false))
 		return corrupt(rp, "segment cannot be mounted (invalid or "
 				   "overlapping)");
 	return KVF_OK;

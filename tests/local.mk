@@ -102,4 +102,11 @@ check_PROGRAMS += tests/unit/test_remove_rcu
 UNIT_TESTS += tests/unit/test_remove_rcu
 tests_unit_test_remove_rcu_CFLAGS = $(KVF_TEST_CFLAGS)
 tests_unit_test_remove_rcu_LDADD = $(KVF_TEST_LIBS)
+
+# Batch segment mount: per-item answers, against single mounts, across a
+# reopen, and readers walking the table while batches are published.
+check_PROGRAMS += tests/unit/test_segment_batch
+CONCURRENCY_TESTS += tests/unit/test_segment_batch
+tests_unit_test_segment_batch_CFLAGS = $(KVF_TEST_CFLAGS)
+tests_unit_test_segment_batch_LDADD = $(KVF_TEST_LIBS)
 endif

@@ -91,6 +91,48 @@ struct kvf_segment_info {
 enum kvf_status kvf_segment_mount(struct kvf_engine *engine, uint64_t client_id,
 				  const struct kvf_segment_desc *seg);
 
+/** Most segments one kvf_segment_mount_batch() call takes. */
+#define KVF_SEGMENT_BATCH_MAX (1u << 24)
+
+/**
+ * kvf_segment_mount_batch() - lend several segments of one client at once.
+ * @engine: the engine.
+ * @client_id: owner of every segment; non-zero.
+ * @segs: @n descriptions; strings are copied.
+ * @n: how many; at most %KVF_SEGMENT_BATCH_MAX.
+ * @status: @n per-item answers, filled on every return.
+ *
+ * Each item is decided as if kvf_segment_mount() were called for the
+ * items one after the other, in order, and gets the status that call
+ * would return: an item whose id an earlier item of the batch mounted
+ * gets %KVF_ERR_SEGMENT_EXISTS, one overlapping an earlier item the batch
+ * mounted gets %KVF_ERR_SEGMENT_OVERLAP, and a refused item leaves no
+ * trace (a later item may take its id or range). Not all-or-nothing:
+ * the items that may be mounted are, as upstream Mooncake's
+ * ReMountSegment keeps the segments it mounted before a failing one. All
+ * mounted items are journaled in one append and published in one table
+ * swap, so a reader sees none or all of them, and a journal error or
+ * want of memory fails every item that would have mounted (none is
+ * mounted). Counts as a heartbeat of @client_id when an item mounted.
+ *
+ * Cost: O(n + k log k) for k items with n segments mounted, under the
+ * engine's segment lock (one lookup and overlap check per item are
+ * binary searches); readers are never blocked.
+ *
+ * Context: any thread; may block (journal).
+ * Return: %KVF_OK when every item mounted; %KVF_ERR_PARTIAL when some
+ * were refused (see @status: the codes of kvf_segment_mount());
+ * %KVF_ERR_INVALID_ARGUMENT (NULL @engine, or NULL @segs or @status with
+ * @n > 0; @status untouched); %KVF_ERR_INVALID_PARAMS (@client_id 0 or
+ * @n too large: every item gets it, nothing is mounted);
+ * %KVF_ERR_NO_MEMORY (no scratch space: every item gets it, nothing is
+ * mounted).
+ */
+enum kvf_status kvf_segment_mount_batch(struct kvf_engine *engine,
+					uint64_t client_id,
+					const struct kvf_segment_desc *segs,
+					size_t n, enum kvf_status *status);
+
 /**
  * kvf_segment_unmount() - withdraw a segment; drop every replica in it.
  * @engine: the engine.
