@@ -697,35 +697,56 @@ static bool collides(struct kvf_registry *r, const struct kvf_seg_view *seg,
 	       (c && !uuid_eq(c->uuid, client));
 }
 
-static int mount_locked(struct kvf_registry *r, struct kvf_uuid client,
-			const struct kvf_seg_view *seg)
-{
-	char name[KVF_SEGMENT_NAME_MAX + 1], ep[KVF_ENDPOINT_MAX + 1];
-	uint64_t cid = kvf_registry_id(client);
-	struct kvf_segment_desc d = {.id = kvf_registry_id(seg->id),
-				     .name = name,
-				     .base = seg->base,
-				     .size = seg->size,
-				     .endpoint = ep};
-	struct kvf_segment_info info;
-	int ret;
+/* One segment of a batch: its strings NUL-terminated for the engine. */
+struct mount_item {
+	char name[KVF_SEGMENT_NAME_MAX + 1];
+	char ep[KVF_ENDPOINT_MAX + 1];
+	int ret; /* the registry's refusal, before the engine sees it */
+};
 
-	if (!copy_str(name, sizeof(name), seg->name, seg->name_len) ||
-	    !copy_str(ep, sizeof(ep), seg->te_endpoint, seg->te_endpoint_len) ||
+/* Why @seg cannot be handed to the engine (KVF_OK: it can). */
+static int mount_prepare(struct kvf_registry *r, struct kvf_uuid client,
+			 const struct kvf_seg_view *seg, struct mount_item *it,
+			 struct kvf_segment_desc *d)
+{
+	*d = (struct kvf_segment_desc){.id = kvf_registry_id(seg->id),
+				       .name = it->name,
+				       .base = seg->base,
+				       .size = seg->size,
+				       .endpoint = it->ep};
+	if (!copy_str(it->name, sizeof(it->name), seg->name, seg->name_len) ||
+	    !copy_str(it->ep, sizeof(it->ep), seg->te_endpoint,
+		      seg->te_endpoint_len) ||
 	    !protocol_ok(seg->protocol, seg->protocol_len) ||
 	    collides(r, seg, client))
 		return KVF_ERR_INVALID_PARAMS;
-	ret = kvf_segment_mount(r->engine, cid, &d);
+	return KVF_OK;
+}
+
+/*
+ * Enter @seg, which the engine answered @ret, into the table (write lock
+ * held). Segments are entered in request order, so an id an earlier
+ * segment of the request entered under another UUID is a collision, as
+ * it was when each segment was mounted on its own.
+ */
+static int mount_finish(struct kvf_registry *r, struct kvf_uuid client,
+			const struct kvf_seg_view *seg, int ret)
+{
+	uint64_t cid = kvf_registry_id(client), id = kvf_registry_id(seg->id);
+	struct kvf_segment_info info;
+
 	if (ret == KVF_ERR_SEGMENT_EXISTS) {
 		/* Already there: the same client's retry or remount. */
-		if (kvf_segment_query(r->engine, d.id, &info) ||
+		if (collides(r, seg, client))
+			return KVF_ERR_INVALID_PARAMS;
+		if (kvf_segment_query(r->engine, id, &info) ||
 		    info.client_id != cid)
 			return KVF_ERR_SEGMENT_EXISTS;
 		ret = kvf_client_heartbeat(r->engine, cid);
 	}
 	if (ret)
 		return ret;
-	ret = kvf_segment_query(r->engine, d.id, &info);
+	ret = kvf_segment_query(r->engine, id, &info);
 	if (ret)
 		return ret;
 	return add_segment(r, &info, seg->id, client, seg->protocol,
@@ -735,16 +756,39 @@ static int mount_locked(struct kvf_registry *r, struct kvf_uuid client,
 int kvf_registry_mount_batch(struct kvf_registry *r, struct kvf_uuid client,
 			     const struct kvf_seg_view *segs, size_t n)
 {
-	int ret = KVF_OK;
+	struct kvf_segment_desc *d = calloc(n ? n : 1, sizeof(*d));
+	struct mount_item *it = calloc(n ? n : 1, sizeof(*it));
+	enum kvf_status *st = calloc(n ? n : 1, sizeof(*st));
+	size_t nd = 0, k = 0;
+	int ret = KVF_ERR_NO_MEMORY, one;
 
+	if (!d || !it || !st)
+		goto out;
 	pthread_rwlock_wrlock(&r->lock);
+	/* The engine mounts what passed in one call (one journal append,
+	 * one table swap), then each is entered here in order. */
 	for (size_t i = 0; i < n; i++) {
-		int one = mount_locked(r, client, &segs[i]);
-
+		it[i].ret = mount_prepare(r, client, &segs[i], &it[i], &d[nd]);
+		nd += !it[i].ret;
+	}
+	ret = kvf_segment_mount_batch(r->engine, kvf_registry_id(client), d, nd,
+				      st);
+	if (ret == KVF_ERR_INVALID_ARGUMENT)
+		goto unlock;
+	/* Every segment is entered; the answer is the first refusal. */
+	ret = KVF_OK;
+	for (size_t i = 0; i < n; i++) {
+		one = it[i].ret ? it[i].ret
+				: mount_finish(r, client, &segs[i], st[k++]);
 		if (one && !ret)
 			ret = one;
 	}
+unlock:
 	pthread_rwlock_unlock(&r->lock);
+out:
+	free(d);
+	free(it);
+	free(st);
 	return ret;
 }
 

@@ -131,8 +131,10 @@ int kvf_registry_mount(struct kvf_registry *reg, struct kvf_uuid client,
  * kvf_registry_mount() does, under one hold of the lock, without
  * persisting the table (call kvf_registry_persist() once after the last
  * batch of a request). Every segment is tried; the answer is the first
- * error. Each mount is O(1) in the registry (plus the engine's own work),
- * so callers bound @n to keep the hold short (ReMountSegment mounts in
+ * error. The engine mounts the segments that pass the registry's checks
+ * in one kvf_segment_mount_batch() (one journal append, one table swap,
+ * O(log n) checks per segment); each is then O(1) in the registry, so
+ * callers bound @n to keep the hold short (ReMountSegment mounts in
  * slices).
  *
  * Context: any thread; blocks (engine journal). Return: as

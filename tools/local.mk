@@ -82,3 +82,5 @@ endif
 # traces themselves (tools/bench/traces/, 4 MB) stay in the repository:
 # the tests carry their own 200-request cuts.
 dist_noinst_SCRIPTS += tools/bench/trace-sim.py tools/bench/trace-plot.py
+# How long one ReMountSegment holds kvforge-master's loop (docs/master.md).
+dist_noinst_SCRIPTS += tools/bench/remount.py

@@ -134,6 +134,57 @@ static void test_ids_and_collisions(void **state)
 	kvf_engine_close(e);
 }
 
+/*
+ * One batch (one engine call) with refusals of every kind: each segment is
+ * decided as if mounted on its own, in order. A UUID colliding with one an
+ * earlier segment of the same batch mounted is refused, not taken for a
+ * remount of it; a segment the registry refused leaves its UUID free for
+ * a later one; the answer is the first refusal.
+ */
+static void test_batch_in_order(void **state)
+{
+	struct kvf_engine *e = open_engine(NULL);
+	struct kvf_registry *r = NULL;
+	struct kvf_uuid me = {10, 20}, a = {1, 2}, x = {7, 8}, y = {9, 9};
+	struct kvf_uuid b = collide(a, 99);
+	struct kvf_seg_view v[] = {
+		seg(a, "a", 1ULL << 40, "tcp"),
+		seg(b, "b", 2ULL << 40, "tcp"),		/* collides with a */
+		seg(x, "x", 3ULL << 40, "t c p"),	/* bad protocol */
+		seg(x, "x", 3ULL << 40, "rdma"),	/* fine */
+		seg(y, "y", (1ULL << 40) + MIB, "tcp"), /* overlaps a */
+	};
+	const struct kvf_seg_entry *ent;
+	struct kvf_engine_stats st;
+
+	(void)state;
+	assert_int_equal(kvf_registry_open(e, NULL, 10000, &r), KVF_OK);
+	assert_int_equal(kvf_registry_mount_batch(r, me, v, 5),
+			 KVF_ERR_INVALID_PARAMS);
+	kvf_registry_read_lock(r);
+	ent = kvf_registry_segment_by_uuid(r, a);
+	assert_non_null(ent);
+	assert_string_equal(ent->name, "a");
+	assert_null(kvf_registry_segment_by_uuid(r, b));
+	ent = kvf_registry_segment_by_uuid(r, x);
+	assert_non_null(ent);
+	assert_int_equal(ent->protocol_len, 4);
+	assert_memory_equal(ent->protocol, "rdma", 4);
+	assert_null(kvf_registry_segment_by_uuid(r, y));
+	kvf_registry_read_unlock(r);
+	assert_int_equal(kvf_engine_get_stats(e, &st), KVF_OK);
+	assert_int_equal(st.segments, 2);
+	/* The same batch again: the same answer, nothing changes. */
+	assert_int_equal(kvf_registry_mount_batch(r, me, v, 5),
+			 KVF_ERR_INVALID_PARAMS);
+	assert_int_equal(kvf_engine_get_stats(e, &st), KVF_OK);
+	assert_int_equal(st.segments, 2);
+	/* a remounted on its own is a remount. */
+	assert_int_equal(kvf_registry_mount_batch(r, me, v, 1), KVF_OK);
+	kvf_registry_close(r);
+	kvf_engine_close(e);
+}
+
 static char *tmpdir(void)
 {
 	const char *base = getenv("KVF_TEST_TMPDIR");
@@ -297,6 +348,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_ids_and_collisions),
+		cmocka_unit_test(test_batch_in_order),
 		cmocka_unit_test(test_persisted_table),
 		cmocka_unit_test(test_indexes_model),
 	};
