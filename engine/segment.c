@@ -453,14 +453,20 @@ struct mount_scratch {
 	struct kvf__mutation *muts;
 };
 
+/* Items by @kx and @ky, then by their index @x and @y. */
+static int key_then_index(uint64_t kx, uint64_t ky, uint32_t x, uint32_t y)
+{
+	if (kx != ky)
+		return kx < ky ? -1 : 1;
+	return x < y ? -1 : x > y;
+}
+
 static int item_id_cmp(const void *a, const void *b, void *arg)
 {
 	const struct kvf_segment_desc *d = arg;
 	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
 
-	if (d[x].id != d[y].id)
-		return d[x].id < d[y].id ? -1 : 1;
-	return x < y ? -1 : x > y;
+	return key_then_index(d[x].id, d[y].id, x, y);
 }
 
 static int item_base_cmp(const void *a, const void *b, void *arg)
@@ -468,9 +474,7 @@ static int item_base_cmp(const void *a, const void *b, void *arg)
 	const struct kvf_segment_desc *d = arg;
 	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
 
-	if (d[x].base != d[y].base)
-		return d[x].base < d[y].base ? -1 : 1;
-	return x < y ? -1 : x > y;
+	return key_then_index(d[x].base, d[y].base, x, y);
 }
 
 static void scratch_free(struct mount_scratch *m)
