@@ -13,8 +13,10 @@
  *                 key from that revision + 1 (at most 1 s), then read
  *                 again
  *     absent   -> CANDIDATE: grant a lease (t0 = when the grant was
- *                 sent), create the key if absent bound to it; lost the
- *                 race -> revoke, read again
+ *                 sent), create the key if absent bound to it (and,
+ *                 with legacy_key, the <= v0.3.7 key in the same
+ *                 transaction, both required absent); lost the race ->
+ *                 revoke, read again
  *     created  -> WARMUP: view = the transaction's revision (= the key's
  *                 create revision); deadline = t0 + TTL - margin; renew
  *                 every TTL/4 and after each renewal (sent at t) set
@@ -76,6 +78,9 @@ struct kvf_ha {
 	struct kvf_etcd *etcd;
 	char key[HA_KEY_MAX];
 	size_t klen;
+	/* what a win publishes: key, and the <= v0.3.7 key if asked */
+	struct kvf_etcd_key keys[2];
+	size_t nkeys;
 	char *advertise;
 	uint64_t ttl_ns, renew_ns, margin_ns;
 	unsigned ttl_s;
@@ -96,6 +101,7 @@ struct kvf_ha {
 
 	/* the campaign thread's own */
 	int64_t lease; /* held, or 0 */
+	bool legacy_logged;
 	/* the key as this standby last read it: its lease and the
 	 * revision of its last change (0: not read since leading) */
 	int64_t seen_lease, seen_mod;
@@ -264,6 +270,30 @@ static void seen(struct kvf_ha *ha, const char *leader, uint64_t view)
 	pthread_mutex_unlock(&ha->mu);
 }
 
+/* 1 when every key we published is still ours (same create revision,
+ * same lease), 0 when one is not, negative when etcd did not answer. */
+static int keys_ours(struct kvf_ha *ha)
+{
+	for (size_t i = 0; i < ha->nkeys; i++) {
+		struct kvf_etcd_kv kv;
+		bool found, ours;
+		int ret = kvf_etcd_get(ha->etcd, ha->keys[i].key,
+				       ha->keys[i].len, &kv, &found);
+
+		if (ret)
+			return ret;
+		ours = found &&
+		       (uint64_t)kv.create_revision ==
+			       kvf_ha_view_version(ha) &&
+		       kv.lease == ha->lease;
+		if (found)
+			kvf_etcd_kv_clear(&kv);
+		if (!ours)
+			return 0;
+	}
+	return 1;
+}
+
 /*
  * Renew once: 1 when etcd confirmed it (and the key is still ours), 0
  * when it did not answer (retry; the deadline runs on), -1 when the
@@ -273,8 +303,7 @@ static void seen(struct kvf_ha *ha, const char *leader, uint64_t view)
 static int renew(struct kvf_ha *ha, const char **why)
 {
 	uint64_t sent = kvf__now_ns(), deadline;
-	struct kvf_etcd_kv kv;
-	bool found, confirmed = false;
+	bool confirmed = false;
 	int ret;
 
 	ret = kvf_etcd_lease_keepalive(ha->etcd, ha->lease, NULL);
@@ -289,21 +318,12 @@ static int renew(struct kvf_ha *ha, const char **why)
 		atomic_store_explicit(&ha->deadline_ns,
 				      sent + ha->ttl_ns - ha->margin_ns,
 				      memory_order_release);
-		ret = kvf_etcd_get(ha->etcd, ha->key, ha->klen, &kv, &found);
+		ret = keys_ours(ha);
 		if (!ret) {
-			bool ours = found &&
-				    (uint64_t)kv.create_revision ==
-					    kvf_ha_view_version(ha) &&
-				    kv.lease == ha->lease;
-
-			if (found)
-				kvf_etcd_kv_clear(&kv);
-			if (!ours) {
-				*why = "the key was deleted or replaced";
-				return -1;
-			}
-			confirmed = true;
+			*why = "the key was deleted or replaced";
+			return -1;
 		}
+		confirmed = ret > 0;
 	}
 	if (kvf__now_ns() >=
 	    atomic_load_explicit(&ha->deadline_ns, memory_order_acquire)) {
@@ -345,8 +365,10 @@ static void warm_up(struct kvf_ha *ha, int64_t prev, uint64_t *warm_until,
 
 	if (prev && now >= *poll_at) {
 		if (kvf_etcd_lease_ttl(ha->etcd, prev, NULL) ==
-		    KVF_ERR_OBJECT_NOT_FOUND)
+		    KVF_ERR_OBJECT_NOT_FOUND) {
+			fprintf(stderr, "ha: the previous lease is over\n");
 			*warm_until = now;
+		}
 		*poll_at = kvf__now_ns() + HA_RETRY_NS;
 	}
 	if (now < *warm_until)
@@ -367,7 +389,7 @@ static void lead(struct kvf_ha *ha, uint64_t granted_at, int64_t rev)
 	ha->seen_lease = 0;
 	fprintf(stderr, "ha: elected, view version %llu; %s\n",
 		(unsigned long long)rev,
-		prev ? "serving once the previous leader's lease is over"
+		prev ? "serving once the previous leader's lease is gone"
 		     : "serving after a full TTL (the previous leader is "
 		       "not known)");
 	for (;;) {
@@ -396,6 +418,32 @@ static void lead(struct kvf_ha *ha, uint64_t granted_at, int64_t rev)
 			next = kvf__now_ns() + ha->renew_ns;
 		}
 	}
+}
+
+/*
+ * After a lost race with --ha_publish_legacy_key: is it the <= v0.3.7
+ * key, not ours, that another master (another cluster, or an upstream
+ * master) holds while ours is absent? Then say so once and retry slowly:
+ * that key names one leader per etcd, whatever the cluster.
+ */
+static bool legacy_held(struct kvf_ha *ha)
+{
+	struct kvf_etcd_kv kv;
+	bool found;
+
+	if (ha->nkeys < 2 || kvf_etcd_get(ha->etcd, ha->key, ha->klen, &kv,
+					  &found))
+		return false;
+	if (found) {
+		kvf_etcd_kv_clear(&kv);
+		return false; /* a competitor of our own cluster won */
+	}
+	if (!ha->legacy_logged)
+		fprintf(stderr, "ha: cannot lead: the key %s is held by a "
+				"master of another cluster; retrying\n",
+			KVF_HA_LEGACY_KEY);
+	ha->legacy_logged = true;
+	return true;
 }
 
 static void *campaign(void *arg)
@@ -442,13 +490,13 @@ static void *campaign(void *arg)
 			sleep_until(ha, kvf__now_ns() + HA_RETRY_NS);
 			continue;
 		}
-		ret = kvf_etcd_create(ha->etcd, ha->key, ha->klen,
-				      ha->advertise, strlen(ha->advertise),
-				      ha->lease, &created, &rev);
+		ret = kvf_etcd_create_all(ha->etcd, ha->keys, ha->nkeys,
+					  ha->advertise, strlen(ha->advertise),
+					  ha->lease, &created, &rev);
 		if (ret || !created || rev <= 0) {
 			kvf_etcd_lease_revoke(ha->etcd, ha->lease);
 			ha->lease = 0;
-			if (ret)
+			if (ret || (!created && legacy_held(ha)))
 				sleep_until(ha, kvf__now_ns() + HA_RETRY_NS);
 			continue;
 		}
@@ -485,6 +533,12 @@ int kvf_ha_start(const struct kvf_ha_options *opts, struct kvf_ha **out)
 		free(ha);
 		return KVF_ERR_INVALID_ARGUMENT;
 	}
+	ha->keys[0] = (struct kvf_etcd_key){.key = ha->key, .len = ha->klen};
+	ha->nkeys = 1;
+	if (opts->legacy_key)
+		ha->keys[ha->nkeys++] = (struct kvf_etcd_key){
+			.key = KVF_HA_LEGACY_KEY,
+			.len = strlen(KVF_HA_LEGACY_KEY)};
 	ha->ttl_s = opts->ttl_s;
 	ha->ttl_ns = opts->ttl_s * KVF__NS_PER_SEC;
 	ha->renew_ns = ha->ttl_ns / 4;

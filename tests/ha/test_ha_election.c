@@ -13,6 +13,8 @@
  *  - a standby that takes the key serves as soon as the previous
  *    holder's lease is gone, whether it watched the deletion or found
  *    the key absent on a read, and not while that lease lives;
+ *  - with legacy_key, the <= v0.3.7 key is published in the same
+ *    transaction, and another master's copy of it blocks the election;
  *  - cluster id: one trailing '/' dropped; empty means
  *    $MC_STORE_CLUSTER_ID, else mooncake_cluster.
  * A sampling thread checks throughout that the two never may serve at
@@ -336,6 +338,83 @@ static void test_missed_deletion(void **state)
 	kvf_ha_stop(b);
 }
 
+/* @key's value, create revision and lease (value NULL: absent). */
+static void key_is(struct kvf_etcd *e, const char *key, const char *value,
+		   uint64_t view, int64_t *lease)
+{
+	struct kvf_etcd_kv kv;
+	bool found;
+
+	assert_int_equal(kvf_etcd_get(e, key, strlen(key), &kv, &found),
+			 KVF_OK);
+	assert_int_equal(found, value != NULL);
+	if (!found)
+		return;
+	assert_string_equal(kv.value, value);
+	assert_int_equal((uint64_t)kv.create_revision, view);
+	*lease = kv.lease;
+	kvf_etcd_kv_clear(&kv);
+}
+
+/*
+ * legacy_key: the leader publishes mooncake-store/master_view too, with
+ * the same value, lease and create revision (one transaction); both go
+ * with its stop. Held by someone else, that key keeps the candidate from
+ * leading (nothing is published) until it is gone.
+ */
+static void test_legacy_key(void **state)
+{
+	struct kvf_ha_options o = {.endpoints = etcd_fx.endpoint,
+				   .cluster_id = "ha_test",
+				   .advertise = "10.0.0.3:5003",
+				   .ttl_s = 1,
+				   .legacy_key = true};
+	const char *lk = KVF_HA_LEGACY_KEY;
+	int64_t l1 = 0, l2 = 0;
+	struct kvf_etcd *e;
+	struct kvf_ha *ha;
+	uint64_t view;
+
+	(void)state;
+	assert_string_equal(lk, "mooncake-store/master_view");
+	assert_int_equal(kvf_etcd_new(etcd_fx.endpoint, 2000, &e), KVF_OK);
+	assert_int_equal(kvf_etcd_delete(e, KEY, strlen(KEY)), KVF_OK);
+	assert_int_equal(kvf_etcd_delete(e, lk, strlen(lk)), KVF_OK);
+
+	assert_int_equal(kvf_ha_start(&o, &ha), KVF_OK);
+	assert_true(wait_serving(ha));
+	view = kvf_ha_view_version(ha);
+	key_is(e, KEY, "10.0.0.3:5003", view, &l1);
+	key_is(e, lk, "10.0.0.3:5003", view, &l2);
+	assert_true(l1 != 0);
+	assert_int_equal(l1, l2);
+	kvf_ha_stop(ha);
+	key_is(e, KEY, NULL, 0, &l1);
+	key_is(e, lk, NULL, 0, &l1);
+
+	/* the old key held by another master: no leading, nothing written */
+	assert_int_equal(kvf_etcd_put(e, lk, strlen(lk), "10.9.9.9:1", 10, 0),
+			 KVF_OK);
+	assert_int_equal(kvf_ha_start(&o, &ha), KVF_OK);
+	for (int i = 0; i < 20; i++)
+		assert_false(kvf_ha_wait(ha, 100));
+	key_is(e, KEY, NULL, 0, &l1);
+	assert_int_equal(kvf_etcd_delete(e, lk, strlen(lk)), KVF_OK);
+	assert_true(wait_serving(ha));
+	view = kvf_ha_view_version(ha);
+	key_is(e, KEY, "10.0.0.3:5003", view, &l1);
+	key_is(e, lk, "10.0.0.3:5003", view, &l2);
+	assert_int_equal(l1, l2);
+
+	/* the old key deleted under the leader: it steps down */
+	assert_int_equal(kvf_etcd_delete(e, lk, strlen(lk)), KVF_OK);
+	for (int i = 0; i < 200 && kvf_ha_view_version(ha) == view; i++)
+		kvf_ha_wait(ha, 100);
+	assert_true(kvf_ha_view_version(ha) != view);
+	kvf_ha_stop(ha);
+	kvf_etcd_free(e);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -344,6 +423,7 @@ int main(void)
 		cmocka_unit_test(test_election),
 		cmocka_unit_test(test_waits_for_live_lease),
 		cmocka_unit_test(test_missed_deletion),
+		cmocka_unit_test(test_legacy_key),
 	};
 
 	etcd_fixture_require();
