@@ -346,8 +346,8 @@ static bool replaces_seen(struct kvf_ha *ha, int64_t rev)
 	bool fired;
 
 	if (!ha->seen_lease ||
-	    kvf_etcd_watch(ha->etcd, ha->key, ha->klen, false,
-			   ha->seen_mod + 1, HA_HISTORY_MS, &ev, &fired) ||
+	    kvf_etcd_watch(ha->etcd, ha->key, ha->klen, false, ha->seen_mod + 1,
+			   HA_HISTORY_MS, &ev, &fired) ||
 	    !fired || !ev.deleted)
 		return false;
 	return !kvf_etcd_watch(ha->etcd, ha->key, ha->klen, false,
@@ -431,16 +431,17 @@ static bool legacy_held(struct kvf_ha *ha)
 	struct kvf_etcd_kv kv;
 	bool found;
 
-	if (ha->nkeys < 2 || kvf_etcd_get(ha->etcd, ha->key, ha->klen, &kv,
-					  &found))
+	if (ha->nkeys < 2 ||
+	    kvf_etcd_get(ha->etcd, ha->key, ha->klen, &kv, &found))
 		return false;
 	if (found) {
 		kvf_etcd_kv_clear(&kv);
 		return false; /* a competitor of our own cluster won */
 	}
 	if (!ha->legacy_logged)
-		fprintf(stderr, "ha: cannot lead: the key %s is held by a "
-				"master of another cluster; retrying\n",
+		fprintf(stderr,
+			"ha: cannot lead: the key %s is held by a "
+			"master of another cluster; retrying\n",
 			KVF_HA_LEGACY_KEY);
 	ha->legacy_logged = true;
 	return true;
@@ -536,9 +537,9 @@ int kvf_ha_start(const struct kvf_ha_options *opts, struct kvf_ha **out)
 	ha->keys[0] = (struct kvf_etcd_key){.key = ha->key, .len = ha->klen};
 	ha->nkeys = 1;
 	if (opts->legacy_key)
-		ha->keys[ha->nkeys++] = (struct kvf_etcd_key){
-			.key = KVF_HA_LEGACY_KEY,
-			.len = strlen(KVF_HA_LEGACY_KEY)};
+		ha->keys[ha->nkeys++] =
+			(struct kvf_etcd_key){.key = KVF_HA_LEGACY_KEY,
+					      .len = strlen(KVF_HA_LEGACY_KEY)};
 	ha->ttl_s = opts->ttl_s;
 	ha->ttl_ns = opts->ttl_s * KVF__NS_PER_SEC;
 	ha->renew_ns = ha->ttl_ns / 4;

@@ -471,14 +471,14 @@ int kvf_etcd_create_all(struct kvf_etcd *e, const struct kvf_etcd_key *keys,
 	 * memory): the size check below catches it */
 	for (size_t i = 0; cmp && ops && i < n; i++) {
 		json_array_append_new(
-			cmp, json_pack("{s:o,s:s,s:s}", "key",
-				       b64_json(keys[i].key, keys[i].len),
-				       "target", "CREATE", "create_revision",
-				       "0"));
-		json_array_append_new(
-			ops, json_pack("{s:o}", "request_put",
-				       put_op(keys[i].key, keys[i].len, value,
-					      vlen, lease)));
+			cmp,
+			json_pack("{s:o,s:s,s:s}", "key",
+				  b64_json(keys[i].key, keys[i].len), "target",
+				  "CREATE", "create_revision", "0"));
+		json_array_append_new(ops,
+				      json_pack("{s:o}", "request_put",
+						put_op(keys[i].key, keys[i].len,
+						       value, vlen, lease)));
 	}
 	if (!cmp || !ops || json_array_size(cmp) != n ||
 	    json_array_size(ops) != n) {
