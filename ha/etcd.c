@@ -418,6 +418,12 @@ static int kv_from_json(json_t *kvj, struct kvf_etcd_kv *kv)
 int kvf_etcd_get(struct kvf_etcd *e, const void *key, size_t klen,
 		 struct kvf_etcd_kv *kv, bool *found)
 {
+	return kvf_etcd_get_at(e, key, klen, kv, found, NULL);
+}
+
+int kvf_etcd_get_at(struct kvf_etcd *e, const void *key, size_t klen,
+		    struct kvf_etcd_kv *kv, bool *found, int64_t *revision)
+{
 	json_t *resp, *kvs;
 	int ret, code;
 
@@ -427,6 +433,9 @@ int kvf_etcd_get(struct kvf_etcd *e, const void *key, size_t klen,
 		   &code);
 	if (ret)
 		return ret;
+	if (revision)
+		*revision =
+			get_i64(json_object_get(resp, "header"), "revision");
 	kvs = json_object_get(resp, "kvs");
 	if (json_is_array(kvs) && json_array_size(kvs)) {
 		ret = kv_from_json(json_array_get(kvs, 0), kv);

@@ -88,6 +88,14 @@ size_t kvf_etcd_endpoint_count(const struct kvf_etcd *e);
 int kvf_etcd_get(struct kvf_etcd *e, const void *key, size_t klen,
 		 struct kvf_etcd_kv *kv, bool *found);
 
+/**
+ * kvf_etcd_get_at() - kvf_etcd_get(), and the store's revision the read
+ * saw in *@revision (whether or not the key exists; may be NULL): a
+ * watch from @revision + 1 misses no later change of the key.
+ */
+int kvf_etcd_get_at(struct kvf_etcd *e, const void *key, size_t klen,
+		    struct kvf_etcd_kv *kv, bool *found, int64_t *revision);
+
 /** kvf_etcd_kv_clear() - free @kv's value and zero it. */
 void kvf_etcd_kv_clear(struct kvf_etcd_kv *kv);
 
