@@ -269,23 +269,32 @@ static double secs_to_serve(struct kvf_ha *ha)
 	return (double)(b.tv_sec - a.tv_sec) + (b.tv_nsec - a.tv_nsec) / 1e9;
 }
 
+/* A standby (TTL 30 s) behind a fake leader whose lease (TTL 30 s) is
+ * *@lease; *@e: a client of the fixture's member. */
+static struct kvf_ha *standby_behind_fake(struct kvf_etcd **e, int64_t *lease)
+{
+	struct kvf_ha *b;
+
+	assert_int_equal(kvf_etcd_new(etcd_fx.endpoint, 2000, e), KVF_OK);
+	*lease = fake_leader(*e, 30);
+	b = start_ttl("10.0.0.2:5002", 30);
+	wait_role(b, KVF_HA_STANDBY);
+	return b;
+}
+
 /*
  * The key deleted by hand while its holder's lease lives: the standby
  * takes the key but does not serve until that lease is gone (the holder
  * would step down and revoke it at its next renewal), and then serves at
- * once, not after its own TTL + TTL/4 (37.5 s here; 20 s is the bound).
+ * once, not after its own TTL + TTL/4 (37.5 s here; 15 s is the bound).
  */
 static void test_waits_for_live_lease(void **state)
 {
 	struct kvf_etcd *e;
-	struct kvf_ha *b;
 	int64_t lease;
+	struct kvf_ha *b = standby_behind_fake(&e, &lease);
 
 	(void)state;
-	assert_int_equal(kvf_etcd_new(etcd_fx.endpoint, 2000, &e), KVF_OK);
-	lease = fake_leader(e, 30);
-	b = start_ttl("10.0.0.2:5002", 30);
-	wait_role(b, KVF_HA_STANDBY);
 	assert_int_equal(kvf_etcd_delete(e, KEY, strlen(KEY)), KVF_OK);
 	wait_role(b, KVF_HA_WARMUP);
 	for (int i = 0; i < 5; i++) /* the old lease lives: no serving */
@@ -319,15 +328,11 @@ static void test_missed_deletion(void **state)
 {
 	uint16_t port = etcd_fx.client_port;
 	struct kvf_etcd *e;
-	struct kvf_ha *b;
 	int64_t lease;
+	struct kvf_ha *b = standby_behind_fake(&e, &lease);
 
 	(void)state;
-	assert_int_equal(kvf_etcd_new(etcd_fx.endpoint, 2000, &e), KVF_OK);
-	lease = fake_leader(e, 30);
-	kvf_etcd_free(e);
-	b = start_ttl("10.0.0.2:5002", 30);
-	wait_role(b, KVF_HA_STANDBY);
+	kvf_etcd_free(e);		     /* its endpoint moves */
 	move_etcd(etcd_fixture_free_port()); /* out of the standby's reach */
 	assert_int_equal(kvf_etcd_new(etcd_fx.endpoint, 2000, &e), KVF_OK);
 	assert_int_equal(kvf_etcd_lease_revoke(e, lease), KVF_OK);
