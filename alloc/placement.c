@@ -495,24 +495,6 @@ static bool never_fits(struct kvf__segalloc *const *segs, uint32_t nr,
 }
 
 /*
- * Settle the segments whose allocators hold a batch's pending frees
- * (kvf__segalloc_settle()); returns whether there were any. Only asked
- * after a failure.
- */
-static bool settle_pending(struct kvf__segalloc *const *segs, uint32_t nr)
-{
-	bool any = false;
-
-	for (uint32_t i = 0; i < nr; i++) {
-		if (!segs[i] || !kvf__segalloc_has_pending(segs[i]))
-			continue;
-		kvf__segalloc_settle(segs[i]);
-		any = true;
-	}
-	return any;
-}
-
-/*
  * @p's lane among @nr segments: lanes of at least two segments each (a
  * lane of one would turn best fit into "that segment"), so with many
  * placers some share a lane.
@@ -533,7 +515,6 @@ int kvf__place(enum kvf_placement_strategy strategy,
 	       struct kvf__place_result *res)
 {
 	struct ctx c = { .segs = segs, .nr = nr_segs, .res = res };
-	bool settled = false;
 	int rc = KVF_OK;
 
 	if (!req || !res || !p || !p->rng || (nr_segs && !segs) ||
@@ -551,11 +532,10 @@ int kvf__place(enum kvf_placement_strategy strategy,
 		p->memo_lane = p->lane;
 		p->memo_lanes = p->lanes;
 	}
-	if (nr_segs < req->replica_num)
-		return KVF_ERR_NOT_ENOUGH_SEGMENTS;
-retry:
 	res->count = 0;
 	res->fallbacks = 0;
+	if (nr_segs < req->replica_num)
+		return KVF_ERR_NOT_ENOUGH_SEGMENTS;
 	while (res->count < req->replica_num) {
 		rc = place_preferred(&c, req);
 		if (rc != KVF_ERR_NO_SPACE)
@@ -583,16 +563,6 @@ err_undo:
 	kvf__place_undo(segs, req, res);
 	res->count = 0;
 	res->first_choice = 0;
-	/*
-	 * Blocks a batch of frees left pending may merge into a fit the
-	 * published maxima do not show yet: settle them, try once more.
-	 */
-	if (rc == KVF_ERR_NO_SPACE && !settled &&
-	    settle_pending(segs, nr_segs)) {
-		settled = true;
-		kvf__placer_forget(p);
-		goto retry;
-	}
 	if (rc == KVF_ERR_NO_SPACE &&
 	    never_fits(segs, nr_segs, req->size, req->replica_num))
 		rc = KVF_ERR_INVALID_PARAMS;

@@ -188,12 +188,6 @@
  */
 #define MAX_HEIGHT 29
 #define MAX_SPARE 8
-/*
- * A reuse list entry (offset | PENDING) whose block a batch of frees put
- * there without reading the tree: the tree still says used by the owner
- * that freed it (see "Pending parks"). Offsets are aligned to >= 8.
- */
-#define PENDING 1ULL
 /* Reuse lists: sizes per allocator, blocks per size. */
 #define REUSE_SIZES KVF__SEGALLOC_REUSE_SIZES
 /* Recent sizes remembered to admit a size to a slot (reuse_seen). */
@@ -271,25 +265,15 @@ static inline struct inner *as_inner(const struct node *n)
 struct reuse_list {
 	uint64_t size;     /* 0: slot unused */
 	uint64_t last_use; /* reuse.clock at this size's last alloc */
-	/*
-	 * Allocs of this size since the last batch of frees, and how many
-	 * of the current batch's frees may still be left pending: a batch
-	 * pends no more than the allocs between the last two took.
-	 */
-	uint32_t wanted, may_pend;
 	uint32_t n;
 	uint64_t off[REUSE_DEPTH];
 };
 
-/*
- * A popped parked block whose leaf still says parked (apply_claims), or,
- * if @pending, still says used by the owner that freed it.
- */
+/* A popped parked block whose leaf still says parked (apply_claims). */
 struct claim {
 	uint64_t off;
 	uint64_t size;
 	uint64_t tag;
-	uint64_t pending;
 };
 
 struct reuse {
@@ -298,8 +282,6 @@ struct reuse {
 	struct claim claim[CLAIM_DEPTH];
 	uint32_t nr_claims;
 	uint64_t bytes; /* parked in the lists, counted free */
-	uint32_t nr_pending; /* list entries marked PENDING */
-	bool no_pending;     /* kvf__segalloc_set_pending(a, false) */
 	uint64_t limit; /* at most this many bytes parked; 0: off */
 	uint64_t clock; /* allocs so far (ages the slots) */
 	/* The last sizes allocated without a slot, newest at seen_at. */
@@ -1130,19 +1112,14 @@ static void reuse_unlist(struct kvf__segalloc *a, uint64_t off, uint64_t size)
 		 (unsigned long long)off);
 }
 
-/*
- * The leaf holding the parked block at @off (@size bytes), at @p: parked
- * in the tree, or with @pending still used by the owner that freed it.
- */
+/* The leaf holding the parked block at @off (@size bytes), at @p. */
 static struct node *parked_leaf(struct kvf__segalloc *a, uint64_t off,
-				uint64_t size, bool pending, struct path *p)
+				uint64_t size, struct path *p)
 {
 	struct node *l = lookup(a, off, p);
-	uint64_t want = size | (pending ? USED : FLAGS);
 
-	if (p->off != off || l->val[p->idx[0]] != want)
-		kvf__die("%s block %#llx lost",
-			 pending ? "freed" : "parked", (unsigned long long)off);
+	if (p->off != off || l->val[p->idx[0]] != (size | FLAGS))
+		kvf__die("parked block %#llx lost", (unsigned long long)off);
 	return l;
 }
 
@@ -1154,20 +1131,15 @@ static struct node *parked_leaf(struct kvf__segalloc *a, uint64_t off,
 static void reuse_to_tree(struct kvf__segalloc *a, uint64_t off, uint64_t size)
 {
 	struct path p;
-	struct node *l = parked_leaf(a, off, size, false, &p);
+	struct node *l = parked_leaf(a, off, size, &p);
 
 	l->val[p.idx[0]] = size;
 	fix_path_freed(a, &p);
 }
 
-static void settle_pending(struct kvf__segalloc *a, bool park);
-static void publish(struct kvf__segalloc *a);
-
 /* Give every block parked in @rl back to the tree. */
 static void reuse_flush_list(struct kvf__segalloc *a, struct reuse_list *rl)
 {
-	/* Pending parks go through the tree first, parking none again. */
-	settle_pending(a, false);
 	while (rl->n) {
 		a->reuse.bytes -= rl->size;
 		reuse_to_tree(a, rl->off[--rl->n], rl->size);
@@ -1224,8 +1196,6 @@ static void reuse_claim(struct kvf__segalloc *a, uint64_t need)
 		return;
 	reuse_flush_list(a, v);
 	v->size = need;
-	v->wanted = 0;
-	v->may_pend = 0;
 	v->last_use = a->reuse.clock;
 }
 
@@ -1299,58 +1269,22 @@ static bool frees_adjoin(const struct kvf__segalloc *a,
 	return need && y->offset == x->offset + need;
 }
 
-/* Offsets whose descents prefetch_descents() walks together, in chunks. */
-struct descents {
-	uint64_t off[DESCENT_CHUNK];
-	size_t m;
-};
-
-static void descents_add(const struct kvf__segalloc *a, struct descents *d,
-			 uint64_t off)
-{
-	if (d->m == DESCENT_CHUNK) {
-		prefetch_descents(a, d->off, d->m);
-		d->m = 0;
-	}
-	d->off[d->m++] = off;
-}
-
 /*
- * Could a batch's free of (@offset, @size) become a pending park (a list
- * for its size exists and was allocated from since the last batch)? A
- * hint for the prefetch: such a free reads no tree.
+ * prefetch_descents() for the pending claims' blocks and the offsets of
+ * @r inside the segment, in one pass: the claims of a batch of puts and
+ * the frees of the next batch remove miss together instead of in two
+ * waves.
  */
-static bool may_pend(struct kvf__segalloc *a, uint64_t size)
-{
-	uint64_t need = rounded(a, size);
-	const struct reuse_list *rl;
-
-	if (!a->reuse.limit || !need || a->reuse.no_pending)
-		return false;
-	rl = reuse_find(a, need);
-	return rl && rl->wanted;
-}
-
-/*
- * prefetch_descents() for the pending claims' blocks, the pending parks'
- * (settled next) and the offsets of @r inside the segment that will read
- * the tree, in one pass: the claims of a batch of puts and the frees of
- * the next batch remove miss together instead of in two waves.
- */
-static void prefetch_claims_and_frees(struct kvf__segalloc *a,
+static void prefetch_claims_and_frees(const struct kvf__segalloc *a,
 				      const struct kvf__segalloc_range *r,
 				      size_t n)
 {
 	const struct reuse *ru = &a->reuse;
-	struct descents d = { .m = 0 };
+	uint64_t off[DESCENT_CHUNK];
+	size_t m = 0;
 
 	for (uint32_t i = 0; i < ru->nr_claims; i++)
-		descents_add(a, &d, ru->claim[i].off);
-	for (unsigned k = 0; k < REUSE_SIZES && ru->nr_pending; k++)
-		for (uint32_t i = 0; i < ru->list[k].n; i++)
-			if (ru->list[k].off[i] & PENDING)
-				descents_add(a, &d,
-					     ru->list[k].off[i] & ~PENDING);
+		off[m++] = ru->claim[i].off;
 	for (size_t i = 0; i < n; i++) {
 		if (r[i].offset >= a->pub.capacity)
 			continue;
@@ -1360,14 +1294,14 @@ static void prefetch_claims_and_frees(struct kvf__segalloc *a,
 		 */
 		if (i > 0 && frees_adjoin(a, &r[i - 1], &r[i]))
 			continue;
-		/* Not a run's first, and a list for its size: pended. */
-		if ((i + 1 == n || !frees_adjoin(a, &r[i], &r[i + 1])) &&
-		    may_pend(a, r[i].size))
-			continue;
-		descents_add(a, &d, r[i].offset);
+		if (m == DESCENT_CHUNK) {
+			prefetch_descents(a, off, m);
+			m = 0;
+		}
+		off[m++] = r[i].offset;
 	}
-	if (d.m)
-		prefetch_descents(a, d.off, d.m);
+	if (m)
+		prefetch_descents(a, off, m);
 }
 
 _Static_assert(CLAIM_DEPTH <= DESCENT_CHUNK, "one prefetch pass per batch");
@@ -1389,8 +1323,7 @@ static void apply_claims(struct kvf__segalloc *a,
 	for (uint32_t i = 0; i < ru->nr_claims; i++) {
 		const struct claim *c = &ru->claim[i];
 		struct path p;
-		struct node *l = parked_leaf(a, c->off, c->size, c->pending,
-					     &p);
+		struct node *l = parked_leaf(a, c->off, c->size, &p);
 
 		l->val[p.idx[0]] = c->size | USED;
 		as_leaf(l)->tag[p.idx[0]] = c->tag;
@@ -1407,11 +1340,6 @@ static void lock_settled(struct kvf__segalloc *a)
 {
 	pthread_mutex_lock(&a->lock);
 	apply_claims(a, NULL, 0);
-	if (a->reuse.nr_pending) {
-		/* Merges may move largest_free: readers of it see them. */
-		settle_pending(a, true);
-		publish(a);
-	}
 }
 
 /*
@@ -1423,14 +1351,12 @@ static void lock_settled(struct kvf__segalloc *a)
 static inline __attribute__((always_inline)) uint64_t
 reuse_pop(struct kvf__segalloc *a, struct reuse_list *rl, uint64_t tag)
 {
-	uint64_t e = rl->off[--rl->n], off = e & ~PENDING;
+	uint64_t off = rl->off[--rl->n];
 
 	if (a->reuse.nr_claims == CLAIM_DEPTH)
 		apply_claims(a, NULL, 0);
-	a->reuse.claim[a->reuse.nr_claims++] = (struct claim){
-		.off = off, .size = rl->size, .tag = tag, .pending = e & PENDING
-	};
-	a->reuse.nr_pending -= (uint32_t)(e & PENDING);
+	a->reuse.claim[a->reuse.nr_claims++] =
+		(struct claim){ .off = off, .size = rl->size, .tag = tag };
 	a->reuse.bytes -= rl->size;
 	reuse_publish(a, rl);
 	return off;
@@ -1452,7 +1378,6 @@ static bool reuse_take(struct kvf__segalloc *a, uint64_t need, uint64_t tag,
 		return false;
 	}
 	rl->last_use = a->reuse.clock;
-	rl->wanted++;
 	if (!rl->n)
 		return false;
 	*offset = reuse_pop(a, rl, tag);
@@ -1538,23 +1463,17 @@ static void check_parked(const struct node *n, unsigned level, uint64_t *prev,
 static void check_reuse(const struct kvf__segalloc *a)
 {
 	uint64_t prev = USED, nr = 0, bytes = 0, listed = 0, claimed = 0;
-	uint64_t pending = 0, pending_bytes = 0;
 
 	check_parked(a->root, a->height, &prev, &nr, &bytes);
 	for (unsigned k = 0; k < REUSE_SIZES; k++) {
 		const struct reuse_list *rl = &a->reuse.list[k];
 
 		for (uint32_t i = 0; i < rl->n; i++) {
-			uint64_t off = rl->off[i] & ~PENDING;
-			bool pend = rl->off[i] & PENDING;
-			struct blk b = block_at(a, off);
+			struct blk b = block_at(a, rl->off[i]);
 
-			if (b.off != off ||
-			    b.val != (rl->size | (pend ? USED : FLAGS)))
+			if (b.off != rl->off[i] || b.val != (rl->size | FLAGS))
 				kvf__die("listed block %#llx not parked",
-					 (unsigned long long)off);
-			pending += pend;
-			pending_bytes += pend ? rl->size : 0;
+					 (unsigned long long)rl->off[i]);
 		}
 		if (atomic_load_explicit(&a->pub.parked[k],
 					 memory_order_relaxed) !=
@@ -1562,25 +1481,17 @@ static void check_reuse(const struct kvf__segalloc *a)
 			kvf__die("parked size of list %u not published", k);
 		listed += rl->n;
 	}
-	if (pending != a->reuse.nr_pending)
-		kvf__die("%llu pending parks counted %u",
-			 (unsigned long long)pending, a->reuse.nr_pending);
-	listed -= pending;
 	for (uint32_t i = 0; i < a->reuse.nr_claims; i++) {
 		const struct claim *c = &a->reuse.claim[i];
 		struct blk b = block_at(a, c->off);
 
-		if (b.off != c->off ||
-		    b.val != (c->size | (c->pending ? USED : FLAGS)))
+		if (b.off != c->off || b.val != (c->size | FLAGS))
 			kvf__die("claimed block %#llx not parked",
 				 (unsigned long long)c->off);
-		if (c->pending)
-			continue;
 		listed++;
 		claimed += c->size;
 	}
-	if (nr != listed ||
-	    bytes != a->reuse.bytes - pending_bytes + claimed ||
+	if (nr != listed || bytes != a->reuse.bytes + claimed ||
 	    a->reuse.bytes > a->reuse.limit)
 		kvf__die("%llu parked blocks (%llu bytes), %llu listed (%llu)",
 			 (unsigned long long)nr, (unsigned long long)bytes,
@@ -1611,8 +1522,6 @@ static void publish(struct kvf__segalloc *a)
 			      parked > a->largest ? parked : a->largest,
 			      memory_order_release);
 	atomic_store_explicit(&a->nr_allocs, a->allocs, memory_order_release);
-	atomic_store_explicit(&a->pub.pending, a->reuse.nr_pending,
-			      memory_order_relaxed);
 }
 
 /* ---- API ---- */
@@ -1701,11 +1610,6 @@ static int alloc_locked(struct kvf__segalloc *a, uint64_t need, uint64_t tag,
 	 * all their blocks back to the tree (none merges, see reuse_room),
 	 * and first fit runs on the result.
 	 */
-	if (a->largest < need && a->reuse.nr_pending) {
-		/* A batch's pending parks may merge into a fit: settle. */
-		apply_claims(a, NULL, 0);
-		settle_pending(a, true);
-	}
 	if (a->largest < need && reuse_largest(a) >= need)
 		reuse_flush(a);
 	if (a->largest < need)
@@ -1814,7 +1718,6 @@ int kvf__segalloc_try_take_parked(struct kvf__segalloc *a, uint64_t size,
 	if (rl && rl->n) {
 		/* What reuse_take() does for alloc, minus the admission. */
 		rl->last_use = ++a->reuse.clock;
-		rl->wanted++;
 		*offset = reuse_pop(a, rl, tag);
 		a->free_bytes -= need;
 		a->allocs++;
@@ -2007,116 +1910,6 @@ done:
 	return NULL;
 }
 
-/*
- * Settle the pending parks: take every PENDING entry out of the lists and
- * free its block through the tree as a single free then would
- * (release_locked(): parked again if both neighbours are held, else
- * merged); with @park false, merged and never parked. The claims are
- * applied first (a claimed block reads as parked). An entry that is not
- * exactly one used block (a bad free a batch took on trust) dies here.
- * No pending leaf may be open (release_locked() without one changes the
- * tree's shape).
- */
-static void settle_pending(struct kvf__segalloc *a, bool park)
-{
-	struct kvf__segalloc_range r[REUSE_SIZES * REUSE_DEPTH];
-	uint64_t limit = a->reuse.limit;
-	uint32_t m = 0;
-
-	if (!a->reuse.nr_pending)
-		return;
-	apply_claims(a, NULL, 0);
-	for (unsigned k = 0; k < REUSE_SIZES; k++) {
-		struct reuse_list *rl = &a->reuse.list[k];
-		uint32_t j = 0;
-
-		for (uint32_t i = 0; i < rl->n; i++) {
-			if (rl->off[i] & PENDING)
-				r[m++] = (struct kvf__segalloc_range){
-					rl->off[i] & ~PENDING, rl->size };
-			else
-				rl->off[j++] = rl->off[i];
-		}
-		a->reuse.bytes -= (rl->n - j) * rl->size;
-		rl->n = j;
-		reuse_publish(a, rl);
-	}
-	a->reuse.nr_pending = 0;
-	/* reuse_room() parks nothing over a limit of 0. */
-	if (!park)
-		a->reuse.limit = 0;
-	for (uint32_t i = 0; i < m; i++) {
-		const char *why;
-
-		/* Counted free since the batch: release_locked() counts it. */
-		a->free_bytes -= r[i].size;
-		a->allocs++;
-		why = release_locked(a, r[i].offset, r[i].size, NULL);
-		if (why)
-			kvf__die("free of [%#llx, +%llu): %s",
-				 (unsigned long long)r[i].offset,
-				 (unsigned long long)r[i].size, why);
-	}
-	a->reuse.limit = limit;
-}
-
-/*
- * Pending parks (a batch of frees, kvf__segalloc_free_many): a free whose
- * size has a reuse list with room goes on it without reading the tree,
- * marked PENDING; the tree still says used by the owner that freed it.
- * To every reader it is free (free_bytes, nr_allocs, the lists' bytes),
- * and alloc hands it out like a parked block, as a claim whose leaf
- * write checks it is still the used block of that size (struct claim's
- * pending): a block freed and taken again between two batches is looked
- * up once, by its claim, instead of twice (the free's lookup by offset
- * was most of a steady-state remove). Every other operation, and the
- * next batch of frees, settles the pending ones first (settle_pending()):
- * each is then freed as a single free would, parked or merged. Until
- * then a pending block does not merge with free neighbours: the
- * published largest_free may be short of such a merge for one batch;
- * an alloc that finds no fit settles before it answers NO_SPACE.
- *
- * Returns whether (@offset, @size) went on a list. A double free of a
- * block on the list dies here; other bad frees die when settled or
- * claimed.
- */
-static bool park_pending(struct kvf__segalloc *a, uint64_t offset,
-			 uint64_t size)
-{
-	uint64_t need = rounded(a, size);
-	struct reuse_list *rl;
-	bool pend;
-
-	if (!a->reuse.limit || !need || offset >= a->pub.capacity ||
-	    (offset & a->pub.align_mask))
-		return false;
-	rl = reuse_find(a, need);
-	if (!rl)
-		return false;
-	pend = rl->n < REUSE_DEPTH && rl->may_pend && !a->reuse.no_pending &&
-	       a->reuse.bytes + need <= a->reuse.limit;
-	/*
-	 * Listed already: a double free (release_locked() would take a
-	 * pending block for the one the tree still holds as used).
-	 */
-	for (uint32_t i = 0; (pend || a->reuse.nr_pending) && i < rl->n; i++)
-		if ((rl->off[i] & ~PENDING) == offset)
-			kvf__die("free of [%#llx, +%llu): not allocated",
-				 (unsigned long long)offset,
-				 (unsigned long long)size);
-	if (!pend)
-		return false;
-	rl->may_pend--;
-	rl->off[rl->n++] = offset | PENDING;
-	a->reuse.nr_pending++;
-	a->reuse.bytes += need;
-	a->free_bytes += need;
-	a->allocs--;
-	reuse_publish(a, rl);
-	note_park(a, need);
-	return true;
-}
-
 static const char *release(struct kvf__segalloc *a, uint64_t offset,
 			   uint64_t size)
 {
@@ -2128,13 +1921,6 @@ static const char *release(struct kvf__segalloc *a, uint64_t offset,
 		publish(a);
 	pthread_mutex_unlock(&a->lock);
 	return why;
-}
-
-void kvf__segalloc_settle(struct kvf__segalloc *a)
-{
-	lock_settled(a);
-	publish(a);
-	pthread_mutex_unlock(&a->lock);
 }
 
 int kvf__segalloc_release(struct kvf__segalloc *a, uint64_t offset,
@@ -2264,11 +2050,6 @@ void kvf__segalloc_free_many(struct kvf__segalloc *a,
 		return;
 	pthread_mutex_lock(&a->lock);
 	apply_claims(a, r, n);
-	settle_pending(a, true);
-	for (unsigned k = 0; k < REUSE_SIZES; k++) {
-		a->reuse.list[k].may_pend = a->reuse.list[k].wanted;
-		a->reuse.list[k].wanted = 0;
-	}
 	for (i = 0; i < n && !why; i++) {
 		size_t run = free_run_locked(a, r + i, n - i, &pl);
 
@@ -2276,8 +2057,6 @@ void kvf__segalloc_free_many(struct kvf__segalloc *a,
 			i += run - 1;
 			continue;
 		}
-		if (park_pending(a, r[i].offset, r[i].size))
-			continue;
 		why = release_locked(a, r[i].offset, r[i].size, &pl);
 #ifdef KVF_SEGALLOC_CHECK
 		/* A pending leaf is stale by design: verify without one. */
@@ -2344,14 +2123,6 @@ void kvf__segalloc_set_reuse_limit(struct kvf__segalloc *a, uint64_t bytes)
 	a->reuse.limit = bytes;
 	if (a->reuse.bytes > bytes)
 		reuse_flush(a);
-	publish(a);
-	pthread_mutex_unlock(&a->lock);
-}
-
-void kvf__segalloc_set_pending(struct kvf__segalloc *a, bool on)
-{
-	lock_settled(a);
-	a->reuse.no_pending = !on;
 	publish(a);
 	pthread_mutex_unlock(&a->lock);
 }

@@ -58,16 +58,6 @@ void kvf__segalloc_free_many(struct kvf__segalloc *a,
 			     const struct kvf__segalloc_range *r, size_t n);
 
 /*
- * kvf__segalloc_settle() - let the tree take in the blocks a batch of
- * frees left pending on the reuse lists (kvf__segalloc_free_many), so
- * that largest_free counts their merges with free neighbours; every
- * operation but alloc and free_many does it first anyway. Placement
- * calls it (kvf__segalloc_has_pending()) before it answers NO_SPACE.
- * Takes the allocator's lock.
- */
-void kvf__segalloc_settle(struct kvf__segalloc *a);
-
-/*
  * kvf__segalloc_release() - kvf__segalloc_free() for ranges that come from
  * outside the engine (a journal being replayed): KVF_OK, or
  * KVF_ERR_INVALID_PARAMS with nothing changed when (@offset, @size) is not
@@ -157,16 +147,6 @@ int kvf__segalloc_used_blocks(struct kvf__segalloc *a,
  */
 void kvf__segalloc_set_reuse_limit(struct kvf__segalloc *a, uint64_t bytes);
 
-/*
- * kvf__segalloc_set_pending() - whether a batch of frees
- * (kvf__segalloc_free_many) may leave blocks pending on the reuse lists
- * without reading the tree (on by default; see "Pending parks" in
- * segalloc.c). Off, a batch's frees give exactly what single frees in
- * the same order give. Turning it off settles what is pending. Takes the
- * allocator's lock.
- */
-void kvf__segalloc_set_pending(struct kvf__segalloc *a, bool on);
-
 /* Bytes parked in the reuse lists now (free to every other reader). */
 uint64_t kvf__segalloc_reuse_bytes(struct kvf__segalloc *a);
 
@@ -221,8 +201,6 @@ struct kvf__segalloc_pub {
 	uint64_t capacity;            /* managed bytes, constant */
 	/* Sizes whose reuse list holds a block (0: none), any order. */
 	_Atomic uint64_t parked[KVF__SEGALLOC_REUSE_SIZES];
-	/* Pending parks of a batch of frees (kvf__segalloc_free_many). */
-	_Atomic uint32_t pending;
 };
 
 static inline const struct kvf__segalloc_pub *
@@ -308,16 +286,6 @@ static inline bool kvf__segalloc_has_parked(const struct kvf__segalloc *a,
 		hit |= atomic_load_explicit(&p->parked[k],
 					    memory_order_relaxed) == need;
 	return hit && need >= size;
-}
-
-/*
- * Lock-free hint: does a batch of frees have blocks pending on @a's reuse
- * lists (kvf__segalloc_settle() would merge them)? May be stale.
- */
-static inline bool kvf__segalloc_has_pending(const struct kvf__segalloc *a)
-{
-	return atomic_load_explicit(&kvf__segalloc_pub(a)->pending,
-				    memory_order_relaxed) != 0;
 }
 
 /* Inline kvf__segalloc_largest_free() for hot loops. */

@@ -226,46 +226,6 @@ static void test_no_space_leaves_nothing(void **state)
 	}
 }
 
-/*
- * A block a batch of frees left pending next to free space is not in the
- * published largest region until settled: a request that fits only the
- * merge must still be placed (every strategy), not refused.
- */
-static void test_pending_merge_placed(void **state)
-{
-	(void)state;
-	for (size_t s = 0; s < sizeof(all) / sizeof(all[0]); s++) {
-		struct pool p;
-		struct kvf__place_request req = { .size = 576 * KiB,
-						  .replica_num = 1 };
-		struct kvf__place_result res;
-		struct kvf__placer rng = { .rng = 5 + s };
-		struct kvf__segalloc_range r;
-		uint64_t off[8];
-
-		pool_init(&p, 2, MiB);
-		/* Segment 1 full: only segment 0 can take anything. */
-		assert_int_equal(kvf__segalloc_alloc_tagged(p.seg[1], MiB, 1,
-							    &off[0]),
-				 KVF_OK);
-		for (int i = 0; i < 8; i++)
-			assert_int_equal(kvf__segalloc_alloc_tagged(
-						 p.seg[0], 64 * KiB, 2 + i,
-						 &off[i]),
-					 KVF_OK);
-		r = (struct kvf__segalloc_range){ off[7], 64 * KiB };
-		kvf__segalloc_free_many(p.seg[0], &r, 1);
-		assert_true(kvf__segalloc_has_pending(p.seg[0]));
-		assert_int_equal(fitting(&p, req.size), 0);
-		assert_int_equal(kvf__place(all[s], p.seg, p.n, &req, &rng,
-					    &res),
-				 KVF_OK);
-		assert_int_equal(res.seg[0], 0);
-		assert_int_equal(res.offset[0], off[7]);
-		pool_fini(&p);
-	}
-}
-
 /* Unmounted slots (NULL) are never chosen. */
 static void test_null_segments(void **state)
 {
@@ -734,7 +694,6 @@ int main(void)
 		cmocka_unit_test(test_not_enough_and_invalid),
 		cmocka_unit_test(test_no_space_leaves_nothing),
 		cmocka_unit_test(test_null_segments),
-		cmocka_unit_test(test_pending_merge_placed),
 		cmocka_unit_test(test_free_ratio_lies),
 		cmocka_unit_test(test_best_fit),
 		cmocka_unit_test(test_exact_fit),

@@ -75,29 +75,6 @@ static void bm_check(const struct bitmap_model *m, struct kvf__segalloc *a)
 			 (m->granules - free_g) * m->gran);
 }
 
-/*
- * bm_check() of an allocator a batch of frees may have left blocks pending
- * on (kvf__segalloc_free_many): free bytes exact, the largest region at
- * most the model's (a pending block does not merge with free neighbours
- * yet), and all of it exact once settled.
- */
-static void bm_check_batched(const struct bitmap_model *m,
-			     struct kvf__segalloc *a)
-{
-	uint64_t free_g = 0, run = 0, best = 0;
-
-	for (uint64_t i = 0; i < m->granules; i++) {
-		run = m->used[i] ? 0 : run + 1;
-		free_g += !m->used[i];
-		best = run > best ? run : best;
-	}
-	assert_int_equal(kvf__segalloc_free_bytes(a), free_g * m->gran);
-	assert_true(kvf__segalloc_largest_free(a) <= best * m->gran);
-	kvf__segalloc_settle(a);
-	assert_false(kvf__segalloc_has_pending(a));
-	bm_check(m, a);
-}
-
 static void bm_mark(struct bitmap_model *m, uint64_t off, uint64_t size,
 		    uint8_t v)
 {
@@ -1030,8 +1007,6 @@ static void test_reuse_claims(void **state)
 	(void)state;
 	assert_int_equal(kvf__segalloc_create(4 * MiB, 64, &a), KVF_OK);
 	kvf__segalloc_set_reuse_limit(a, 4 * MiB);
-	/* Batches free as single frees do: parking exactly as they park. */
-	kvf__segalloc_set_pending(a, false);
 	for (int i = 0; i < N; i++)
 		assert_int_equal(kvf__segalloc_alloc_tagged(a, 16 * KiB,
 							    1000 + i, &off[i]),
@@ -1095,115 +1070,6 @@ static void test_reuse_claims(void **state)
 	assert_int_equal(used_block_count(a), N - 3);
 	assert_int_equal(kvf__segalloc_free_bytes(a),
 			 4 * MiB - (N - 3) * 16 * KiB);
-	kvf__segalloc_destroy(a);
-}
-
-static void free_many_pending_twice(struct kvf__segalloc *a)
-{
-	const struct kvf__segalloc_range r[2] = { { 64 * KiB, 64 * KiB },
-						  { 64 * KiB, 64 * KiB } };
-
-	kvf__segalloc_free_many(a, r, 2);
-}
-
-/*
- * Pending parks, step by step, in a 1 MiB segment of 16 blocks of 64 KiB:
- * a batch's free of a size allocated since the last batch goes on its
- * list without reading the tree (free, not a used block, not counted),
- * the next alloc takes it back with its new owner's tag, a batch pends no
- * more than the allocs since the last one took, the next batch settles
- * what is left (parked: its neighbours are held), a pending block next to
- * free space does not merge until settled (largest_free is short by it;
- * kvf__segalloc_settle() merges), and a double free in one batch dies.
- */
-static void test_pending_parks(void **state)
-{
-	struct kvf__segalloc_range r[3];
-	struct kvf__segalloc_block *b;
-	struct kvf__segalloc *a;
-	uint64_t off[16], o;
-	size_t nb;
-
-	(void)state;
-	assert_int_equal(kvf__segalloc_create(MiB, 64, &a), KVF_OK);
-	kvf__segalloc_set_reuse_limit(a, MiB);
-	for (int i = 0; i < 16; i++)
-		assert_int_equal(kvf__segalloc_alloc_tagged(a, 64 * KiB, 100 + i,
-							    &off[i]),
-				 KVF_OK);
-	/* The 64 KiB list exists (third alloc on); two allocs since. */
-	r[0] = (struct kvf__segalloc_range){ off[1], 64 * KiB };
-	r[1] = (struct kvf__segalloc_range){ off[3], 64 * KiB };
-	r[2] = (struct kvf__segalloc_range){ off[5], 64 * KiB };
-	kvf__segalloc_free_many(a, r, 3);
-	assert_true(kvf__segalloc_has_pending(a));
-	assert_int_equal(kvf__segalloc_nr_allocs(a), 13);
-	assert_int_equal(kvf__segalloc_free_bytes(a), 192 * KiB);
-	assert_int_equal(kvf__segalloc_largest_free(a), 64 * KiB);
-	/* Newest first, to the new owner. */
-	assert_int_equal(kvf__segalloc_alloc_tagged(a, 64 * KiB, 7, &o),
-			 KVF_OK);
-	assert_int_equal(o, off[5]);
-	assert_int_equal(kvf__segalloc_alloc_tagged(a, 64 * KiB, 8, &o),
-			 KVF_OK);
-	assert_int_equal(o, off[3]);
-	/* Two allocs since: of three frees, two pend, one reads the tree. */
-	r[0] = (struct kvf__segalloc_range){ off[7], 64 * KiB };
-	r[1] = (struct kvf__segalloc_range){ off[9], 64 * KiB };
-	r[2] = (struct kvf__segalloc_range){ off[11], 64 * KiB };
-	kvf__segalloc_free_many(a, r, 3);
-	assert_int_equal(kvf__segalloc_reuse_bytes(a), 256 * KiB);
-	assert_int_equal(kvf__segalloc_nr_allocs(a), 12);
-	/* Settled: every one parked (neighbours held), tags followed. */
-	assert_int_equal(kvf__segalloc_used_blocks(a, &b, &nb), KVF_OK);
-	assert_false(kvf__segalloc_has_pending(a));
-	assert_int_equal(nb, 12);
-	for (size_t k = 0, i = 0; k < nb; k++, i++) {
-		while (i == 1 || i == 7 || i == 9 || i == 11)
-			i++;
-		assert_int_equal(b[k].offset, off[i]);
-		assert_int_equal(b[k].tag,
-				 i == 5 ? 7 : i == 3 ? 8 : 100 + i);
-	}
-	free(b);
-	assert_int_equal(kvf__segalloc_reuse_bytes(a), 256 * KiB);
-	assert_int_equal(kvf__segalloc_free_bytes(a), 256 * KiB);
-	kvf__segalloc_destroy(a);
-
-	/* Next to free space: merged only once settled. */
-	assert_int_equal(kvf__segalloc_create(MiB, 64, &a), KVF_OK);
-	for (int i = 0; i < 8; i++)
-		assert_int_equal(kvf__segalloc_alloc_tagged(a, 64 * KiB, 100 + i,
-							    &off[i]),
-				 KVF_OK);
-	r[0] = (struct kvf__segalloc_range){ off[7], 64 * KiB };
-	kvf__segalloc_free_many(a, r, 1);
-	assert_true(kvf__segalloc_has_pending(a));
-	assert_int_equal(kvf__segalloc_free_bytes(a), 576 * KiB);
-	assert_int_equal(kvf__segalloc_largest_free(a), 512 * KiB);
-	kvf__segalloc_settle(a);
-	assert_false(kvf__segalloc_has_pending(a));
-	assert_int_equal(kvf__segalloc_largest_free(a), 576 * KiB);
-	assert_int_equal(kvf__segalloc_reuse_bytes(a), 0);
-	/* An alloc that fits only the merge settles before NO_SPACE. */
-	assert_int_equal(kvf__segalloc_alloc_tagged(a, 64 * KiB, 9, &o),
-			 KVF_OK);
-	r[0] = (struct kvf__segalloc_range){ o, 64 * KiB };
-	kvf__segalloc_free_many(a, r, 1);
-	assert_int_equal(kvf__segalloc_largest_free(a), 512 * KiB);
-	assert_int_equal(kvf__segalloc_alloc_tagged(a, 576 * KiB, 10, &o),
-			 KVF_OK);
-	assert_int_equal(o, off[7]);
-	assert_int_equal(kvf__segalloc_free_bytes(a), 0);
-	kvf__segalloc_destroy(a);
-
-	/* The same block twice in one batch dies at the second. */
-	assert_int_equal(kvf__segalloc_create(MiB, 64, &a), KVF_OK);
-	for (int i = 0; i < 4; i++)
-		assert_int_equal(kvf__segalloc_alloc_tagged(a, 64 * KiB, 1,
-							    &off[i]),
-				 KVF_OK);
-	expect_death(free_many_pending_twice, a);
 	kvf__segalloc_destroy(a);
 }
 
@@ -1297,9 +1163,7 @@ static void test_reuse_matches_tree(void **state)
 			assert_int_equal(kvf__segalloc_used_bytes(sh[k].a),
 					 used);
 			assert_int_equal(kvf__segalloc_nr_allocs(sh[k].a), n);
-			if (op % 16 == 0 && k == 0)
-				bm_check_batched(&sh[k].m, sh[k].a);
-			else if (op % 16 == 0)
+			if (op % 16 == 0)
 				bm_check(&sh[k].m, sh[k].a);
 			if (op % 512 == 0)
 				check_blocks(sh[k].a, sh[k].lv, n);
@@ -1393,8 +1257,6 @@ static void run_free_many_matches_single(const struct many_cfg *c)
 		kvf__segalloc_set_reuse_limit(one, 0);
 		kvf__segalloc_set_reuse_limit(many, 0);
 	}
-	/* A batch's pending parks are not single frees' parking. */
-	kvf__segalloc_set_pending(many, false);
 	for (int round = 0; round < c->rounds; round++) {
 		size_t nr_free, k = 0;
 
@@ -1536,7 +1398,6 @@ int main(void)
 		cmocka_unit_test(test_free_many_bad_dies),
 		cmocka_unit_test(test_reuse_lists),
 		cmocka_unit_test(test_reuse_claims),
-		cmocka_unit_test(test_pending_parks),
 		cmocka_unit_test(test_reuse_matches_tree),
 	};
 
