@@ -174,6 +174,20 @@ static const struct flag_def flag_table[] = {
 	 "TTL of the leader's etcd lease, s"},
 	{"ha_advertise_address", FLAG_STR, F(ha_advertise_address), NOSET, "",
 	 "host:port published as the leader (default: --rpc_address:port)"},
+	{"ha_replication_port", FLAG_I64, F(ha_replication_port), NOSET, "0",
+	 "port standbys fetch the journal from (on --rpc_address); 0 = any, "
+	 "published in etcd"},
+	{"ha_token_file", FLAG_STR, F(ha_token_file), NOSET, "",
+	 "file holding the secret every master of the cluster shares"},
+	{"ha_sync_standbys", FLAG_U64, F(ha_sync_standbys), NOSET, "1",
+	 "standbys that must have a record before it is acknowledged; 0 = async"},
+	{"ha_sync_timeout_ms", FLAG_U64, F(ha_sync_timeout_ms), NOSET, "10000",
+	 "longest a mutation waits for its sync standbys, ms"},
+	{"ha_sync_degrade", FLAG_BOOL, F(ha_sync_degrade), NOSET, "false",
+	 "past the timeout acknowledge without them (else: refuse mutations)"},
+	{"ha_replication_backlog_bytes", FLAG_U64,
+	 F(ha_replication_backlog_bytes), NOSET, "268435456",
+	 "records kept in memory for standbys that reconnect, bytes"},
 	{"help", FLAG_BOOL, F(help), NOSET, "false", "print this list"},
 };
 
