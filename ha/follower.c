@@ -56,6 +56,7 @@ struct kvf_repl_follower {
 	pthread_t thread;
 	_Atomic bool stop;
 	_Atomic bool diverged;
+	bool logged_unfit; /* the election thread's */
 
 	pthread_mutex_t mu;
 	int fd; /* under mu; -1 when not connected */
@@ -460,11 +461,67 @@ void kvf_repl_follow_stop(struct kvf_repl_follower *f)
 	free(f);
 }
 
+/* Is @member in the comma-separated @list? */
+static bool listed(const char *list, const char *member)
+{
+	size_t n = strlen(member);
+
+	for (const char *p = list; *p;) {
+		const char *c = strchr(p, ',');
+		size_t len = c ? (size_t)(c - p) : strlen(p);
+
+		if (len == n && !strncmp(p, member, n))
+			return true;
+		if (!c)
+			break;
+		p = c + 1;
+	}
+	return false;
+}
+
+/*
+ * The last leader's sync set ("view leader m1,m2", or "*" for an
+ * asynchronous leader) names who holds every record it acknowledged:
+ * itself and the listed standbys. No set yet: a new cluster.
+ */
 bool kvf_repl_may_campaign(void *ctx)
 {
 	struct kvf_repl_follower *f = ctx;
+	char key[512], *sp, *leader, *list;
+	size_t klen;
+	struct kvf_etcd_kv kv;
+	bool found, may = false;
 
-	return !f || !atomic_load(&f->diverged);
+	if (!f)
+		return true;
+	if (atomic_load(&f->diverged))
+		return false;
+	klen = (size_t)snprintf(key, sizeof(key), "kvforge/%s/replication/sync",
+				f->cluster);
+	if (kvf_etcd_get(f->etcd, key, klen, &kv, &found))
+		return false;
+	if (!found)
+		return true;
+	leader = strchr(kv.value, ' ');
+	if (leader) {
+		*leader++ = '\0';
+		sp = strchr(leader, ' ');
+		if (sp)
+			*sp = '\0';
+		list = sp ? sp + 1 : "";
+		may = !strcmp(list, "*") || !strcmp(leader, f->member) ||
+		      listed(list, f->member);
+		if (!may && !f->logged_unfit)
+			fprintf(stderr,
+				"replication: standby: not in the last "
+				"leader's sync set [%s]: it may lack "
+				"acknowledged records, so it does not "
+				"campaign\n",
+				list);
+		f->logged_unfit = !may;
+	}
+	kvf_etcd_kv_clear(&kv);
+	return may;
 }
 
 void kvf_repl_follow_stats(struct kvf_repl_follower *f,

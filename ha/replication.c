@@ -50,6 +50,7 @@
 #include <kvforge/status.h>
 
 #include "base/clock.h"
+#include "ha/election.h"
 #include "ha/etcd.h"
 #include "ha/repl_wire.h"
 #include "ha/replication.h"
@@ -79,6 +80,11 @@ struct peer {
 	bool dead;
 	bool tx_done, rx_done;
 	uint64_t sent, acked; /* last sequence sent / acknowledged */
+	uint64_t acked_at;    /* when @acked last moved (or it connected) */
+	/* the sync set: appends wait for @required standbys; @published
+	 * ones are listed in etcd (they may campaign) */
+	bool required, published, leaving;
+	uint64_t join_seq; /* published once it acknowledged this */
 	char member[128];
 };
 
@@ -90,10 +96,15 @@ struct kvf_repl_leader {
 	uint64_t view;
 	struct kvf_repl_lineage lin; /* under mu after start */
 	int lfd;
-	pthread_t acceptor;
+	pthread_t acceptor, syncer;
+	bool syncer_started;
+	struct kvf_etcd *etcd;
+	char member[256];
+	char guard[512], synckey[512]; /* the election key, the sync key */
+	size_t glen, sklen;
 
 	pthread_mutex_t mu;
-	pthread_cond_t data_cv, ack_cv;
+	pthread_cond_t data_cv, ack_cv, sync_cv;
 	struct batch *ring[RING];
 	uint64_t lo, hi;    /* batches [lo, hi) are in the ring */
 	uint64_t ring_bytes;
@@ -180,6 +191,26 @@ static unsigned count_standbys(struct kvf_repl_leader *l, uint64_t seq,
 	return n;
 }
 
+/*
+ * With mu held: the sync set's members (dead ones included until the
+ * syncer removed them), and whether all of them have @seq.
+ */
+static unsigned count_required(struct kvf_repl_leader *l, uint64_t seq,
+			       bool *all_have)
+{
+	unsigned n = 0;
+
+	*all_have = true;
+	for (struct peer *p = l->peers; p; p = p->next) {
+		if (!p->required)
+			continue;
+		n++;
+		if (p->dead || p->acked < seq)
+			*all_have = false;
+	}
+	return n;
+}
+
 static int tap_admit(void *ctx)
 {
 	struct kvf_repl_leader *l = ctx;
@@ -215,12 +246,17 @@ static void abs_deadline(struct timespec *ts, uint64_t ns)
 	ts->tv_nsec = (long)(ns % KVF__NS_PER_SEC);
 }
 
+/*
+ * Acknowledged = every member of the sync set has it, and the set has at
+ * least sync_standbys members (or, degraded, fewer). A member that stops
+ * acknowledging is taken out of the set by the syncer (in etcd first)
+ * after sync_timeout_ms; only then may an append go on without it.
+ */
 static int tap_wait(void *ctx, uint64_t last_seq)
 {
 	struct kvf_repl_leader *l = ctx;
-	uint64_t until = kvf__now_ns() +
-			 (uint64_t)l->o.sync_timeout_ms * 1000000ull;
-	unsigned have = 0;
+	uint64_t t0 = kvf__now_ns();
+	uint64_t until = t0 + (uint64_t)l->o.sync_timeout_ms * 1000000ull;
 	int rc = KVF_OK;
 
 	if (!l->o.sync_standbys)
@@ -229,14 +265,15 @@ static int tap_wait(void *ctx, uint64_t last_seq)
 	for (;;) {
 		uint64_t now, wake;
 		struct timespec ts;
+		bool all;
+		unsigned n = count_required(l, last_seq, &all);
 
-		count_standbys(l, last_seq, &have);
-		if (have >= l->o.sync_standbys) {
+		if (all && n >= l->o.sync_standbys) {
 			if (l->degraded) {
 				l->degraded = false;
 				fprintf(stderr, "replication: %u sync standbys "
 						"again: synchronous\n",
-					have);
+					n);
 			}
 			break;
 		}
@@ -244,36 +281,135 @@ static int tap_wait(void *ctx, uint64_t last_seq)
 			rc = KVF_ERR_CLOSED;
 			break;
 		}
-		if (l->degraded)
-			break;
 		now = kvf__now_ns();
-		if (now >= until) {
-			if (l->o.sync_degrade) {
-				l->degraded = true;
+		if (all && l->o.sync_degrade && (l->degraded || now >= until)) {
+			if (!l->degraded)
 				fprintf(stderr,
 					"replication: only %u of %u sync "
-					"standbys acknowledged within %u ms: "
-					"asynchronous until they are back\n",
-					have, l->o.sync_standbys,
+					"standbys within %u ms: acknowledging "
+					"without them until they are back\n",
+					n, l->o.sync_standbys,
 					l->o.sync_timeout_ms);
-			} else {
-				fprintf(stderr,
-					"replication: sequence %llu not "
-					"acknowledged by %u standbys within "
-					"%u ms: the mutation fails\n",
-					(unsigned long long)last_seq,
-					l->o.sync_standbys,
-					l->o.sync_timeout_ms);
-				rc = KVF_ERR_JOURNAL;
-			}
+			l->degraded = true;
 			break;
 		}
-		wake = now + 100000000ull < until ? now + 100000000ull : until;
+		/* a member that lags is removed after the timeout; give
+		 * the syncer that long again before giving up */
+		if (now >= until + (all ? 0 : until - t0)) {
+			fprintf(stderr,
+				"replication: sequence %llu not acknowledged "
+				"by %u sync standbys within %u ms: the "
+				"mutation fails\n",
+				(unsigned long long)last_seq,
+				l->o.sync_standbys, l->o.sync_timeout_ms);
+			rc = KVF_ERR_JOURNAL;
+			break;
+		}
+		wake = now + 100000000ull;
 		abs_deadline(&ts, wake);
 		pthread_cond_timedwait(&l->ack_cv, &l->mu, &ts);
 	}
 	pthread_mutex_unlock(&l->mu);
 	return rc;
+}
+
+/* ---- the sync set --------------------------------------------------------- */
+
+/* Publish @members (comma-separated) as the sync set, if still leading. */
+static int publish_set(struct kvf_repl_leader *l, const char *members)
+{
+	size_t cap = strlen(members) + 600;
+	char *val = malloc(cap);
+	bool done = false;
+	int n, ret;
+
+	if (!val)
+		return KVF_ERR_NO_MEMORY;
+	n = snprintf(val, cap, "%llu %s %s", (unsigned long long)l->view,
+		     l->member, members);
+	ret = kvf_etcd_put_guarded(l->etcd, l->guard, l->glen,
+				   (int64_t)l->view, l->synckey, l->sklen, val,
+				   (size_t)n, &done);
+	free(val);
+	if (!ret && !done)
+		ret = KVF_ERR_BUSY; /* the election key is not ours any more */
+	return ret;
+}
+
+/* Within this many records of the end, a standby joins the sync set. */
+#define JOIN_WINDOW 4096u
+
+static void *syncer(void *arg)
+{
+	struct kvf_repl_leader *l = arg;
+	uint64_t timeout_ns = (uint64_t)l->o.sync_timeout_ms * 1000000ull;
+	uint64_t logged = 0;
+
+	pthread_mutex_lock(&l->mu);
+	while (!l->stop) {
+		uint64_t now = kvf__now_ns();
+		bool change = false;
+		struct timespec ts;
+		size_t cap = 1, off = 0;
+		char *list;
+
+		for (struct peer *p = l->peers; p; p = p->next) {
+			if (p->acked >= l->last_seq)
+				p->acked_at = now; /* not behind */
+			if (!p->required && !p->dead && p->streaming &&
+			    p->acked + JOIN_WINDOW >= l->last_seq) {
+				p->required = true; /* appends wait for it */
+				p->join_seq = l->last_seq;
+			}
+			p->leaving = p->required &&
+				     (p->dead ||
+				      (p->acked < l->last_seq &&
+				       now - p->acked_at > timeout_ns));
+			if (p->leaving ||
+			    (p->required && !p->published &&
+			     p->acked >= p->join_seq))
+				change = true;
+			cap += strlen(p->member) + 1;
+		}
+		list = change ? malloc(cap) : NULL;
+		if (list) {
+			list[0] = '\0';
+			for (struct peer *p = l->peers; p; p = p->next)
+				if (p->required && !p->leaving &&
+				    (p->published || p->acked >= p->join_seq))
+					off += (size_t)snprintf(
+						list + off, cap - off, "%s%s",
+						off ? "," : "", p->member);
+			pthread_mutex_unlock(&l->mu);
+			int ret = publish_set(l, list);
+			pthread_mutex_lock(&l->mu);
+			if (!ret) {
+				fprintf(stderr, "replication: sync set now "
+						"[%s]\n", list);
+				for (struct peer *p = l->peers; p; p = p->next) {
+					if (p->leaving) {
+						p->required = false;
+						p->published = false;
+						p->leaving = false;
+					} else if (p->required &&
+						   p->acked >= p->join_seq) {
+						p->published = true;
+					}
+				}
+				pthread_cond_broadcast(&l->ack_cv);
+			} else if (now - logged > KVF__NS_PER_SEC) {
+				logged = now;
+				fprintf(stderr, "replication: cannot publish "
+						"the sync set: %s\n",
+					kvf_strerror(ret));
+			}
+			free(list);
+		}
+		abs_deadline(&ts, kvf__now_ns() + 50000000ull);
+		pthread_cond_timedwait(&l->sync_cv, &l->mu, &ts);
+	}
+	pthread_mutex_unlock(&l->mu);
+	return NULL;
 }
 
 /* ---- one standby -------------------------------------------------------- */
@@ -289,6 +425,7 @@ static void peer_fail(struct peer *p, const char *why)
 	p->dead = true;
 	pthread_cond_broadcast(&l->ack_cv);
 	pthread_cond_broadcast(&l->data_cv);
+	pthread_cond_signal(&l->sync_cv);
 	pthread_mutex_unlock(&l->mu);
 	shutdown(p->fd, SHUT_RDWR);
 }
@@ -318,8 +455,12 @@ static void *ack_reader(void *arg)
 			why = "acknowledged a sequence never sent";
 			break;
 		}
+		if (h.seq > p->acked)
+			p->acked_at = kvf__now_ns();
 		p->acked = h.seq;
 		pthread_cond_broadcast(&l->ack_cv);
+		if (!p->published)
+			pthread_cond_signal(&l->sync_cv);
 		pthread_mutex_unlock(&l->mu);
 	}
 	peer_fail(p, why ? why : "connection closed");
@@ -429,7 +570,9 @@ static const char *handshake(struct peer *p, uint64_t *next)
 	}
 	if (!why) {
 		p->sent = p->acked = h.seq;
+		p->acked_at = kvf__now_ns();
 		p->streaming = true;
+		pthread_cond_signal(&l->sync_cv);
 	}
 	pthread_mutex_unlock(&l->mu);
 out:
@@ -576,7 +719,8 @@ static void reap(struct kvf_repl_leader *l, bool all)
 	while (*pp) {
 		struct peer *p = *pp;
 
-		if (!all && !(p->tx_done && (p->rx_done || !p->rx_started))) {
+		if (!all && (p->required ||
+			     !(p->tx_done && (p->rx_done || !p->rx_started)))) {
 			pp = &p->next;
 			continue;
 		}
@@ -666,7 +810,6 @@ static int listen_on(struct kvf_repl_leader *l, uint16_t *port)
 
 static int publish(struct kvf_repl_leader *l, uint16_t port, int64_t lease)
 {
-	struct kvf_etcd *e;
 	char key[512], val[512];
 	size_t klen = kvf__repl_leader_key(l->cluster, key, sizeof(key));
 	int n, ret;
@@ -677,11 +820,7 @@ static int publish(struct kvf_repl_leader *l, uint16_t port, int64_t lease)
 		     l->o.advertise_host, port, (unsigned long long)l->view);
 	if (!klen || n <= 0 || (size_t)n >= sizeof(val))
 		return KVF_ERR_INVALID_ARGUMENT;
-	ret = kvf_etcd_new(l->o.endpoints, 0, &e);
-	if (ret)
-		return ret;
-	ret = kvf_etcd_put(e, key, klen, val, (size_t)n, lease);
-	kvf_etcd_free(e);
+	ret = kvf_etcd_put(l->etcd, key, klen, val, (size_t)n, lease);
 	if (!ret)
 		fprintf(stderr, "replication: leader of view %llu, standbys "
 				"dial %s:%u\n",
@@ -722,8 +861,19 @@ int kvf_repl_lead_start(const struct kvf_repl_options *o,
 		pthread_cond_destroy(&l->data_cv);
 		pthread_cond_init(&l->data_cv, &ca);
 		pthread_cond_init(&l->ack_cv, &ca);
+		pthread_cond_init(&l->sync_cv, &ca);
 		pthread_condattr_destroy(&ca);
 	}
+	snprintf(l->member, sizeof(l->member), "%s",
+		 o->member ? o->member : "");
+	l->o.member = NULL;
+	l->glen = kvf_ha_key(o->cluster_id, l->guard, sizeof(l->guard));
+	l->sklen = (size_t)snprintf(l->synckey, sizeof(l->synckey),
+				    "kvforge/%s/replication/sync", l->cluster);
+	ret = kvf_etcd_new(o->endpoints, 0, &l->etcd);
+	if (ret)
+		goto fail;
+	ret = KVF_ERR_IO;
 	kvf__journal_get_stats(j, &st);
 	l->last_seq = st.last_seq;
 	if (kvf__repl_lineage_load(o->data_dir, &l->lin)) {
@@ -738,6 +888,15 @@ int kvf_repl_lead_start(const struct kvf_repl_options *o,
 			o->data_dir);
 		goto fail;
 	}
+	/* Before anything of this view is acknowledged: the standbys of
+	 * the previous view may not campaign any more (only this master). */
+	ret = publish_set(l, o->sync_standbys ? "" : "*");
+	if (ret) {
+		fprintf(stderr, "replication: cannot publish the sync set: "
+				"%s\n", kvf_strerror(ret));
+		goto fail;
+	}
+	ret = KVF_ERR_IO;
 	if (listen_on(l, &port)) {
 		fprintf(stderr, "replication: cannot listen on %s:%u\n",
 			o->bind_host, o->port);
@@ -746,6 +905,12 @@ int kvf_repl_lead_start(const struct kvf_repl_options *o,
 	if (pthread_create(&l->acceptor, NULL, acceptor, l)) {
 		ret = KVF_ERR_NO_MEMORY;
 		goto fail;
+	}
+	l->syncer_started = o->sync_standbys &&
+			    !pthread_create(&l->syncer, NULL, syncer, l);
+	if (o->sync_standbys && !l->syncer_started) {
+		kvf_repl_lead_stop(l);
+		return KVF_ERR_NO_MEMORY;
 	}
 	tap.ctx = l;
 	kvf__journal_set_tap(j, &tap);
@@ -761,6 +926,7 @@ int kvf_repl_lead_start(const struct kvf_repl_options *o,
 fail:
 	if (l->lfd >= 0)
 		close(l->lfd);
+	kvf_etcd_free(l->etcd);
 	free(l);
 	return ret;
 }
@@ -784,8 +950,11 @@ void kvf_repl_lead_stop(struct kvf_repl_leader *l)
 	pthread_mutex_lock(&l->mu);
 	l->stop = true;
 	pthread_cond_broadcast(&l->data_cv);
+	pthread_cond_broadcast(&l->sync_cv);
 	pthread_mutex_unlock(&l->mu);
 	pthread_join(l->acceptor, NULL);
+	if (l->syncer_started)
+		pthread_join(l->syncer, NULL);
 	pthread_mutex_lock(&l->mu);
 	for (struct peer *p = l->peers; p; p = p->next)
 		shutdown(p->fd, SHUT_RDWR);
@@ -796,7 +965,9 @@ void kvf_repl_lead_stop(struct kvf_repl_leader *l)
 	close(l->lfd);
 	pthread_cond_destroy(&l->data_cv);
 	pthread_cond_destroy(&l->ack_cv);
+	pthread_cond_destroy(&l->sync_cv);
 	pthread_mutex_destroy(&l->mu);
+	kvf_etcd_free(l->etcd);
 	free(l);
 }
 
@@ -814,7 +985,9 @@ void kvf_repl_lead_stats(struct kvf_repl_leader *l, struct kvf_repl_stats *st)
 	st->last_seq = l->last_seq;
 	st->view = l->view;
 	st->refused = l->refused;
-	st->standbys = count_standbys(l, l->last_seq, &st->synced);
+	st->standbys = count_standbys(l, l->last_seq, NULL);
+	for (struct peer *p = l->peers; p; p = p->next)
+		st->synced += p->published;
 	for (struct peer *p = l->peers; p; p = p->next)
 		if (!p->dead && p->streaming && p->acked < min)
 			min = p->acked;

@@ -16,6 +16,14 @@
  * in etcd (kvforge/<cluster_id>/replication/leader, bound to the
  * leader's lease) and follows it until kvf_repl_follow_stop().
  *
+ * The sync set: the standbys an append waits for. A standby joins it
+ * once it is close to the end of the stream, and is listed in etcd
+ * (kvforge/<cluster_id>/replication/sync, guarded by the election key's
+ * create revision so only the current leader writes it) once it holds
+ * everything acknowledged; a standby that stops acknowledging for
+ * sync_timeout_ms is removed from the etcd list before appends go on
+ * without it. Only the last leader and the listed standbys campaign.
+ *
  * Both sides keep DATA/ha-lineage: the views this journal's history went
  * through and the sequence each began after, so a standby whose journal
  * holds records the leader's history does not (a deposed leader's
@@ -74,7 +82,8 @@ struct kvf_repl_options {
  * struct kvf_repl_stats - what /metrics and /health show.
  * @leading: the leader side runs (else the standby side, if any).
  * @standbys: standbys connected and past the handshake (leader).
- * @synced: of those, the ones that acknowledged the last sequence.
+ * @synced: members of the sync set (leader): standbys that hold every
+ *	record acknowledged, listed in etcd, so they may campaign.
  * @sync_standbys: the configured N. @degraded: acknowledging without N.
  * @last_seq: last sequence in this master's journal.
  * @lag_records, @lag_bytes: leader: records and bytes the slowest
@@ -136,7 +145,11 @@ void kvf_repl_follow_stop(struct kvf_repl_follower *f);
 
 /**
  * kvf_repl_may_campaign() - kvf_ha_options.may_campaign for a follower
- * (@ctx): false while its journal diverged from the leader's history.
+ * (@ctx; NULL: true): false while its journal diverged from the leader's
+ * history, or while the last leader's sync set (etcd key
+ * kvforge/<cluster>/replication/sync) names neither it as that leader
+ * nor it as a member: it may lack records that leader acknowledged.
+ * Context: the election thread; blocks (an etcd read).
  */
 bool kvf_repl_may_campaign(void *ctx);
 

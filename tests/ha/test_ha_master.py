@@ -30,6 +30,10 @@ Scenarios:
                 token), malformed and oversized frames, a journal ahead;
                 a standby refuses frames of an older view, out of
                 sequence, undecodable or oversized, and applies nothing
+  lagging       a standby held behind (refused by the leader) is not in
+                the sync set: with the leader killed and the synced
+                standby frozen it does not campaign; thawed, the synced
+                standby leads with every acknowledged object
 
 Exit 0 when every scenario passed; the first failed assertion exits 1.
 """
@@ -310,6 +314,10 @@ def cluster(members=1, standby_members=(0,), extra=()):
         ms[0].wait_said("RPC listening")
         ms.append(Master(etcd.endpoints(standby_members), *extra))
         ms[1].wait_said("ha: standby")
+        if "--ha_sync_standbys" in extra:
+            ms[1].wait_said("following the leader")
+        else:  # a standby campaigns only once in the leader's sync set
+            ms[0].wait_said("sync set now [%s]" % ms[1].addr)
         yield etcd, ms[0], ms[1]
     except Exception:
         for m in ms:
@@ -436,7 +444,9 @@ def sc_frozen_etcd(_):
         check(not m1.listening() and m1.ping() is None,
               "the old leader stays a standby")
         check(leader_of(etcd, [m1, m2]) is m2, "m2 keeps the key")
-        # and it can lead again, on the same port, in the same process
+        # and it can lead again, on the same port, in the same process,
+        # once it follows m2 and is in its sync set
+        m2.wait_said("sync set now [%s]" % m1.addr)
         _, rev2, _ = etcd.key()
         check(m2.stop() == 0, "m2 exit status")
         wait_for(lambda: m1.ping(), "the old leader leads again")
@@ -703,6 +713,44 @@ def sc_repl_peers(_):
         os.unlink(tok.name)
 
 
+def sc_lagging(_):
+    toks = []
+    for t in ("s3cret", "other"):
+        f = tempfile.NamedTemporaryFile("w", dir=TMP, delete=False)
+        f.write(t)
+        f.close()
+        toks.append(f.name)
+    try:
+        with cluster(extra=("--ha_token_file", toks[0])) as (etcd, m1, m2):
+            # m3 is held behind: the leader refuses it (another token)
+            m3 = Master(etcd.endpoint(0), "--ha_token_file", toks[1])
+            try:
+                m1.wait_said("wrong token")
+                c = client(m1)
+                mount(c)
+                acked = ["lk%d" % i for i in range(100) if put(c, "lk%d" % i)]
+                check(len(acked) == 100, "acknowledged: %d" % len(acked))
+                m2.p.send_signal(signal.SIGSTOP)
+                m1.stop(signal.SIGKILL)
+                # the only candidate left lacks the records: it must not
+                # campaign (else it would lead with none of them)
+                m3.wait_said("not in the last leader's sync set")
+                check(not m3.said("RPC listening") and not m3.listening(),
+                      "the standby held behind does not lead")
+                m2.p.send_signal(signal.SIGCONT)
+                m2.wait_said("RPC listening")
+                found = exist(client(m2), acked)
+                lost = [k for k, f in zip(acked, found) if f is not True]
+                check(not lost, "%d acknowledged objects lost" % len(lost))
+                check(not m3.said("RPC listening"), "m3 never led")
+            finally:
+                m3.stop(signal.SIGKILL)
+                m3.remove_dir()
+    finally:
+        for t in toks:
+            os.unlink(t)
+
+
 SCENARIOS = {
     "flags": sc_flags,
     "election": sc_election,
@@ -712,6 +760,7 @@ SCENARIOS = {
     "bench_follows": sc_bench_follows,
     "replication": sc_replication,
     "repl_peers": sc_repl_peers,
+    "lagging": sc_lagging,
 }
 
 
