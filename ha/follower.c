@@ -58,6 +58,10 @@ struct kvf_repl_follower {
 	_Atomic bool diverged;
 	bool logged_unfit; /* the election thread's */
 
+	/* the batches applied last, oldest first (the thread's) */
+	struct kvf_repl_batch *kept, *kept_tail;
+	uint64_t kept_bytes;
+
 	pthread_mutex_t mu;
 	int fd; /* under mu; -1 when not connected */
 	uint64_t last_seq, leader_seq, view, refused;
@@ -255,6 +259,40 @@ static int collect_rec(void *arg, const struct kvf__jrec *rec, uint32_t idx)
 	return 0;
 }
 
+/* Keep a copy of an applied batch for a promotion (best effort). */
+static void keep(struct kvf_repl_follower *f, const struct kvf_repl_hdr *h,
+		 const uint8_t *frames, uint64_t nr)
+{
+	size_t len = h->len - 8;
+	struct kvf_repl_batch *b = malloc(sizeof(*b) + len);
+
+	if (!b) { /* a hole: drop what was kept */
+		kvf_repl_backlog_free((struct kvf_repl_backlog *)f->kept);
+		f->kept = f->kept_tail = NULL;
+		f->kept_bytes = 0;
+		return;
+	}
+	memset(b, 0, sizeof(*b));
+	b->first = h->seq;
+	b->nr_recs = nr;
+	b->nr_frames = h->count;
+	b->len = len;
+	memcpy(b->data, frames, len);
+	if (f->kept_tail)
+		f->kept_tail->next = b;
+	else
+		f->kept = b;
+	f->kept_tail = b;
+	f->kept_bytes += len;
+	while (f->kept_bytes > f->o.backlog_bytes && f->kept != b) {
+		struct kvf_repl_batch *old = f->kept;
+
+		f->kept = old->next;
+		f->kept_bytes -= old->len;
+		free(old);
+	}
+}
+
 /* Append one RECORDS frame. 0, or -1 (logged). */
 static int apply(struct kvf_repl_follower *f, const struct kvf_repl_hdr *h,
 		 const uint8_t *pl)
@@ -297,6 +335,7 @@ static int apply(struct kvf_repl_follower *f, const struct kvf_repl_hdr *h,
 	pthread_mutex_lock(&f->mu);
 	f->last_seq = last;
 	pthread_mutex_unlock(&f->mu);
+	keep(f, h, pl + 8, nr);
 	return 0;
 }
 
@@ -445,8 +484,11 @@ fail:
 	return ret;
 }
 
-void kvf_repl_follow_stop(struct kvf_repl_follower *f)
+void kvf_repl_follow_stop(struct kvf_repl_follower *f,
+			  struct kvf_repl_backlog **keep_out)
 {
+	if (keep_out)
+		*keep_out = NULL;
 	if (!f)
 		return;
 	atomic_store(&f->stop, true);
@@ -455,6 +497,10 @@ void kvf_repl_follow_stop(struct kvf_repl_follower *f)
 		shutdown(f->fd, SHUT_RDWR);
 	pthread_mutex_unlock(&f->mu);
 	pthread_join(f->thread, NULL);
+	if (keep_out)
+		*keep_out = (struct kvf_repl_backlog *)f->kept;
+	else
+		kvf_repl_backlog_free((struct kvf_repl_backlog *)f->kept);
 	kvf__journal_close(f->j);
 	kvf_etcd_free(f->etcd);
 	pthread_mutex_destroy(&f->mu);

@@ -70,6 +70,21 @@ void kvf__repl_cluster(const char *cluster_id, char *buf, size_t len);
 /* "kvforge/<cluster>/replication/leader" into @buf; its length. */
 size_t kvf__repl_leader_key(const char *cluster, char *buf, size_t len);
 
+/*
+ * One batch of records as the journal encoded it: the leader's backlog
+ * (ha/replication.c) holds them, a standby keeps the ones it applied in
+ * a list (@next) that becomes its backlog if it is promoted.
+ */
+struct kvf_repl_batch {
+	struct kvf_repl_batch *next;
+	uint64_t first, nr_recs;
+	uint32_t nr_frames;
+	uint32_t refs;	/* the leader's senders writing it; under its mu */
+	bool in_ring;	/* in the leader's ring; under its mu */
+	size_t len;
+	uint8_t data[];
+};
+
 struct kvf_repl_lineage_entry {
 	uint64_t view; /* a view this history went through */
 	uint64_t seq;  /* the last sequence written before it began */

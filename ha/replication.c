@@ -60,14 +60,7 @@
 #define HELLO_TIMEOUT_S 5
 #define SEND_TIMEOUT_S 10
 
-struct batch {
-	uint64_t first, nr_recs;
-	uint32_t nr_frames;
-	uint32_t refs;	  /* senders writing it; under mu */
-	bool in_ring;	  /* under mu */
-	size_t len;
-	uint8_t data[];
-};
+#define batch kvf_repl_batch
 
 struct peer {
 	struct kvf_repl_leader *l;
@@ -144,6 +137,16 @@ static void tap_committed(void *ctx, const uint8_t *frames, size_t len,
 	struct batch *b = malloc(sizeof(*b) + len);
 
 	pthread_mutex_lock(&l->mu);
+	if (first_seq != l->last_seq + 1 && l->lo < l->hi) {
+		/* appended without the tap (before it was installed):
+		 * standbys cannot stream across the hole */
+		fprintf(stderr, "replication: sequences %llu..%llu never "
+				"reached the backlog\n",
+			(unsigned long long)l->last_seq + 1,
+			(unsigned long long)first_seq - 1);
+		while (l->lo < l->hi)
+			drop_oldest(l);
+	}
 	l->last_seq = first_seq + nr_recs - 1;
 	if (!b) {
 		/* The stream has a hole now: every standby must reconnect
@@ -828,8 +831,62 @@ static int publish(struct kvf_repl_leader *l, uint16_t port, int64_t lease)
 	return ret;
 }
 
+void kvf_repl_backlog_free(struct kvf_repl_backlog *bl)
+{
+	struct kvf_repl_batch *b = (struct kvf_repl_batch *)bl;
+
+	while (b) {
+		struct kvf_repl_batch *next = b->next;
+
+		free(b);
+		b = next;
+	}
+}
+
+/*
+ * Before any append of this view: the batches this master applied as a
+ * standby become the start of the ring, if they run up to the journal's
+ * end without a hole (standbys that were a little behind this one then
+ * catch up from them). Takes @bl.
+ */
+static void preload(struct kvf_repl_leader *l, struct kvf_repl_backlog *bl)
+{
+	struct kvf_repl_batch *b = (struct kvf_repl_batch *)bl, *last = NULL;
+	bool ok = b != NULL;
+
+	for (struct kvf_repl_batch *x = b; x; x = x->next) {
+		if (last && x->first != last->first + last->nr_recs)
+			ok = false;
+		last = x;
+	}
+	if (!ok || last->first + last->nr_recs - 1 != l->last_seq) {
+		if (b)
+			fprintf(stderr, "replication: the records applied as a "
+					"standby do not end at the journal's "
+					"end: not kept for standbys\n");
+		kvf_repl_backlog_free(bl);
+		return;
+	}
+	while (b) {
+		struct kvf_repl_batch *next = b->next;
+
+		b->next = NULL;
+		b->refs = 0;
+		b->in_ring = true;
+		if (l->hi - l->lo == RING)
+			drop_oldest(l);
+		l->ring[l->hi % RING] = b;
+		l->hi++;
+		l->ring_bytes += b->len;
+		while (l->ring_bytes > l->o.backlog_bytes && l->hi - l->lo > 1)
+			drop_oldest(l);
+		b = next;
+	}
+}
+
 int kvf_repl_lead_start(const struct kvf_repl_options *o,
 			struct kvf__journal *j, uint64_t view, int64_t lease,
+			struct kvf_repl_backlog *bl,
 			struct kvf_repl_leader **out)
 {
 	struct kvf__journal_tap tap = {.admit = tap_admit,
@@ -840,8 +897,10 @@ int kvf_repl_lead_start(const struct kvf_repl_options *o,
 	uint16_t port;
 	int ret = KVF_ERR_IO;
 
-	if (!l)
+	if (!l) {
+		kvf_repl_backlog_free(bl);
 		return KVF_ERR_NO_MEMORY;
+	}
 	l->o = *o;
 	l->lfd = -1;
 	kvf__repl_cluster(o->cluster_id, l->cluster, sizeof(l->cluster));
@@ -876,6 +935,8 @@ int kvf_repl_lead_start(const struct kvf_repl_options *o,
 	ret = KVF_ERR_IO;
 	kvf__journal_get_stats(j, &st);
 	l->last_seq = st.last_seq;
+	preload(l, bl);
+	bl = NULL;
 	if (kvf__repl_lineage_load(o->data_dir, &l->lin)) {
 		fprintf(stderr, "replication: %s/ha-lineage is damaged\n",
 			o->data_dir);
@@ -927,6 +988,9 @@ fail:
 	if (l->lfd >= 0)
 		close(l->lfd);
 	kvf_etcd_free(l->etcd);
+	kvf_repl_backlog_free(bl);
+	while (l->lo < l->hi)
+		drop_oldest(l);
 	free(l);
 	return ret;
 }

@@ -40,6 +40,11 @@
 
 struct kvf_repl_leader;
 struct kvf_repl_follower;
+/* Batches a standby applied, handed to its leader side on promotion. */
+struct kvf_repl_backlog;
+
+/** kvf_repl_backlog_free() - free @bl (NULL is ignored). */
+void kvf_repl_backlog_free(struct kvf_repl_backlog *bl);
 
 /* Longest cluster id, token and member name a hello may carry. */
 #define KVF_REPL_STR_MAX 1024u
@@ -103,7 +108,10 @@ struct kvf_repl_stats {
  * kvf_repl_lead_start() - serve standbys from @j as the leader of @view.
  * @o: copied. @j: the engine's journal (must outlive the leader).
  * @view: the view version; @lease: the election's lease (the published
- *	address is bound to it). @out: the leader.
+ *	address is bound to it).
+ * @bl: the batches this master applied as a standby (taken, may be
+ *	NULL): the start of the backlog, so standbys a little behind it can
+ *	follow. @out: the leader.
  *
  * Records (view, last sequence) in the lineage file, binds the listener,
  * publishes its address in etcd and installs the journal tap. Call before
@@ -113,6 +121,7 @@ struct kvf_repl_stats {
  */
 int kvf_repl_lead_start(const struct kvf_repl_options *o,
 			struct kvf__journal *j, uint64_t view, int64_t lease,
+			struct kvf_repl_backlog *bl,
 			struct kvf_repl_leader **out);
 
 /**
@@ -139,9 +148,12 @@ int kvf_repl_follow_start(const struct kvf_repl_options *o,
 
 /**
  * kvf_repl_follow_stop() - stop following, close the journal, free @f
- * (NULL is ignored). Context: blocks (joins the thread, syncs).
+ * (NULL is ignored). With @keep, *@keep receives the batches it applied
+ * last (up to the backlog size) for kvf_repl_lead_start().
+ * Context: blocks (joins the thread, syncs).
  */
-void kvf_repl_follow_stop(struct kvf_repl_follower *f);
+void kvf_repl_follow_stop(struct kvf_repl_follower *f,
+			  struct kvf_repl_backlog **keep);
 
 /**
  * kvf_repl_may_campaign() - kvf_ha_options.may_campaign for a follower

@@ -343,7 +343,7 @@ static int start_follower(struct master *m)
 	return KVF_OK;
 }
 
-static void stop_follower(struct master *m)
+static void stop_follower(struct master *m, struct kvf_repl_backlog **keep)
 {
 	struct kvf_repl_follower *f;
 
@@ -352,23 +352,26 @@ static void stop_follower(struct master *m)
 	f = m->follower;
 	m->follower = NULL;
 	pthread_mutex_unlock(&m->follower_mu);
-	kvf_repl_follow_stop(f);
+	kvf_repl_follow_stop(f, keep);
 }
 
 /* Standby -> leader: the engine from the replicated journal, the tap. */
 static int promote(struct master *m)
 {
 	uint64_t t0 = kvf__now_ns();
+	struct kvf_repl_backlog *bl;
 	struct kvf__journal *j;
 	int ret;
 
-	stop_follower(m);
+	stop_follower(m, &bl);
 	ret = open_engine(m);
-	if (ret)
+	if (ret) {
+		kvf_repl_backlog_free(bl);
 		return ret;
+	}
 	j = kvf__engine_journal_of(m->engine);
 	ret = kvf_repl_lead_start(&m->repl_opts, j, kvf_ha_view_version(m->ha),
-				  kvf_ha_lease(m->ha), &m->leader);
+				  kvf_ha_lease(m->ha), bl, &m->leader);
 	if (ret) {
 		die_status("starting replication", ret);
 		return ret;
@@ -470,7 +473,7 @@ static void shutdown_master(struct master *m)
 	/* after the port closed: revokes the lease */
 	kvf_ha_stop(m->ha);
 	kvf_repl_lead_stop(m->leader);
-	stop_follower(m);
+	stop_follower(m, NULL);
 	close_engine(m);
 	kvf_stallclock_free(m->stall);
 	kvf_metrics_free(m->metrics);

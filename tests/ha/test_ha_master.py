@@ -34,6 +34,8 @@ Scenarios:
                 the sync set: with the leader killed and the synced
                 standby frozen it does not campaign; thawed, the synced
                 standby leads with every acknowledged object
+  chain         three masters, two SIGKILLed leaders in turn: the last
+                one standing has every object the two acknowledged
 
 Exit 0 when every scenario passed; the first failed assertion exits 1.
 """
@@ -751,6 +753,45 @@ def sc_lagging(_):
             os.unlink(t)
 
 
+def sc_chain(_):
+    with cluster() as (etcd, m1, m2):
+        m3 = Master(etcd.endpoint(0))
+        ms = [m2, m3]
+        try:
+            m1.wait_said("sync set now [")
+            wait_for(lambda: any(m2.addr in x and m3.addr in x
+                                 for x in m1.lines if "sync set now" in x),
+                     "both standbys in the sync set")
+            c = client(m1)
+            mount(c)
+            acked = ["ck%d" % i for i in range(100) if put(c, "ck%d" % i)]
+            m1.stop(signal.SIGKILL)
+            wait_for(lambda: leader_of(etcd, ms) and
+                     leader_of(etcd, ms).said("RPC listening"),
+                     "a standby leads")
+            new = leader_of(etcd, ms)
+            other = m3 if new is m2 else m2
+            # the other standby follows the new leader and joins its set
+            new.wait_said("sync set now [%s]" % other.addr)
+            c = client(new)
+            mount(c)
+            more = ["ck%d" % i for i in range(100, 200) if put(c, "ck%d" % i)]
+            check(len(acked) == 100 and len(more) == 100,
+                  "acknowledged %d + %d" % (len(acked), len(more)))
+            new.stop(signal.SIGKILL)
+            other.wait_said("RPC listening")
+            found = exist(client(other), acked + more)
+            lost = [k for k, f in zip(acked + more, found) if f is not True]
+            check(not lost, "%d acknowledged objects lost across two "
+                  "failovers" % len(lost))
+        except Exception:
+            m3.dump()
+            raise
+        finally:
+            m3.stop(signal.SIGKILL)
+            m3.remove_dir()
+
+
 SCENARIOS = {
     "flags": sc_flags,
     "election": sc_election,
@@ -761,6 +802,7 @@ SCENARIOS = {
     "replication": sc_replication,
     "repl_peers": sc_repl_peers,
     "lagging": sc_lagging,
+    "chain": sc_chain,
 }
 
 
