@@ -15,15 +15,17 @@
  * a record the journal refuses - is logged, never applied, and the
  * connection is dropped; the thread tries again a little later.
  *
- * A REFUSE for divergence marks the follower unfit to campaign
- * (kvf_repl_may_campaign()): its journal holds records the current
- * history does not, so promoting it would serve them.
+ * A REFUSE for divergence means the journal holds records the current
+ * history does not (never acknowledged: see set_aside()); they are moved
+ * aside and the follower starts again from an empty journal. Until then,
+ * and for good if that fails, it does not campaign.
  *
  * Concurrency: the thread owns the journal and the socket; stop() sets
  * the flag, shuts the socket down and joins. Stats are under mu.
  */
 #include "config.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <netdb.h>
 #include <pthread.h>
@@ -32,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -388,6 +391,61 @@ static void follow(struct kvf_repl_follower *f, int fd, uint64_t view)
 	}
 }
 
+/*
+ * The leader refused our journal as diverged: its last records are not
+ * in the leader's history, so nobody acknowledged them (the new leader
+ * held every acknowledged record). Move the directory's files aside into
+ * DATA/diverged-<time>/ (kept for inspection, never deleted) and start
+ * again from an empty journal. 0, or -1 (logged; no journal any more).
+ */
+static int set_aside(struct kvf_repl_follower *f)
+{
+	char dst[4200], from[4400], to[4600];
+	struct dirent *de;
+	DIR *d;
+	int ret, n = 0;
+
+	do {
+		snprintf(dst, sizeof(dst), "%s/diverged-%llu-%d", f->dir,
+			 (unsigned long long)time(NULL), n++);
+	} while (mkdir(dst, 0755) && errno == EEXIST && n < 100);
+	kvf__journal_close(f->j);
+	f->j = NULL;
+	d = opendir(f->dir);
+	while (d && (de = readdir(d))) {
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") ||
+		    !strcmp(de->d_name, "kvforge.lock") ||
+		    !strncmp(de->d_name, "diverged-", 9))
+			continue;
+		snprintf(from, sizeof(from), "%s/%s", f->dir, de->d_name);
+		snprintf(to, sizeof(to), "%s/%s", dst, de->d_name);
+		if (rename(from, to))
+			fprintf(stderr, "replication: standby: cannot move %s: "
+					"%s\n", from, strerror(errno));
+	}
+	if (d)
+		closedir(d);
+	kvf_repl_backlog_free((struct kvf_repl_backlog *)f->kept);
+	f->kept = f->kept_tail = NULL;
+	f->kept_bytes = 0;
+	f->lin.n = 0;
+	ret = kvf__journal_open(&f->o.jcfg, &f->j);
+	if (ret) {
+		fprintf(stderr, "replication: standby: cannot open a new "
+				"journal in %s: %s\n", f->dir, kvf_strerror(ret));
+		f->j = NULL;
+		return -1;
+	}
+	pthread_mutex_lock(&f->mu);
+	f->last_seq = f->leader_seq = 0;
+	pthread_mutex_unlock(&f->mu);
+	atomic_store(&f->diverged, false);
+	fprintf(stderr, "replication: standby: journal moved aside to %s "
+			"(records no leader acknowledged); following again "
+			"from an empty journal\n", dst);
+	return 0;
+}
+
 static void *run(void *arg)
 {
 	struct kvf_repl_follower *f = arg;
@@ -428,6 +486,10 @@ static void *run(void *arg)
 		f->fd = -1;
 		pthread_mutex_unlock(&f->mu);
 		close(fd);
+		if (atomic_load(&f->diverged) && set_aside(f)) {
+			atomic_store(&f->diverged, true); /* never campaigns */
+			break;
+		}
 		pause_ms(f, RETRY_MS);
 	}
 	return NULL;

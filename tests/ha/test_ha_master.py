@@ -188,7 +188,9 @@ class Master:
             [MASTER, "--enable_ha", "--etcd_endpoints", endpoints,
              "--cluster_id", CLUSTER, "--ha_lease_ttl", str(TTL),
              "--rpc_port", str(self.port), "--metrics_port", "0",
-             "--rpc_thread_num", "1", "--data-dir", self.dir] + list(extra),
+             "--rpc_thread_num", "1", "--data-dir", self.dir,
+             # the test clients do not ping: keep them live
+             "--client_ttl", "600"] + list(extra),
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.t = threading.Thread(target=self._read, daemon=True)
         self.t.start()
