@@ -523,6 +523,7 @@ static const char *handshake(struct peer *p, uint64_t *next)
 {
 	struct kvf_repl_leader *l = p->l;
 	char cluster[KVF_REPL_STR_MAX], token[KVF_REPL_STR_MAX];
+	char member[sizeof(p->member)];
 	struct kvf_repl_hdr h;
 	const uint8_t *q, *end;
 	uint8_t *pl = NULL;
@@ -537,10 +538,13 @@ static const char *handshake(struct peer *p, uint64_t *next)
 	if (h.type != KVF_REPL_HELLO ||
 	    !take_str(&q, end, cluster, sizeof(cluster)) ||
 	    !take_str(&q, end, token, sizeof(token)) ||
-	    !take_str(&q, end, p->member, sizeof(p->member)) || q != end) {
+	    !take_str(&q, end, member, sizeof(member)) || q != end) {
 		why = "malformed hello";
 		goto out;
 	}
+	pthread_mutex_lock(&l->mu); /* the syncer reads it */
+	memcpy(p->member, member, sizeof(member));
+	pthread_mutex_unlock(&l->mu);
 	if (strcmp(cluster, l->cluster)) {
 		why = "another cluster id";
 		goto out;
@@ -636,7 +640,9 @@ static void *sender(void *arg)
 	setsockopt(p->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	fprintf(stderr, "replication: standby %s follows from sequence %llu\n",
 		p->member, (unsigned long long)p->sent + 1);
+	pthread_mutex_lock(&l->mu); /* reap() reads it */
 	p->rx_started = !pthread_create(&p->rx, NULL, ack_reader, p);
+	pthread_mutex_unlock(&l->mu);
 	if (!p->rx_started) {
 		peer_fail(p, "no thread for its acks");
 		goto done;

@@ -82,6 +82,7 @@ struct master {
 	struct kvf_repl_leader *leader;	    /* while leading */
 	pthread_mutex_t follower_mu;	    /* follower vs the election */
 	struct kvf_repl_follower *follower; /* while standing by */
+	uint64_t promote_after; /* after a failed promotion */
 };
 
 /* A loop thread busy this long with one wake-up stalls the serving clock
@@ -419,13 +420,24 @@ static int follow_ha(struct master *m)
 {
 	bool may = kvf_ha_may_serve(m->ha);
 
-	if (may && !m->loop) {
+	if (may && !m->loop && kvf__now_ns() >= m->promote_after) {
 		int ret;
 
 		printf("kvforge-master: leading, view version %llu\n",
 		       (unsigned long long)kvf_ha_view_version(m->ha));
 		ret = promote(m);
-		return ret ? ret : start_rpc(m);
+		if (!ret)
+			ret = start_rpc(m);
+		if (!ret)
+			return KVF_OK;
+		/* e.g. the lease ran out meanwhile: stand by again, retry
+		 * in a second if the election still says so */
+		fprintf(stderr, "kvforge-master: promotion failed (%s): "
+				"standing by\n",
+			kvf_strerror(ret));
+		demote(m);
+		m->promote_after = kvf__now_ns() + KVF__NS_PER_SEC;
+		return start_follower(m);
 	}
 	if (!may && m->loop) {
 		demote(m);
