@@ -28,6 +28,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -125,7 +127,7 @@ static int dial(const char *host, const char *port)
 				 .ai_flags = AI_NUMERICSERV};
 	struct addrinfo *res;
 	struct timeval tv = {.tv_sec = 2};
-	int fd;
+	int fd, one = 1;
 
 	if (getaddrinfo(host, port, &hints, &res))
 		return -1;
@@ -143,6 +145,8 @@ static int dial(const char *host, const char *port)
 		return -1;
 	tv.tv_sec = 10;
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	/* acks are small and the leader waits for them */
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	tv.tv_sec = READ_TIMEOUT_S;
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	return fd;
@@ -201,8 +205,10 @@ static int welcome(struct kvf_repl_follower *f, int fd, uint64_t *view)
 
 		snprintf(why, sizeof(why), "%.*s", (int)h.len,
 			 pl ? (char *)pl : "");
-		fprintf(stderr, "replication: standby: the leader refused us: "
-				"%s\n", why);
+		fprintf(stderr,
+			"replication: standby: the leader refused us: "
+			"%s\n",
+			why);
 		if (strstr(why, "diverged") || strstr(why, "ahead"))
 			atomic_store(&f->diverged, true);
 		rc = -1;
@@ -229,12 +235,15 @@ static int welcome(struct kvf_repl_follower *f, int fd, uint64_t *view)
 		kvf__repl_lineage_add(lin, v, s);
 	}
 	if (kvf__repl_lineage_view(lin) != h.view) {
-		note_refusal(f, "the leader's lineage does not end at its view");
+		note_refusal(f,
+			     "the leader's lineage does not end at its view");
 		goto out;
 	}
 	if (kvf__repl_lineage_save(f->dir, lin)) {
-		fprintf(stderr, "replication: standby: cannot write "
-				"%s/ha-lineage\n", f->dir);
+		fprintf(stderr,
+			"replication: standby: cannot write "
+			"%s/ha-lineage\n",
+			f->dir);
 		goto out;
 	}
 	f->lin = *lin;
@@ -347,8 +356,8 @@ static void follow(struct kvf_repl_follower *f, int fd, uint64_t view)
 	for (;;) {
 		struct kvf_repl_hdr h;
 		uint8_t *pl;
-		int rc = kvf__repl_read_frame(fd, &h, &pl,
-					      KVF_REPL_RECORDS_MAX);
+		int rc =
+			kvf__repl_read_frame(fd, &h, &pl, KVF_REPL_RECORDS_MAX);
 
 		if (rc) {
 			if (rc == -2)
@@ -360,9 +369,10 @@ static void follow(struct kvf_repl_follower *f, int fd, uint64_t view)
 		}
 		if (h.view != view) {
 			free(pl);
-			note_refusal(f, h.view < view
-						? "refused a frame of an older view"
-						: "a frame of another view");
+			note_refusal(
+				f, h.view < view
+					   ? "refused a frame of an older view"
+					   : "a frame of another view");
 			return;
 		}
 		if (h.type == KVF_REPL_HEARTBEAT) {
@@ -420,8 +430,10 @@ static int set_aside(struct kvf_repl_follower *f)
 		snprintf(from, sizeof(from), "%s/%s", f->dir, de->d_name);
 		snprintf(to, sizeof(to), "%s/%s", dst, de->d_name);
 		if (rename(from, to))
-			fprintf(stderr, "replication: standby: cannot move %s: "
-					"%s\n", from, strerror(errno));
+			fprintf(stderr,
+				"replication: standby: cannot move %s: "
+				"%s\n",
+				from, strerror(errno));
 	}
 	if (d)
 		closedir(d);
@@ -431,8 +443,10 @@ static int set_aside(struct kvf_repl_follower *f)
 	f->lin.n = 0;
 	ret = kvf__journal_open(&f->o.jcfg, &f->j);
 	if (ret) {
-		fprintf(stderr, "replication: standby: cannot open a new "
-				"journal in %s: %s\n", f->dir, kvf_strerror(ret));
+		fprintf(stderr,
+			"replication: standby: cannot open a new "
+			"journal in %s: %s\n",
+			f->dir, kvf_strerror(ret));
 		f->j = NULL;
 		return -1;
 	}
@@ -440,9 +454,11 @@ static int set_aside(struct kvf_repl_follower *f)
 	f->last_seq = f->leader_seq = 0;
 	pthread_mutex_unlock(&f->mu);
 	atomic_store(&f->diverged, false);
-	fprintf(stderr, "replication: standby: journal moved aside to %s "
-			"(records no leader acknowledged); following again "
-			"from an empty journal\n", dst);
+	fprintf(stderr,
+		"replication: standby: journal moved aside to %s "
+		"(records no leader acknowledged); following again "
+		"from an empty journal\n",
+		dst);
 	return 0;
 }
 
@@ -470,9 +486,10 @@ static void *run(void *arg)
 		pthread_mutex_unlock(&f->mu);
 		if (!atomic_load(&f->stop) && !hello(f, fd) &&
 		    !welcome(f, fd, &welcomed)) {
-			fprintf(stderr, "replication: standby: following the "
-					"leader of view %llu at %s:%s from "
-					"sequence %llu\n",
+			fprintf(stderr,
+				"replication: standby: following the "
+				"leader of view %llu at %s:%s from "
+				"sequence %llu\n",
 				(unsigned long long)welcomed, host, port,
 				(unsigned long long)f->last_seq + 1);
 			pthread_mutex_lock(&f->mu);
@@ -524,8 +541,9 @@ int kvf_repl_follow_start(const struct kvf_repl_options *o,
 		goto fail;
 	ret = kvf__journal_open(&f->o.jcfg, &f->j);
 	if (ret) {
-		fprintf(stderr, "replication: standby: cannot open the journal "
-				"in %s: %s %s\n",
+		fprintf(stderr,
+			"replication: standby: cannot open the journal "
+			"in %s: %s %s\n",
 			f->dir, kvf_strerror(ret), kvf__journal_error());
 		goto fail;
 	}

@@ -164,8 +164,9 @@ int kvf__repl_send(int fd, uint8_t type, uint64_t view, uint64_t seq,
 
 void kvf__repl_cluster(const char *cluster_id, char *buf, size_t len)
 {
-	const char *c = cluster_id && *cluster_id ? cluster_id
-						  : getenv("MC_STORE_CLUSTER_ID");
+	const char *c = cluster_id && *cluster_id
+				? cluster_id
+				: getenv("MC_STORE_CLUSTER_ID");
 	size_t n;
 
 	if (!c || !*c)
@@ -211,8 +212,7 @@ int kvf__repl_lineage_load(const char *dir, struct kvf_repl_lineage *lin)
 	return ret;
 }
 
-int kvf__repl_lineage_save(const char *dir,
-			   const struct kvf_repl_lineage *lin)
+int kvf__repl_lineage_save(const char *dir, const struct kvf_repl_lineage *lin)
 {
 	char path[4096], tmp[4096];
 	FILE *f;

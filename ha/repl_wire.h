@@ -79,8 +79,8 @@ struct kvf_repl_batch {
 	struct kvf_repl_batch *next;
 	uint64_t first, nr_recs;
 	uint32_t nr_frames;
-	uint32_t refs;	/* the leader's senders writing it; under its mu */
-	bool in_ring;	/* in the leader's ring; under its mu */
+	uint32_t refs; /* the leader's senders writing it; under its mu */
+	bool in_ring;  /* in the leader's ring; under its mu */
 	size_t len;
 	uint8_t data[];
 };
@@ -98,8 +98,7 @@ struct kvf_repl_lineage {
 /* Load DIR/ha-lineage (absent: empty). 0 or -1 (unreadable, damaged). */
 int kvf__repl_lineage_load(const char *dir, struct kvf_repl_lineage *lin);
 /* Replace it atomically and durably. 0 or -1. */
-int kvf__repl_lineage_save(const char *dir,
-			   const struct kvf_repl_lineage *lin);
+int kvf__repl_lineage_save(const char *dir, const struct kvf_repl_lineage *lin);
 /* Append (view, seq), dropping the oldest entry when full. */
 void kvf__repl_lineage_add(struct kvf_repl_lineage *lin, uint64_t view,
 			   uint64_t seq);

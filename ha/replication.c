@@ -37,6 +37,8 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -99,9 +101,9 @@ struct kvf_repl_leader {
 	pthread_mutex_t mu;
 	pthread_cond_t data_cv, ack_cv, sync_cv;
 	struct batch *ring[RING];
-	uint64_t lo, hi;    /* batches [lo, hi) are in the ring */
+	uint64_t lo, hi; /* batches [lo, hi) are in the ring */
 	uint64_t ring_bytes;
-	uint64_t last_seq;  /* last sequence committed */
+	uint64_t last_seq; /* last sequence committed */
 	struct peer *peers;
 	bool stop;
 	_Atomic bool aborted;
@@ -140,8 +142,9 @@ static void tap_committed(void *ctx, const uint8_t *frames, size_t len,
 	if (first_seq != l->last_seq + 1 && l->lo < l->hi) {
 		/* appended without the tap (before it was installed):
 		 * standbys cannot stream across the hole */
-		fprintf(stderr, "replication: sequences %llu..%llu never "
-				"reached the backlog\n",
+		fprintf(stderr,
+			"replication: sequences %llu..%llu never "
+			"reached the backlog\n",
 			(unsigned long long)l->last_seq + 1,
 			(unsigned long long)first_seq - 1);
 		while (l->lo < l->hi)
@@ -274,8 +277,9 @@ static int tap_wait(void *ctx, uint64_t last_seq)
 		if (all && n >= l->o.sync_standbys) {
 			if (l->degraded) {
 				l->degraded = false;
-				fprintf(stderr, "replication: %u sync standbys "
-						"again: synchronous\n",
+				fprintf(stderr,
+					"replication: %u sync standbys "
+					"again: synchronous\n",
 					n);
 			}
 			break;
@@ -316,7 +320,7 @@ static int tap_wait(void *ctx, uint64_t last_seq)
 	return rc;
 }
 
-/* ---- the sync set --------------------------------------------------------- */
+/* ---- the sync set ------------------------------------------------------ */
 
 /* Publish @members (comma-separated) as the sync set, if still leading. */
 static int publish_set(struct kvf_repl_leader *l, const char *members)
@@ -330,9 +334,8 @@ static int publish_set(struct kvf_repl_leader *l, const char *members)
 		return KVF_ERR_NO_MEMORY;
 	n = snprintf(val, cap, "%llu %s %s", (unsigned long long)l->view,
 		     l->member, members);
-	ret = kvf_etcd_put_guarded(l->etcd, l->guard, l->glen,
-				   (int64_t)l->view, l->synckey, l->sklen, val,
-				   (size_t)n, &done);
+	ret = kvf_etcd_put_guarded(l->etcd, l->guard, l->glen, (int64_t)l->view,
+				   l->synckey, l->sklen, val, (size_t)n, &done);
 	free(val);
 	if (!ret && !done)
 		ret = KVF_ERR_BUSY; /* the election key is not ours any more */
@@ -364,13 +367,12 @@ static void *syncer(void *arg)
 				p->required = true; /* appends wait for it */
 				p->join_seq = l->last_seq;
 			}
-			p->leaving = p->required &&
-				     (p->dead ||
-				      (p->acked < l->last_seq &&
-				       now - p->acked_at > timeout_ns));
-			if (p->leaving ||
-			    (p->required && !p->published &&
-			     p->acked >= p->join_seq))
+			p->leaving =
+				p->required &&
+				(p->dead || (p->acked < l->last_seq &&
+					     now - p->acked_at > timeout_ns));
+			if (p->leaving || (p->required && !p->published &&
+					   p->acked >= p->join_seq))
 				change = true;
 			cap += strlen(p->member) + 1;
 		}
@@ -387,9 +389,12 @@ static void *syncer(void *arg)
 			int ret = publish_set(l, list);
 			pthread_mutex_lock(&l->mu);
 			if (!ret) {
-				fprintf(stderr, "replication: sync set now "
-						"[%s]\n", list);
-				for (struct peer *p = l->peers; p; p = p->next) {
+				fprintf(stderr,
+					"replication: sync set now "
+					"[%s]\n",
+					list);
+				for (struct peer *p = l->peers; p;
+				     p = p->next) {
 					if (p->leaving) {
 						p->required = false;
 						p->published = false;
@@ -402,8 +407,9 @@ static void *syncer(void *arg)
 				pthread_cond_broadcast(&l->ack_cv);
 			} else if (now - logged > KVF__NS_PER_SEC) {
 				logged = now;
-				fprintf(stderr, "replication: cannot publish "
-						"the sync set: %s\n",
+				fprintf(stderr,
+					"replication: cannot publish "
+					"the sync set: %s\n",
 					kvf_strerror(ret));
 			}
 			free(list);
@@ -531,8 +537,7 @@ static const char *handshake(struct peer *p, uint64_t *next)
 	int rc = kvf__repl_read_frame(p->fd, &h, &pl, 3 * KVF_REPL_STR_MAX);
 
 	if (rc)
-		return rc == -2 ? "malformed or oversized hello"
-				: "no hello";
+		return rc == -2 ? "malformed or oversized hello" : "no hello";
 	q = pl;
 	end = pl + h.len;
 	if (h.type != KVF_REPL_HELLO ||
@@ -666,8 +671,8 @@ static void *sender(void *arg)
 			struct timespec ts;
 			uint64_t last = l->last_seq;
 
-			abs_deadline(&ts, kvf__now_ns() +
-						  HEARTBEAT_MS * 1000000ull);
+			abs_deadline(&ts,
+				     kvf__now_ns() + HEARTBEAT_MS * 1000000ull);
 			if (!pthread_cond_timedwait(&l->data_cv, &l->mu, &ts))
 				continue;
 			if (next != l->hi || p->dead || l->stop)
@@ -698,8 +703,8 @@ static void *sender(void *arg)
 				(uint8_t)(b->nr_recs >> (56 - 8 * i));
 		rc = b->len + 8 > KVF_REPL_RECORDS_MAX
 			     ? -2
-			     : kvf__repl_write(p->fd, hdr, sizeof(hdr),
-					       b->data, b->len);
+			     : kvf__repl_write(p->fd, hdr, sizeof(hdr), b->data,
+					       b->len);
 		pthread_mutex_lock(&l->mu);
 		b->refs--;
 		batch_put(b);
@@ -769,6 +774,8 @@ static void *acceptor(void *arg)
 		}
 		p->l = l;
 		p->fd = fd;
+		/* a batch must leave at once: appends wait for its ack */
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &(int){1}, sizeof(int));
 		if (pthread_create(&p->tx, NULL, sender, p)) {
 			close(fd);
 			free(p);
@@ -831,8 +838,9 @@ static int publish(struct kvf_repl_leader *l, uint16_t port, int64_t lease)
 		return KVF_ERR_INVALID_ARGUMENT;
 	ret = kvf_etcd_put(l->etcd, key, klen, val, (size_t)n, lease);
 	if (!ret)
-		fprintf(stderr, "replication: leader of view %llu, standbys "
-				"dial %s:%u\n",
+		fprintf(stderr,
+			"replication: leader of view %llu, standbys "
+			"dial %s:%u\n",
 			(unsigned long long)l->view, l->o.advertise_host, port);
 	return ret;
 }
@@ -959,8 +967,10 @@ int kvf_repl_lead_start(const struct kvf_repl_options *o,
 	 * the previous view may not campaign any more (only this master). */
 	ret = publish_set(l, o->sync_standbys ? "" : "*");
 	if (ret) {
-		fprintf(stderr, "replication: cannot publish the sync set: "
-				"%s\n", kvf_strerror(ret));
+		fprintf(stderr,
+			"replication: cannot publish the sync set: "
+			"%s\n",
+			kvf_strerror(ret));
 		goto fail;
 	}
 	ret = KVF_ERR_IO;
@@ -983,8 +993,10 @@ int kvf_repl_lead_start(const struct kvf_repl_options *o,
 	kvf__journal_set_tap(j, &tap);
 	ret = publish(l, port, lease);
 	if (ret) {
-		fprintf(stderr, "replication: cannot publish the address in "
-				"etcd: %s\n", kvf_strerror(ret));
+		fprintf(stderr,
+			"replication: cannot publish the address in "
+			"etcd: %s\n",
+			kvf_strerror(ret));
 		kvf_repl_lead_stop(l);
 		return ret;
 	}
