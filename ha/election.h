@@ -25,6 +25,9 @@
 
 struct kvf_ha;
 
+/* The election key of Mooncake <= v0.3.7 (no cluster id in it). */
+#define KVF_HA_LEGACY_KEY "mooncake-store/master_view"
+
 /* The roles, as upstream's /health names them. */
 enum kvf_ha_role {
 	KVF_HA_CANDIDATE, /* reading the key, about to try to take it */
@@ -46,6 +49,11 @@ enum kvf_ha_role {
  *	again a little later), e.g. while it lacks records the last leader
  *	acknowledged. May block briefly.
  * @campaign_ctx: passed to @may_campaign.
+ * @legacy_key: also publish KVF_HA_LEGACY_KEY, the spelling Mooncake
+ *	clients up to v0.3.7 read, with the same value and lease in the
+ *	same transaction (both must be absent; the leader steps down when
+ *	either is no longer its own). That key has no cluster id: one
+ *	cluster per etcd may publish it.
  */
 struct kvf_ha_options {
 	const char *endpoints;
@@ -54,6 +62,7 @@ struct kvf_ha_options {
 	unsigned ttl_s;
 	bool (*may_campaign)(void *ctx);
 	void *campaign_ctx;
+	bool legacy_key;
 };
 
 /**

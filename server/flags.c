@@ -188,6 +188,10 @@ static const struct flag_def flag_table[] = {
 	{"ha_replication_backlog_bytes", FLAG_U64,
 	 F(ha_replication_backlog_bytes), NOSET, "268435456",
 	 "records kept in memory for standbys that reconnect, bytes"},
+	{"ha_publish_legacy_key", FLAG_BOOL, F(ha_publish_legacy_key), NOSET,
+	 "false",
+	 "also publish the leader under mooncake-store/master_view "
+	 "(clients <= v0.3.7)"},
 	{"help", FLAG_BOOL, F(help), NOSET, "false", "print this list"},
 };
 

@@ -84,6 +84,7 @@ struct kvf_master_flags {
 	uint64_t ha_sync_timeout_ms;
 	bool ha_sync_degrade;
 	uint64_t ha_replication_backlog_bytes;
+	bool ha_publish_legacy_key;
 	bool help;
 	/* which of the above were given (not defaults) */
 	bool placement_set;

@@ -36,6 +36,9 @@ Scenarios:
                 standby leads with every acknowledged object
   chain         three masters, two SIGKILLed leaders in turn: the last
                 one standing has every object the two acknowledged
+  legacy_key    --ha_publish_legacy_key: mooncake-store/master_view (the
+                <= v0.3.7 spelling) names the leader too, same lease and
+                create revision; both keys go with its SIGTERM
 
 Exit 0 when every scenario passed; the first failed assertion exits 1.
 """
@@ -146,9 +149,10 @@ class Etcd:
                 continue
         return None
 
-    def key(self, member=None):
-        """(value, create_revision, lease) of the master_view key, or None."""
-        r = self.call("/v3/kv/range", {"key": b64(KEY)}, member)
+    def key(self, member=None, key=None):
+        """(value, create_revision, lease) of the master_view key (or
+        @key), or None."""
+        r = self.call("/v3/kv/range", {"key": b64(key or KEY)}, member)
         check(r is not None, "etcd answers a range")
         kvs = r.get("kvs") or []
         if not kvs:
@@ -792,6 +796,29 @@ def sc_chain(_):
         finally:
             m3.stop(signal.SIGKILL)
             m3.remove_dir()
+def sc_legacy_key(_):
+    etcd = Etcd(1)
+    m = None
+    try:
+        m = Master(etcd.endpoint(0), "--ha_publish_legacy_key")
+        m.wait_said("RPC listening")
+        new = etcd.key()
+        old = etcd.key(key="mooncake-store/master_view")
+        check(new is not None and new[0] == m.addr, "the key: %r" % (new,))
+        check(old == new, "the <= v0.3.7 key: %r, the key: %r" % (old, new))
+        check(m.ping() == (new[1], 2), "Ping: the view version")
+        check(m.stop() == 0, "exit status")
+        check(etcd.key() is None and
+              etcd.key(key="mooncake-store/master_view") is None,
+              "both keys gone with the revoked lease")
+    except Exception:
+        if m:
+            m.dump()
+        raise
+    finally:
+        if m:
+            m.stop(signal.SIGKILL)
+        etcd.close()
 
 
 SCENARIOS = {
@@ -805,6 +832,7 @@ SCENARIOS = {
     "repl_peers": sc_repl_peers,
     "lagging": sc_lagging,
     "chain": sc_chain,
+    "legacy_key": sc_legacy_key,
 }
 
 
