@@ -24,6 +24,7 @@
 
 #include "engine/internal.h"
 #include "engine/mutation.h"
+#include "engine/replication.h"
 #include "journal/journal.h"
 
 /* Batches up to this size translate on the stack. */
@@ -157,4 +158,9 @@ int kvf__engine_journal_claimed(struct kvf_engine *e,
 	if (muts != stack)
 		free(muts);
 	return ret;
+}
+
+struct kvf__journal *kvf__engine_journal_of(struct kvf_engine *e)
+{
+	return e->journal;
 }

@@ -2,6 +2,7 @@
 libkvforge_core_la_SOURCES += \
 	engine/internal.h \
 	engine/mutation.h \
+	engine/replication.h \
 	engine/engine.c \
 	engine/segment.c \
 	engine/replica_drop.h \

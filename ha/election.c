@@ -98,6 +98,10 @@ struct kvf_ha {
 	_Atomic int role;
 	_Atomic uint64_t view;
 	_Atomic uint64_t deadline_ns; /* serve only before this */
+	_Atomic int64_t held_lease;   /* kvf_ha_lease() */
+
+	bool (*may_campaign)(void *ctx); /* kvf_ha_options */
+	void *campaign_ctx;
 
 	/* the campaign thread's own */
 	int64_t lease; /* held, or 0 */
@@ -483,6 +487,11 @@ static void *campaign(void *arg)
 			continue;
 		}
 		logged_standby = false;
+		if (ha->may_campaign && !ha->may_campaign(ha->campaign_ctx)) {
+			set_role(ha, KVF_HA_STANDBY); /* not fit to lead */
+			sleep_until(ha, kvf__now_ns() + HA_RETRY_NS);
+			continue;
+		}
 		set_role(ha, KVF_HA_CANDIDATE);
 		t0 = kvf__now_ns();
 		ret = kvf_etcd_lease_grant(ha->etcd, ha->ttl_s, &ha->lease);
@@ -501,6 +510,8 @@ static void *campaign(void *arg)
 				sleep_until(ha, kvf__now_ns() + HA_RETRY_NS);
 			continue;
 		}
+		atomic_store_explicit(&ha->held_lease, ha->lease,
+				      memory_order_release);
 		atomic_store_explicit(&ha->view, (uint64_t)rev,
 				      memory_order_release);
 		atomic_store_explicit(&ha->deadline_ns,
@@ -541,6 +552,8 @@ int kvf_ha_start(const struct kvf_ha_options *opts, struct kvf_ha **out)
 			(struct kvf_etcd_key){.key = KVF_HA_LEGACY_KEY,
 					      .len = strlen(KVF_HA_LEGACY_KEY)};
 	ha->ttl_s = opts->ttl_s;
+	ha->may_campaign = opts->may_campaign;
+	ha->campaign_ctx = opts->campaign_ctx;
 	ha->ttl_ns = opts->ttl_s * KVF__NS_PER_SEC;
 	ha->renew_ns = ha->ttl_ns / 4;
 	ha->margin_ns = ha->ttl_ns / 4;
@@ -600,4 +613,12 @@ void kvf_ha_stop(struct kvf_ha *ha)
 	free(ha->advertise);
 	kvf_etcd_free(ha->etcd);
 	free(ha);
+}
+
+int64_t kvf_ha_lease(const struct kvf_ha *ha)
+{
+	return kvf_ha_view_version(ha)
+		       ? atomic_load_explicit(&ha->held_lease,
+					      memory_order_acquire)
+		       : 0;
 }

@@ -44,6 +44,11 @@ enum kvf_ha_role {
  *	upstream); empty means $MC_STORE_CLUSTER_ID, else mooncake_cluster.
  * @advertise: the "host:port" published as the leader's address.
  * @ttl_s: the lease's TTL in seconds (at least 1).
+ * @may_campaign: optional; called by the election thread each time it
+ *	finds the key absent: false keeps this master a standby (it tries
+ *	again a little later), e.g. while it lacks records the last leader
+ *	acknowledged. May block briefly.
+ * @campaign_ctx: passed to @may_campaign.
  * @legacy_key: also publish KVF_HA_LEGACY_KEY, the spelling Mooncake
  *	clients up to v0.3.7 read, with the same value and lease in the
  *	same transaction (both must be absent; the leader steps down when
@@ -55,6 +60,8 @@ struct kvf_ha_options {
 	const char *cluster_id;
 	const char *advertise;
 	unsigned ttl_s;
+	bool (*may_campaign)(void *ctx);
+	void *campaign_ctx;
 	bool legacy_key;
 };
 
@@ -91,6 +98,13 @@ enum kvf_ha_role kvf_ha_role(const struct kvf_ha *ha);
  * (the key's create revision), else 0. Lock-free, any thread.
  */
 uint64_t kvf_ha_view_version(const struct kvf_ha *ha);
+
+/**
+ * kvf_ha_lease() - the etcd lease this master holds the key with while
+ * warming up or leading (keys bound to it vanish with the leadership),
+ * else 0. Lock-free, any thread.
+ */
+int64_t kvf_ha_lease(const struct kvf_ha *ha);
 
 /**
  * struct kvf_ha_status - what /health and /metrics show of the election.

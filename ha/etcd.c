@@ -530,6 +530,27 @@ int kvf_etcd_put(struct kvf_etcd *e, const void *key, size_t klen,
 	return lease_status(ret, code);
 }
 
+int kvf_etcd_put_guarded(struct kvf_etcd *e, const void *guard, size_t glen,
+			 int64_t guard_rev, const void *key, size_t klen,
+			 const void *value, size_t vlen, bool *done)
+{
+	json_t *resp;
+	int ret, code;
+
+	*done = false;
+	ret = call(e, "/v3/kv/txn",
+		   json_pack("{s:[{s:o,s:s,s:o}],s:[{s:o}]}", "compare", "key",
+			     b64_json(guard, glen), "target", "CREATE",
+			     "create_revision", i64_str(guard_rev), "success",
+			     "request_put", put_op(key, klen, value, vlen, 0)),
+		   &resp, &code);
+	if (ret)
+		return lease_status(ret, code);
+	*done = json_is_true(json_object_get(resp, "succeeded"));
+	json_decref(resp);
+	return KVF_OK;
+}
+
 int kvf_etcd_delete(struct kvf_etcd *e, const void *key, size_t klen)
 {
 	json_t *resp;

@@ -144,6 +144,17 @@ int kvf_etcd_put(struct kvf_etcd *e, const void *key, size_t klen,
 		 const void *value, size_t vlen, int64_t lease);
 
 /**
+ * kvf_etcd_put_guarded() - put @key = @value (no lease) only if @guard's
+ * create revision is @guard_rev (e.g. "the election key is still the one
+ * this leader created"), in one transaction.
+ * @done: receives whether the put happened.
+ * Return and context: as kvf_etcd_put().
+ */
+int kvf_etcd_put_guarded(struct kvf_etcd *e, const void *guard, size_t glen,
+			 int64_t guard_rev, const void *key, size_t klen,
+			 const void *value, size_t vlen, bool *done);
+
+/**
  * kvf_etcd_delete() - delete @key (deleting an absent key succeeds).
  * Return: %KVF_OK, %KVF_ERR_IO, %KVF_ERR_NO_MEMORY.
  */

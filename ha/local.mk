@@ -1,10 +1,13 @@
 # SPDX-License-Identifier: MIT
 #
 # ha/: kvforge-master's high availability - an etcd v3 client over the
-# JSON gateway and the election with its fencing deadline. Its own
+# JSON gateway, the election with its fencing deadline, and replication
+# of the journal to hot standbys. Its own
 # convenience library (libcurl, jansson), linked into the master.
 noinst_LTLIBRARIES += libkvforge-ha.la
-libkvforge_ha_la_SOURCES = ha/etcd.h ha/etcd.c ha/election.h ha/election.c
+libkvforge_ha_la_SOURCES = ha/etcd.h ha/etcd.c ha/election.h ha/election.c \
+	ha/repl_wire.h ha/repl_wire.c ha/replication.h ha/replication.c \
+	ha/follower.c
 libkvforge_ha_la_CFLAGS = $(AM_CFLAGS) $(CURL_CFLAGS) $(JANSSON_CFLAGS)
 libkvforge_ha_la_LIBADD = $(CURL_LIBS) $(JANSSON_LIBS)
 

@@ -308,6 +308,51 @@ int kvf__journal_checkpoint(struct kvf__journal *j);
 void kvf__journal_get_stats(struct kvf__journal *j,
 			    struct kvf__journal_stats *st);
 
+/*
+ * struct kvf__journal_tap - what a replication layer learns of appends
+ * (ha/replication.c). Every hook is optional.
+ * @admit: called first by kvf__journal_append(), before anything is
+ *	encoded; a non-zero kvf_status refuses the batch (nothing of it is
+ *	journaled). May block briefly; must not append.
+ * @committed: called with the journal's mutex held, once per batch, in
+ *	sequence order, when the batch's sequence numbers are assigned
+ *	(before its local sync in STRICT mode): @frames[0..@len) are the
+ *	batch's @nr_frames encoded log frames holding @nr_recs records
+ *	numbered @first_seq on. Must copy what it keeps and never block.
+ * @wait: called by kvf__journal_append() once the batch is durable
+ *	locally, with its last sequence number; its kvf_status is the
+ *	append's (the batch stays journaled even when it is not KVF_OK).
+ * @ctx: passed to the hooks.
+ */
+struct kvf__journal_tap {
+	int (*admit)(void *ctx);
+	void (*committed)(void *ctx, const uint8_t *frames, size_t len,
+			  uint32_t nr_frames, uint64_t nr_recs,
+			  uint64_t first_seq);
+	int (*wait)(void *ctx, uint64_t last_seq);
+	void *ctx;
+};
+
+/**
+ * kvf__journal_set_tap() - install (or, with NULL, remove) the tap.
+ * @j: the journal. @tap: copied.
+ *
+ * Appends copy the tap when they start; this returns once no append
+ * uses an earlier tap any more (so its context may be freed): make the
+ * old tap's wait() return first.
+ * Context: blocks; not from a tap hook.
+ */
+void kvf__journal_set_tap(struct kvf__journal *j,
+			  const struct kvf__journal_tap *tap);
+
+/**
+ * kvf__journal_append_seq() - kvf__journal_append() that also returns
+ * the last sequence number of the batch in *@last_seq (on success).
+ */
+int kvf__journal_append_seq(struct kvf__journal *j,
+			    const struct kvf__jrec *recs, size_t n,
+			    uint64_t *last_seq);
+
 #ifdef KVF_FAULT_INJECTION
 /**
  * kvf__journal_inject_fault() - make the next commits fail (tests only;

@@ -27,6 +27,7 @@
 struct kvf__jreq {
 	struct kvf__jreq *next;
 	struct kvf__jbatch b;
+	uint64_t last_seq; /* of the batch, once committed */
 	int status;
 	int done;
 	pthread_cond_t cv;
@@ -150,6 +151,8 @@ struct kvf__journal {
 	int stop;
 
 	struct kvf__jgroup grp;   /* under @mu */
+	struct kvf__journal_tap tap; /* kvf__journal_set_tap(); under @mu */
+	unsigned tap_users; /* appends using a copy of @tap; under @mu */
 #ifdef KVF_FAULT_INJECTION
 	int fault_code;
 	unsigned fault_count;

@@ -434,10 +434,19 @@ static void release(struct kvf__journal *j, int was_fold)
  * With @mu held and @j->grp.busy taken by the caller: commit every queued
  * batch in one transaction and complete them all.
  */
+/* With @mu held: tell the tap a batch took sequences @first on. */
+static void tap_committed(struct kvf__journal *j, const struct kvf__jreq *r,
+			  uint64_t first)
+{
+	if (j->tap.committed)
+		j->tap.committed(j->tap.ctx, r->b.buf, r->b.len,
+				 r->b.nr_frames, r->b.nr_recs, first);
+}
+
 static void lead(struct kvf__journal *j, int may_gather)
 {
 	struct kvf__jreq *group;
-	uint64_t t0, took;
+	uint64_t t0, took, base;
 	int rc;
 
 	if (may_gather)
@@ -446,6 +455,7 @@ static void lead(struct kvf__journal *j, int may_gather)
 	j->grp.head = NULL;
 	j->grp.tail = &j->grp.head;
 	j->grp.nr_queued = 0;
+	base = j->st.last_seq; /* only the slot holder changes it */
 	pthread_mutex_unlock(&j->mu);
 	t0 = kvf__now_ns();
 	rc = kvf__commit_frames(j, put_group, group);
@@ -456,6 +466,12 @@ static void lead(struct kvf__journal *j, int may_gather)
 					   took;
 	while (group) {
 		struct kvf__jreq *next = group->next;
+
+		if (!rc) {
+			group->last_seq = base + group->b.nr_recs;
+			tap_committed(j, group, base + 1);
+			base = group->last_seq;
+		}
 
 		group->status = rc;
 		group->done = 1;
@@ -667,6 +683,10 @@ static int append_sidelog(struct kvf__journal *j, struct kvf__jreq *req)
 	rc = j->stop ? KVF_ERR_CLOSED : kvf__writer_start(j);
 	if (!rc)
 		rc = kvf__flow_append(j, req, hash);
+	if (!rc) {
+		req->last_seq = j->flow.acked_seq;
+		tap_committed(j, req, req->last_seq - req->b.nr_recs + 1);
+	}
 	if (!rc && j->sl.strict)
 		rc = kvf__flow_strict_sync(j, j->flow.acked_seq);
 	buf_put(j, req);
@@ -675,22 +695,21 @@ static int append_sidelog(struct kvf__journal *j, struct kvf__jreq *req)
 	return rc;
 }
 
-int kvf__journal_append(struct kvf__journal *j, const struct kvf__jrec *recs,
-			size_t n)
+static int append(struct kvf__journal *j, const struct kvf__jrec *recs,
+		  size_t n, uint64_t *last_seq)
 {
 	struct kvf__jreq req = { 0 };
 	int rc;
 
-	if (!n)
-		return KVF_OK;
-	if (!recs)
-		return KVF_ERR_INVALID_ARGUMENT;
 	buf_get(j, &req);
 	rc = kvf__batch_encode(recs, n, &req.b);
 	if (rc)
 		goto out;
-	if (j->flow.on && kvf__sidelog_frame_bytes(req.b.len) <= j->sl.size / 2)
-		return append_sidelog(j, &req);
+	if (j->flow.on && kvf__sidelog_frame_bytes(req.b.len) <= j->sl.size / 2) {
+		rc = append_sidelog(j, &req);
+		*last_seq = req.last_seq;
+		return rc;
+	}
 	if (pthread_cond_init(&req.cv, NULL)) {
 		rc = KVF_ERR_NO_MEMORY;
 		goto out;
@@ -721,9 +740,64 @@ int kvf__journal_append(struct kvf__journal *j, const struct kvf__jrec *recs,
 	buf_put(j, &req);
 	pthread_mutex_unlock(&j->mu);
 	pthread_cond_destroy(&req.cv);
+	*last_seq = req.last_seq;
 out:
 	free(req.b.buf);
 	return rc;
+}
+
+int kvf__journal_append_seq(struct kvf__journal *j,
+			    const struct kvf__jrec *recs, size_t n,
+			    uint64_t *last_seq)
+{
+	struct kvf__journal_tap tap;
+	uint64_t last = 0;
+	int rc;
+
+	if (!n)
+		return KVF_OK;
+	if (!recs)
+		return KVF_ERR_INVALID_ARGUMENT;
+	/* A copy, counted, so kvf__journal_set_tap() can wait us out. */
+	pthread_mutex_lock(&j->mu);
+	tap = j->tap;
+	if (tap.ctx)
+		j->tap_users++;
+	pthread_mutex_unlock(&j->mu);
+	rc = tap.admit ? tap.admit(tap.ctx) : KVF_OK;
+	if (!rc)
+		rc = append(j, recs, n, &last);
+	if (!rc && tap.wait)
+		rc = tap.wait(tap.ctx, last);
+	if (tap.ctx) {
+		pthread_mutex_lock(&j->mu);
+		if (!--j->tap_users)
+			pthread_cond_broadcast(&j->ckpt_cv);
+		pthread_mutex_unlock(&j->mu);
+	}
+	if (!rc && last_seq)
+		*last_seq = last;
+	return rc;
+}
+
+int kvf__journal_append(struct kvf__journal *j, const struct kvf__jrec *recs,
+			size_t n)
+{
+	return kvf__journal_append_seq(j, recs, n, NULL);
+}
+
+void kvf__journal_set_tap(struct kvf__journal *j,
+			  const struct kvf__journal_tap *tap)
+{
+	pthread_mutex_lock(&j->mu);
+	if (tap)
+		j->tap = *tap;
+	else
+		memset(&j->tap, 0, sizeof(j->tap));
+	/* ckpt_cv's waiters all re-check their own condition */
+	while (j->tap_users)
+		pthread_cond_wait(&j->ckpt_cv, &j->mu);
+	pthread_mutex_unlock(&j->mu);
 }
 
 int kvf__journal_checkpoint(struct kvf__journal *j)

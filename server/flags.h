@@ -78,6 +78,12 @@ struct kvf_master_flags {
 	bool enable_rdma;
 	uint64_t ha_lease_ttl_s;
 	char ha_advertise_address[KVF_FLAGS_STR_MAX];
+	int64_t ha_replication_port;
+	char ha_token_file[KVF_FLAGS_STR_MAX];
+	uint64_t ha_sync_standbys;
+	uint64_t ha_sync_timeout_ms;
+	bool ha_sync_degrade;
+	uint64_t ha_replication_backlog_bytes;
 	bool ha_publish_legacy_key;
 	bool help;
 	/* which of the above were given (not defaults) */

@@ -7,14 +7,18 @@
  */
 #include "config.h"
 
+#include <ctype.h>
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <kvforge/engine.h>
 #include <kvforge/status.h>
 
 #include "ha/etcd.h"
+#include "ha/replication.h"
 #include "server/ha_config.h"
 
 #define HA_TTL_MAX 3600 /* an hour: anything longer is a typo */
@@ -120,5 +124,88 @@ int kvf_flags_ha_options(const struct kvf_master_flags *f,
 	o->advertise = advertise;
 	o->ttl_s = (unsigned)f->ha_lease_ttl_s;
 	o->legacy_key = f->ha_publish_legacy_key;
+	return KVF_OK;
+}
+
+/* The token file's contents, trailing whitespace (a newline) dropped. */
+static int read_token(const char *path, char *token, char *err, size_t errlen)
+{
+	FILE *fp = fopen(path, "r");
+	size_t n;
+
+	if (!fp)
+		return fail(err, errlen, "--ha_token_file %s: %s", path,
+			    strerror(errno));
+	n = fread(token, 1, KVF_HA_TOKEN_MAX, fp);
+	fclose(fp);
+	if (n >= KVF_HA_TOKEN_MAX)
+		return fail(err, errlen,
+			    "--ha_token_file %s: longer than %d bytes", path,
+			    KVF_HA_TOKEN_MAX - 1);
+	while (n && isspace((unsigned char)token[n - 1]))
+		n--;
+	token[n] = '\0';
+	if (!n || memchr(token, '\0', n))
+		return fail(err, errlen,
+			    "--ha_token_file %s: empty or not text", path);
+	return KVF_OK;
+}
+
+int kvf_flags_repl_options(const struct kvf_master_flags *f,
+			   const struct kvf_config *cfg,
+			   const char *advertise, struct kvf_repl_options *o,
+			   char *host, char *token, char *err, size_t errlen)
+{
+	const char *ep = f->ha_backend_connstring[0] ? f->ha_backend_connstring
+						     : f->etcd_endpoints;
+	const char *colon = strrchr(advertise, ':');
+	size_t hl = colon ? (size_t)(colon - advertise) : 0;
+
+	memset(o, 0, sizeof(*o));
+	token[0] = '\0';
+	if (!f->data_dir[0] || !cfg->data_dir)
+		return fail(err, errlen,
+			    "--enable_ha needs --data-dir: a standby keeps the "
+			    "leader's records in its own journal");
+	if (cfg->durability == KVF_DURABILITY_NONE)
+		return fail(err, errlen,
+			    "--enable_ha needs a journal: --durability bounded "
+			    "or strict");
+	if (f->ha_replication_port < 0 || f->ha_replication_port > 65535)
+		return fail(err, errlen,
+			    "--ha_replication_port must be 0..65535");
+	if (f->ha_sync_standbys > 64)
+		return fail(err, errlen, "--ha_sync_standbys must be 0..64");
+	if (f->ha_sync_timeout_ms < 1 || f->ha_sync_timeout_ms > 3600000)
+		return fail(err, errlen,
+			    "--ha_sync_timeout_ms must be 1..3600000");
+	if (f->ha_token_file[0] &&
+	    read_token(f->ha_token_file, token, err, errlen))
+		return KVF_ERR_INVALID_ARGUMENT;
+	if (!strncmp(ep, "etcd://", 7))
+		ep += 7;
+	/* the published RPC host, brackets of an IPv6 host dropped */
+	if (hl >= 2 && advertise[0] == '[' && advertise[hl - 1] == ']')
+		snprintf(host, KVF_HA_ADDR_MAX, "%.*s", (int)(hl - 2),
+			 advertise + 1);
+	else
+		snprintf(host, KVF_HA_ADDR_MAX, "%.*s", (int)hl, advertise);
+	o->endpoints = ep;
+	o->cluster_id = f->cluster_id;
+	o->token = token;
+	o->member = advertise;
+	o->bind_host = f->rpc_address;
+	o->port = (uint16_t)f->ha_replication_port;
+	o->advertise_host = host;
+	o->data_dir = cfg->data_dir;
+	o->jcfg.dir = cfg->data_dir;
+	o->jcfg.durability = cfg->durability;
+	o->jcfg.sync_interval_ms = cfg->sync_interval_ms;
+	o->jcfg.writemap = cfg->journal_writemap;
+	o->jcfg.wal_bytes = cfg->journal_wal_bytes;
+	o->sync_standbys = (unsigned)f->ha_sync_standbys;
+	o->sync_timeout_ms = (unsigned)f->ha_sync_timeout_ms;
+	o->sync_degrade = f->ha_sync_degrade;
+	o->backlog_bytes = f->ha_replication_backlog_bytes;
 	return KVF_OK;
 }

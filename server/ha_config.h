@@ -32,4 +32,30 @@ int kvf_flags_ha_options(const struct kvf_master_flags *f,
 			 struct kvf_ha_options *o, char *advertise, char *err,
 			 size_t errlen);
 
+struct kvf_config;
+struct kvf_repl_options;
+
+/* Room for the token (a file's contents, trailing whitespace dropped). */
+#define KVF_HA_TOKEN_MAX 1024
+
+/**
+ * kvf_flags_repl_options() - the replication options --enable_ha asks for.
+ * @f: parsed flags (--enable_ha set). @cfg: the engine configuration the
+ *	flags give (its journal settings are the standby's).
+ * @advertise: the published RPC address (kvf_flags_ha_options()).
+ * @o: filled; strings point into @f, @advertise, @host and @token.
+ * @host: receives the host standbys dial (KVF_HA_ADDR_MAX).
+ * @token: receives --ha_token_file's contents (KVF_HA_TOKEN_MAX).
+ * @err, @errlen: a message on failure.
+ *
+ * --data-dir is required (a standby keeps the leader's records in its
+ * own journal); the token file must be readable and hold at most
+ * KVF_HA_TOKEN_MAX - 1 bytes.
+ * Return: %KVF_OK or %KVF_ERR_INVALID_ARGUMENT with @err filled.
+ */
+int kvf_flags_repl_options(const struct kvf_master_flags *f,
+			   const struct kvf_config *cfg,
+			   const char *advertise, struct kvf_repl_options *o,
+			   char *host, char *token, char *err, size_t errlen);
+
 #endif /* KVF_SERVER_HA_CONFIG_H */

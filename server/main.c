@@ -13,12 +13,19 @@
  * the engine flushes its journal.
  *
  * With --enable_ha the RPC server runs only while this master leads
- * (ha/election.h): the engine, registry and HTTP servers start as usual,
- * then the main thread polls the election every 50 ms, starts the RPC
- * server once kvf_ha_may_serve() holds and stops it (closing the port)
- * as soon as it does not; the service itself refuses every request past
- * the fencing deadline, so the polling interval never lets a deposed
- * leader answer. Shutdown closes the port before the lease is revoked.
+ * (ha/election.h), and the engine only while it leads: a standby's
+ * journal belongs to the replication follower (ha/replication.h), which
+ * appends the leader's records to it. The main thread polls the election
+ * every 50 ms; once kvf_ha_may_serve() holds it stops the follower, opens
+ * the engine from the journal (the promotion cost: a recovery), starts
+ * the leader's replication (the journal tap; from then on a mutation is
+ * answered only once --ha_sync_standbys standbys have it) and the RPC
+ * server. As soon as the election no longer allows serving it aborts the
+ * appends waiting for standbys, stops the RPC server (closing the port),
+ * the replication, the engine, and follows the new leader again. The
+ * service itself refuses every request past the fencing deadline, so the
+ * polling interval never lets a deposed leader answer. Shutdown closes
+ * the port before the lease is revoked.
  *
  * stdout carries one line per listening server ("... listening on
  * HOST:PORT ..."), flushed at once, so scripts and tests that start the
@@ -27,6 +34,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,7 +46,9 @@
 #include <kvforge/status.h>
 
 #include "base/clock.h"
+#include "engine/replication.h"
 #include "ha/election.h"
+#include "ha/replication.h"
 #include "rdma/listener.h"
 #include "server/abi.h"
 #include "server/flags.h"
@@ -65,6 +75,14 @@ struct master {
 	struct kvf_ha *ha; /* --enable_ha, else NULL */
 	struct kvf_ha_options ha_opts;
 	char advertise[KVF_HA_ADDR_MAX];
+	/* replication (with --enable_ha) */
+	struct kvf_repl_options repl_opts;
+	char repl_host[KVF_HA_ADDR_MAX];
+	char token[KVF_HA_TOKEN_MAX];
+	struct kvf_repl_leader *leader;	    /* while leading */
+	pthread_mutex_t follower_mu;	    /* follower vs the election */
+	struct kvf_repl_follower *follower; /* while standing by */
+	uint64_t promote_after; /* after a failed promotion */
 };
 
 /* A loop thread busy this long with one wake-up stalls the serving clock
@@ -97,6 +115,17 @@ static int pick_abi(struct master *m)
 	return KVF_ERR_INVALID_ARGUMENT;
 }
 
+static int start_stallclock(struct master *m)
+{
+	int ret = kvf_stallclock_new(STALL_MS, &m->stall);
+
+	if (!ret)
+		ret = kvf_stallclock_start(m->stall);
+	if (ret)
+		die_status("creating the serving clock", ret);
+	return ret;
+}
+
 static int open_engine(struct master *m)
 {
 	struct kvf_config cfg;
@@ -105,13 +134,6 @@ static int open_engine(struct master *m)
 
 	if (ret) {
 		fprintf(stderr, "kvforge-master: %s\n", err);
-		return ret;
-	}
-	ret = kvf_stallclock_new(STALL_MS, &m->stall);
-	if (!ret)
-		ret = kvf_stallclock_start(m->stall);
-	if (ret) {
-		die_status("creating the serving clock", ret);
 		return ret;
 	}
 	cfg.clock = kvf_stallclock_now;
@@ -128,7 +150,18 @@ static int open_engine(struct master *m)
 		return ret;
 	}
 	kvf_registry_set_clock(m->registry, kvf_stallclock_now, m->stall);
+	kvf_metrics_set_source(m->metrics, m->engine, live_clients,
+			       m->registry);
 	return KVF_OK;
+}
+
+static void close_engine(struct master *m)
+{
+	kvf_metrics_set_source(m->metrics, NULL, NULL, NULL);
+	kvf_registry_close(m->registry);
+	kvf_engine_close(m->engine); /* flushes the journal */
+	m->registry = NULL;
+	m->engine = NULL;
 }
 
 /*
@@ -270,9 +303,107 @@ static void stop_rpc(struct master *m)
 	m->service = NULL;
 }
 
+/* --- replication ----------------------------------------------------- */
+
+static void repl_stats(void *ctx, struct kvf_repl_stats *st)
+{
+	struct master *m = ctx;
+
+	/* main thread changes these under the metrics' source lock */
+	if (m->leader)
+		kvf_repl_lead_stats(m->leader, st);
+	else
+		kvf_repl_follow_stats(m->follower, st);
+}
+
+static bool may_campaign(void *ctx)
+{
+	struct master *m = ctx;
+	bool may;
+
+	pthread_mutex_lock(&m->follower_mu);
+	may = kvf_repl_may_campaign(m->follower);
+	pthread_mutex_unlock(&m->follower_mu);
+	return may;
+}
+
+static int start_follower(struct master *m)
+{
+	struct kvf_repl_follower *f;
+	int ret = kvf_repl_follow_start(&m->repl_opts, &f);
+
+	if (ret) {
+		die_status("following the leader (--data-dir)", ret);
+		return ret;
+	}
+	kvf_metrics_set_repl(m->metrics, NULL, NULL);
+	pthread_mutex_lock(&m->follower_mu);
+	m->follower = f;
+	pthread_mutex_unlock(&m->follower_mu);
+	kvf_metrics_set_repl(m->metrics, repl_stats, m);
+	return KVF_OK;
+}
+
+static void stop_follower(struct master *m, struct kvf_repl_backlog **keep)
+{
+	struct kvf_repl_follower *f;
+
+	kvf_metrics_set_repl(m->metrics, NULL, NULL);
+	pthread_mutex_lock(&m->follower_mu);
+	f = m->follower;
+	m->follower = NULL;
+	pthread_mutex_unlock(&m->follower_mu);
+	kvf_repl_follow_stop(f, keep);
+}
+
+/* Standby -> leader: the engine from the replicated journal, the tap. */
+static int promote(struct master *m)
+{
+	uint64_t t0 = kvf__now_ns();
+	struct kvf_repl_backlog *bl;
+	struct kvf__journal *j;
+	int ret;
+
+	stop_follower(m, &bl);
+	ret = open_engine(m);
+	if (ret) {
+		kvf_repl_backlog_free(bl);
+		return ret;
+	}
+	j = kvf__engine_journal_of(m->engine);
+	ret = kvf_repl_lead_start(&m->repl_opts, j, kvf_ha_view_version(m->ha),
+				  kvf_ha_lease(m->ha), bl, &m->leader);
+	if (ret) {
+		die_status("starting replication", ret);
+		return ret;
+	}
+	kvf_metrics_set_repl(m->metrics, repl_stats, m);
+	printf("kvforge-master: promoted: engine opened from the replicated "
+	       "journal in %.1f ms\n",
+	       (double)(kvf__now_ns() - t0) / 1e6);
+	return KVF_OK;
+}
+
+static void stop_rpc(struct master *m);
+
+/* Leader -> standby (or shutdown): nothing may wait for standbys. */
+static void demote(struct master *m)
+{
+	kvf_repl_lead_abort(m->leader);
+	stop_rpc(m);
+	kvf_metrics_set_repl(m->metrics, NULL, NULL);
+	kvf_repl_lead_stop(m->leader);
+	m->leader = NULL;
+	close_engine(m);
+}
+
 static int start_ha(struct master *m)
 {
-	int ret = kvf_ha_start(&m->ha_opts, &m->ha);
+	int ret;
+
+	m->ha_opts.may_campaign = may_campaign;
+	m->ha_opts.campaign_ctx = m;
+	ret = kvf_ha_start(&m->ha_opts, &m->ha);
 
 	if (ret) {
 		die_status("starting the election (--etcd_endpoints?)", ret);
@@ -289,16 +420,31 @@ static int follow_ha(struct master *m)
 {
 	bool may = kvf_ha_may_serve(m->ha);
 
-	if (may && !m->loop) {
+	if (may && !m->loop && kvf__now_ns() >= m->promote_after) {
+		int ret;
+
 		printf("kvforge-master: leading, view version %llu\n",
 		       (unsigned long long)kvf_ha_view_version(m->ha));
-		return start_rpc(m);
+		ret = promote(m);
+		if (!ret)
+			ret = start_rpc(m);
+		if (!ret)
+			return KVF_OK;
+		/* e.g. the lease ran out meanwhile: stand by again, retry
+		 * in a second if the election still says so */
+		fprintf(stderr, "kvforge-master: promotion failed (%s): "
+				"standing by\n",
+			kvf_strerror(ret));
+		demote(m);
+		m->promote_after = kvf__now_ns() + KVF__NS_PER_SEC;
+		return start_follower(m);
 	}
 	if (!may && m->loop) {
-		stop_rpc(m);
+		demote(m);
 		printf("kvforge-master: not the leader any more: RPC port "
 		       "closed\n");
 		fflush(stdout);
+		return start_follower(m);
 	}
 	return KVF_OK;
 }
@@ -324,7 +470,7 @@ static int serve(struct master *m, const sigset_t *sigs)
 		if (kvf__now_ns() < sweep_at)
 			continue;
 		sweep_at = kvf__now_ns() + KVF__NS_PER_SEC;
-		if (kvf_registry_sweep(m->registry))
+		if (m->registry && kvf_registry_sweep(m->registry))
 			fprintf(stderr, "kvforge-master: warning: could not "
 					"persist the segment table\n");
 	}
@@ -334,12 +480,16 @@ static void shutdown_master(struct master *m)
 {
 	kvf_http_stop(m->http_metadata);
 	kvf_http_stop(m->http_metrics);
+	kvf_repl_lead_abort(m->leader);
 	stop_rpc(m);
-	kvf_ha_stop(m->ha); /* after the port closed: revokes the lease */
-	kvf_registry_close(m->registry);
-	kvf_engine_close(m->engine); /* flushes the journal */
+	/* after the port closed: revokes the lease */
+	kvf_ha_stop(m->ha);
+	kvf_repl_lead_stop(m->leader);
+	stop_follower(m, NULL);
+	close_engine(m);
 	kvf_stallclock_free(m->stall);
 	kvf_metrics_free(m->metrics);
+	pthread_mutex_destroy(&m->follower_mu);
 }
 
 int main(int argc, char **argv)
@@ -361,12 +511,21 @@ int main(int argc, char **argv)
 	}
 	if (pick_abi(&m))
 		return 2;
-	if (m.flags.enable_ha &&
-	    kvf_flags_ha_options(&m.flags, &m.ha_opts, m.advertise, err,
-				 sizeof(err))) {
-		fprintf(stderr, "kvforge-master: %s\n", err);
-		return 2;
+	if (m.flags.enable_ha) {
+		struct kvf_config cfg;
+
+		if (kvf_flags_ha_options(&m.flags, &m.ha_opts, m.advertise, err,
+					 sizeof(err)) ||
+		    kvf_flags_engine_config(&m.flags, &cfg, err,
+					    sizeof(err)) ||
+		    kvf_flags_repl_options(&m.flags, &cfg, m.advertise,
+					   &m.repl_opts, m.repl_host, m.token,
+					   err, sizeof(err))) {
+			fprintf(stderr, "kvforge-master: %s\n", err);
+			return 2;
+		}
 	}
+	pthread_mutex_init(&m.follower_mu, NULL);
 	/* Signals are taken by the main thread only: block them before any
 	 * thread (engine, loop, HTTP) is created so all inherit the mask. */
 	sigemptyset(&sigs);
@@ -380,11 +539,15 @@ int main(int argc, char **argv)
 		die_status("creating metrics", ret);
 		return 1;
 	}
-	ret = open_engine(&m);
-	if (!ret) {
-		kvf_metrics_set_source(m.metrics, m.engine, live_clients,
-				       m.registry);
-		ret = m.flags.enable_ha ? start_ha(&m) : start_rpc(&m);
+	ret = start_stallclock(&m);
+	if (!ret && m.flags.enable_ha) {
+		ret = start_follower(&m);
+		if (!ret)
+			ret = start_ha(&m);
+	} else if (!ret) {
+		ret = open_engine(&m);
+		if (!ret)
+			ret = start_rpc(&m);
 	}
 	if (!ret)
 		ret = start_http(&m);

@@ -36,8 +36,10 @@
 
 #include "base/clock.h"
 #include "ha/election.h"
+#include "ha/replication.h"
 
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -103,6 +105,11 @@ struct kvf_metrics {
 	void *active_clients_ctx;
 	uint64_t started_ns; /* CLOCK_MONOTONIC at creation */
 	struct kvf_ha *ha;   /* --enable_ha, else NULL */
+	/* HA: the engine comes and goes with the leadership; renderers
+	 * hold src_mu while they use it (kvf_metrics_set_source()). */
+	pthread_mutex_t src_mu;
+	void (*repl)(void *ctx, struct kvf_repl_stats *st);
+	void *repl_ctx;
 };
 
 /* One RPC summed over the shards, for rendering. */
@@ -191,13 +198,28 @@ int kvf_metrics_new(struct kvf_metrics **out)
 		return KVF_ERR_NO_MEMORY;
 	memset(m, 0, sizeof(*m));
 	m->started_ns = kvf__now_ns();
+	pthread_mutex_init(&m->src_mu, NULL);
 	*out = m;
 	return KVF_OK;
 }
 
 void kvf_metrics_free(struct kvf_metrics *m)
 {
+	if (m)
+		pthread_mutex_destroy(&m->src_mu);
 	free(m);
+}
+
+void kvf_metrics_set_repl(struct kvf_metrics *m,
+			  void (*fn)(void *ctx, struct kvf_repl_stats *st),
+			  void *ctx)
+{
+	if (!m)
+		return;
+	pthread_mutex_lock(&m->src_mu);
+	m->repl = fn;
+	m->repl_ctx = ctx;
+	pthread_mutex_unlock(&m->src_mu);
 }
 
 void kvf_metrics_set_ha(struct kvf_metrics *m, struct kvf_ha *ha)
@@ -211,9 +233,11 @@ void kvf_metrics_set_source(struct kvf_metrics *m, struct kvf_engine *engine,
 {
 	if (!m)
 		return;
+	pthread_mutex_lock(&m->src_mu);
 	m->engine = engine;
 	m->active_clients = active_clients;
 	m->active_clients_ctx = ctx;
+	pthread_mutex_unlock(&m->src_mu);
 }
 
 /* ---- recording (hot path) ---- */
@@ -843,6 +867,60 @@ static void render_ha(struct text *t, struct kvf_metrics *m)
 	    st.fenced);
 }
 
+/* HA with replication: lag and standbys (under src_mu). */
+static void render_repl(struct text *t, struct kvf_metrics *m)
+{
+	struct kvf_repl_stats st;
+
+	if (!m->repl)
+		return;
+	m->repl(m->repl_ctx, &st);
+	put(t,
+	    "# HELP kvforge_ha_replication_standbys standbys connected to "
+	    "this leader\n# TYPE kvforge_ha_replication_standbys gauge\n"
+	    "kvforge_ha_replication_standbys %u\n",
+	    st.standbys);
+	put(t,
+	    "# HELP kvforge_ha_replication_sync_standbys standbys that "
+	    "acknowledged the last record\n"
+	    "# TYPE kvforge_ha_replication_sync_standbys gauge\n"
+	    "kvforge_ha_replication_sync_standbys %u\n",
+	    st.synced);
+	put(t,
+	    "# HELP kvforge_ha_replication_sync_required --ha_sync_standbys\n"
+	    "# TYPE kvforge_ha_replication_sync_required gauge\n"
+	    "kvforge_ha_replication_sync_required %u\n",
+	    st.sync_standbys);
+	put(t,
+	    "# HELP kvforge_ha_replication_degraded 1 while the leader "
+	    "acknowledges without its sync standbys\n"
+	    "# TYPE kvforge_ha_replication_degraded gauge\n"
+	    "kvforge_ha_replication_degraded %d\n",
+	    st.degraded);
+	put(t,
+	    "# HELP kvforge_ha_replication_last_seq last journal sequence "
+	    "here\n# TYPE kvforge_ha_replication_last_seq gauge\n"
+	    "kvforge_ha_replication_last_seq %" PRIu64 "\n",
+	    st.last_seq);
+	put(t,
+	    "# HELP kvforge_ha_replication_lag_records records the slowest "
+	    "standby lacks (leader) or this standby lacks (standby)\n"
+	    "# TYPE kvforge_ha_replication_lag_records gauge\n"
+	    "kvforge_ha_replication_lag_records %" PRIu64 "\n",
+	    st.lag_records);
+	put(t,
+	    "# HELP kvforge_ha_replication_lag_bytes bytes of records the "
+	    "slowest standby lacks (leader)\n"
+	    "# TYPE kvforge_ha_replication_lag_bytes gauge\n"
+	    "kvforge_ha_replication_lag_bytes %" PRIu64 "\n",
+	    st.lag_bytes);
+	put(t,
+	    "# HELP kvforge_ha_replication_refused_total hellos and frames "
+	    "refused\n# TYPE kvforge_ha_replication_refused_total counter\n"
+	    "kvforge_ha_replication_refused_total %" PRIu64 "\n",
+	    st.refused);
+}
+
 int kvf_metrics_render_prometheus(struct kvf_metrics *m, char **out,
 				  size_t *len)
 {
@@ -859,6 +937,7 @@ int kvf_metrics_render_prometheus(struct kvf_metrics *m, char **out,
 		free(tot);
 		return KVF_ERR_NO_MEMORY;
 	}
+	pthread_mutex_lock(&m->src_mu);
 	read_gauges(m, &g);
 	render_upstream_gauges(&t, &g);
 	render_value_sizes(&t, m);
@@ -868,6 +947,8 @@ int kvf_metrics_render_prometheus(struct kvf_metrics *m, char **out,
 	render_engine(&t, &g, m);
 	render_stages(&t, m);
 	render_ha(&t, m);
+	render_repl(&t, m);
+	pthread_mutex_unlock(&m->src_mu);
 	free(tot);
 	return text_finish(&t, out, len);
 }
@@ -905,7 +986,9 @@ int kvf_metrics_render_summary(struct kvf_metrics *m, char **out, size_t *len)
 		free(tot);
 		return KVF_ERR_NO_MEMORY;
 	}
+	pthread_mutex_lock(&m->src_mu);
 	read_gauges(m, &g);
+	pthread_mutex_unlock(&m->src_mu);
 	put(&t,
 	    "role=leader, state=serving, service_ready=true, uptime=%" PRIu64
 	    "s\n",
@@ -963,13 +1046,31 @@ int kvf_metrics_render_summary(struct kvf_metrics *m, char **out, size_t *len)
 }
 
 /* --enable_ha: the role, the view and the leader's address, as seen. */
-static int render_ha_health(struct kvf_ha *ha, char **out, size_t *len)
+static int render_ha_health(struct kvf_metrics *m, struct kvf_ha *ha,
+			    char **out, size_t *len)
 {
 	struct kvf_ha_status st;
-	char leader[300] = "null", view[32] = "null";
+	struct kvf_repl_stats rs;
+	char leader[300] = "null", view[32] = "null", repl[512] = "";
 	int n;
 
 	kvf_ha_status(ha, &st);
+	pthread_mutex_lock(&m->src_mu);
+	if (m->repl) {
+		m->repl(m->repl_ctx, &rs);
+		snprintf(repl, sizeof(repl),
+			 ",\"replication\":{\"side\":\"%s\",\"connected\":%s,"
+			 "\"standbys\":%u,\"sync_standbys\":%u,"
+			 "\"sync_required\":%u,\"degraded\":%s,"
+			 "\"last_seq\":%" PRIu64 ",\"lag_records\":%" PRIu64
+			 "}",
+			 rs.leading ? "leader" : "standby",
+			 rs.connected || rs.leading ? "true" : "false",
+			 rs.standbys, rs.synced, rs.sync_standbys,
+			 rs.degraded ? "true" : "false", rs.last_seq,
+			 rs.lag_records);
+	}
+	pthread_mutex_unlock(&m->src_mu);
 	/* an address is host:port, nothing to escape */
 	if (st.leader[0])
 		snprintf(leader, sizeof(leader), "\"%s\"", st.leader);
@@ -978,10 +1079,10 @@ static int render_ha_health(struct kvf_ha *ha, char **out, size_t *len)
 	n = asprintf(out,
 		     "{\"status\":\"ok\",\"role\":\"%s\",\"ha_state\":"
 		     "\"%s\",\"service_ready\":%s,\"leader_address\":%s,"
-		     "\"view_version\":%s}",
+		     "\"view_version\":%s%s}",
 		     kvf_ha_role_name(st.role),
 		     st.serving ? "serving" : "not_serving",
-		     st.serving ? "true" : "false", leader, view);
+		     st.serving ? "true" : "false", leader, view, repl);
 	if (n < 0)
 		return KVF_ERR_NO_MEMORY;
 	*len = (size_t)n;
@@ -999,7 +1100,7 @@ int kvf_metrics_render_health(struct kvf_metrics *m, char **out, size_t *len)
 	if (!m || !out || !len)
 		return KVF_ERR_INVALID_ARGUMENT;
 	if (m->ha)
-		return render_ha_health(m->ha, out, len);
+		return render_ha_health(m, m->ha, out, len);
 	*out = strdup(body);
 	if (!*out)
 		return KVF_ERR_NO_MEMORY;

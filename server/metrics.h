@@ -125,8 +125,9 @@ void kvf_metrics_value_sizes(struct kvf_metrics *m, const uint64_t *sizes,
  *	must be thread-safe); NULL to use the engine's client count.
  * @ctx: passed to @active_clients.
  *
- * Context: call before the HTTP server starts or while it is stopped;
- * @engine and @ctx must outlive every render.
+ * Context: any thread; waits for a render in progress, so @engine and
+ * @ctx may be freed once it returned with others (or NULL) in place
+ * (with --enable_ha the engine opens and closes with the leadership).
  */
 void kvf_metrics_set_source(struct kvf_metrics *m, struct kvf_engine *engine,
 			    uint64_t (*active_clients)(void *), void *ctx);
@@ -140,6 +141,19 @@ struct kvf_ha;
  * outlive every render.
  */
 void kvf_metrics_set_ha(struct kvf_metrics *m, struct kvf_ha *ha);
+
+struct kvf_repl_stats;
+
+/**
+ * kvf_metrics_set_repl() - with replication, the function /metrics
+ * (kvforge_ha_replication_*) and /health ("replication") call for its
+ * figures; NULL removes it. @fn runs with the source lock held, so it
+ * must not call back into the metrics. Context: any thread; waits for a
+ * render in progress.
+ */
+void kvf_metrics_set_repl(struct kvf_metrics *m,
+			  void (*fn)(void *ctx, struct kvf_repl_stats *st),
+			  void *ctx);
 
 /*
  * Rendering (used by server/http.c and tests). Each writes a complete,

@@ -23,6 +23,19 @@ Scenarios:
   bench_follows kvforge-bench --master etcd://...: its connections follow
                 the leader across a SIGKILL (the run completes, one
                 failover reported under the new view)
+  replication   a leader and a standby; objects put through the leader,
+                which SIGKILL ends: the standby leads with every
+                acknowledged object; alone, it refuses mutations
+  repl_peers    the replication port refuses strangers (cluster id,
+                token), malformed and oversized frames, a journal ahead;
+                a standby refuses frames of an older view, out of
+                sequence, undecodable or oversized, and applies nothing
+  lagging       a standby held behind (refused by the leader) is not in
+                the sync set: with the leader killed and the synced
+                standby frozen it does not campaign; thawed, the synced
+                standby leads with every acknowledged object
+  chain         three masters, two SIGKILLed leaders in turn: the last
+                one standing has every object the two acknowledged
   legacy_key    --ha_publish_legacy_key: mooncake-store/master_view (the
                 <= v0.3.7 spelling) names the leader too, same lease and
                 create revision; both keys go with its SIGTERM
@@ -169,15 +182,19 @@ def b64(s):
 
 
 class Master:
-    def __init__(self, endpoints, *extra):
-        self.port = free_port()
+    def __init__(self, endpoints, *extra, data_dir=None, port=None):
+        self.port = port or free_port()
         self.addr = "127.0.0.1:%d" % self.port
         self.lines = []
+        self.own_dir = data_dir is None
+        self.dir = data_dir or tempfile.mkdtemp(prefix="kvf-ha-m-", dir=TMP)
         self.p = subprocess.Popen(
             [MASTER, "--enable_ha", "--etcd_endpoints", endpoints,
              "--cluster_id", CLUSTER, "--ha_lease_ttl", str(TTL),
              "--rpc_port", str(self.port), "--metrics_port", "0",
-             "--rpc_thread_num", "1"] + list(extra),
+             "--rpc_thread_num", "1", "--data-dir", self.dir,
+             # the test clients do not ping: keep them live
+             "--client_ttl", "600"] + list(extra),
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.t = threading.Thread(target=self._read, daemon=True)
         self.t.start()
@@ -242,6 +259,10 @@ class Master:
         self.t.join(timeout=5)
         return rc
 
+    def remove_dir(self):
+        if self.own_dir:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
     def dump(self):
         sys.stderr.write("--- master %s:\n%s\n" % (self.addr,
                                                   "\n".join(self.lines)))
@@ -283,19 +304,28 @@ def sc_flags(_):
     check("only etcd" in err, err)
     err = refused(["--etcd_endpoints", "https://127.0.0.1:1"], "https")
     check("plain http" in err, err)
+    err = refused(["--etcd_endpoints", "127.0.0.1:1"], "no data dir")
+    check("needs --data-dir" in err, err)
+    err = refused(["--etcd_endpoints", "127.0.0.1:1", "--data-dir", TMP,
+                   "--ha_token_file", "/nonexistent/token"], "no token")
+    check("--ha_token_file" in err, err)
 
 
 @contextlib.contextmanager
-def cluster(members=1, standby_members=(0,)):
+def cluster(members=1, standby_members=(0,), extra=()):
     """An etcd of @members, a leader m1 on member 0 and a standby m2 on
     @standby_members; masters are dumped on failure, all stopped after."""
     etcd = Etcd(members)
     ms = []
     try:
-        ms.append(Master(etcd.endpoint(0)))
+        ms.append(Master(etcd.endpoint(0), *extra))
         ms[0].wait_said("RPC listening")
-        ms.append(Master(etcd.endpoints(standby_members)))
+        ms.append(Master(etcd.endpoints(standby_members), *extra))
         ms[1].wait_said("ha: standby")
+        if "--ha_sync_standbys" in extra:
+            ms[1].wait_said("following the leader")
+        else:  # a standby campaigns only once in the leader's sync set
+            ms[0].wait_said("sync set now [%s]" % ms[1].addr)
         yield etcd, ms[0], ms[1]
     except Exception:
         for m in ms:
@@ -304,6 +334,7 @@ def cluster(members=1, standby_members=(0,)):
     finally:
         for m in ms:
             m.stop(signal.SIGKILL)
+            m.remove_dir()
         etcd.close()
 
 
@@ -421,7 +452,9 @@ def sc_frozen_etcd(_):
         check(not m1.listening() and m1.ping() is None,
               "the old leader stays a standby")
         check(leader_of(etcd, [m1, m2]) is m2, "m2 keeps the key")
-        # and it can lead again, on the same port, in the same process
+        # and it can lead again, on the same port, in the same process,
+        # once it follows m2 and is in its sync set
+        m2.wait_said("sync set now [%s]" % m1.addr)
         _, rev2, _ = etcd.key()
         check(m2.stop() == 0, "m2 exit status")
         wait_for(lambda: m1.ping(), "the old leader leads again")
@@ -458,7 +491,8 @@ def sc_frozen_master(_):
 def sc_bench_follows(_):
     bench = os.environ.get("KVF_BENCH_BIN") or os.path.join(
         os.path.dirname(MASTER), "tools", "kvforge-bench")
-    with cluster() as (etcd, m1, m2):
+    # asynchronous: the new leader has no standby left to acknowledge
+    with cluster(extra=("--ha_sync_standbys", "0")) as (etcd, m1, m2):
         _, rev, _ = etcd.key()
         env = dict(os.environ, MC_STORE_CLUSTER_ID=CLUSTER)
         env.pop("KVF_BENCH_QUIET", None)
@@ -494,6 +528,274 @@ def sc_bench_follows(_):
               "one failover reported, to view %d:\n%s" % (rev2, out))
 
 
+CFG = [1, 0, 0, 0, None, False, [], "", [], False, 0, "", None]
+ME = [0x1111, 0x2222]
+
+
+def client(m):
+    c = mc.Client.__new__(mc.Client)
+    c.s = socket.create_connection(("127.0.0.1", m.port), timeout=30)
+    c.s.settimeout(30)
+    c.seq = 0
+    c.table = TABLE
+    return c
+
+
+def mount(c, size=256 << 20):
+    seg = [[0xAAAA, 0xBBBB], "ha-seg", 0x7f0000000000, size,
+           "127.0.0.1:19999", "tcp", ""]
+    r = c.call("MountSegment", seg, ME)
+    check("ok" in r["decoded"], "MountSegment: %r" % (r,))
+
+
+def put(c, key, size=1000):
+    """True when PutStart and PutEnd were both acknowledged."""
+    r = c.call("PutStart", ME, key, size, CFG, "default")
+    if "ok" not in r["decoded"]:
+        return False
+    r = c.call("PutEnd", ME, [key, None], 0, "default")
+    return "ok" in r["decoded"]
+
+
+def exist(c, keys):
+    r = c.call("BatchExistKey", keys, "default")
+    return [x.get("ok") for x in r["decoded"]]
+
+
+def sc_replication(_):
+    with cluster() as (etcd, m1, m2):
+        m2.wait_said("following the leader")
+        c = client(m1)
+        mount(c)
+        acked = ["rk%d" % i for i in range(300) if put(c, "rk%d" % i)]
+        check(len(acked) == 300, "every put acknowledged: %d" % len(acked))
+        h = m1.http("/health")["replication"]
+        check(h["side"] == "leader" and h["standbys"] == 1 and
+              h["sync_standbys"] == 1, "the leader's standby: %r" % h)
+        check(m1.metric("kvforge_ha_replication_lag_records") == 0,
+              "no lag once every put was answered")
+        m1.stop(signal.SIGKILL)
+        m2.wait_said("RPC listening")
+        check(m2.said("promoted: engine opened from the replicated"),
+              "promoted from its journal")
+        c2 = client(m2)
+        found = exist(c2, acked)
+        lost = [k for k, f in zip(acked, found) if f is not True]
+        check(not lost, "%d of %d acknowledged objects lost: %r"
+              % (len(lost), len(acked), lost[:5]))
+        # alone now: with --ha_sync_standbys 1 it refuses mutations
+        # (PutStart journals nothing; PutEnd is refused)
+        check(not put(c2, "alone"), "a lone leader refuses")
+        check(m2.http("/health")["replication"]["standbys"] == 0,
+              "no standby")
+        check(exist(c2, ["alone"]) == [False], "nothing half-applied")
+
+
+HDR = struct.Struct(">IBBHIIQQ")  # ha/repl_wire.h
+MAGIC = 0x4b564652
+
+
+def frame(ftype, payload=b"", view=0, seq=0, count=0):
+    return HDR.pack(MAGIC, 1, ftype, 0, len(payload), count, view,
+                    seq) + payload
+
+
+def hello(cluster, token, member="peer", seq=0, view=0):
+    p = b"".join(struct.pack(">H", len(x)) + x
+                 for x in (cluster.encode(), token.encode(), member.encode()))
+    return frame(1, p, view, seq)
+
+
+def read_frame(sock):
+    """(type, view, seq, count, payload), or None when closed."""
+    def exactly(n):
+        b = b""
+        while len(b) < n:
+            c = sock.recv(n - len(b))
+            if not c:
+                return None
+            b += c
+        return b
+    h = exactly(HDR.size)
+    if h is None:
+        return None
+    _, _, t, _, n, count, view, seq = HDR.unpack(h)
+    p = exactly(n) if n else b""
+    return t, view, seq, count, p
+
+
+def repl_addr(etcd):
+    r = etcd.call("/v3/kv/range",
+                  {"key": b64("kvforge/%s/replication/leader" % CLUSTER)})
+    v = base64.b64decode(r["kvs"][0]["value"]).decode()
+    host, rest = v.rsplit(":", 1)
+    port, view = rest.split()
+    return host, int(port), int(view)
+
+
+def sc_repl_peers(_):
+    tok = tempfile.NamedTemporaryFile("w", dir=TMP, delete=False)
+    tok.write("s3cret\n")
+    tok.close()
+    try:
+        with cluster(extra=("--ha_token_file", tok.name)) as (etcd, m1, m2):
+            m2.wait_said("following the leader")
+            host, port, view = repl_addr(etcd)
+
+            def refused(data, log):
+                s = socket.create_connection((host, port), timeout=10)
+                s.sendall(data)
+                got = []
+                while True:
+                    f = read_frame(s)
+                    if f is None:
+                        break
+                    got.append(f)
+                s.close()
+                check(all(f[0] == 3 for f in got),
+                      "only a refusal for %r: %r" % (log, got))
+                m1.wait_said(log)
+
+            refused(hello("other", "s3cret"), "another cluster id")
+            refused(hello(CLUSTER, "wrong"), "wrong token")
+            refused(hello(CLUSTER, ""), "wrong token")
+            refused(b"GET / HTTP/1.1\r\n\r\n" + b"x" * 40,
+                    "malformed or oversized hello")
+            refused(HDR.pack(MAGIC, 1, 1, 0, 0x7fffffff, 0, 0, 0),
+                    "malformed or oversized hello")
+            refused(frame(5, b"", 0, 7), "malformed hello")
+            # a journal ahead of the leader's
+            refused(hello(CLUSTER, "s3cret", seq=1 << 40), "ahead")
+            check(m1.http("/health")["replication"]["standbys"] == 1,
+                  "the real standby still follows")
+            # a real hello, then an acknowledgement of records never sent
+            s = socket.create_connection((host, port), timeout=10)
+            s.sendall(hello(CLUSTER, "s3cret", "fake"))
+            f = read_frame(s)
+            check(f and f[0] == 2 and f[1] == view, "welcome: %r" % (f,))
+            s.sendall(frame(5, b"", view, 1 << 30))
+            m1.wait_said("acknowledged a sequence never sent")
+            s.close()
+
+            # standby side: a fake leader sends bad frames
+            lsock = socket.socket()
+            lsock.bind(("127.0.0.1", 0))
+            lsock.listen(4)
+            fport = lsock.getsockname()[1]
+            etcd.call("/v3/kv/put", {
+                "key": b64("kvforge/%s/replication/leader" % CLUSTER),
+                "value": b64("127.0.0.1:%d %d" % (fport, view))})
+            m3 = Master(etcd.endpoint(0), "--ha_token_file", tok.name)
+            try:
+                lsock.settimeout(30)
+                bad = [
+                    frame(4, struct.pack(">Q", 1) + b"z" * 30, view - 1, 1,
+                          1),   # an older view
+                    frame(4, struct.pack(">Q", 1) + b"z" * 30, view, 5, 1),
+                    frame(4, struct.pack(">Q", 1) + b"z" * 30, view, 1, 1),
+                    HDR.pack(MAGIC, 1, 4, 0, 0x7fffffff, 1, view, 1),
+                ]
+                logs = ["refused a frame of an older view",
+                        "records out of sequence",
+                        "records that do not decode",
+                        "malformed or oversized frame"]
+                lineage = struct.pack(">QQ", view, 0)
+                for data, log in zip(bad, logs):
+                    c, _ = lsock.accept()
+                    c.settimeout(30)
+                    f = read_frame(c)
+                    check(f and f[0] == 1, "a hello: %r" % (f,))
+                    c.sendall(frame(2, lineage, view, 0, 1) + data)
+                    m3.wait_said(log)
+                    c.close()
+                h = m3.http("/health")["replication"]
+                check(h["side"] == "standby" and h["last_seq"] == 0,
+                      "nothing applied: %r" % h)
+                check(m3.metric("kvforge_ha_replication_refused_total") >= 4,
+                      "refusals counted")
+            finally:
+                m3.stop(signal.SIGKILL)
+                m3.remove_dir()
+                lsock.close()
+    finally:
+        os.unlink(tok.name)
+
+
+def sc_lagging(_):
+    toks = []
+    for t in ("s3cret", "other"):
+        f = tempfile.NamedTemporaryFile("w", dir=TMP, delete=False)
+        f.write(t)
+        f.close()
+        toks.append(f.name)
+    try:
+        with cluster(extra=("--ha_token_file", toks[0])) as (etcd, m1, m2):
+            # m3 is held behind: the leader refuses it (another token)
+            m3 = Master(etcd.endpoint(0), "--ha_token_file", toks[1])
+            try:
+                m1.wait_said("wrong token")
+                c = client(m1)
+                mount(c)
+                acked = ["lk%d" % i for i in range(100) if put(c, "lk%d" % i)]
+                check(len(acked) == 100, "acknowledged: %d" % len(acked))
+                m2.p.send_signal(signal.SIGSTOP)
+                m1.stop(signal.SIGKILL)
+                # the only candidate left lacks the records: it must not
+                # campaign (else it would lead with none of them)
+                m3.wait_said("not in the last leader's sync set")
+                check(not m3.said("RPC listening") and not m3.listening(),
+                      "the standby held behind does not lead")
+                m2.p.send_signal(signal.SIGCONT)
+                m2.wait_said("RPC listening")
+                found = exist(client(m2), acked)
+                lost = [k for k, f in zip(acked, found) if f is not True]
+                check(not lost, "%d acknowledged objects lost" % len(lost))
+                check(not m3.said("RPC listening"), "m3 never led")
+            finally:
+                m3.stop(signal.SIGKILL)
+                m3.remove_dir()
+    finally:
+        for t in toks:
+            os.unlink(t)
+
+
+def sc_chain(_):
+    with cluster() as (etcd, m1, m2):
+        m3 = Master(etcd.endpoint(0))
+        ms = [m2, m3]
+        try:
+            m1.wait_said("sync set now [")
+            wait_for(lambda: any(m2.addr in x and m3.addr in x
+                                 for x in m1.lines if "sync set now" in x),
+                     "both standbys in the sync set")
+            c = client(m1)
+            mount(c)
+            acked = ["ck%d" % i for i in range(100) if put(c, "ck%d" % i)]
+            m1.stop(signal.SIGKILL)
+            wait_for(lambda: leader_of(etcd, ms) and
+                     leader_of(etcd, ms).said("RPC listening"),
+                     "a standby leads")
+            new = leader_of(etcd, ms)
+            other = m3 if new is m2 else m2
+            # the other standby follows the new leader and joins its set
+            new.wait_said("sync set now [%s]" % other.addr)
+            c = client(new)
+            mount(c)
+            more = ["ck%d" % i for i in range(100, 200) if put(c, "ck%d" % i)]
+            check(len(acked) == 100 and len(more) == 100,
+                  "acknowledged %d + %d" % (len(acked), len(more)))
+            new.stop(signal.SIGKILL)
+            other.wait_said("RPC listening")
+            found = exist(client(other), acked + more)
+            lost = [k for k, f in zip(acked + more, found) if f is not True]
+            check(not lost, "%d acknowledged objects lost across two "
+                  "failovers" % len(lost))
+        except Exception:
+            m3.dump()
+            raise
+        finally:
+            m3.stop(signal.SIGKILL)
+            m3.remove_dir()
 def sc_legacy_key(_):
     etcd = Etcd(1)
     m = None
@@ -526,6 +828,10 @@ SCENARIOS = {
     "frozen_etcd": sc_frozen_etcd,
     "frozen_master": sc_frozen_master,
     "bench_follows": sc_bench_follows,
+    "replication": sc_replication,
+    "repl_peers": sc_repl_peers,
+    "lagging": sc_lagging,
+    "chain": sc_chain,
     "legacy_key": sc_legacy_key,
 }
 

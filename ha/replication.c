@@ -1,0 +1,1086 @@
+// SPDX-License-Identifier: MIT
+/*
+ * ha/replication.c - the leader's side of replication: the journal tap,
+ * the backlog of batches, one connection per standby, the sync wait.
+ *
+ * Backlog: the tap's committed() hook copies each batch, with the
+ * journal's mutex held and so in sequence order, into a ring of batches
+ * indexed by a counter that only grows (slot = index % RING). Batches
+ * are dropped from the old end when the ring holds more than
+ * backlog_bytes or RING batches; a batch a sender is writing stays
+ * allocated until that sender lets go (refs). A standby whose next batch
+ * was dropped is disconnected: it lost its place in the stream.
+ *
+ * Standbys: the acceptor thread takes connections and starts a sender
+ * thread per connection, which checks the hello (cluster id, token,
+ * lineage: ha/repl_wire.h), answers WELCOME or REFUSE, starts the
+ * connection's ack reader and then writes batches in order, or a
+ * heartbeat when there has been nothing to send for HEARTBEAT_MS. A
+ * connection that fails either way is shut down; both its threads end
+ * and the acceptor reaps it.
+ *
+ * Sync: wait() blocks the appending thread until sync_standbys connected
+ * standbys acknowledged its batch's last sequence (their journal has it
+ * at their durability), the leadership is aborted, or sync_timeout_ms
+ * passes (then the append fails, or with sync_degrade the leader goes on
+ * without them until enough are back). admit() refuses appends up front
+ * while fewer than sync_standbys standbys are connected (not in degrade
+ * mode), so a refused mutation leaves nothing behind.
+ *
+ * Locking: one mutex (mu) for the ring, the standby list and the
+ * counters; data_cv wakes senders, ack_cv wakes waiters. No socket I/O
+ * under mu. committed() runs under the journal's mutex and takes mu
+ * (the journal's mutex is never taken under mu).
+ */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <kvforge/status.h>
+
+#include "base/clock.h"
+#include "ha/election.h"
+#include "ha/etcd.h"
+#include "ha/repl_wire.h"
+#include "ha/replication.h"
+
+#define RING 65536u
+#define HEARTBEAT_MS 500u
+#define HELLO_TIMEOUT_S 5
+#define SEND_TIMEOUT_S 10
+
+#define batch kvf_repl_batch
+
+struct peer {
+	struct kvf_repl_leader *l;
+	struct peer *next;
+	int fd;
+	pthread_t tx, rx;
+	bool rx_started;
+	/* under l->mu */
+	bool streaming; /* past the handshake */
+	bool dead;
+	bool tx_done, rx_done;
+	uint64_t sent, acked; /* last sequence sent / acknowledged */
+	uint64_t acked_at;    /* when @acked last moved (or it connected) */
+	/* the sync set: appends wait for @required standbys; @published
+	 * ones are listed in etcd (they may campaign) */
+	bool required, published, leaving;
+	uint64_t join_seq; /* published once it acknowledged this */
+	char member[128];
+};
+
+struct kvf_repl_leader {
+	struct kvf_repl_options o;
+	char cluster[256], token[KVF_REPL_STR_MAX + 1];
+	char dir[4096];
+	struct kvf__journal *j;
+	uint64_t view;
+	struct kvf_repl_lineage lin; /* under mu after start */
+	int lfd;
+	pthread_t acceptor, syncer;
+	bool syncer_started;
+	struct kvf_etcd *etcd;
+	char member[256];
+	char guard[512], synckey[512]; /* the election key, the sync key */
+	size_t glen, sklen;
+
+	pthread_mutex_t mu;
+	pthread_cond_t data_cv, ack_cv, sync_cv;
+	struct batch *ring[RING];
+	uint64_t lo, hi; /* batches [lo, hi) are in the ring */
+	uint64_t ring_bytes;
+	uint64_t last_seq; /* last sequence committed */
+	struct peer *peers;
+	bool stop;
+	_Atomic bool aborted;
+	bool degraded;
+	uint64_t refused, last_refusal_log;
+};
+
+/* ---- the ring ----------------------------------------------------------- */
+
+static void batch_put(struct batch *b)
+{
+	if (!b->refs && !b->in_ring)
+		free(b);
+}
+
+/* With mu held. */
+static void drop_oldest(struct kvf_repl_leader *l)
+{
+	struct batch *b = l->ring[l->lo % RING];
+
+	l->ring[l->lo % RING] = NULL;
+	l->lo++;
+	l->ring_bytes -= b->len;
+	b->in_ring = false;
+	batch_put(b);
+}
+
+static void tap_committed(void *ctx, const uint8_t *frames, size_t len,
+			  uint32_t nr_frames, uint64_t nr_recs,
+			  uint64_t first_seq)
+{
+	struct kvf_repl_leader *l = ctx;
+	struct batch *b = malloc(sizeof(*b) + len);
+
+	pthread_mutex_lock(&l->mu);
+	if (first_seq != l->last_seq + 1 && l->lo < l->hi) {
+		/* appended without the tap (before it was installed):
+		 * standbys cannot stream across the hole */
+		fprintf(stderr,
+			"replication: sequences %llu..%llu never "
+			"reached the backlog\n",
+			(unsigned long long)l->last_seq + 1,
+			(unsigned long long)first_seq - 1);
+		while (l->lo < l->hi)
+			drop_oldest(l);
+	}
+	l->last_seq = first_seq + nr_recs - 1;
+	if (!b) {
+		/* The stream has a hole now: every standby must reconnect
+		 * (and is refused until it is past it). */
+		while (l->lo < l->hi)
+			drop_oldest(l);
+		l->lo = l->hi;
+		pthread_mutex_unlock(&l->mu);
+		return;
+	}
+	b->first = first_seq;
+	b->nr_recs = nr_recs;
+	b->nr_frames = nr_frames;
+	b->refs = 0;
+	b->in_ring = true;
+	b->len = len;
+	memcpy(b->data, frames, len);
+	if (l->hi - l->lo == RING)
+		drop_oldest(l);
+	l->ring[l->hi % RING] = b;
+	l->hi++;
+	l->ring_bytes += len;
+	while (l->ring_bytes > l->o.backlog_bytes && l->hi - l->lo > 1)
+		drop_oldest(l);
+	pthread_cond_broadcast(&l->data_cv);
+	pthread_mutex_unlock(&l->mu);
+}
+
+/* ---- sync --------------------------------------------------------------- */
+
+/* With mu held: standbys past the handshake, and those that have @seq. */
+static unsigned count_standbys(struct kvf_repl_leader *l, uint64_t seq,
+			       unsigned *have)
+{
+	unsigned n = 0, h = 0;
+
+	for (struct peer *p = l->peers; p; p = p->next) {
+		if (p->dead || !p->streaming)
+			continue;
+		n++;
+		h += p->acked >= seq;
+	}
+	if (have)
+		*have = h;
+	return n;
+}
+
+/*
+ * With mu held: the sync set's members (dead ones included until the
+ * syncer removed them), and whether all of them have @seq.
+ */
+static unsigned count_required(struct kvf_repl_leader *l, uint64_t seq,
+			       bool *all_have)
+{
+	unsigned n = 0;
+
+	*all_have = true;
+	for (struct peer *p = l->peers; p; p = p->next) {
+		if (!p->required)
+			continue;
+		n++;
+		if (p->dead || p->acked < seq)
+			*all_have = false;
+	}
+	return n;
+}
+
+static int tap_admit(void *ctx)
+{
+	struct kvf_repl_leader *l = ctx;
+	unsigned n;
+
+	if (atomic_load(&l->aborted))
+		return KVF_ERR_CLOSED;
+	if (!l->o.sync_standbys || l->o.sync_degrade)
+		return KVF_OK;
+	pthread_mutex_lock(&l->mu);
+	n = count_standbys(l, 0, NULL);
+	if (n < l->o.sync_standbys) {
+		uint64_t now = kvf__now_ns();
+
+		if (now - l->last_refusal_log > KVF__NS_PER_SEC) {
+			l->last_refusal_log = now;
+			fprintf(stderr,
+				"replication: refusing mutations: %u of %u "
+				"sync standbys connected "
+				"(--ha_sync_standbys)\n",
+				n, l->o.sync_standbys);
+		}
+		pthread_mutex_unlock(&l->mu);
+		return KVF_ERR_JOURNAL;
+	}
+	pthread_mutex_unlock(&l->mu);
+	return KVF_OK;
+}
+
+static void abs_deadline(struct timespec *ts, uint64_t ns)
+{
+	ts->tv_sec = (time_t)(ns / KVF__NS_PER_SEC);
+	ts->tv_nsec = (long)(ns % KVF__NS_PER_SEC);
+}
+
+/*
+ * Acknowledged = every member of the sync set has it, and the set has at
+ * least sync_standbys members (or, degraded, fewer). A member that stops
+ * acknowledging is taken out of the set by the syncer (in etcd first)
+ * after sync_timeout_ms; only then may an append go on without it.
+ */
+static int tap_wait(void *ctx, uint64_t last_seq)
+{
+	struct kvf_repl_leader *l = ctx;
+	uint64_t t0 = kvf__now_ns();
+	uint64_t until = t0 + (uint64_t)l->o.sync_timeout_ms * 1000000ull;
+	int rc = KVF_OK;
+
+	if (!l->o.sync_standbys)
+		return KVF_OK;
+	pthread_mutex_lock(&l->mu);
+	for (;;) {
+		uint64_t now, wake;
+		struct timespec ts;
+		bool all;
+		unsigned n = count_required(l, last_seq, &all);
+
+		if (all && n >= l->o.sync_standbys) {
+			if (l->degraded) {
+				l->degraded = false;
+				fprintf(stderr,
+					"replication: %u sync standbys "
+					"again: synchronous\n",
+					n);
+			}
+			break;
+		}
+		if (atomic_load(&l->aborted)) {
+			rc = KVF_ERR_CLOSED;
+			break;
+		}
+		now = kvf__now_ns();
+		if (all && l->o.sync_degrade && (l->degraded || now >= until)) {
+			if (!l->degraded)
+				fprintf(stderr,
+					"replication: only %u of %u sync "
+					"standbys within %u ms: acknowledging "
+					"without them until they are back\n",
+					n, l->o.sync_standbys,
+					l->o.sync_timeout_ms);
+			l->degraded = true;
+			break;
+		}
+		/* a member that lags is removed after the timeout; give
+		 * the syncer that long again before giving up */
+		if (now >= until + (all ? 0 : until - t0)) {
+			fprintf(stderr,
+				"replication: sequence %llu not acknowledged "
+				"by %u sync standbys within %u ms: the "
+				"mutation fails\n",
+				(unsigned long long)last_seq,
+				l->o.sync_standbys, l->o.sync_timeout_ms);
+			rc = KVF_ERR_JOURNAL;
+			break;
+		}
+		wake = now + 100000000ull;
+		abs_deadline(&ts, wake);
+		pthread_cond_timedwait(&l->ack_cv, &l->mu, &ts);
+	}
+	pthread_mutex_unlock(&l->mu);
+	return rc;
+}
+
+/* ---- the sync set ------------------------------------------------------ */
+
+/* Publish @members (comma-separated) as the sync set, if still leading. */
+static int publish_set(struct kvf_repl_leader *l, const char *members)
+{
+	size_t cap = strlen(members) + 600;
+	char *val = malloc(cap);
+	bool done = false;
+	int n, ret;
+
+	if (!val)
+		return KVF_ERR_NO_MEMORY;
+	n = snprintf(val, cap, "%llu %s %s", (unsigned long long)l->view,
+		     l->member, members);
+	ret = kvf_etcd_put_guarded(l->etcd, l->guard, l->glen, (int64_t)l->view,
+				   l->synckey, l->sklen, val, (size_t)n, &done);
+	free(val);
+	if (!ret && !done)
+		ret = KVF_ERR_BUSY; /* the election key is not ours any more */
+	return ret;
+}
+
+/* Within this many records of the end, a standby joins the sync set. */
+#define JOIN_WINDOW 4096u
+
+static void *syncer(void *arg)
+{
+	struct kvf_repl_leader *l = arg;
+	uint64_t timeout_ns = (uint64_t)l->o.sync_timeout_ms * 1000000ull;
+	uint64_t logged = 0;
+
+	pthread_mutex_lock(&l->mu);
+	while (!l->stop) {
+		uint64_t now = kvf__now_ns();
+		bool change = false;
+		struct timespec ts;
+		size_t cap = 1, off = 0;
+		char *list;
+
+		for (struct peer *p = l->peers; p; p = p->next) {
+			if (p->acked >= l->last_seq)
+				p->acked_at = now; /* not behind */
+			if (!p->required && !p->dead && p->streaming &&
+			    p->acked + JOIN_WINDOW >= l->last_seq) {
+				p->required = true; /* appends wait for it */
+				p->join_seq = l->last_seq;
+			}
+			p->leaving =
+				p->required &&
+				(p->dead || (p->acked < l->last_seq &&
+					     now - p->acked_at > timeout_ns));
+			if (p->leaving || (p->required && !p->published &&
+					   p->acked >= p->join_seq))
+				change = true;
+			cap += strlen(p->member) + 1;
+		}
+		list = change ? malloc(cap) : NULL;
+		if (list) {
+			list[0] = '\0';
+			for (struct peer *p = l->peers; p; p = p->next)
+				if (p->required && !p->leaving &&
+				    (p->published || p->acked >= p->join_seq))
+					off += (size_t)snprintf(
+						list + off, cap - off, "%s%s",
+						off ? "," : "", p->member);
+			pthread_mutex_unlock(&l->mu);
+			int ret = publish_set(l, list);
+			pthread_mutex_lock(&l->mu);
+			if (!ret) {
+				fprintf(stderr,
+					"replication: sync set now "
+					"[%s]\n",
+					list);
+				for (struct peer *p = l->peers; p;
+				     p = p->next) {
+					if (p->leaving) {
+						p->required = false;
+						p->published = false;
+						p->leaving = false;
+					} else if (p->required &&
+						   p->acked >= p->join_seq) {
+						p->published = true;
+					}
+				}
+				pthread_cond_broadcast(&l->ack_cv);
+			} else if (now - logged > KVF__NS_PER_SEC) {
+				logged = now;
+				fprintf(stderr,
+					"replication: cannot publish "
+					"the sync set: %s\n",
+					kvf_strerror(ret));
+			}
+			free(list);
+		}
+		abs_deadline(&ts, kvf__now_ns() + 50000000ull);
+		pthread_cond_timedwait(&l->sync_cv, &l->mu, &ts);
+	}
+	pthread_mutex_unlock(&l->mu);
+	return NULL;
+}
+
+/* ---- one standby -------------------------------------------------------- */
+
+static void peer_fail(struct peer *p, const char *why)
+{
+	struct kvf_repl_leader *l = p->l;
+
+	pthread_mutex_lock(&l->mu);
+	if (!p->dead && why)
+		fprintf(stderr, "replication: standby %s dropped: %s\n",
+			p->member[0] ? p->member : "(unnamed)", why);
+	p->dead = true;
+	pthread_cond_broadcast(&l->ack_cv);
+	pthread_cond_broadcast(&l->data_cv);
+	pthread_cond_signal(&l->sync_cv);
+	pthread_mutex_unlock(&l->mu);
+	shutdown(p->fd, SHUT_RDWR);
+}
+
+static void *ack_reader(void *arg)
+{
+	struct peer *p = arg;
+	struct kvf_repl_leader *l = p->l;
+	const char *why = NULL;
+
+	for (;;) {
+		struct kvf_repl_hdr h;
+		uint8_t *pl;
+		int rc = kvf__repl_read_frame(p->fd, &h, &pl, 0);
+
+		if (rc) {
+			why = rc == -2 ? "malformed frame" : NULL;
+			break;
+		}
+		if (h.type != KVF_REPL_ACK) {
+			why = "unexpected frame";
+			break;
+		}
+		pthread_mutex_lock(&l->mu);
+		if (h.seq < p->acked || h.seq > p->sent) {
+			pthread_mutex_unlock(&l->mu);
+			why = "acknowledged a sequence never sent";
+			break;
+		}
+		if (h.seq > p->acked)
+			p->acked_at = kvf__now_ns();
+		p->acked = h.seq;
+		pthread_cond_broadcast(&l->ack_cv);
+		if (!p->published)
+			pthread_cond_signal(&l->sync_cv);
+		pthread_mutex_unlock(&l->mu);
+	}
+	peer_fail(p, why ? why : "connection closed");
+	pthread_mutex_lock(&l->mu);
+	p->rx_done = true;
+	pthread_mutex_unlock(&l->mu);
+	return NULL;
+}
+
+static void refuse(struct peer *p, const char *why)
+{
+	struct kvf_repl_leader *l = p->l;
+
+	pthread_mutex_lock(&l->mu);
+	l->refused++;
+	pthread_mutex_unlock(&l->mu);
+	fprintf(stderr, "replication: refused %s: %s\n",
+		p->member[0] ? p->member : "a peer", why);
+	kvf__repl_send(p->fd, KVF_REPL_REFUSE, l->view, 0, 0, why,
+		       (uint32_t)strlen(why));
+}
+
+/* A 2-byte length and the string; false if it does not fit. */
+static bool take_str(const uint8_t **p, const uint8_t *end, char *out,
+		     size_t cap)
+{
+	size_t n;
+
+	if (end - *p < 2)
+		return false;
+	n = (size_t)(*p)[0] << 8 | (*p)[1];
+	*p += 2;
+	if (n >= cap || (size_t)(end - *p) < n)
+		return false;
+	memcpy(out, *p, n);
+	out[n] = '\0';
+	*p += n;
+	return true;
+}
+
+/* Constant time in the token's length: a mismatch position leaks nothing. */
+static bool same_token(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+	unsigned char d = la != lb;
+
+	for (size_t i = 0; i < la; i++)
+		d |= (unsigned char)(a[i] ^ b[i % (lb ? lb : 1)]);
+	return !d;
+}
+
+/*
+ * Check the hello; on success, *@next is the ring index of the first
+ * batch to send. Returns NULL or why the peer is refused.
+ */
+static const char *handshake(struct peer *p, uint64_t *next)
+{
+	struct kvf_repl_leader *l = p->l;
+	char cluster[KVF_REPL_STR_MAX], token[KVF_REPL_STR_MAX];
+	char member[sizeof(p->member)];
+	struct kvf_repl_hdr h;
+	const uint8_t *q, *end;
+	uint8_t *pl = NULL;
+	const char *why = NULL;
+	int rc = kvf__repl_read_frame(p->fd, &h, &pl, 3 * KVF_REPL_STR_MAX);
+
+	if (rc)
+		return rc == -2 ? "malformed or oversized hello" : "no hello";
+	q = pl;
+	end = pl + h.len;
+	if (h.type != KVF_REPL_HELLO ||
+	    !take_str(&q, end, cluster, sizeof(cluster)) ||
+	    !take_str(&q, end, token, sizeof(token)) ||
+	    !take_str(&q, end, member, sizeof(member)) || q != end) {
+		why = "malformed hello";
+		goto out;
+	}
+	pthread_mutex_lock(&l->mu); /* the syncer reads it */
+	memcpy(p->member, member, sizeof(member));
+	pthread_mutex_unlock(&l->mu);
+	if (strcmp(cluster, l->cluster)) {
+		why = "another cluster id";
+		goto out;
+	}
+	if (!same_token(token, l->token)) {
+		why = "wrong token (--ha_token_file)";
+		goto out;
+	}
+	pthread_mutex_lock(&l->mu);
+	if (!kvf__repl_lineage_accepts(&l->lin, l->last_seq, h.view, h.seq)) {
+		why = h.seq > l->last_seq
+			      ? "its journal is ahead of the leader's: it "
+				"holds records this history does not (start "
+				"it with an empty --data-dir)"
+			      : "its journal diverged from the leader's "
+				"history (start it with an empty --data-dir)";
+	} else if (h.seq == l->last_seq) {
+		*next = l->hi;
+	} else {
+		uint64_t i;
+
+		for (i = l->lo; i < l->hi; i++)
+			if (l->ring[i % RING]->first == h.seq + 1)
+				break;
+		if (i == l->hi)
+			why = "behind the leader's backlog (start it with an "
+			      "empty --data-dir once the leader's journal was "
+			      "checkpointed)";
+		*next = i;
+	}
+	if (!why) {
+		p->sent = p->acked = h.seq;
+		p->acked_at = kvf__now_ns();
+		p->streaming = true;
+		pthread_cond_signal(&l->sync_cv);
+	}
+	pthread_mutex_unlock(&l->mu);
+out:
+	free(pl);
+	return why;
+}
+
+static int send_welcome(struct peer *p)
+{
+	struct kvf_repl_leader *l = p->l;
+	uint8_t *buf = malloc(KVF_REPL_LINEAGE_MAX * 16);
+	uint32_t n;
+	uint64_t last;
+	int rc;
+
+	if (!buf)
+		return -1;
+	pthread_mutex_lock(&l->mu);
+	n = l->lin.n;
+	for (uint32_t i = 0; i < n; i++) {
+		struct kvf_repl_hdr e = {.view = l->lin.e[i].view,
+					 .seq = l->lin.e[i].seq};
+		uint8_t tmp[KVF_REPL_HDR];
+
+		kvf__repl_hdr_put(tmp, &e); /* view and seq at 16 and 24 */
+		memcpy(buf + 16 * i, tmp + 16, 16);
+	}
+	last = l->last_seq;
+	pthread_mutex_unlock(&l->mu);
+	rc = kvf__repl_send(p->fd, KVF_REPL_WELCOME, l->view, last, n, buf,
+			    n * 16);
+	free(buf);
+	return rc;
+}
+
+static void *sender(void *arg)
+{
+	struct peer *p = arg;
+	struct kvf_repl_leader *l = p->l;
+	struct timeval tv = {.tv_sec = HELLO_TIMEOUT_S};
+	const char *why;
+	uint64_t next = 0;
+
+	setsockopt(p->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	tv.tv_sec = SEND_TIMEOUT_S;
+	setsockopt(p->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	why = handshake(p, &next);
+	if (why) {
+		refuse(p, why);
+		peer_fail(p, NULL);
+		goto done;
+	}
+	if (send_welcome(p)) {
+		peer_fail(p, "could not send the welcome");
+		goto done;
+	}
+	tv.tv_sec = 0; /* acks may be far apart */
+	setsockopt(p->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	fprintf(stderr, "replication: standby %s follows from sequence %llu\n",
+		p->member, (unsigned long long)p->sent + 1);
+	pthread_mutex_lock(&l->mu); /* reap() reads it */
+	p->rx_started = !pthread_create(&p->rx, NULL, ack_reader, p);
+	pthread_mutex_unlock(&l->mu);
+	if (!p->rx_started) {
+		peer_fail(p, "no thread for its acks");
+		goto done;
+	}
+	pthread_mutex_lock(&l->mu);
+	for (;;) {
+		struct batch *b;
+		uint8_t hdr[KVF_REPL_HDR + 8];
+		struct kvf_repl_hdr h = {.view = l->view};
+		int rc;
+
+		if (p->dead || l->stop)
+			break;
+		if (next < l->lo) {
+			pthread_mutex_unlock(&l->mu);
+			peer_fail(p, "fell behind the backlog");
+			pthread_mutex_lock(&l->mu);
+			break;
+		}
+		if (next == l->hi) {
+			struct timespec ts;
+			uint64_t last = l->last_seq;
+
+			abs_deadline(&ts,
+				     kvf__now_ns() + HEARTBEAT_MS * 1000000ull);
+			if (!pthread_cond_timedwait(&l->data_cv, &l->mu, &ts))
+				continue;
+			if (next != l->hi || p->dead || l->stop)
+				continue;
+			pthread_mutex_unlock(&l->mu);
+			rc = kvf__repl_send(p->fd, KVF_REPL_HEARTBEAT, l->view,
+					    last, 0, NULL, 0);
+			pthread_mutex_lock(&l->mu);
+			if (rc) {
+				pthread_mutex_unlock(&l->mu);
+				peer_fail(p, "send failed");
+				pthread_mutex_lock(&l->mu);
+				break;
+			}
+			continue;
+		}
+		b = l->ring[next % RING];
+		b->refs++;
+		p->sent = b->first + b->nr_recs - 1;
+		pthread_mutex_unlock(&l->mu);
+		h.type = KVF_REPL_RECORDS;
+		h.len = (uint32_t)(b->len + 8);
+		h.count = b->nr_frames;
+		h.seq = b->first;
+		kvf__repl_hdr_put(hdr, &h);
+		for (int i = 0; i < 8; i++)
+			hdr[KVF_REPL_HDR + i] =
+				(uint8_t)(b->nr_recs >> (56 - 8 * i));
+		rc = b->len + 8 > KVF_REPL_RECORDS_MAX
+			     ? -2
+			     : kvf__repl_write(p->fd, hdr, sizeof(hdr), b->data,
+					       b->len);
+		pthread_mutex_lock(&l->mu);
+		b->refs--;
+		batch_put(b);
+		if (rc) {
+			pthread_mutex_unlock(&l->mu);
+			peer_fail(p, rc == -2 ? "a batch too large to stream"
+					      : "send failed");
+			pthread_mutex_lock(&l->mu);
+			break;
+		}
+		next++;
+	}
+	pthread_mutex_unlock(&l->mu);
+done:
+	pthread_mutex_lock(&l->mu);
+	p->tx_done = true;
+	pthread_mutex_unlock(&l->mu);
+	return NULL;
+}
+
+/* With mu held: join and free standbys whose threads both ended. */
+static void reap(struct kvf_repl_leader *l, bool all)
+{
+	struct peer **pp = &l->peers;
+
+	while (*pp) {
+		struct peer *p = *pp;
+
+		if (!all && (p->required ||
+			     !(p->tx_done && (p->rx_done || !p->rx_started)))) {
+			pp = &p->next;
+			continue;
+		}
+		*pp = p->next;
+		pthread_mutex_unlock(&l->mu);
+		shutdown(p->fd, SHUT_RDWR);
+		pthread_join(p->tx, NULL);
+		if (p->rx_started)
+			pthread_join(p->rx, NULL);
+		close(p->fd);
+		free(p);
+		pthread_mutex_lock(&l->mu);
+		pthread_cond_broadcast(&l->ack_cv);
+	}
+}
+
+static void *acceptor(void *arg)
+{
+	struct kvf_repl_leader *l = arg;
+
+	pthread_mutex_lock(&l->mu);
+	while (!l->stop) {
+		struct pollfd pfd = {.fd = l->lfd, .events = POLLIN};
+		struct peer *p;
+		int fd;
+
+		reap(l, false);
+		pthread_mutex_unlock(&l->mu);
+		fd = poll(&pfd, 1, 100) > 0 ? accept(l->lfd, NULL, NULL) : -1;
+		pthread_mutex_lock(&l->mu);
+		if (fd < 0)
+			continue;
+		p = calloc(1, sizeof(*p));
+		if (!p) {
+			close(fd);
+			continue;
+		}
+		p->l = l;
+		p->fd = fd;
+		/* a batch must leave at once: appends wait for its ack */
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &(int){1}, sizeof(int));
+		if (pthread_create(&p->tx, NULL, sender, p)) {
+			close(fd);
+			free(p);
+			continue;
+		}
+		p->next = l->peers;
+		l->peers = p;
+	}
+	pthread_mutex_unlock(&l->mu);
+	return NULL;
+}
+
+/* ---- start and stop ----------------------------------------------------- */
+
+static int listen_on(struct kvf_repl_leader *l, uint16_t *port)
+{
+	struct addrinfo hints = {.ai_family = AF_UNSPEC,
+				 .ai_socktype = SOCK_STREAM,
+				 .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+	struct addrinfo *res;
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	char svc[8];
+	int fd, one = 1;
+
+	snprintf(svc, sizeof(svc), "%u", l->o.port);
+	if (getaddrinfo(l->o.bind_host, svc, &hints, &res))
+		return -1;
+	fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		freeaddrinfo(res);
+		return -1;
+	}
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(fd, res->ai_addr, res->ai_addrlen) || listen(fd, 16) ||
+	    getsockname(fd, (struct sockaddr *)&ss, &sl)) {
+		freeaddrinfo(res);
+		close(fd);
+		return -1;
+	}
+	freeaddrinfo(res);
+	*port = ntohs(ss.ss_family == AF_INET6
+			      ? ((struct sockaddr_in6 *)&ss)->sin6_port
+			      : ((struct sockaddr_in *)&ss)->sin_port);
+	l->lfd = fd;
+	return 0;
+}
+
+static int publish(struct kvf_repl_leader *l, uint16_t port, int64_t lease)
+{
+	char key[512], val[512];
+	size_t klen = kvf__repl_leader_key(l->cluster, key, sizeof(key));
+	int n, ret;
+
+	n = snprintf(val, sizeof(val),
+		     strchr(l->o.advertise_host, ':') ? "[%s]:%u %llu"
+						      : "%s:%u %llu",
+		     l->o.advertise_host, port, (unsigned long long)l->view);
+	if (!klen || n <= 0 || (size_t)n >= sizeof(val))
+		return KVF_ERR_INVALID_ARGUMENT;
+	ret = kvf_etcd_put(l->etcd, key, klen, val, (size_t)n, lease);
+	if (!ret)
+		fprintf(stderr,
+			"replication: leader of view %llu, standbys "
+			"dial %s:%u\n",
+			(unsigned long long)l->view, l->o.advertise_host, port);
+	return ret;
+}
+
+void kvf_repl_backlog_free(struct kvf_repl_backlog *bl)
+{
+	struct kvf_repl_batch *b = (struct kvf_repl_batch *)bl;
+
+	while (b) {
+		struct kvf_repl_batch *next = b->next;
+
+		free(b);
+		b = next;
+	}
+}
+
+/*
+ * Before any append of this view: the batches this master applied as a
+ * standby become the start of the ring, if they run up to the journal's
+ * end without a hole (standbys that were a little behind this one then
+ * catch up from them). Takes @bl.
+ */
+static void preload(struct kvf_repl_leader *l, struct kvf_repl_backlog *bl)
+{
+	struct kvf_repl_batch *b = (struct kvf_repl_batch *)bl, *last = NULL;
+	bool ok = b != NULL;
+
+	for (struct kvf_repl_batch *x = b; x; x = x->next) {
+		if (last && x->first != last->first + last->nr_recs)
+			ok = false;
+		last = x;
+	}
+	if (!ok || last->first + last->nr_recs - 1 != l->last_seq) {
+		if (b)
+			fprintf(stderr, "replication: the records applied as a "
+					"standby do not end at the journal's "
+					"end: not kept for standbys\n");
+		kvf_repl_backlog_free(bl);
+		return;
+	}
+	while (b) {
+		struct kvf_repl_batch *next = b->next;
+
+		b->next = NULL;
+		b->refs = 0;
+		b->in_ring = true;
+		if (l->hi - l->lo == RING)
+			drop_oldest(l);
+		l->ring[l->hi % RING] = b;
+		l->hi++;
+		l->ring_bytes += b->len;
+		while (l->ring_bytes > l->o.backlog_bytes && l->hi - l->lo > 1)
+			drop_oldest(l);
+		b = next;
+	}
+}
+
+int kvf_repl_lead_start(const struct kvf_repl_options *o,
+			struct kvf__journal *j, uint64_t view, int64_t lease,
+			struct kvf_repl_backlog *bl,
+			struct kvf_repl_leader **out)
+{
+	struct kvf__journal_tap tap = {.admit = tap_admit,
+				       .committed = tap_committed,
+				       .wait = tap_wait};
+	struct kvf__journal_stats st;
+	struct kvf_repl_leader *l = calloc(1, sizeof(*l));
+	uint16_t port;
+	int ret = KVF_ERR_IO;
+
+	if (!l) {
+		kvf_repl_backlog_free(bl);
+		return KVF_ERR_NO_MEMORY;
+	}
+	l->o = *o;
+	l->lfd = -1;
+	kvf__repl_cluster(o->cluster_id, l->cluster, sizeof(l->cluster));
+	snprintf(l->token, sizeof(l->token), "%s", o->token ? o->token : "");
+	snprintf(l->dir, sizeof(l->dir), "%s", o->data_dir);
+	l->o.cluster_id = l->o.token = NULL; /* copied above */
+	l->o.data_dir = l->dir;
+	l->j = j;
+	l->view = view;
+	pthread_mutex_init(&l->mu, NULL);
+	pthread_cond_init(&l->data_cv, NULL);
+	{
+		pthread_condattr_t ca;
+
+		pthread_condattr_init(&ca);
+		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+		pthread_cond_destroy(&l->data_cv);
+		pthread_cond_init(&l->data_cv, &ca);
+		pthread_cond_init(&l->ack_cv, &ca);
+		pthread_cond_init(&l->sync_cv, &ca);
+		pthread_condattr_destroy(&ca);
+	}
+	snprintf(l->member, sizeof(l->member), "%s",
+		 o->member ? o->member : "");
+	l->o.member = NULL;
+	l->glen = kvf_ha_key(o->cluster_id, l->guard, sizeof(l->guard));
+	l->sklen = (size_t)snprintf(l->synckey, sizeof(l->synckey),
+				    "kvforge/%s/replication/sync", l->cluster);
+	ret = kvf_etcd_new(o->endpoints, 0, &l->etcd);
+	if (ret)
+		goto fail;
+	ret = KVF_ERR_IO;
+	kvf__journal_get_stats(j, &st);
+	l->last_seq = st.last_seq;
+	preload(l, bl);
+	bl = NULL;
+	if (kvf__repl_lineage_load(o->data_dir, &l->lin)) {
+		fprintf(stderr, "replication: %s/ha-lineage is damaged\n",
+			o->data_dir);
+		goto fail;
+	}
+	if (kvf__repl_lineage_view(&l->lin) < view)
+		kvf__repl_lineage_add(&l->lin, view, st.last_seq);
+	if (kvf__repl_lineage_save(o->data_dir, &l->lin)) {
+		fprintf(stderr, "replication: cannot write %s/ha-lineage\n",
+			o->data_dir);
+		goto fail;
+	}
+	/* Before anything of this view is acknowledged: the standbys of
+	 * the previous view may not campaign any more (only this master). */
+	ret = publish_set(l, o->sync_standbys ? "" : "*");
+	if (ret) {
+		fprintf(stderr,
+			"replication: cannot publish the sync set: "
+			"%s\n",
+			kvf_strerror(ret));
+		goto fail;
+	}
+	ret = KVF_ERR_IO;
+	if (listen_on(l, &port)) {
+		fprintf(stderr, "replication: cannot listen on %s:%u\n",
+			o->bind_host, o->port);
+		goto fail;
+	}
+	if (pthread_create(&l->acceptor, NULL, acceptor, l)) {
+		ret = KVF_ERR_NO_MEMORY;
+		goto fail;
+	}
+	l->syncer_started = o->sync_standbys &&
+			    !pthread_create(&l->syncer, NULL, syncer, l);
+	if (o->sync_standbys && !l->syncer_started) {
+		kvf_repl_lead_stop(l);
+		return KVF_ERR_NO_MEMORY;
+	}
+	tap.ctx = l;
+	kvf__journal_set_tap(j, &tap);
+	ret = publish(l, port, lease);
+	if (ret) {
+		fprintf(stderr,
+			"replication: cannot publish the address in "
+			"etcd: %s\n",
+			kvf_strerror(ret));
+		kvf_repl_lead_stop(l);
+		return ret;
+	}
+	*out = l;
+	return KVF_OK;
+fail:
+	if (l->lfd >= 0)
+		close(l->lfd);
+	kvf_etcd_free(l->etcd);
+	kvf_repl_backlog_free(bl);
+	while (l->lo < l->hi)
+		drop_oldest(l);
+	free(l);
+	return ret;
+}
+
+void kvf_repl_lead_abort(struct kvf_repl_leader *l)
+{
+	if (!l)
+		return;
+	atomic_store(&l->aborted, true);
+	pthread_mutex_lock(&l->mu);
+	pthread_cond_broadcast(&l->ack_cv);
+	pthread_mutex_unlock(&l->mu);
+}
+
+void kvf_repl_lead_stop(struct kvf_repl_leader *l)
+{
+	if (!l)
+		return;
+	kvf_repl_lead_abort(l);
+	kvf__journal_set_tap(l->j, NULL);
+	pthread_mutex_lock(&l->mu);
+	l->stop = true;
+	pthread_cond_broadcast(&l->data_cv);
+	pthread_cond_broadcast(&l->sync_cv);
+	pthread_mutex_unlock(&l->mu);
+	pthread_join(l->acceptor, NULL);
+	if (l->syncer_started)
+		pthread_join(l->syncer, NULL);
+	pthread_mutex_lock(&l->mu);
+	for (struct peer *p = l->peers; p; p = p->next)
+		shutdown(p->fd, SHUT_RDWR);
+	reap(l, true);
+	while (l->lo < l->hi)
+		drop_oldest(l);
+	pthread_mutex_unlock(&l->mu);
+	close(l->lfd);
+	pthread_cond_destroy(&l->data_cv);
+	pthread_cond_destroy(&l->ack_cv);
+	pthread_cond_destroy(&l->sync_cv);
+	pthread_mutex_destroy(&l->mu);
+	kvf_etcd_free(l->etcd);
+	free(l);
+}
+
+void kvf_repl_lead_stats(struct kvf_repl_leader *l, struct kvf_repl_stats *st)
+{
+	uint64_t min = UINT64_MAX;
+
+	memset(st, 0, sizeof(*st));
+	if (!l)
+		return;
+	pthread_mutex_lock(&l->mu);
+	st->leading = true;
+	st->sync_standbys = l->o.sync_standbys;
+	st->degraded = l->degraded;
+	st->last_seq = l->last_seq;
+	st->view = l->view;
+	st->refused = l->refused;
+	st->standbys = count_standbys(l, l->last_seq, NULL);
+	for (struct peer *p = l->peers; p; p = p->next)
+		st->synced += p->published;
+	for (struct peer *p = l->peers; p; p = p->next)
+		if (!p->dead && p->streaming && p->acked < min)
+			min = p->acked;
+	if (min != UINT64_MAX && min < l->last_seq) {
+		st->lag_records = l->last_seq - min;
+		for (uint64_t i = l->lo; i < l->hi; i++) {
+			const struct batch *b = l->ring[i % RING];
+
+			if (b->first + b->nr_recs - 1 > min)
+				st->lag_bytes += b->len;
+		}
+	}
+	pthread_mutex_unlock(&l->mu);
+}

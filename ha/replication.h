@@ -1,0 +1,173 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ha/replication.h - hot standbys for kvforge-master: the leader streams
+ * its journal's records to every standby over TCP; a standby appends
+ * them, in order, to its own journal, so a promoted standby opens its
+ * engine from a journal that holds everything the leader acknowledged.
+ *
+ * Leader: kvf_repl_lead_start() installs a tap on the engine's journal
+ * (journal/journal.h): each batch is copied into an in-memory backlog
+ * when it takes its sequence numbers and streamed from there; with
+ * sync_standbys = N an append returns only once N standbys acknowledged
+ * its last sequence number as durable in their journals.
+ *
+ * Standby: kvf_repl_follow_start() opens the journal of the data
+ * directory itself (no engine), finds the leader's replication address
+ * in etcd (kvforge/<cluster_id>/replication/leader, bound to the
+ * leader's lease) and follows it until kvf_repl_follow_stop().
+ *
+ * The sync set: the standbys an append waits for. A standby joins it
+ * once it is close to the end of the stream, and is listed in etcd
+ * (kvforge/<cluster_id>/replication/sync, guarded by the election key's
+ * create revision so only the current leader writes it) once it holds
+ * everything acknowledged; a standby that stops acknowledging for
+ * sync_timeout_ms is removed from the etcd list before appends go on
+ * without it. Only the last leader and the listed standbys campaign.
+ *
+ * Both sides keep DATA/ha-lineage: the views this journal's history went
+ * through and the sequence each began after, so a standby whose journal
+ * holds records the leader's history does not (a deposed leader's
+ * unacknowledged tail) is refused instead of extended.
+ */
+#ifndef KVF_HA_REPLICATION_H
+#define KVF_HA_REPLICATION_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "journal/journal.h"
+
+struct kvf_repl_leader;
+struct kvf_repl_follower;
+/* Batches a standby applied, handed to its leader side on promotion. */
+struct kvf_repl_backlog;
+
+/** kvf_repl_backlog_free() - free @bl (NULL is ignored). */
+void kvf_repl_backlog_free(struct kvf_repl_backlog *bl);
+
+/* Longest cluster id, token and member name a hello may carry. */
+#define KVF_REPL_STR_MAX 1024u
+
+/**
+ * struct kvf_repl_options - replication settings (both roles).
+ * @endpoints: etcd endpoints, as kvf_etcd_new().
+ * @cluster_id: the cluster (as kvf_ha_options; empty: the environment's).
+ * @token: the shared secret peers must present; may be empty.
+ * @member: this master's name in logs and hellos (its RPC address).
+ * @bind_host: address the leader's replication listener binds.
+ * @port: its port; 0 = any (it is published in etcd either way).
+ * @advertise_host: the host published for standbys to dial.
+ * @data_dir: the journal's directory (the lineage file lives there).
+ * @jcfg: how a standby opens that journal (as the engine would).
+ * @sync_standbys: standbys that must acknowledge an append (0: none).
+ * @sync_timeout_ms: how long an append waits for them.
+ * @sync_degrade: past that timeout, acknowledge without them (and admit
+ *	further appends) until enough standbys are back; else refuse
+ *	appends while fewer than @sync_standbys standbys are connected.
+ * @backlog_bytes: records kept in memory for standbys that reconnect.
+ */
+struct kvf_repl_options {
+	const char *endpoints;
+	const char *cluster_id;
+	const char *token;
+	const char *member;
+	const char *bind_host;
+	uint16_t port;
+	const char *advertise_host;
+	const char *data_dir;
+	struct kvf__journal_config jcfg;
+	unsigned sync_standbys;
+	unsigned sync_timeout_ms;
+	bool sync_degrade;
+	uint64_t backlog_bytes;
+};
+
+/**
+ * struct kvf_repl_stats - what /metrics and /health show.
+ * @leading: the leader side runs (else the standby side, if any).
+ * @standbys: standbys connected and past the handshake (leader).
+ * @synced: members of the sync set (leader): standbys that hold every
+ *	record acknowledged, listed in etcd, so they may campaign.
+ * @sync_standbys: the configured N. @degraded: acknowledging without N.
+ * @last_seq: last sequence in this master's journal.
+ * @lag_records, @lag_bytes: leader: records and bytes the slowest
+ *	connected standby has not acknowledged; standby: records the leader
+ *	announced that this standby has not appended yet.
+ * @connected: standby: following a leader now. @view: the view followed
+ *	or led. @refused: hellos or frames refused, ever.
+ */
+struct kvf_repl_stats {
+	bool leading;
+	unsigned standbys, synced, sync_standbys;
+	bool degraded, connected;
+	uint64_t last_seq, lag_records, lag_bytes, view, refused;
+};
+
+/**
+ * kvf_repl_lead_start() - serve standbys from @j as the leader of @view.
+ * @o: copied. @j: the engine's journal (must outlive the leader).
+ * @view: the view version; @lease: the election's lease (the published
+ *	address is bound to it).
+ * @bl: the batches this master applied as a standby (taken, may be
+ *	NULL): the start of the backlog, so standbys a little behind it can
+ *	follow. @out: the leader.
+ *
+ * Records (view, last sequence) in the lineage file, binds the listener,
+ * publishes its address in etcd and installs the journal tap. Call before
+ * the RPC port opens.
+ * Return: %KVF_OK, %KVF_ERR_IO (lineage, socket, etcd), %KVF_ERR_NO_MEMORY.
+ * Context: blocks (file sync, an etcd put).
+ */
+int kvf_repl_lead_start(const struct kvf_repl_options *o,
+			struct kvf__journal *j, uint64_t view, int64_t lease,
+			struct kvf_repl_backlog *bl,
+			struct kvf_repl_leader **out);
+
+/**
+ * kvf_repl_lead_abort() - make every append waiting for standbys return
+ * %KVF_ERR_CLOSED now, and every later one at once (the leadership is
+ * lost; appends must not hold the RPC threads). Never blocks.
+ */
+void kvf_repl_lead_abort(struct kvf_repl_leader *l);
+
+/**
+ * kvf_repl_lead_stop() - remove the tap, close the listener and every
+ * standby connection, free @l (NULL is ignored). Call once the RPC
+ * threads are stopped. Context: blocks (joins threads).
+ */
+void kvf_repl_lead_stop(struct kvf_repl_leader *l);
+
+/**
+ * kvf_repl_follow_start() - open the journal in @o->data_dir and follow
+ * the leader. Return: %KVF_OK or the journal's open error (the directory
+ * is locked while following); %KVF_ERR_NO_MEMORY.
+ */
+int kvf_repl_follow_start(const struct kvf_repl_options *o,
+			  struct kvf_repl_follower **out);
+
+/**
+ * kvf_repl_follow_stop() - stop following, close the journal, free @f
+ * (NULL is ignored). With @keep, *@keep receives the batches it applied
+ * last (up to the backlog size) for kvf_repl_lead_start().
+ * Context: blocks (joins the thread, syncs).
+ */
+void kvf_repl_follow_stop(struct kvf_repl_follower *f,
+			  struct kvf_repl_backlog **keep);
+
+/**
+ * kvf_repl_may_campaign() - kvf_ha_options.may_campaign for a follower
+ * (@ctx; NULL: true): false while its journal diverged from the leader's
+ * history, or while the last leader's sync set (etcd key
+ * kvforge/<cluster>/replication/sync) names neither it as that leader
+ * nor it as a member: it may lack records that leader acknowledged.
+ * Context: the election thread; blocks (an etcd read).
+ */
+bool kvf_repl_may_campaign(void *ctx);
+
+/* kvf_repl_lead_stats(), kvf_repl_follow_stats() - fill @st. Any thread. */
+void kvf_repl_lead_stats(struct kvf_repl_leader *l, struct kvf_repl_stats *st);
+void kvf_repl_follow_stats(struct kvf_repl_follower *f,
+			   struct kvf_repl_stats *st);
+
+#endif /* KVF_HA_REPLICATION_H */
