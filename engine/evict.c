@@ -356,7 +356,7 @@ static bool take_oldest(struct pass *p, struct kvf__segment *s, size_t n,
 			size_t nc, uint64_t want)
 {
 	struct cand *c = p->cand;
-	size_t take, cap, got = 0, owned = 0;
+	size_t take, cap, sel, got = 0, owned = 0;
 	uint64_t bar = __atomic_load_n(&p->e->evict_bar, __ATOMIC_RELAXED);
 	uint64_t q, limit;
 
@@ -375,26 +375,32 @@ static bool take_oldest(struct pass *p, struct kvf__segment *s, size_t n,
 	take = (n + p->carry) / EVICT_DIV;
 	p->carry = (n + p->carry) % EVICT_DIV;
 	cap = n / EVICT_CAP_DIV > take ? n / EVICT_CAP_DIV : take;
+	if (p->dry >= EVICT_BAR_DRY)
+		cap = take; /* the rank alone */
+	/*
+	 * One selection of the window's cap oldest, then the rank's among
+	 * them (at most EVICT_TAKE_MAX): c[kt - 1] is the take-th oldest.
+	 */
+	sel = cap < nc ? cap : nc;
+	if (sel)
+		select_oldest(c, nc, sel);
 	if (take) {
-		size_t k = take < nc ? take : nc;
+		size_t kt = take < sel ? take : sel;
 
-		uint64_t kth = 0;
-
-		select_oldest(c, nc, k);
-		for (size_t i = 0; i < k; i++)
-			kth = c[i].use > kth ? c[i].use : kth;
-		q = p->now > kth ? p->now - kth : 0;
+		if (kt < sel)
+			select_oldest(c, sel, kt);
+		q = p->now > c[kt - 1].use ? p->now - c[kt - 1].use : 0;
 		bar = bar ? bar - bar / EVICT_BAR_GAIN + q / EVICT_BAR_GAIN : q;
 		__atomic_store_n(&p->e->evict_bar, bar, __ATOMIC_RELAXED);
 	}
-	if (p->dry >= EVICT_BAR_DRY)
-		cap = take; /* the rank alone */
 	limit = p->dry >= EVICT_BAR_DRY || p->now < bar ? UINT64_MAX
 							  : p->now - bar;
 	while (got < cap && nc && p->v.bytes_sum < want) {
 		size_t k = cap - got < nc ? cap - got : nc;
 
-		select_oldest(c, nc, k);
+		if (k != sel) /* a later round, after strangers */
+			select_oldest(c, nc, k);
+		sel = 0;
 		for (size_t i = 0; i < k; i++)
 			__builtin_prefetch(kvf__object_replicas_const(c[i].o));
 		for (size_t i = 0; i < k; i++) {
