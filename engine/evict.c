@@ -110,6 +110,8 @@
 #define EVICT_BAR_GAIN 16
 /* A phase dry for this many blocks evicts by rank alone, bar or not. */
 #define EVICT_BAR_DRY (8 * EVICT_WINDOW)
+/* An object read since its put ranks 1/EVICT_READ_BONUS_DIV of the bar younger. */
+#define EVICT_READ_BONUS_DIV 4
 #define EVICT_BATCH 128
 /* Pipeline distance of the owner lookups (misses in flight per stage). */
 #define EVICT_AHEAD 32
@@ -180,6 +182,28 @@ static uint64_t last_use(const struct kvf_engine *e, const struct kvf__object *o
 	if (lease)
 		return lease > e->lease_ttl_ns ? lease - e->lease_ttl_ns : 0;
 	return (o->flags & KVF__OBJ_SOFT_PIN) ? 0 : o->stamp;
+}
+
+/*
+ * The rank eviction orders candidates by, smaller first: the last use,
+ * plus @bonus (a share of the age bar) for an object read since its put,
+ * minus @blk, its place in the window read. A block asked for again is
+ * likelier to be asked for once more (on Mooncake's traces 42-84% of the
+ * blocks used twice are used again, 24-42% of those used once). Among
+ * equal uses (a batch put or read at one time) the later block in the
+ * segment goes first: a batch's keys are placed in order, and a prefix's
+ * deeper blocks are worth less than its head, on which every later one
+ * depends (one nanosecond per place: it never reorders distinct uses of
+ * a real clock's batches, which are microseconds apart).
+ */
+static uint64_t rank(const struct kvf_engine *e, const struct kvf__object *o,
+		     uint64_t bonus, size_t blk)
+{
+	uint64_t use = last_use(e, o);
+
+	if (kvf__obj_lease(o))
+		use += bonus;
+	return use > blk ? use - blk : 0;
 }
 
 static bool evictable(const struct kvf_engine *e, const struct kvf__object *o,
@@ -304,6 +328,8 @@ static size_t read_window(struct pass *p, struct kvf__segment *s,
 static size_t find_owners(struct pass *p, size_t n)
 {
 	struct kvf__index *idx = p->e->index;
+	uint64_t bonus = __atomic_load_n(&p->e->evict_bar, __ATOMIC_RELAXED) /
+			 EVICT_READ_BONUS_DIV;
 	size_t nc = 0;
 
 	for (size_t i = 0; i < n + EVICT_AHEAD; i++) {
@@ -320,7 +346,7 @@ static size_t find_owners(struct pass *p, size_t n)
 		/* A victim this batch queued is REMOVING: not evictable. */
 		if (!o || !evictable(p->e, o, p->now, p->soft_ok))
 			continue;
-		p->cand[nc++] = (struct cand){ o, last_use(p->e, o), i };
+		p->cand[nc++] = (struct cand){ o, rank(p->e, o, bonus, i), i };
 	}
 	return nc;
 }

@@ -193,6 +193,76 @@ static void test_evict_bar_spares_recent_window(void **state)
 	}
 }
 
+/*
+ * Among equally old objects (put, as a prefix's blocks are, at one time)
+ * the later placed go first: a prefix's deeper blocks before its head.
+ */
+static void test_evict_equal_ages_deepest_first(void **state)
+{
+	struct fixture *f = *state;
+	const int n = 64;
+	uint64_t evicted = 0;
+	char key[32];
+
+	assert_int_equal(mount(f->e, C1, 1, 1 * GIB), KVF_OK);
+	fill(f->e, "p", n, false, false);
+	test_clock_advance_ms(&f->clock, 60000);
+	assert_int_equal(kvf_engine_evict(f->e, n / 8 * OBJ, NULL, &evicted),
+			 KVF_OK);
+	assert_int_equal(evicted, n / 8);
+	for (int i = 0; i < n; i++) {
+		snprintf(key, sizeof(key), "p-%d", i);
+		assert_int_equal(exist1(f->e, key),
+				 i < n - n / 8 ? KVF_OK
+					       : KVF_ERR_OBJECT_NOT_FOUND);
+	}
+}
+
+/*
+ * An object read since its put ranks younger than an unread one last
+ * used at the same time: once a window of objects read later has set the
+ * age bar, a window whose deeper half was read when put loses only unread
+ * objects, though by place alone the read ones would go first.
+ */
+static void test_evict_read_ranks_younger(void **state)
+{
+	struct fixture *f = *state;
+	const int n = 256; /* one window each */
+	uint64_t evicted = 0;
+	char key[32];
+	int unread = 0;
+
+	assert_int_equal(mount(f->e, C1, 1, 1 * GIB), KVF_OK);
+	fill(f->e, "a", n, false, false);
+	fill(f->e, "b", n, false, false);
+	for (int i = n / 2; i < n; i++) {
+		snprintf(key, sizeof(key), "b-%d", i);
+		assert_int_equal(get1(f->e, key, NULL), KVF_OK);
+	}
+	/* "a" read 10 s later: the bar is then 50 s, a bonus 12.5 s. */
+	test_clock_advance_ms(&f->clock, 10000);
+	for (int i = 0; i < n; i++) {
+		snprintf(key, sizeof(key), "a-%d", i);
+		assert_int_equal(get1(f->e, key, NULL), KVF_OK);
+	}
+	test_clock_advance_ms(&f->clock, 50000 + f->cfg.lease_ttl_ms);
+	/* The first window ("a"): its oldest eighth, which sets the bar. */
+	assert_int_equal(kvf_engine_evict(f->e, n / 8 * OBJ, NULL, &evicted),
+			 KVF_OK);
+	assert_int_equal(evicted, n / 8);
+	assert_int_equal(kvf_engine_evict(f->e, n / 8 * OBJ, NULL, &evicted),
+			 KVF_OK);
+	assert_int_equal(evicted, n / 8);
+	for (int i = 0; i < n; i++) {
+		snprintf(key, sizeof(key), "b-%d", i);
+		if (i >= n / 2)
+			assert_int_equal(exist1(f->e, key), KVF_OK);
+		else
+			unread += exist1(f->e, key) == KVF_OK;
+	}
+	assert_int_equal(unread, n / 2 - n / 8);
+}
+
 static void test_watermark_and_failed_allocation(void **state)
 {
 	struct fixture *f = *state;
@@ -586,6 +656,11 @@ int main(void)
 		cmocka_unit_test_setup_teardown(
 			test_evict_bar_spares_recent_window, fixture_setup,
 			fixture_teardown),
+		cmocka_unit_test_setup_teardown(
+			test_evict_equal_ages_deepest_first, fixture_setup,
+			fixture_teardown),
+		cmocka_unit_test_setup_teardown(test_evict_read_ranks_younger,
+						fixture_setup, fixture_teardown),
 		cmocka_unit_test_setup_teardown(
 			test_watermark_and_failed_allocation, fixture_setup,
 			fixture_teardown),
