@@ -5,8 +5,11 @@
  *
  * Policy. "Recently used" is the last read: a get or exist leaves lease
  * deadline = read time + lease TTL; an object never read counts from its
- * put (a soft-pinned one counts as oldest once it may go at all). Every
- * segment has a clock hand (kvf__segment.evict_hand, an offset). A step
+ * put (a soft-pinned one counts as oldest once it may go at all). The
+ * rank (rank()) adds a quarter of the age bar (below) for an object read
+ * since its put, and among equal uses takes the later-placed block first
+ * (a prefix's deeper blocks before its head). Every segment has a clock
+ * hand (kvf__segment.evict_hand, an offset). A step
  * of a hand reads a WINDOW of EVICT_WINDOW used blocks in address order
  * from the allocator (kvf__segalloc_scan), finds each block's owner (the
  * block's tag is the owner's key hash) and evicts the oldest 1/EVICT_DIV
