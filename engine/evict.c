@@ -113,7 +113,7 @@
 #define EVICT_BAR_GAIN 16
 /* A phase dry for this many blocks evicts by rank alone, bar or not. */
 #define EVICT_BAR_DRY (8 * EVICT_WINDOW)
-/* An object read since its put ranks 1/EVICT_READ_BONUS_DIV of the bar younger. */
+/* A read object ranks 1/EVICT_READ_BONUS_DIV of the bar younger. */
 #define EVICT_READ_BONUS_DIV 4
 #define EVICT_BATCH 128
 /* Pipeline distance of the owner lookups (misses in flight per stage). */
