@@ -9,21 +9,27 @@
  *
  *   loop:
  *     read the key
- *     present  -> STANDBY: remember its lease; watch the key from the
- *                 read's revision + 1 (at most 1 s), then read again
+ *     present  -> STANDBY: remember its lease and revision; watch the
+ *                 key from that revision + 1 (at most 1 s), then read
+ *                 again
  *     absent   -> CANDIDATE: grant a lease (t0 = when the grant was
- *                 sent), create the key if absent bound to it; lost the
- *                 race -> revoke, read again
+ *                 sent), create the key if absent bound to it (and,
+ *                 with legacy_key, the <= v0.3.7 key in the same
+ *                 transaction, both required absent); lost the race ->
+ *                 revoke, read again
  *     created  -> WARMUP: view = the transaction's revision (= the key's
  *                 create revision); deadline = t0 + TTL - margin; renew
  *                 every TTL/4 and after each renewal (sent at t) set
  *                 deadline = t + TTL - margin and check that the key is
  *                 still ours (present, same create revision)
- *                 LEADER once the previous holder's lease is gone: at
- *                 once when the key we watched was deleted and that
- *                 lease no longer exists (it expired, or its leader
- *                 revoked it after it stopped serving), else after a
- *                 full TTL + margin (we do not know whom we replace)
+ *                 LEADER once the previous holder's lease is gone: when
+ *                 the key's history after our last read is its
+ *                 deletion then our creation, that holder is the one
+ *                 we replace, and we serve as soon as etcd says its
+ *                 lease no longer exists (asked every 200 ms: it
+ *                 expired, or its leader revoked it after it stopped
+ *                 serving); otherwise (first start, another holder in
+ *                 between) after a full TTL + margin
  *     renewal refused (lease gone), key no longer ours, or the deadline
  *     passed -> STANDBY (revoke the lease, best effort) and loop
  *
@@ -39,9 +45,15 @@
  *
  * Why a new leader may skip the wait: the key disappears only when its
  * lease ends (expired: its leader's deadline passed earlier; revoked:
- * kvf_ha_stop() revokes after the master stopped serving) or when
- * someone deletes it; in the last case the old lease is still alive,
- * which the time-to-live query tells, and the new leader waits.
+ * kvf_ha_stop() and step_down() revoke after the master stopped
+ * serving) or when someone deletes it; in the last case the old lease
+ * is still alive, which the time-to-live query tells, and the new
+ * leader waits until that leader's next renewal finds the key gone and
+ * it steps down (revoking), or the full TTL + margin. The history is
+ * read rather than trusted to the watch, so a deletion that fell
+ * between two watches (or during an etcd restart) is known too: only
+ * the holder immediately before us matters, because it could only have
+ * served after its own predecessor's lease was gone.
  */
 #include "config.h"
 
@@ -60,11 +72,15 @@
 #define HA_KEY_MAX 512
 #define HA_RETRY_NS (200 * KVF__NS_PER_MS)
 #define HA_WATCH_MS 1000u
+#define HA_HISTORY_MS 1000u /* past changes come at once */
 
 struct kvf_ha {
 	struct kvf_etcd *etcd;
 	char key[HA_KEY_MAX];
 	size_t klen;
+	/* what a win publishes: key, and the <= v0.3.7 key if asked */
+	struct kvf_etcd_key keys[2];
+	size_t nkeys;
 	char *advertise;
 	uint64_t ttl_ns, renew_ns, margin_ns;
 	unsigned ttl_s;
@@ -84,8 +100,11 @@ struct kvf_ha {
 	_Atomic uint64_t deadline_ns; /* serve only before this */
 
 	/* the campaign thread's own */
-	int64_t lease;	    /* held, or 0 */
-	int64_t prev_lease; /* the holder we watched leave, or 0 */
+	int64_t lease; /* held, or 0 */
+	bool legacy_logged;
+	/* the key as this standby last read it: its lease and the
+	 * revision of its last change (0: not read since leading) */
+	int64_t seen_lease, seen_mod;
 };
 
 const char *kvf_ha_role_name(enum kvf_ha_role role)
@@ -251,6 +270,30 @@ static void seen(struct kvf_ha *ha, const char *leader, uint64_t view)
 	pthread_mutex_unlock(&ha->mu);
 }
 
+/* 1 when every key we published is still ours (same create revision,
+ * same lease), 0 when one is not, negative when etcd did not answer. */
+static int keys_ours(struct kvf_ha *ha)
+{
+	for (size_t i = 0; i < ha->nkeys; i++) {
+		struct kvf_etcd_kv kv;
+		bool found, ours;
+		int ret = kvf_etcd_get(ha->etcd, ha->keys[i].key,
+				       ha->keys[i].len, &kv, &found);
+
+		if (ret)
+			return ret;
+		ours = found &&
+		       (uint64_t)kv.create_revision ==
+			       kvf_ha_view_version(ha) &&
+		       kv.lease == ha->lease;
+		if (found)
+			kvf_etcd_kv_clear(&kv);
+		if (!ours)
+			return 0;
+	}
+	return 1;
+}
+
 /*
  * Renew once: 1 when etcd confirmed it (and the key is still ours), 0
  * when it did not answer (retry; the deadline runs on), -1 when the
@@ -260,8 +303,7 @@ static void seen(struct kvf_ha *ha, const char *leader, uint64_t view)
 static int renew(struct kvf_ha *ha, const char **why)
 {
 	uint64_t sent = kvf__now_ns(), deadline;
-	struct kvf_etcd_kv kv;
-	bool found, confirmed = false;
+	bool confirmed = false;
 	int ret;
 
 	ret = kvf_etcd_lease_keepalive(ha->etcd, ha->lease, NULL);
@@ -276,21 +318,12 @@ static int renew(struct kvf_ha *ha, const char **why)
 		atomic_store_explicit(&ha->deadline_ns,
 				      sent + ha->ttl_ns - ha->margin_ns,
 				      memory_order_release);
-		ret = kvf_etcd_get(ha->etcd, ha->key, ha->klen, &kv, &found);
+		ret = keys_ours(ha);
 		if (!ret) {
-			bool ours = found &&
-				    (uint64_t)kv.create_revision ==
-					    kvf_ha_view_version(ha) &&
-				    kv.lease == ha->lease;
-
-			if (found)
-				kvf_etcd_kv_clear(&kv);
-			if (!ours) {
-				*why = "the key was deleted or replaced";
-				return -1;
-			}
-			confirmed = true;
+			*why = "the key was deleted or replaced";
+			return -1;
 		}
+		confirmed = ret > 0;
 	}
 	if (kvf__now_ns() >=
 	    atomic_load_explicit(&ha->deadline_ns, memory_order_acquire)) {
@@ -300,33 +333,76 @@ static int renew(struct kvf_ha *ha, const char **why)
 	return confirmed;
 }
 
-/* Hold the key until it is lost or we stop. */
-static void lead(struct kvf_ha *ha, uint64_t granted_at)
+/*
+ * Is the holder this standby last saw the one it replaces? Yes when the
+ * key's history after that read is exactly its deletion, then our
+ * creation at @rev. Both are past changes, which etcd sends as soon as
+ * the watch is made; anything else (another holder in between, history
+ * compacted, etcd unreachable) is a no: we do not know whom we replace.
+ */
+static bool replaces_seen(struct kvf_ha *ha, int64_t rev)
+{
+	struct kvf_etcd_event ev;
+	bool fired;
+
+	if (!ha->seen_lease ||
+	    kvf_etcd_watch(ha->etcd, ha->key, ha->klen, false, ha->seen_mod + 1,
+			   HA_HISTORY_MS, &ev, &fired) ||
+	    !fired || !ev.deleted)
+		return false;
+	return !kvf_etcd_watch(ha->etcd, ha->key, ha->klen, false,
+			       ev.mod_revision + 1, HA_HISTORY_MS, &ev,
+			       &fired) &&
+	       fired && !ev.deleted && ev.create_revision == rev;
+}
+
+/* Warm-up: serve once the previous holder's lease @prev is gone, or at
+ * *@warm_until; *@poll_at is when to ask etcd again. */
+static void warm_up(struct kvf_ha *ha, int64_t prev, uint64_t *warm_until,
+		    uint64_t *poll_at)
+{
+	uint64_t now = kvf__now_ns();
+
+	if (prev && now >= *poll_at) {
+		if (kvf_etcd_lease_ttl(ha->etcd, prev, NULL) ==
+		    KVF_ERR_OBJECT_NOT_FOUND) {
+			fprintf(stderr, "ha: the previous lease is over\n");
+			*warm_until = now;
+		}
+		*poll_at = kvf__now_ns() + HA_RETRY_NS;
+	}
+	if (now < *warm_until)
+		return;
+	set_role(ha, KVF_HA_LEADER);
+	fprintf(stderr, "ha: leading, view version %llu\n",
+		(unsigned long long)kvf_ha_view_version(ha));
+}
+
+/* Hold the key created at @rev until it is lost or we stop. */
+static void lead(struct kvf_ha *ha, uint64_t granted_at, int64_t rev)
 {
 	uint64_t warm_until = kvf__now_ns() + ha->ttl_ns + ha->margin_ns;
-	uint64_t next = granted_at + ha->renew_ns;
+	uint64_t next = granted_at + ha->renew_ns, poll_at = 0;
+	int64_t prev = replaces_seen(ha, rev) ? ha->seen_lease : 0;
 	const char *why = NULL;
 
-	if (ha->prev_lease &&
-	    kvf_etcd_lease_ttl(ha->etcd, ha->prev_lease, NULL) ==
-		    KVF_ERR_OBJECT_NOT_FOUND)
-		warm_until = 0; /* the previous leader's lease is over */
-	ha->prev_lease = 0;
-	fprintf(stderr, "ha: elected, view version %llu%s\n",
-		(unsigned long long)kvf_ha_view_version(ha),
-		warm_until ? "; serving after a full TTL (no previous lease "
-			     "known to be over)"
-			   : "; the previous lease is over");
+	ha->seen_lease = 0;
+	fprintf(stderr, "ha: elected, view version %llu; %s\n",
+		(unsigned long long)rev,
+		prev ? "serving once the previous leader's lease is gone"
+		     : "serving after a full TTL (the previous leader is "
+		       "not known)");
 	for (;;) {
-		uint64_t now = kvf__now_ns(), wake = next;
+		uint64_t wake = next;
 
-		if (kvf_ha_role(ha) == KVF_HA_WARMUP && now >= warm_until) {
-			set_role(ha, KVF_HA_LEADER);
-			fprintf(stderr, "ha: leading, view version %llu\n",
-				(unsigned long long)kvf_ha_view_version(ha));
+		if (kvf_ha_role(ha) == KVF_HA_WARMUP)
+			warm_up(ha, prev, &warm_until, &poll_at);
+		if (kvf_ha_role(ha) == KVF_HA_WARMUP) {
+			if (warm_until < wake)
+				wake = warm_until;
+			if (prev && poll_at < wake)
+				wake = poll_at;
 		}
-		if (kvf_ha_role(ha) == KVF_HA_WARMUP && warm_until < wake)
-			wake = warm_until;
 		if (!sleep_until(ha, wake))
 			return; /* kvf_ha_stop() revokes */
 		if (kvf__now_ns() < next)
@@ -342,6 +418,33 @@ static void lead(struct kvf_ha *ha, uint64_t granted_at)
 			next = kvf__now_ns() + ha->renew_ns;
 		}
 	}
+}
+
+/*
+ * After a lost race with --ha_publish_legacy_key: is it the <= v0.3.7
+ * key, not ours, that another master (another cluster, or an upstream
+ * master) holds while ours is absent? Then say so once and retry slowly:
+ * that key names one leader per etcd, whatever the cluster.
+ */
+static bool legacy_held(struct kvf_ha *ha)
+{
+	struct kvf_etcd_kv kv;
+	bool found;
+
+	if (ha->nkeys < 2 ||
+	    kvf_etcd_get(ha->etcd, ha->key, ha->klen, &kv, &found))
+		return false;
+	if (found) {
+		kvf_etcd_kv_clear(&kv);
+		return false; /* a competitor of our own cluster won */
+	}
+	if (!ha->legacy_logged)
+		fprintf(stderr,
+			"ha: cannot lead: the key %s is held by a "
+			"master of another cluster; retrying\n",
+			KVF_HA_LEGACY_KEY);
+	ha->legacy_logged = true;
+	return true;
 }
 
 static void *campaign(void *arg)
@@ -363,22 +466,18 @@ static void *campaign(void *arg)
 			continue;
 		}
 		if (found) {
-			int64_t lease = kv.lease;
-
 			if (!logged_standby)
 				fprintf(stderr, "ha: standby; leader is %s\n",
 					kv.value);
 			logged_standby = true;
 			seen(ha, kv.value, (uint64_t)kv.create_revision);
+			ha->seen_lease = kv.lease;
+			ha->seen_mod = kv.mod_revision;
 			set_role(ha, KVF_HA_STANDBY);
 			ret = kvf_etcd_watch(ha->etcd, ha->key, ha->klen, false,
 					     kv.mod_revision + 1, HA_WATCH_MS,
 					     &ev, &fired);
 			kvf_etcd_kv_clear(&kv);
-			/* The holder we watched leave, if its deletion is the
-			 * first change after our read. */
-			ha->prev_lease =
-				!ret && fired && ev.deleted ? lease : 0;
 			if (ret)
 				sleep_until(ha, kvf__now_ns() + HA_RETRY_NS);
 			continue;
@@ -392,14 +491,13 @@ static void *campaign(void *arg)
 			sleep_until(ha, kvf__now_ns() + HA_RETRY_NS);
 			continue;
 		}
-		ret = kvf_etcd_create(ha->etcd, ha->key, ha->klen,
-				      ha->advertise, strlen(ha->advertise),
-				      ha->lease, &created, &rev);
+		ret = kvf_etcd_create_all(ha->etcd, ha->keys, ha->nkeys,
+					  ha->advertise, strlen(ha->advertise),
+					  ha->lease, &created, &rev);
 		if (ret || !created || rev <= 0) {
 			kvf_etcd_lease_revoke(ha->etcd, ha->lease);
 			ha->lease = 0;
-			ha->prev_lease = 0;
-			if (ret)
+			if (ret || (!created && legacy_held(ha)))
 				sleep_until(ha, kvf__now_ns() + HA_RETRY_NS);
 			continue;
 		}
@@ -411,7 +509,7 @@ static void *campaign(void *arg)
 		seen(ha, ha->advertise, (uint64_t)rev);
 		atomic_fetch_add(&ha->elected, 1);
 		set_role(ha, KVF_HA_WARMUP);
-		lead(ha, t0);
+		lead(ha, t0, rev);
 	}
 	return NULL;
 }
@@ -436,6 +534,12 @@ int kvf_ha_start(const struct kvf_ha_options *opts, struct kvf_ha **out)
 		free(ha);
 		return KVF_ERR_INVALID_ARGUMENT;
 	}
+	ha->keys[0] = (struct kvf_etcd_key){.key = ha->key, .len = ha->klen};
+	ha->nkeys = 1;
+	if (opts->legacy_key)
+		ha->keys[ha->nkeys++] =
+			(struct kvf_etcd_key){.key = KVF_HA_LEGACY_KEY,
+					      .len = strlen(KVF_HA_LEGACY_KEY)};
 	ha->ttl_s = opts->ttl_s;
 	ha->ttl_ns = opts->ttl_s * KVF__NS_PER_SEC;
 	ha->renew_ns = ha->ttl_ns / 4;

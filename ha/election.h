@@ -25,6 +25,9 @@
 
 struct kvf_ha;
 
+/* The election key of Mooncake <= v0.3.7 (no cluster id in it). */
+#define KVF_HA_LEGACY_KEY "mooncake-store/master_view"
+
 /* The roles, as upstream's /health names them. */
 enum kvf_ha_role {
 	KVF_HA_CANDIDATE, /* reading the key, about to try to take it */
@@ -41,12 +44,18 @@ enum kvf_ha_role {
  *	upstream); empty means $MC_STORE_CLUSTER_ID, else mooncake_cluster.
  * @advertise: the "host:port" published as the leader's address.
  * @ttl_s: the lease's TTL in seconds (at least 1).
+ * @legacy_key: also publish KVF_HA_LEGACY_KEY, the spelling Mooncake
+ *	clients up to v0.3.7 read, with the same value and lease in the
+ *	same transaction (both must be absent; the leader steps down when
+ *	either is no longer its own). That key has no cluster id: one
+ *	cluster per etcd may publish it.
  */
 struct kvf_ha_options {
 	const char *endpoints;
 	const char *cluster_id;
 	const char *advertise;
 	unsigned ttl_s;
+	bool legacy_key;
 };
 
 /**

@@ -418,6 +418,12 @@ static int kv_from_json(json_t *kvj, struct kvf_etcd_kv *kv)
 int kvf_etcd_get(struct kvf_etcd *e, const void *key, size_t klen,
 		 struct kvf_etcd_kv *kv, bool *found)
 {
+	return kvf_etcd_get_at(e, key, klen, kv, found, NULL);
+}
+
+int kvf_etcd_get_at(struct kvf_etcd *e, const void *key, size_t klen,
+		    struct kvf_etcd_kv *kv, bool *found, int64_t *revision)
+{
 	json_t *resp, *kvs;
 	int ret, code;
 
@@ -427,6 +433,9 @@ int kvf_etcd_get(struct kvf_etcd *e, const void *key, size_t klen,
 		   &code);
 	if (ret)
 		return ret;
+	if (revision)
+		*revision =
+			get_i64(json_object_get(resp, "header"), "revision");
 	kvs = json_object_get(resp, "kvs");
 	if (json_is_array(kvs) && json_array_size(kvs)) {
 		ret = kv_from_json(json_array_get(kvs, 0), kv);
@@ -454,19 +463,40 @@ static int lease_status(int ret, int code)
 		       : ret;
 }
 
-int kvf_etcd_create(struct kvf_etcd *e, const void *key, size_t klen,
-		    const void *value, size_t vlen, int64_t lease,
-		    bool *created, int64_t *revision)
+int kvf_etcd_create_all(struct kvf_etcd *e, const struct kvf_etcd_key *keys,
+			size_t n, const void *value, size_t vlen, int64_t lease,
+			bool *created, int64_t *revision)
 {
-	json_t *resp;
+	json_t *cmp = json_array(), *ops = json_array(), *resp;
 	int ret, code;
 
 	*created = false;
+	if (!n) {
+		json_decref(cmp);
+		json_decref(ops);
+		return KVF_ERR_INVALID_ARGUMENT;
+	}
+	/* json_array_append_new() does not append a NULL (out of
+	 * memory): the size check below catches it */
+	for (size_t i = 0; cmp && ops && i < n; i++) {
+		json_array_append_new(
+			cmp,
+			json_pack("{s:o,s:s,s:s}", "key",
+				  b64_json(keys[i].key, keys[i].len), "target",
+				  "CREATE", "create_revision", "0"));
+		json_array_append_new(ops,
+				      json_pack("{s:o}", "request_put",
+						put_op(keys[i].key, keys[i].len,
+						       value, vlen, lease)));
+	}
+	if (!cmp || !ops || json_array_size(cmp) != n ||
+	    json_array_size(ops) != n) {
+		json_decref(cmp);
+		json_decref(ops);
+		return KVF_ERR_NO_MEMORY;
+	}
 	ret = call(e, "/v3/kv/txn",
-		   json_pack("{s:[{s:o,s:s,s:s}],s:[{s:o}]}", "compare", "key",
-			     b64_json(key, klen), "target", "CREATE",
-			     "create_revision", "0", "success", "request_put",
-			     put_op(key, klen, value, vlen, lease)),
+		   json_pack("{s:o,s:o}", "compare", cmp, "success", ops),
 		   &resp, &code);
 	if (ret)
 		return lease_status(ret, code);
@@ -476,6 +506,16 @@ int kvf_etcd_create(struct kvf_etcd *e, const void *key, size_t klen,
 			get_i64(json_object_get(resp, "header"), "revision");
 	json_decref(resp);
 	return KVF_OK;
+}
+
+int kvf_etcd_create(struct kvf_etcd *e, const void *key, size_t klen,
+		    const void *value, size_t vlen, int64_t lease,
+		    bool *created, int64_t *revision)
+{
+	struct kvf_etcd_key k = {.key = key, .len = klen};
+
+	return kvf_etcd_create_all(e, &k, 1, value, vlen, lease, created,
+				   revision);
 }
 
 int kvf_etcd_put(struct kvf_etcd *e, const void *key, size_t klen,

@@ -88,6 +88,14 @@ size_t kvf_etcd_endpoint_count(const struct kvf_etcd *e);
 int kvf_etcd_get(struct kvf_etcd *e, const void *key, size_t klen,
 		 struct kvf_etcd_kv *kv, bool *found);
 
+/**
+ * kvf_etcd_get_at() - kvf_etcd_get(), and the store's revision the read
+ * saw in *@revision (whether or not the key exists; may be NULL): a
+ * watch from @revision + 1 misses no later change of the key.
+ */
+int kvf_etcd_get_at(struct kvf_etcd *e, const void *key, size_t klen,
+		    struct kvf_etcd_kv *kv, bool *found, int64_t *revision);
+
 /** kvf_etcd_kv_clear() - free @kv's value and zero it. */
 void kvf_etcd_kv_clear(struct kvf_etcd_kv *kv);
 
@@ -108,6 +116,25 @@ void kvf_etcd_kv_clear(struct kvf_etcd_kv *kv);
 int kvf_etcd_create(struct kvf_etcd *e, const void *key, size_t klen,
 		    const void *value, size_t vlen, int64_t lease,
 		    bool *created, int64_t *revision);
+
+/** struct kvf_etcd_key - one key of kvf_etcd_create_all(). */
+struct kvf_etcd_key {
+	const void *key;
+	size_t len;
+};
+
+/**
+ * kvf_etcd_create_all() - put each of @n keys = @value, bound to @lease,
+ * only if none of them exists, in one transaction (one CREATE revision
+ * == 0 compare and one put per key): all are created, with the same
+ * create revision, or none.
+ * @keys, @n: the keys (at least one).
+ * Other arguments, context and return: as kvf_etcd_create();
+ * %KVF_ERR_INVALID_ARGUMENT when @n is 0.
+ */
+int kvf_etcd_create_all(struct kvf_etcd *e, const struct kvf_etcd_key *keys,
+			size_t n, const void *value, size_t vlen, int64_t lease,
+			bool *created, int64_t *revision);
 
 /**
  * kvf_etcd_put() - put @key = @value unconditionally.

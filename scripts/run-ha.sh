@@ -10,11 +10,14 @@
 # answers. Then serve until Ctrl-C (the killed master is restarted as a
 # standby after each failover).
 #
-#   scripts/run-ha.sh [--failovers N] [--ttl S] [--no-serve] [-- MASTER_FLAGS]
+#   scripts/run-ha.sh [--failovers N] [--ttl S] [--signal KILL|TERM]
+#                     [--no-serve] [-- MASTER_FLAGS]
 #
 #   --failovers N  kill the leader N times (default 1) and print the
 #                  failover time of each, then min/p50/p99/max
 #   --ttl S        --ha_lease_ttl of the masters (default 5)
+#   --signal TERM  stop the leader with SIGTERM instead (a graceful
+#                  hand-over: it closes its port and revokes its lease)
 #   --no-serve     stop everything after the measurement
 #
 # Flags after -- go to every kvforge-master. KVF_PREBUILT=DIR uses the
@@ -30,16 +33,22 @@ here=$(pwd)
 failovers=1
 ttl=5
 serve=1
+sig=KILL
 while [ $# -gt 0 ]; do
 	case $1 in
 	--failovers) failovers=$2; shift 2 ;;
 	--ttl) ttl=$2; shift 2 ;;
+	--signal) sig=$2; shift 2 ;;
 	--no-serve) serve=0; shift ;;
 	--) shift; break ;;
-	*) echo "usage: $0 [--failovers N] [--ttl S] [--no-serve] [-- MASTER_FLAGS]" >&2
+	*) echo "usage: $0 [--failovers N] [--ttl S] [--signal KILL|TERM] [--no-serve] [-- MASTER_FLAGS]" >&2
 	   exit 2 ;;
 	esac
 done
+case $sig in
+KILL|TERM) ;;
+*) echo "run-ha.sh: --signal takes KILL or TERM" >&2; exit 2 ;;
+esac
 case $failovers$ttl in
 *[!0-9]*) echo "run-ha.sh: --failovers and --ttl take whole numbers" >&2; exit 2 ;;
 esac
@@ -182,7 +191,7 @@ for k in $(seq 1 "$failovers"); do
 	done
 	sleep 1
 	t_kill=$(date +%s.%N)
-	kill -KILL "${pids[$li]}"
+	kill -"$sig" "${pids[$li]}"
 	wait "${pids[$li]}" 2>/dev/null || true
 	# the bench's line for the next view
 	line=
@@ -196,19 +205,19 @@ for k in $(seq 1 "$failovers"); do
 	read -r nview t_ok <<<"$line"
 	ms=$(python3 -c "print('%.1f' % ((float('$t_ok') - float('$t_kill')) * 1000))")
 	echo "$ms" >>"$results"
-	kvf_log "failover $k/$failovers: leader $addr (view $view) SIGKILLed; new leader's first answer to the bench after $ms ms (view $nview)"
+	kvf_log "failover $k/$failovers: leader $addr (view $view) SIG$sig; new leader's first answer to the bench after $ms ms (view $nview)"
 	start_master "$li" "${extra[@]+"${extra[@]}"}"
 done
 
-python3 - "$results" "$ttl" <<'EOF'
+python3 - "$results" "$ttl" "$sig" <<'EOF'
 import math, sys
 v = sorted(float(x) for x in open(sys.argv[1]) if x.strip())
 def q(p):
     return v[max(0, math.ceil(p * len(v)) - 1)]  # nearest rank
-print("failover (leader SIGKILL -> first batch answered by the new leader), "
+print("failover (leader SIG%s -> first batch answered by the new leader), "
       "--ha_lease_ttl %s, %d failovers: min %.0f ms, p50 %.0f ms, "
-      "p99 %.0f ms, max %.0f ms" % (sys.argv[2], len(v), v[0], q(0.5),
-                                    q(0.99), v[-1]))
+      "p99 %.0f ms, max %.0f ms" % (sys.argv[3], sys.argv[2], len(v), v[0],
+                                    q(0.5), q(0.99), v[-1]))
 EOF
 lost=$(grep -c "failover: view" "$work/bench.log" || true)
 kvf_log "not replicated: each new leader serves only what its own --data-dir holds; objects acknowledged by the killed leader are not on it (docs/ha.md). The bench saw $lost failovers; batches in flight at each kill were lost, none acknowledged was retried."

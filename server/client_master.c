@@ -6,13 +6,14 @@
  *
  * Design: nothing is cached but the last value read; every connect reads
  * the key again, so a client that lost its connection follows a new
- * leader as soon as the key names it. After a refused connect the key is
- * watched from the revision after the read, for at most 100 ms: a change
- * (the dead leader's lease expired, a new leader wrote the key) wakes the
- * client at once, and a leader that wrote the key but does not listen yet
- * is retried ten times a second. The etcd client is safe to share between
- * threads, so one struct kvf_client_master serves all of a process's
- * connections; it holds no other state.
+ * leader as soon as the key names it. After a refused connect, or when
+ * no key exists, the key is watched from the revision after the read,
+ * for at most 100 ms: a change (the dead leader's lease expired, a new
+ * leader wrote the key) wakes the client at once, and a leader that
+ * wrote the key but does not listen yet is retried ten times a second.
+ * The etcd client is safe to share between threads, so one struct
+ * kvf_client_master serves all of a process's connections; it holds no
+ * other state.
  */
 #include "config.h"
 
@@ -133,21 +134,23 @@ static void nap_ms(unsigned ms)
 
 /*
  * Read the key once. *rev: the revision to watch from afterwards (the
- * key's mod revision + 1; 0 when absent or unreadable).
+ * read's revision + 1, so an absent key's creation wakes the watch; 0
+ * when unreadable).
  */
 static int read_leader(struct kvf_client_master *m, struct kvf_client_leader *l,
 		       int64_t *rev)
 {
 	struct kvf_etcd_kv kv = {0};
 	bool found = false;
-	int rc = kvf_etcd_get(m->etcd, m->key, m->klen, &kv, &found);
+	int64_t at = 0;
+	int rc = kvf_etcd_get_at(m->etcd, m->key, m->klen, &kv, &found, &at);
 
 	*rev = 0;
 	if (rc)
 		return rc;
+	*rev = at > 0 ? at + 1 : 0;
 	if (!found)
 		return KVF_ERR_OBJECT_NOT_FOUND;
-	*rev = kv.mod_revision + 1;
 	rc = split_addr(kv.value, kv.len, l->host, sizeof(l->host), &l->port);
 	l->view = kv.create_revision;
 	kvf_etcd_kv_clear(&kv);
@@ -166,7 +169,7 @@ static void wait_change(struct kvf_client_master *m, int64_t rev,
 		return;
 	if (!rev || kvf_etcd_watch(m->etcd, m->key, m->klen, false, rev, ms,
 				   &ev, &fired))
-		nap_ms(ms); /* no key, or etcd unreachable: poll */
+		nap_ms(ms); /* etcd unreachable: poll */
 }
 
 int kvf_client_master_leader(struct kvf_client_master *m, uint64_t deadline_ns,

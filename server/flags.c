@@ -174,6 +174,10 @@ static const struct flag_def flag_table[] = {
 	 "TTL of the leader's etcd lease, s"},
 	{"ha_advertise_address", FLAG_STR, F(ha_advertise_address), NOSET, "",
 	 "host:port published as the leader (default: --rpc_address:port)"},
+	{"ha_publish_legacy_key", FLAG_BOOL, F(ha_publish_legacy_key), NOSET,
+	 "false",
+	 "also publish the leader under mooncake-store/master_view "
+	 "(clients <= v0.3.7)"},
 	{"help", FLAG_BOOL, F(help), NOSET, "false", "print this list"},
 };
 

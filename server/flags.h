@@ -78,6 +78,7 @@ struct kvf_master_flags {
 	bool enable_rdma;
 	uint64_t ha_lease_ttl_s;
 	char ha_advertise_address[KVF_FLAGS_STR_MAX];
+	bool ha_publish_legacy_key;
 	bool help;
 	/* which of the above were given (not defaults) */
 	bool placement_set;

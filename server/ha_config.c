@@ -119,5 +119,6 @@ int kvf_flags_ha_options(const struct kvf_master_flags *f,
 	o->cluster_id = f->cluster_id;
 	o->advertise = advertise;
 	o->ttl_s = (unsigned)f->ha_lease_ttl_s;
+	o->legacy_key = f->ha_publish_legacy_key;
 	return KVF_OK;
 }

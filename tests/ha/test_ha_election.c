@@ -10,6 +10,11 @@
  *    higher view version;
  *  - a leader whose key is deleted steps down;
  *  - after etcd is killed and restarted, one of them leads again;
+ *  - a standby that takes the key serves as soon as the previous
+ *    holder's lease is gone, whether it watched the deletion or found
+ *    the key absent on a read, and not while that lease lives;
+ *  - with legacy_key, the <= v0.3.7 key is published in the same
+ *    transaction, and another master's copy of it blocks the election;
  *  - cluster id: one trailing '/' dropped; empty means
  *    $MC_STORE_CLUSTER_ID, else mooncake_cluster.
  * A sampling thread checks throughout that the two never may serve at
@@ -79,16 +84,21 @@ static void *sampler(void *arg)
 	return NULL;
 }
 
-static struct kvf_ha *start(const char *advertise)
+static struct kvf_ha *start_ttl(const char *advertise, unsigned ttl_s)
 {
 	struct kvf_ha_options o = {.endpoints = etcd_fx.endpoint,
 				   .cluster_id = "ha_test/",
 				   .advertise = advertise,
-				   .ttl_s = 1};
+				   .ttl_s = ttl_s};
 	struct kvf_ha *ha;
 
 	assert_int_equal(kvf_ha_start(&o, &ha), KVF_OK);
 	return ha;
+}
+
+static struct kvf_ha *start(const char *advertise)
+{
+	return start_ttl(advertise, 1);
 }
 
 /* Wait (20 s at most) until @ha may serve, or until it is a standby. */
@@ -233,12 +243,192 @@ static void test_election(void **state)
 	assert_false(atomic_load(&both_served));
 }
 
+/* A fake leader: KEY = "10.0.0.9:9" bound to a fresh lease of @ttl_s. */
+static int64_t fake_leader(struct kvf_etcd *e, unsigned ttl_s)
+{
+	int64_t lease, rev;
+	bool created;
+
+	assert_int_equal(kvf_etcd_delete(e, KEY, strlen(KEY)), KVF_OK);
+	assert_int_equal(kvf_etcd_lease_grant(e, ttl_s, &lease), KVF_OK);
+	assert_int_equal(kvf_etcd_create(e, KEY, strlen(KEY), "10.0.0.9:9", 10,
+					 lease, &created, &rev),
+			 KVF_OK);
+	assert_true(created);
+	return lease;
+}
+
+/* Wait (20 s at most) until @ha may serve; return the seconds it took. */
+static double secs_to_serve(struct kvf_ha *ha)
+{
+	struct timespec a, b;
+
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	wait_serving(ha);
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	return (double)(b.tv_sec - a.tv_sec) + (b.tv_nsec - a.tv_nsec) / 1e9;
+}
+
+/* A standby (TTL 30 s) behind a fake leader whose lease (TTL 30 s) is
+ * *@lease; *@e: a client of the fixture's member. */
+static struct kvf_ha *standby_behind_fake(struct kvf_etcd **e, int64_t *lease)
+{
+	struct kvf_ha *b;
+
+	assert_int_equal(kvf_etcd_new(etcd_fx.endpoint, 2000, e), KVF_OK);
+	*lease = fake_leader(*e, 30);
+	b = start_ttl("10.0.0.2:5002", 30);
+	wait_role(b, KVF_HA_STANDBY);
+	return b;
+}
+
+/*
+ * The key deleted by hand while its holder's lease lives: the standby
+ * takes the key but does not serve until that lease is gone (the holder
+ * would step down and revoke it at its next renewal), and then serves at
+ * once, not after its own TTL + TTL/4 (37.5 s here; 15 s is the bound).
+ */
+static void test_waits_for_live_lease(void **state)
+{
+	struct kvf_etcd *e;
+	int64_t lease;
+	struct kvf_ha *b = standby_behind_fake(&e, &lease);
+
+	(void)state;
+	assert_int_equal(kvf_etcd_delete(e, KEY, strlen(KEY)), KVF_OK);
+	wait_role(b, KVF_HA_WARMUP);
+	for (int i = 0; i < 5; i++) /* the old lease lives: no serving */
+		assert_false(kvf_ha_wait(b, 100));
+	assert_int_equal(kvf_ha_role(b), KVF_HA_WARMUP);
+	assert_int_equal(kvf_etcd_lease_revoke(e, lease), KVF_OK);
+	assert_true(secs_to_serve(b) < 15.0);
+	assert_true(kvf_ha_may_serve(b));
+	kvf_ha_stop(b);
+	kvf_etcd_free(e);
+}
+
+/* Point the fixture's member at client port @port (restarting it). */
+static void move_etcd(uint16_t port)
+{
+	etcd_fixture_kill(&etcd_fx);
+	etcd_fx.client_port = port;
+	snprintf(etcd_fx.endpoint, sizeof(etcd_fx.endpoint), "127.0.0.1:%u",
+		 port);
+	etcd_fixture_restart(&etcd_fx);
+}
+
+/*
+ * The holder's lease ends while the standby cannot reach etcd (the
+ * member moved to another client port meanwhile): its next read finds
+ * no key, no watch ever saw the deletion. The key's history tells it
+ * whom it replaces, so it serves at once rather than after its own
+ * TTL + TTL/4 (37.5 s; 15 s is the bound).
+ */
+static void test_missed_deletion(void **state)
+{
+	uint16_t port = etcd_fx.client_port;
+	struct kvf_etcd *e;
+	int64_t lease;
+	struct kvf_ha *b = standby_behind_fake(&e, &lease);
+
+	(void)state;
+	kvf_etcd_free(e);		     /* its endpoint moves */
+	move_etcd(etcd_fixture_free_port()); /* out of the standby's reach */
+	assert_int_equal(kvf_etcd_new(etcd_fx.endpoint, 2000, &e), KVF_OK);
+	assert_int_equal(kvf_etcd_lease_revoke(e, lease), KVF_OK);
+	kvf_etcd_free(e);
+	move_etcd(port);
+	assert_true(secs_to_serve(b) < 15.0);
+	assert_true(kvf_ha_may_serve(b));
+	kvf_ha_stop(b);
+}
+
+/* @key's value, create revision and lease (value NULL: absent). */
+static void key_is(struct kvf_etcd *e, const char *key, const char *value,
+		   uint64_t view, int64_t *lease)
+{
+	struct kvf_etcd_kv kv;
+	bool found;
+
+	assert_int_equal(kvf_etcd_get(e, key, strlen(key), &kv, &found),
+			 KVF_OK);
+	assert_int_equal(found, value != NULL);
+	if (!found)
+		return;
+	assert_string_equal(kv.value, value);
+	assert_int_equal((uint64_t)kv.create_revision, view);
+	*lease = kv.lease;
+	kvf_etcd_kv_clear(&kv);
+}
+
+/*
+ * legacy_key: the leader publishes mooncake-store/master_view too, with
+ * the same value, lease and create revision (one transaction); both go
+ * with its stop. Held by someone else, that key keeps the candidate from
+ * leading (nothing is published) until it is gone.
+ */
+static void test_legacy_key(void **state)
+{
+	struct kvf_ha_options o = {.endpoints = etcd_fx.endpoint,
+				   .cluster_id = "ha_test",
+				   .advertise = "10.0.0.3:5003",
+				   .ttl_s = 1,
+				   .legacy_key = true};
+	const char *lk = KVF_HA_LEGACY_KEY;
+	int64_t l1 = 0, l2 = 0;
+	struct kvf_etcd *e;
+	struct kvf_ha *ha;
+	uint64_t view;
+
+	(void)state;
+	assert_string_equal(lk, "mooncake-store/master_view");
+	assert_int_equal(kvf_etcd_new(etcd_fx.endpoint, 2000, &e), KVF_OK);
+	assert_int_equal(kvf_etcd_delete(e, KEY, strlen(KEY)), KVF_OK);
+	assert_int_equal(kvf_etcd_delete(e, lk, strlen(lk)), KVF_OK);
+
+	assert_int_equal(kvf_ha_start(&o, &ha), KVF_OK);
+	assert_true(wait_serving(ha));
+	view = kvf_ha_view_version(ha);
+	key_is(e, KEY, "10.0.0.3:5003", view, &l1);
+	key_is(e, lk, "10.0.0.3:5003", view, &l2);
+	assert_true(l1 != 0);
+	assert_int_equal(l1, l2);
+	kvf_ha_stop(ha);
+	key_is(e, KEY, NULL, 0, &l1);
+	key_is(e, lk, NULL, 0, &l1);
+
+	/* the old key held by another master: no leading, nothing written */
+	assert_int_equal(kvf_etcd_put(e, lk, strlen(lk), "10.9.9.9:1", 10, 0),
+			 KVF_OK);
+	assert_int_equal(kvf_ha_start(&o, &ha), KVF_OK);
+	for (int i = 0; i < 20; i++)
+		assert_false(kvf_ha_wait(ha, 100));
+	key_is(e, KEY, NULL, 0, &l1);
+	assert_int_equal(kvf_etcd_delete(e, lk, strlen(lk)), KVF_OK);
+	assert_true(wait_serving(ha));
+	view = kvf_ha_view_version(ha);
+	key_is(e, KEY, "10.0.0.3:5003", view, &l1);
+	key_is(e, lk, "10.0.0.3:5003", view, &l2);
+	assert_int_equal(l1, l2);
+
+	/* the old key deleted under the leader: it steps down */
+	assert_int_equal(kvf_etcd_delete(e, lk, strlen(lk)), KVF_OK);
+	for (int i = 0; i < 200 && kvf_ha_view_version(ha) == view; i++)
+		kvf_ha_wait(ha, 100);
+	assert_true(kvf_ha_view_version(ha) != view);
+	kvf_ha_stop(ha);
+	kvf_etcd_free(e);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_key_name),
 		cmocka_unit_test(test_bad_options),
 		cmocka_unit_test(test_election),
+		cmocka_unit_test(test_waits_for_live_lease),
+		cmocka_unit_test(test_missed_deletion),
+		cmocka_unit_test(test_legacy_key),
 	};
 
 	etcd_fixture_require();

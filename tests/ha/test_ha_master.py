@@ -23,6 +23,9 @@ Scenarios:
   bench_follows kvforge-bench --master etcd://...: its connections follow
                 the leader across a SIGKILL (the run completes, one
                 failover reported under the new view)
+  legacy_key    --ha_publish_legacy_key: mooncake-store/master_view (the
+                <= v0.3.7 spelling) names the leader too, same lease and
+                create revision; both keys go with its SIGTERM
 
 Exit 0 when every scenario passed; the first failed assertion exits 1.
 """
@@ -133,9 +136,10 @@ class Etcd:
                 continue
         return None
 
-    def key(self, member=None):
-        """(value, create_revision, lease) of the master_view key, or None."""
-        r = self.call("/v3/kv/range", {"key": b64(KEY)}, member)
+    def key(self, member=None, key=None):
+        """(value, create_revision, lease) of the master_view key (or
+        @key), or None."""
+        r = self.call("/v3/kv/range", {"key": b64(key or KEY)}, member)
         check(r is not None, "etcd answers a range")
         kvs = r.get("kvs") or []
         if not kvs:
@@ -490,6 +494,31 @@ def sc_bench_follows(_):
               "one failover reported, to view %d:\n%s" % (rev2, out))
 
 
+def sc_legacy_key(_):
+    etcd = Etcd(1)
+    m = None
+    try:
+        m = Master(etcd.endpoint(0), "--ha_publish_legacy_key")
+        m.wait_said("RPC listening")
+        new = etcd.key()
+        old = etcd.key(key="mooncake-store/master_view")
+        check(new is not None and new[0] == m.addr, "the key: %r" % (new,))
+        check(old == new, "the <= v0.3.7 key: %r, the key: %r" % (old, new))
+        check(m.ping() == (new[1], 2), "Ping: the view version")
+        check(m.stop() == 0, "exit status")
+        check(etcd.key() is None and
+              etcd.key(key="mooncake-store/master_view") is None,
+              "both keys gone with the revoked lease")
+    except Exception:
+        if m:
+            m.dump()
+        raise
+    finally:
+        if m:
+            m.stop(signal.SIGKILL)
+        etcd.close()
+
+
 SCENARIOS = {
     "flags": sc_flags,
     "election": sc_election,
@@ -497,6 +526,7 @@ SCENARIOS = {
     "frozen_etcd": sc_frozen_etcd,
     "frozen_master": sc_frozen_master,
     "bench_follows": sc_bench_follows,
+    "legacy_key": sc_legacy_key,
 }
 
 

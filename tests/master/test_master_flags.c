@@ -198,6 +198,14 @@ static void test_ha_options(void **state)
 	assert_string_equal(o.endpoints, "a:1;b:2");
 	assert_string_equal(o.cluster_id, "mooncake_cluster");
 	assert_int_equal(o.ttl_s, 5);
+	assert_false(o.legacy_key);
+	assert_int_equal(PARSE(&f, err, "--enable_ha", "--etcd_endpoints",
+			       "a:1", "--rpc_address=10.1.2.3",
+			       "--ha_publish_legacy_key"),
+			 KVF_OK);
+	assert_int_equal(kvf_flags_ha_options(&f, &o, adv, err, sizeof(err)),
+			 KVF_OK);
+	assert_true(o.legacy_key);
 	/* IPv6 in brackets; the connstring wins, etcd:// dropped */
 	assert_int_equal(PARSE(&f, err, "--enable_ha", "--etcd_endpoints",
 			       "a:1", "--ha_backend_connstring=etcd://c:3",
