@@ -52,6 +52,27 @@ static int count_present(struct kvf_engine *e, const char *prefix, int n)
 	return present;
 }
 
+/* Read (get) "<prefix>-<i>" for i = @from, @from + @step, ... < @to. */
+static void read_range(struct kvf_engine *e, const char *prefix, int from,
+		       int to, int step)
+{
+	char key[64];
+
+	for (int i = from; i < to; i += step) {
+		snprintf(key, sizeof(key), "%s-%d", prefix, i);
+		assert_int_equal(get1(e, key, NULL), KVF_OK);
+	}
+}
+
+/* Ask for @n objects' bytes: exactly @n objects of OBJ bytes must go. */
+static void evict_n(struct kvf_engine *e, uint64_t n)
+{
+	uint64_t evicted = 0;
+
+	assert_int_equal(kvf_engine_evict(e, n * OBJ, NULL, &evicted), KVF_OK);
+	assert_int_equal(evicted, n);
+}
+
 static void test_evict_respects_leases_and_pins(void **state)
 {
 	struct fixture *f = *state;
@@ -100,10 +121,7 @@ static void test_evict_prefers_least_recently_used(void **state)
 	fill(f->e, "o", 200, false, false);
 	/* Read the first half late: they are the recently used ones. */
 	test_clock_advance_ms(&f->clock, 60000);
-	for (int i = 0; i < 100; i++) {
-		snprintf(key, sizeof(key), "o-%d", i);
-		assert_int_equal(get1(f->e, key, NULL), KVF_OK);
-	}
+	read_range(f->e, "o", 0, 100, 1);
 	test_clock_advance_ms(&f->clock, f->cfg.lease_ttl_ms + 1);
 	assert_int_equal(kvf_engine_evict(f->e, 50 * OBJ, NULL, &evicted),
 			 KVF_OK);
@@ -126,7 +144,6 @@ static void test_evict_windows_keep_recently_read(void **state)
 {
 	struct fixture *f = *state;
 	const int n = 1200;
-	uint64_t evicted = 0;
 	char key[32];
 	int old = 0;
 
@@ -134,17 +151,10 @@ static void test_evict_windows_keep_recently_read(void **state)
 	assert_int_equal(mount(f->e, C1, 2, 1 * GIB), KVF_OK);
 	fill(f->e, "w", n, false, false);
 	test_clock_advance_ms(&f->clock, 60000);
-	for (int i = 1; i < n; i += 2) {
-		snprintf(key, sizeof(key), "w-%d", i);
-		assert_int_equal(get1(f->e, key, NULL), KVF_OK);
-	}
+	read_range(f->e, "w", 1, n, 2);
 	test_clock_advance_ms(&f->clock, f->cfg.lease_ttl_ms + 1);
-	assert_int_equal(kvf_engine_evict(f->e, n / 4 * OBJ, NULL, &evicted),
-			 KVF_OK);
-	assert_int_equal(evicted, n / 4);
-	assert_int_equal(kvf_engine_evict(f->e, n / 8 * OBJ, NULL, &evicted),
-			 KVF_OK);
-	assert_int_equal(evicted, n / 8);
+	evict_n(f->e, n / 4);
+	evict_n(f->e, n / 8);
 	for (int i = 0; i < n; i++) {
 		snprintf(key, sizeof(key), "w-%d", i);
 		if (i % 2)
@@ -166,7 +176,6 @@ static void test_evict_bar_spares_recent_window(void **state)
 {
 	struct fixture *f = *state;
 	const int n = 256; /* one window each: old, then read, then old */
-	uint64_t evicted = 0;
 	char key[32];
 
 	assert_int_equal(mount(f->e, C1, 1, 1 * GIB), KVF_OK);
@@ -174,23 +183,72 @@ static void test_evict_bar_spares_recent_window(void **state)
 	fill(f->e, "b", n, false, false);
 	fill(f->e, "c", n, false, false);
 	test_clock_advance_ms(&f->clock, 60000);
-	for (int i = 0; i < n; i++) {
-		snprintf(key, sizeof(key), "b-%d", i);
-		assert_int_equal(get1(f->e, key, NULL), KVF_OK);
-	}
+	read_range(f->e, "b", 0, n, 1);
 	test_clock_advance_ms(&f->clock, f->cfg.lease_ttl_ms + 1);
 	/* The first window ("a"): its oldest eighth, which sets the bar. */
-	assert_int_equal(kvf_engine_evict(f->e, n / 8 * OBJ, NULL, &evicted),
-			 KVF_OK);
-	assert_int_equal(evicted, n / 8);
+	evict_n(f->e, n / 8);
 	/* Then "b" (none clears the bar) and "c" (a quarter does). */
-	assert_int_equal(kvf_engine_evict(f->e, n / 4 * OBJ, NULL, &evicted),
-			 KVF_OK);
-	assert_int_equal(evicted, n / 4);
+	evict_n(f->e, n / 4);
 	for (int i = 0; i < n; i++) {
 		snprintf(key, sizeof(key), "b-%d", i);
 		assert_int_equal(exist1(f->e, key), KVF_OK);
 	}
+}
+
+/*
+ * Among equally old objects (put, as a prefix's blocks are, at one time)
+ * the later placed go first: a prefix's deeper blocks before its head.
+ */
+static void test_evict_equal_ages_deepest_first(void **state)
+{
+	struct fixture *f = *state;
+	const int n = 64;
+	char key[32];
+
+	assert_int_equal(mount(f->e, C1, 1, 1 * GIB), KVF_OK);
+	fill(f->e, "p", n, false, false);
+	test_clock_advance_ms(&f->clock, 60000);
+	evict_n(f->e, n / 8);
+	for (int i = 0; i < n; i++) {
+		snprintf(key, sizeof(key), "p-%d", i);
+		assert_int_equal(exist1(f->e, key),
+				 i < n - n / 8 ? KVF_OK
+					       : KVF_ERR_OBJECT_NOT_FOUND);
+	}
+}
+
+/*
+ * An object read since its put ranks younger than an unread one last
+ * used at the same time: once a window of objects read later has set the
+ * age bar, a window whose deeper half was read when put loses only unread
+ * objects, though by place alone the read ones would go first.
+ */
+static void test_evict_read_ranks_younger(void **state)
+{
+	struct fixture *f = *state;
+	const int n = 256; /* one window each */
+	char key[32];
+	int unread = 0;
+
+	assert_int_equal(mount(f->e, C1, 1, 1 * GIB), KVF_OK);
+	fill(f->e, "a", n, false, false);
+	fill(f->e, "b", n, false, false);
+	read_range(f->e, "b", n / 2, n, 1);
+	/* "a" read 10 s later: the bar is then 50 s, a bonus 12.5 s. */
+	test_clock_advance_ms(&f->clock, 10000);
+	read_range(f->e, "a", 0, n, 1);
+	test_clock_advance_ms(&f->clock, 50000 + f->cfg.lease_ttl_ms);
+	/* The first window ("a"): its oldest eighth, which sets the bar. */
+	evict_n(f->e, n / 8);
+	evict_n(f->e, n / 8);
+	for (int i = 0; i < n; i++) {
+		snprintf(key, sizeof(key), "b-%d", i);
+		if (i >= n / 2)
+			assert_int_equal(exist1(f->e, key), KVF_OK);
+		else
+			unread += exist1(f->e, key) == KVF_OK;
+	}
+	assert_int_equal(unread, n / 2 - n / 8);
 }
 
 static void test_watermark_and_failed_allocation(void **state)
@@ -586,6 +644,11 @@ int main(void)
 		cmocka_unit_test_setup_teardown(
 			test_evict_bar_spares_recent_window, fixture_setup,
 			fixture_teardown),
+		cmocka_unit_test_setup_teardown(
+			test_evict_equal_ages_deepest_first, fixture_setup,
+			fixture_teardown),
+		cmocka_unit_test_setup_teardown(test_evict_read_ranks_younger,
+						fixture_setup, fixture_teardown),
 		cmocka_unit_test_setup_teardown(
 			test_watermark_and_failed_allocation, fixture_setup,
 			fixture_teardown),
