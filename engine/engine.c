@@ -140,6 +140,7 @@ static int check_config(const struct kvf_config *c)
 		return KVF_ERR_INVALID_ARGUMENT;
 	if ((unsigned)c->durability > KVF_DURABILITY_DEFAULT ||
 	    (unsigned)c->placement > KVF_PLACEMENT_FREE_RATIO_FIRST ||
+	    (unsigned)c->eviction_order > KVF_EVICTION_AGE ||
 	    (unsigned)c->index > KVF_INDEX_BUCKET)
 		return KVF_ERR_INVALID_ARGUMENT;
 	/* An explicit request for a journal without a directory is a

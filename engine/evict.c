@@ -204,6 +204,9 @@ static uint64_t rank(const struct kvf_engine *e, const struct kvf__object *o,
 {
 	uint64_t use = last_use(e, o);
 
+	if (e->cfg.eviction_order == KVF_EVICTION_AGE)
+		return use;
+
 	if (kvf__obj_lease(o))
 		use += bonus;
 	return use > blk ? use - blk : 0;

@@ -91,6 +91,20 @@ enum kvf_placement_strategy {
 	KVF_PLACEMENT_FREE_RATIO_FIRST = 2,
 };
 
+/**
+ * enum kvf_eviction_order - which evictable objects an eviction pass takes
+ * first (docs/benchmarks.md, "Eviction order on Mooncake's traces").
+ */
+enum kvf_eviction_order {
+	/** Oldest last use first; an object read since its put counts as a
+	 *  quarter of the eviction age bar younger; among equal uses the one
+	 *  placed later in its segment first (a prefix's deeper blocks
+	 *  before its head). Default. */
+	KVF_EVICTION_PREFIX = 0,
+	/** Oldest last use first, nothing else (kept for comparison). */
+	KVF_EVICTION_AGE = 1,
+};
+
 /** enum kvf_index_kind - implementation of the metadata index. */
 enum kvf_index_kind {
 	/** liburcu's cds_lfht (split-ordered lists). */
@@ -217,6 +231,8 @@ struct kvf_config {
 	kvf_log_fn log;
 	/** Argument passed to @log. */
 	void *log_ctx;
+	/** Eviction order. Default %KVF_EVICTION_PREFIX. */
+	enum kvf_eviction_order eviction_order;
 };
 
 /**
@@ -284,7 +300,8 @@ struct kvf_engine_stats {
 	uint64_t soft_pinned;
 };
 
-/* Smallest struct sizes the library accepts: this release's layouts. */
+/* Smallest struct sizes the library accepts: 0.1.0's layouts (the config
+ * has grown since: eviction_order). */
 #define KVF_CONFIG_SIZE_MIN                                                    \
 	(offsetof(struct kvf_config, log_ctx) + sizeof(void *))
 /* Largest struct kvf_config accepted, whatever header the caller has. */

@@ -49,7 +49,31 @@ static void test_init_stamps_size(void **state)
 	assert_int_equal(cfg.struct_size, sizeof(cfg));
 	assert_int_equal(cfg.max_batch, 65536);
 	assert_null(cfg.log);
-	assert_int_equal(KVF_CONFIG_SIZE_MIN, sizeof(cfg));
+	assert_int_equal(cfg.eviction_order, KVF_EVICTION_PREFIX);
+	assert_true(KVF_CONFIG_SIZE_MIN < sizeof(cfg));
+}
+
+/*
+ * A program built against 0.1.0's header (its config ends at log_ctx):
+ * the fields appended since are never read from its memory and take
+ * their defaults.
+ */
+static void test_older_config(void **state)
+{
+	struct kvf_config cfg;
+	struct kvf_engine *e = NULL;
+
+	(void)state;
+	memset(&cfg, 0xa5, sizeof(cfg));
+	assert_int_equal(kvf_config_init_sized(&cfg, KVF_CONFIG_SIZE_MIN),
+			 KVF_OK);
+	assert_int_equal(cfg.struct_size, KVF_CONFIG_SIZE_MIN);
+	/* Past the old layout: untouched, and garbage as far as the
+	 * library may know (an eviction order it would refuse). */
+	assert_int_equal((unsigned)cfg.eviction_order, 0xa5a5a5a5u);
+	memory_only(&cfg);
+	assert_int_equal(kvf_engine_open(&cfg, &e), KVF_OK);
+	kvf_engine_close(e);
 }
 
 static void test_init_refuses_short(void **state)
@@ -219,6 +243,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_init_stamps_size),
+		cmocka_unit_test(test_older_config),
 		cmocka_unit_test(test_init_refuses_short),
 		cmocka_unit_test(test_open_refuses_bad_size),
 		cmocka_unit_test(test_newer_config),

@@ -251,6 +251,53 @@ static void test_evict_read_ranks_younger(void **state)
 	assert_int_equal(unread, n / 2 - n / 8);
 }
 
+/*
+ * Objects "r" put and read at t, then objects "u" put 2 s later and never
+ * read, one window together after a window "a" that sets a 50 s age bar.
+ * One pass for an eighth of a window: with @order PREFIX the read ones
+ * rank 12.5 s younger and only "u" objects go; with AGE the older "r"
+ * objects go, read or not.
+ */
+static void read_against_age(struct fixture *f, enum kvf_eviction_order order,
+			     int *kept_r, int *kept_u)
+{
+	const int n = 256; /* one window */
+
+	kvf_engine_close(f->e);
+	f->cfg.eviction_order = order;
+	assert_int_equal(kvf_engine_open(&f->cfg, &f->e), KVF_OK);
+	assert_int_equal(mount(f->e, C1, 1, 1 * GIB), KVF_OK);
+	fill(f->e, "a", n, false, false);
+	fill(f->e, "r", n / 2, false, false);
+	read_range(f->e, "r", 0, n / 2, 1);
+	test_clock_advance_ms(&f->clock, 2000);
+	fill(f->e, "u", n / 2, false, false);
+	test_clock_advance_ms(&f->clock, 8000);
+	read_range(f->e, "a", 0, n, 1);
+	test_clock_advance_ms(&f->clock, 50000 + f->cfg.lease_ttl_ms);
+	evict_n(f->e, n / 8);
+	evict_n(f->e, n / 8);
+	*kept_r = count_present(f->e, "r", n / 2);
+	*kept_u = count_present(f->e, "u", n / 2);
+}
+
+static void test_eviction_order_flag(void **state)
+{
+	struct fixture *f = *state;
+	struct kvf_engine *e;
+	int r, u;
+
+	read_against_age(f, KVF_EVICTION_PREFIX, &r, &u);
+	assert_int_equal(r, 128);
+	assert_int_equal(u, 128 - 32);
+	read_against_age(f, KVF_EVICTION_AGE, &r, &u);
+	assert_int_equal(r, 128 - 32);
+	assert_int_equal(u, 128);
+	/* An order this library does not know is refused. */
+	f->cfg.eviction_order = (enum kvf_eviction_order)2;
+	assert_int_equal(kvf_engine_open(&f->cfg, &e), KVF_ERR_INVALID_ARGUMENT);
+}
+
 static void test_watermark_and_failed_allocation(void **state)
 {
 	struct fixture *f = *state;
@@ -648,6 +695,8 @@ int main(void)
 			test_evict_equal_ages_deepest_first, fixture_setup,
 			fixture_teardown),
 		cmocka_unit_test_setup_teardown(test_evict_read_ranks_younger,
+						fixture_setup, fixture_teardown),
+		cmocka_unit_test_setup_teardown(test_eviction_order_flag,
 						fixture_setup, fixture_teardown),
 		cmocka_unit_test_setup_teardown(
 			test_watermark_and_failed_allocation, fixture_setup,

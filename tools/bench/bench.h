@@ -30,6 +30,7 @@ struct bench_opts {
 	bool durability_set;     /* --durability was given */
 	enum kvf_index_kind index;      /* --index lfht|bucket */
 	enum kvf_placement_strategy placement; /* --placement ... */
+	enum kvf_eviction_order eviction_order; /* --eviction-order */
 	const char *data_dir;    /* --data-dir; default ./kvforge-data */
 	uint32_t sync_ms;        /* --sync-ms; 0 = the engine's default */
 	bool writemap;           /* --writemap */

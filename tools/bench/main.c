@@ -117,6 +117,7 @@ void bench_engine_config(const struct bench_opts *o, struct kvf_config *cfg)
 							     o->data_dir;
 	cfg->index = o->index;
 	cfg->placement = o->placement;
+	cfg->eviction_order = o->eviction_order;
 	cfg->expected_objects = o->objects;
 	cfg->seed = o->seed;
 	if (o->sync_ms)
@@ -162,6 +163,8 @@ static void usage(FILE *f)
 		"  --index KIND        bucket | lfht (default bucket)\n"
 		"  --placement NAME    fragmentation_aware | random |\n"
 		"                      free_ratio_first\n"
+		"  --eviction-order O  prefix | age: which evictable objects\n"
+		"                      go first (default prefix)\n"
 		"  --profile           add the per-stage profile\n"
 		"  --json              one JSON object instead of a table\n"
 		"  --latency-dump FILE per-batch latencies per op (for plots)\n"
@@ -284,6 +287,7 @@ static const char *const key_mode_names[] = { "request", "scattered" };
 static const char *const transport_names[] = { "tcp", "rdma" };
 static const char *const placement_names[] = { "fragmentation_aware", "random",
 						"free_ratio_first" };
+static const char *const eviction_order_names[] = { "prefix", "age" };
 
 static void parse_options(int argc, char **argv, struct bench_opts *o)
 {
@@ -302,6 +306,7 @@ static void parse_options(int argc, char **argv, struct bench_opts *o)
 		{ "pin", no_argument, NULL, 'C' },
 		{ "index", required_argument, NULL, 'i' },
 		{ "placement", required_argument, NULL, 'p' },
+		{ "eviction-order", required_argument, NULL, 'E' },
 		{ "profile", no_argument, NULL, 'P' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "list", no_argument, NULL, 'l' },
@@ -348,6 +353,10 @@ static void parse_options(int argc, char **argv, struct bench_opts *o)
 		case 'i': o->index = parse_enum(optarg, index_names, 2); break;
 		case 'p':
 			o->placement = parse_enum(optarg, placement_names, 3);
+			break;
+		case 'E':
+			o->eviction_order =
+				parse_enum(optarg, eviction_order_names, 2);
 			break;
 		case 'P': o->profile = true; break;
 		case 'L': bench_latency_dump_to(optarg); break;
@@ -413,6 +422,8 @@ static void record_config(const struct bench_opts *o, struct bench_results *r)
 	bench_config(r, "durability", durability_names[o->durability]);
 	bench_config(r, "index", index_names[o->index]);
 	bench_config(r, "placement", placement_names[o->placement]);
+	bench_config(r, "eviction_order",
+		     eviction_order_names[o->eviction_order]);
 	bench_config(r, "keys", key_mode_names[o->scattered_keys]);
 	if (o->durability != KVF_DURABILITY_NONE)
 		bench_config(r, "data_dir", o->data_dir);

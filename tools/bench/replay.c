@@ -794,6 +794,7 @@ int trace_engine_open(const struct bench_opts *o, uint32_t segments,
 	kvf_config_init(&cfg);
 	cfg.index = o->index;
 	cfg.placement = o->placement;
+	cfg.eviction_order = o->eviction_order;
 	cfg.seed = o->seed;
 	cfg.expected_objects = o->objects;
 	cfg.background = false;
