@@ -539,6 +539,15 @@ static int add_segment(struct kvf_registry *r,
 	struct client_ent *c;
 	uint32_t slot, next, prev;
 
+	/*
+	 * The entry of an owner the engine expired (the sweep has not run
+	 * yet), now mounted by another client: it leaves the old owner's
+	 * list and is entered afresh on the new one's.
+	 */
+	if (e && e->client != info->client_id) {
+		seg_drop(r, (size_t)(e - r->segs));
+		e = NULL;
+	}
 	if (e) {
 		/* A refresh: same client (checked by the callers), same
 		 * list position; the name is indexed again. */

@@ -35,6 +35,7 @@ import struct
 import subprocess
 import sys
 import threading
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -86,8 +87,11 @@ class Master:
                "--http_metadata_server_port=0",
                "--http_metadata_server_max_bytes=16777216",
                "--expected_objects=4096"]
+        # The master's stderr (a sanitizer's report, a log line) is kept
+        # to be shown if it dies.
+        self.err = tempfile.TemporaryFile(mode="w+")
         self.p = subprocess.Popen(cmd, stdout=subprocess.PIPE,
-                                  stderr=subprocess.DEVNULL, text=True)
+                                  stderr=self.err, text=True)
         self.port = self.http = None
         deadline = time.time() + 30
         while time.time() < deadline and not (self.port and self.http):
@@ -104,6 +108,10 @@ class Master:
 
     def alive(self):
         return self.p.poll() is None
+
+    def stderr_tail(self, lines=80):
+        self.err.seek(0)
+        return "".join(self.err.readlines()[-lines:])
 
     def stop(self):
         self.p.terminate()
@@ -355,7 +363,8 @@ def main():
         n = phase_mutate(m, rng, reqs, 200000, time.time() + max(left, 5))
         log("mutate: %d bursts" % n)
         if not m.alive():
-            raise Fail("master died")
+            raise Fail("master died (exit %s); its stderr ends:\n%s"
+                       % (m.p.returncode, m.stderr_tail()))
         health(m)
         by.stop.set()
         by.join(10)

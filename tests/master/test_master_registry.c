@@ -344,6 +344,70 @@ static void test_indexes_model(void **state)
 	free(m);
 }
 
+static uint64_t manual_ns;
+
+static uint64_t manual_clock(void *ctx)
+{
+	(void)ctx;
+	return manual_ns;
+}
+
+/*
+ * A client's segments leave the engine when it expires; before the
+ * registry's sweep notices, another client mounts one of them (same
+ * segment UUID). Its entry must move to the new owner's list, not keep
+ * the expired owner's links under the new owner's id.
+ */
+static void test_segment_taken_after_expiry(void **state)
+{
+	struct kvf_uuid a = {0xaaaa, 1}, b = {0xbbbb, 2};
+	struct kvf_uuid s1 = {0x5151, 1}, s2 = {0x5252, 2};
+	struct kvf_seg_view v1 = seg(s1, "one", 0x100000000ULL, "tcp");
+	struct kvf_seg_view v2 = seg(s2, "two", 0x200000000ULL, "tcp");
+	struct kvf_engine *e = NULL;
+	struct kvf_registry *r = NULL;
+	struct kvf_config cfg;
+	size_t n;
+
+	(void)state;
+	manual_ns = 1000000000ULL;
+	kvf_config_init(&cfg);
+	cfg.background = false;
+	cfg.client_ttl_ms = 1000;
+	cfg.clock = manual_clock;
+	assert_int_equal(kvf_engine_open(&cfg, &e), KVF_OK);
+	assert_int_equal(kvf_registry_open(e, NULL, 10000, &r), KVF_OK);
+	assert_int_equal(kvf_registry_mount(r, a, &v2), KVF_OK);
+	assert_int_equal(kvf_registry_mount(r, a, &v1), KVF_OK);
+	manual_ns += 5000000000ULL;
+	assert_int_equal(kvf_engine_tick(e), KVF_OK); /* a expires */
+	assert_int_equal(kvf_registry_mount(r, b, &v1), KVF_OK);
+	kvf_registry_read_lock(r);
+	assert_int_equal(kvf_registry_segment(r, kvf_registry_id(s1))->client,
+			 kvf_registry_id(b));
+	/* Each list holds its own client's segments only. */
+	n = 0;
+	assert_int_equal(kvf_registry_client_segments(r, b, count_seg, &n), 1);
+	assert_int_equal(n, 1);
+	n = 0;
+	assert_int_equal(kvf_registry_client_segments(r, a, count_seg, &n), 1);
+	assert_int_equal(n, 1);
+	kvf_registry_read_unlock(r);
+	/* The sweep drops a's last segment, then a, and keeps b's. */
+	assert_int_equal(kvf_registry_sweep(r), KVF_OK);
+	assert_int_equal(kvf_registry_unmount(r, b, s1), KVF_OK);
+	assert_int_equal(kvf_registry_mount(r, b, &v2), KVF_OK);
+	assert_int_equal(kvf_registry_mount(r, b, &v1), KVF_OK);
+	assert_int_equal(kvf_registry_unmount(r, b, s2), KVF_OK);
+	assert_int_equal(kvf_registry_unmount(r, b, s1), KVF_OK);
+	kvf_registry_read_lock(r);
+	assert_null(kvf_registry_segment(r, kvf_registry_id(s1)));
+	assert_null(kvf_registry_segment(r, kvf_registry_id(s2)));
+	kvf_registry_read_unlock(r);
+	kvf_registry_close(r);
+	kvf_engine_close(e);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -351,6 +415,7 @@ int main(void)
 		cmocka_unit_test(test_batch_in_order),
 		cmocka_unit_test(test_persisted_table),
 		cmocka_unit_test(test_indexes_model),
+		cmocka_unit_test(test_segment_taken_after_expiry),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
