@@ -1,0 +1,193 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# scripts/bench-ha.sh - put throughput of an HA leader with synchronous
+# standbys against a plain master, same run, on loopback:
+#
+#   A: kvforge-master --data-dir (bounded durability), no HA;
+#   B: an etcd, a leader and STANDBYS standbys (--enable_ha
+#      --ha_sync_standbys=SYNC), driven through etcd://.
+#
+# Both get --rpc_thread_num THREADS. kvforge-bench --master runs against
+# A and B in turns, A B then B A, ROUNDS times (--rounds 1 each: put,
+# get, exist, remove of OBJECTS keys); the script prints the put rate and
+# BatchPutEnd p50 of every run, the ratio B/A of each pair, their median
+# with a bootstrap 95% interval of the median, and the leader's
+# replication lag (kvforge_ha_replication_lag_records and _bytes on
+# /metrics) sampled every 100 ms during the B runs: p50, p99 and maximum.
+#
+#   scripts/bench-ha.sh [--rounds R] [--objects N] [--threads T]
+#                       [--standbys S] [--sync N] [-- BENCH_ARGS]
+#
+# Defaults: 4 rounds, 200000 objects, 4 RPC threads, 1 standby, sync 1;
+# the bench arguments default to --batch 128 --connections 2 --depth 4.
+# Runs the binaries in build/ (or KVF_PREBUILT=DIR); needs etcd
+# (Debian: etcd-server) and python3.
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+rounds=4
+objects=200000
+threads=4
+standbys=1
+sync=1
+while [ $# -gt 0 ]; do
+	case $1 in
+	--rounds) rounds=$2; shift 2 ;;
+	--objects) objects=$2; shift 2 ;;
+	--threads) threads=$2; shift 2 ;;
+	--standbys) standbys=$2; shift 2 ;;
+	--sync) sync=$2; shift 2 ;;
+	--) shift; break ;;
+	*) echo "usage: $0 [--rounds R] [--objects N] [--threads T] [--standbys S] [--sync N] [-- BENCH_ARGS]" >&2
+	   exit 2 ;;
+	esac
+done
+extra=("$@")
+[ ${#extra[@]} -gt 0 ] || extra=(--batch 128 --connections 2 --depth 4)
+build=${KVF_PREBUILT:-$top/build}
+master=$build/kvforge-master
+bench=$build/tools/kvforge-bench
+etcd_bin=$(command -v etcd || true)
+[ -n "$etcd_bin" ] || { echo "bench-ha.sh: no etcd binary (Debian: etcd-server)" >&2; exit 1; }
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/kvf-bench-ha.XXXXXX")
+pids=()
+cleanup() {
+	for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
+	wait 2>/dev/null || true
+	[ -n "${KVF_KEEP:-}" ] && echo "kept $tmp" >&2 || rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+free_port() {
+	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+# wait_line FILE SED_EXPR: print the first match, within 30 s.
+wait_line() {
+	local v
+	for _ in $(seq 1 300); do
+		v=$(sed -n "$2" "$1" | head -1)
+		[ -n "$v" ] && { echo "$v"; return 0; }
+		sleep 0.1
+	done
+	echo "bench-ha.sh: timed out waiting in $1:" >&2
+	tail -20 "$1" >&2
+	return 1
+}
+
+ecp=$(free_port)
+epp=$(free_port)
+"$etcd_bin" --name e0 --data-dir "$tmp/etcd" \
+	--listen-client-urls "http://127.0.0.1:$ecp" \
+	--advertise-client-urls "http://127.0.0.1:$ecp" \
+	--listen-peer-urls "http://127.0.0.1:$epp" \
+	--initial-advertise-peer-urls "http://127.0.0.1:$epp" \
+	--initial-cluster "e0=http://127.0.0.1:$epp" \
+	--log-level error >"$tmp/etcd.log" 2>&1 &
+pids+=($!)
+
+common=(--rpc_thread_num "$threads" --metrics_port 0 --client_ttl 600)
+"$master" --rpc_port 0 --data-dir "$tmp/plain" "${common[@]}" \
+	>"$tmp/plain.log" 2>&1 &
+pids+=($!)
+plain=$(wait_line "$tmp/plain.log" 's/.*RPC listening on \([^ ]*\).*/\1/p')
+
+export MC_STORE_CLUSTER_ID=kvf_bench_ha # masters and client
+ha=(--enable_ha --etcd_endpoints "127.0.0.1:$ecp" --cluster_id "$MC_STORE_CLUSTER_ID"
+    --ha_sync_standbys "$sync" "${common[@]}")
+start_ha() { # $1: name
+	local port
+	port=$(free_port)
+	"$master" --rpc_port "$port" --data-dir "$tmp/$1" "${ha[@]}" \
+		>"$tmp/$1.log" 2>&1 &
+	pids+=($!)
+}
+for _ in $(seq 1 30); do # etcd up?
+	curl -s -o /dev/null -X POST -d '{}' "http://127.0.0.1:$ecp/v3/kv/range" && break
+	sleep 0.2
+done
+start_ha leader
+wait_line "$tmp/leader.log" 's/.*\(RPC listening on\).*/\1/p' >/dev/null
+for i in $(seq 1 "$standbys"); do
+	start_ha "standby$i"
+	wait_line "$tmp/standby$i.log" 's/.*\(following the leader\).*/\1/p' >/dev/null
+done
+if [ "$sync" -gt 0 ]; then
+	for _ in $(seq 1 300); do
+		n=$(grep -c "sync set now \[" "$tmp/leader.log" || true)
+		set_line=$(grep "sync set now \[" "$tmp/leader.log" | tail -1)
+		members=$(echo "$set_line" | tr -cd ',' | wc -c)
+		[ "$n" -gt 0 ] && [ $((members + 1)) -ge "$standbys" ] && break
+		sleep 0.1
+	done
+fi
+mport=$(wait_line "$tmp/leader.log" 's/.*metrics listening on [^ ]*:\([0-9]*\).*/\1/p')
+
+# Sample the leader's lag while the runs go on (only B moves it).
+(
+	while :; do
+		curl -s "http://127.0.0.1:$mport/metrics" |
+			awk '/^kvforge_ha_replication_lag_(records|bytes) / { printf "%s ", $2 } END { print "" }'
+		sleep 0.1
+	done
+) >"$tmp/lag" 2>/dev/null &
+pids+=($!)
+
+echo "plain master $plain; HA leader via etcd://127.0.0.1:$ecp ($standbys standby(s), --ha_sync_standbys $sync, $threads RPC threads)"
+run() { # $1: a|b, $2: round
+	local m=$plain
+	[ "$1" = b ] && m=etcd://127.0.0.1:$ecp
+	[ "$1" = b ] && echo "# start" >>"$tmp/lag"
+	"$bench" --master "$m" --objects "$objects" "${extra[@]}" --rounds 1 \
+		--json >"$tmp/$1-$2.json" 2>"$tmp/$1-$2.err" || {
+		cat "$tmp/$1-$2.err" >&2
+		return 1
+	}
+	[ "$1" = b ] && echo "# end" >>"$tmp/lag"
+	return 0
+}
+for r in $(seq 1 "$rounds"); do # A B, then B A
+	if [ $((r % 2)) = 1 ]; then run a "$r"; run b "$r"; else run b "$r"; run a "$r"; fi
+	echo "round $r/$rounds done" >&2
+done
+
+python3 - "$tmp" "$rounds" <<'EOF'
+import json, random, statistics, sys
+tmp, rounds = sys.argv[1], int(sys.argv[2])
+def load(side, r):
+    res = json.load(open("%s/%s-%d.json" % (tmp, side, r)))["results"]
+    return (res["put"]["keys_per_sec"], res["batch_put_end"]["p50_us"],
+            res["put"]["failed_items"])
+a = [load("a", r) for r in range(1, rounds + 1)]
+b = [load("b", r) for r in range(1, rounds + 1)]
+ratios = [y[0] / x[0] for x, y in zip(a, b)]
+med = statistics.median(ratios)
+rng = random.Random(1)
+boot = sorted(statistics.median(rng.choices(ratios, k=len(ratios)))
+              for _ in range(2000))
+print("put keys/s         plain: %s" % " ".join("%.0f" % x[0] for x in a))
+print("put keys/s         HA:    %s" % " ".join("%.0f" % y[0] for y in b))
+print("BatchPutEnd p50 us plain: %s" % " ".join("%.0f" % x[1] for x in a))
+print("BatchPutEnd p50 us HA:    %s" % " ".join("%.0f" % y[1] for y in b))
+print("failed puts: plain %d, HA %d" % (sum(x[2] for x in a), sum(y[2] for y in b)))
+print("ratio HA/plain per pair: %s" % " ".join("%.3f" % r for r in ratios))
+print("ratio median %.3f, bootstrap 95%% CI of the median [%.3f, %.3f] (%d pairs)"
+      % (med, boot[50], boot[1949], len(ratios)))
+lag, inside = [], False
+for line in open(tmp + "/lag"):
+    if line.startswith("# "):
+        inside = line.strip() == "# start"
+        continue
+    f = line.split()
+    if inside and len(f) == 2:
+        lag.append((int(f[0]), int(f[1])))
+if lag:
+    rec = sorted(x[0] for x in lag)
+    byt = sorted(x[1] for x in lag)
+    print("replication lag during the HA runs (leader /metrics every 100 ms,"
+          " %d samples): records p50 %d p99 %d max %d; bytes p50 %d max %d"
+          % (len(lag), rec[len(rec) // 2],
+             rec[min(len(rec) - 1, len(rec) * 99 // 100)], rec[-1],
+             byt[len(byt) // 2], byt[-1]))
+EOF
