@@ -8,9 +8,10 @@
  * leader's lease), connect, say hello (cluster id, token, the journal's
  * last sequence and lineage view), take the welcome, store the leader's
  * lineage (before any record of its view is appended, so the file always
- * describes the journal), then append each RECORDS batch whole, in order,
- * and acknowledge its last sequence once the append returned (durable at
- * this journal's durability). Anything unexpected - a frame of another
+ * describes the journal), then append RECORDS batches whole, in order,
+ * and acknowledge the last sequence once the append returned (durable at
+ * this journal's durability). The batches that arrived together go into
+ * one journal append and one ack (follow()). Anything unexpected - a frame of another
  * view, a sequence that does not follow, a malformed or oversized frame,
  * a record the journal refuses - is logged, never applied, and the
  * connection is dropped; the thread tries again a little later.
@@ -30,6 +31,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -305,67 +307,151 @@ static void keep(struct kvf_repl_follower *f, const struct kvf_repl_hdr *h,
 	}
 }
 
-/* Append one RECORDS frame. 0, or -1 (logged). */
-static int apply(struct kvf_repl_follower *f, const struct kvf_repl_hdr *h,
-		 const uint8_t *pl)
+/* Frames and bytes one journal append and one ack may cover. */
+#define GROUP_FRAMES 64u
+#define GROUP_BYTES (4u << 20)
+
+/* RECORDS frames read but not appended yet (payloads owned). */
+struct group {
+	struct kvf_repl_hdr h[GROUP_FRAMES];
+	uint8_t *pl[GROUP_FRAMES];
+	uint64_t nr[GROUP_FRAMES];
+	unsigned n;
+	uint64_t bytes, recs;
+};
+
+static void group_clear(struct group *g)
 {
-	struct collect c = {0};
-	uint64_t nr, last = 0;
-	int rc;
+	for (unsigned i = 0; i < g->n; i++)
+		free(g->pl[i]);
+	g->n = 0;
+	g->bytes = g->recs = 0;
+}
+
+/* Check a RECORDS frame and add it (taking @pl). 0, or -1 (logged). */
+static int group_add(struct kvf_repl_follower *f, struct group *g,
+		     const struct kvf_repl_hdr *h, uint8_t *pl)
+{
+	uint64_t nr, next = f->last_seq + g->recs + 1;
 
 	if (h->len < 8) {
+		free(pl);
 		note_refusal(f, "malformed records frame");
 		return -1;
 	}
 	nr = kvf__get_be64(pl);
 	if (!nr || nr > h->len) { /* every record takes bytes */
+		free(pl);
 		note_refusal(f, "malformed records frame");
 		return -1;
 	}
-	if (h->seq != f->last_seq + 1) {
+	if (h->seq != next) {
+		free(pl);
 		note_refusal(f, "records out of sequence");
 		return -1;
 	}
-	c.recs = malloc(nr * sizeof(*c.recs));
-	c.cap = nr;
-	if (!c.recs)
+	g->h[g->n] = *h;
+	g->pl[g->n] = pl;
+	g->nr[g->n] = nr;
+	g->n++;
+	g->bytes += h->len;
+	g->recs += nr;
+	return 0;
+}
+
+/*
+ * Append every frame of @g as one batch (one journal append, so one
+ * sync at this journal's durability) and empty @g. 0, or -1 (logged;
+ * nothing of the group is appended).
+ */
+static int group_apply(struct kvf_repl_follower *f, struct group *g)
+{
+	struct collect c = {0};
+	uint64_t last = 0;
+	int rc = 0;
+
+	if (!g->n)
+		return 0;
+	c.recs = malloc(g->recs * sizeof(*c.recs));
+	c.cap = g->recs;
+	if (!c.recs) {
+		group_clear(g);
 		return -1;
-	rc = kvf__frames_decode(pl + 8, h->len - 8, nr, h->count, collect_rec,
-				&c);
-	if (rc || c.n != nr) {
+	}
+	for (unsigned i = 0; i < g->n && !rc; i++) {
+		uint64_t before = c.n;
+
+		rc = kvf__frames_decode(g->pl[i] + 8, g->h[i].len - 8, g->nr[i],
+					g->h[i].count, collect_rec, &c);
+		if (!rc && c.n - before != g->nr[i])
+			rc = -1;
+	}
+	if (rc) {
 		free(c.recs);
+		group_clear(g);
 		note_refusal(f, "records that do not decode");
 		return -1;
 	}
-	rc = kvf__journal_append_seq(f->j, c.recs, nr, &last);
+	rc = kvf__journal_append_seq(f->j, c.recs, c.n, &last);
 	free(c.recs);
-	if (rc || last != f->last_seq + nr) {
+	if (rc || last != f->last_seq + g->recs) {
 		fprintf(stderr, "replication: standby: journal append: %s\n",
 			rc ? kvf_strerror(rc) : "sequence mismatch");
+		group_clear(g);
 		return -1;
 	}
 	pthread_mutex_lock(&f->mu);
 	f->last_seq = last;
+	if (f->leader_seq < last)
+		f->leader_seq = last;
 	pthread_mutex_unlock(&f->mu);
-	keep(f, h, pl + 8, nr);
+	for (unsigned i = 0; i < g->n; i++)
+		keep(f, &g->h[i], g->pl[i] + 8, g->nr[i]);
+	group_clear(g);
 	return 0;
 }
 
+/* Has the leader sent more that can be read without waiting? */
+static bool more_ready(int fd)
+{
+	struct pollfd pfd = {.fd = fd, .events = POLLIN};
+
+	return poll(&pfd, 1, 0) > 0 && (pfd.revents & POLLIN);
+}
+
+/*
+ * Read frames; RECORDS frames that arrived together (up to GROUP_FRAMES
+ * or GROUP_BYTES) are appended as one batch and acknowledged with one
+ * ACK of the last sequence: the leader's appends wait for acks, and
+ * under load many of them are in flight, so one append and one ack per
+ * burst instead of per batch keeps the standby off their path.
+ */
 static void follow(struct kvf_repl_follower *f, int fd, uint64_t view)
 {
+	struct group *g = calloc(1, sizeof(*g));
+
+	if (!g)
+		return;
 	for (;;) {
 		struct kvf_repl_hdr h;
 		uint8_t *pl;
-		int rc =
-			kvf__repl_read_frame(fd, &h, &pl, KVF_REPL_RECORDS_MAX);
+		int rc;
 
+		if (g->n && (g->n == GROUP_FRAMES || g->bytes >= GROUP_BYTES ||
+			     !more_ready(fd))) {
+			if (group_apply(f, g) ||
+			    kvf__repl_send(fd, KVF_REPL_ACK, view, f->last_seq,
+					   0, NULL, 0))
+				break;
+		}
+		rc = kvf__repl_read_frame(fd, &h, &pl, KVF_REPL_RECORDS_MAX);
 		if (rc) {
 			if (rc == -2)
 				note_refusal(f, "malformed or oversized frame");
 			else if (!atomic_load(&f->stop))
 				fprintf(stderr, "replication: standby: the "
 						"leader's stream ended\n");
-			return;
+			break;
 		}
 		if (h.view != view) {
 			free(pl);
@@ -373,7 +459,7 @@ static void follow(struct kvf_repl_follower *f, int fd, uint64_t view)
 				f, h.view < view
 					   ? "refused a frame of an older view"
 					   : "a frame of another view");
-			return;
+			break;
 		}
 		if (h.type == KVF_REPL_HEARTBEAT) {
 			pthread_mutex_lock(&f->mu);
@@ -385,20 +471,14 @@ static void follow(struct kvf_repl_follower *f, int fd, uint64_t view)
 		if (h.type != KVF_REPL_RECORDS) {
 			free(pl);
 			note_refusal(f, "unexpected frame");
-			return;
+			break;
 		}
-		rc = apply(f, &h, pl);
-		free(pl);
-		if (rc)
-			return;
-		pthread_mutex_lock(&f->mu);
-		if (f->leader_seq < f->last_seq)
-			f->leader_seq = f->last_seq;
-		pthread_mutex_unlock(&f->mu);
-		if (kvf__repl_send(fd, KVF_REPL_ACK, view, f->last_seq, 0, NULL,
-				   0))
-			return;
+		if (group_add(f, g, &h, pl))
+			break;
 	}
+	/* frames of a broken stream are never applied */
+	group_clear(g);
+	free(g);
 }
 
 /*

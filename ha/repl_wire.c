@@ -85,9 +85,12 @@ int kvf__repl_write(int fd, const void *a, size_t alen, const void *b,
 		    size_t blen)
 {
 	struct iovec iov[2] = {{(void *)a, alen}, {(void *)b, blen}};
-	int cnt = blen ? 2 : 1;
-	struct iovec *v = iov;
 
+	return kvf__repl_writev(fd, iov, blen ? 2 : 1);
+}
+
+int kvf__repl_writev(int fd, struct iovec *v, int cnt)
+{
 	while (cnt) {
 		ssize_t n = writev(fd, v, cnt);
 

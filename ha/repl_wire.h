@@ -54,6 +54,9 @@ void kvf__repl_hdr_put(uint8_t *buf, const struct kvf_repl_hdr *h);
 bool kvf__repl_hdr_get(const uint8_t *buf, struct kvf_repl_hdr *h);
 
 /* Whole-buffer socket I/O: 0, or -1 (error, timeout, EOF). */
+struct iovec;
+/* All of @v[0..@cnt) (modified on the way), in one writev() if it fits. */
+int kvf__repl_writev(int fd, struct iovec *v, int cnt);
 int kvf__repl_write(int fd, const void *a, size_t alen, const void *b,
 		    size_t blen);
 int kvf__repl_read(int fd, void *buf, size_t len);

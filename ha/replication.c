@@ -46,6 +46,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -61,6 +62,9 @@
 #define HEARTBEAT_MS 500u
 #define HELLO_TIMEOUT_S 5
 #define SEND_TIMEOUT_S 10
+/* Batches (and bytes, about) one writev() to a standby carries. */
+#define SEND_BATCHES 32u
+#define SEND_BYTES (1u << 20)
 
 #define batch kvf_repl_batch
 
@@ -258,15 +262,12 @@ static void abs_deadline(struct timespec *ts, uint64_t ns)
  * acknowledging is taken out of the set by the syncer (in etcd first)
  * after sync_timeout_ms; only then may an append go on without it.
  */
-static int tap_wait(void *ctx, uint64_t last_seq)
+static int wait_acked(struct kvf_repl_leader *l, uint64_t last_seq)
 {
-	struct kvf_repl_leader *l = ctx;
 	uint64_t t0 = kvf__now_ns();
 	uint64_t until = t0 + (uint64_t)l->o.sync_timeout_ms * 1000000ull;
 	int rc = KVF_OK;
 
-	if (!l->o.sync_standbys)
-		return KVF_OK;
 	pthread_mutex_lock(&l->mu);
 	for (;;) {
 		uint64_t now, wake;
@@ -318,6 +319,54 @@ static int tap_wait(void *ctx, uint64_t last_seq)
 	}
 	pthread_mutex_unlock(&l->mu);
 	return rc;
+}
+
+/*
+ * The hold (kvf_repl_hold_begin()): this thread's appends note the
+ * highest sequence they need acknowledged and the leader they belong to
+ * instead of waiting; hold_end() waits once for it. The leader outlives
+ * the note: the RPC threads end before kvf_repl_lead_stop().
+ */
+static _Thread_local struct {
+	bool on;
+	uint64_t seq;
+	struct kvf_repl_leader *l;
+} hold;
+
+void kvf_repl_hold_begin(void)
+{
+	hold.on = true;
+}
+
+int kvf_repl_hold_end(void)
+{
+	struct kvf_repl_leader *l = hold.l;
+	uint64_t seq = hold.seq;
+
+	kvf_repl_hold_drop();
+	return l ? wait_acked(l, seq) : KVF_OK;
+}
+
+void kvf_repl_hold_drop(void)
+{
+	hold.on = false;
+	hold.seq = 0;
+	hold.l = NULL;
+}
+
+static int tap_wait(void *ctx, uint64_t last_seq)
+{
+	struct kvf_repl_leader *l = ctx;
+
+	if (!l->o.sync_standbys)
+		return KVF_OK;
+	if (hold.on && (!hold.l || hold.l == l)) {
+		hold.l = l;
+		if (last_seq > hold.seq)
+			hold.seq = last_seq;
+		return KVF_OK;
+	}
+	return wait_acked(l, last_seq);
 }
 
 /* ---- the sync set ------------------------------------------------------ */
@@ -654,9 +703,12 @@ static void *sender(void *arg)
 	}
 	pthread_mutex_lock(&l->mu);
 	for (;;) {
-		struct batch *b;
-		uint8_t hdr[KVF_REPL_HDR + 8];
+		struct batch *b, *bs[SEND_BATCHES];
+		uint8_t hdrs[SEND_BATCHES][KVF_REPL_HDR + 8];
+		struct iovec iov[2 * SEND_BATCHES];
 		struct kvf_repl_hdr h = {.view = l->view};
+		unsigned n;
+		size_t bytes;
 		int rc;
 
 		if (p->dead || l->stop)
@@ -689,25 +741,40 @@ static void *sender(void *arg)
 			}
 			continue;
 		}
-		b = l->ring[next % RING];
-		b->refs++;
-		p->sent = b->first + b->nr_recs - 1;
+		n = 0;
+		bytes = 0;
+		while (n < SEND_BATCHES && next + n < l->hi &&
+		       bytes < SEND_BYTES) {
+			b = l->ring[(next + n) % RING];
+			b->refs++;
+			bs[n++] = b;
+			bytes += b->len;
+		}
+		p->sent = bs[n - 1]->first + bs[n - 1]->nr_recs - 1;
 		pthread_mutex_unlock(&l->mu);
-		h.type = KVF_REPL_RECORDS;
-		h.len = (uint32_t)(b->len + 8);
-		h.count = b->nr_frames;
-		h.seq = b->first;
-		kvf__repl_hdr_put(hdr, &h);
-		for (int i = 0; i < 8; i++)
-			hdr[KVF_REPL_HDR + i] =
-				(uint8_t)(b->nr_recs >> (56 - 8 * i));
-		rc = b->len + 8 > KVF_REPL_RECORDS_MAX
-			     ? -2
-			     : kvf__repl_write(p->fd, hdr, sizeof(hdr), b->data,
-					       b->len);
+		rc = 0;
+		for (unsigned i = 0; i < n; i++) {
+			h.type = KVF_REPL_RECORDS;
+			h.len = (uint32_t)(bs[i]->len + 8);
+			h.count = bs[i]->nr_frames;
+			h.seq = bs[i]->first;
+			kvf__repl_hdr_put(hdrs[i], &h);
+			for (int k = 0; k < 8; k++)
+				hdrs[i][KVF_REPL_HDR + k] = (uint8_t)(
+					bs[i]->nr_recs >> (56 - 8 * k));
+			if (bs[i]->len + 8 > KVF_REPL_RECORDS_MAX)
+				rc = -2;
+			iov[2 * i] = (struct iovec){hdrs[i], sizeof(hdrs[i])};
+			iov[2 * i + 1] =
+				(struct iovec){bs[i]->data, bs[i]->len};
+		}
+		if (!rc)
+			rc = kvf__repl_writev(p->fd, iov, (int)(2 * n));
 		pthread_mutex_lock(&l->mu);
-		b->refs--;
-		batch_put(b);
+		for (unsigned i = 0; i < n; i++) {
+			bs[i]->refs--;
+			batch_put(bs[i]);
+		}
 		if (rc) {
 			pthread_mutex_unlock(&l->mu);
 			peer_fail(p, rc == -2 ? "a batch too large to stream"
@@ -715,7 +782,7 @@ static void *sender(void *arg)
 			pthread_mutex_lock(&l->mu);
 			break;
 		}
-		next++;
+		next += n;
 	}
 	pthread_mutex_unlock(&l->mu);
 done:

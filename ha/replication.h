@@ -165,6 +165,38 @@ void kvf_repl_follow_stop(struct kvf_repl_follower *f,
  */
 bool kvf_repl_may_campaign(void *ctx);
 
+/**
+ * kvf_repl_hold_begin() - from now on, in this thread, an append that
+ * must wait for the sync standbys returns at once and only notes its
+ * last sequence; kvf_repl_hold_end() waits for the highest noted. The
+ * RPC threads bracket the answers of one wake-up of a connection with
+ * the pair, so the burst waits for one acknowledgement instead of one
+ * per mutation, and hold every answer of it until that wait succeeded.
+ * Meanwhile the mutations are applied on the leader: another client may
+ * see them before they are acknowledged (docs/ha.md).
+ * Without a leader (or with --ha_sync_standbys=0) nothing is noted.
+ * Context: any thread; never blocks.
+ */
+void kvf_repl_hold_begin(void);
+
+/**
+ * kvf_repl_hold_end() - end the hold and wait for the sync standbys to
+ * acknowledge every append this thread noted since kvf_repl_hold_begin()
+ * (as each append would have waited without the hold).
+ * Return: %KVF_OK (nothing noted, or acknowledged), or the wait's error
+ * (%KVF_ERR_CLOSED: leadership aborted; %KVF_ERR_JOURNAL: not
+ * acknowledged in time): the held answers must then not be sent.
+ * Context: blocks; the leader of the noted appends must still run (the
+ * RPC threads stop before kvf_repl_lead_stop()).
+ */
+int kvf_repl_hold_end(void);
+
+/**
+ * kvf_repl_hold_drop() - end the hold without waiting: the held answers
+ * will never be sent (their connection closes). Never blocks.
+ */
+void kvf_repl_hold_drop(void);
+
 /* kvf_repl_lead_stats(), kvf_repl_follow_stats() - fill @st. Any thread. */
 void kvf_repl_lead_stats(struct kvf_repl_leader *l, struct kvf_repl_stats *st);
 void kvf_repl_follow_stats(struct kvf_repl_follower *f,

@@ -49,6 +49,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "ha/replication.h"
 #include "rdma/listener.h"
 #include "wire/frame.h"
 
@@ -271,13 +272,11 @@ static enum kvf_conn_rc drain(struct kvf_conn *c, uint64_t now)
 	return KVF_CONN_KEEP;
 }
 
-enum kvf_conn_rc kvf_conn_readable(struct kvf_conn *c,
-				   const struct kvf_conn_env *env)
+/* Read and answer, a few reads per wake-up (answers are not sent). */
+static enum kvf_conn_rc read_and_answer(struct kvf_conn *c,
+					const struct kvf_conn_env *env,
+					uint64_t now)
 {
-	uint64_t now = kvf_service_now_ns();
-
-	if (c->draining)
-		return drain(c, now);
 	/* A few reads per wake-up, so one busy client cannot starve the
 	 * thread's other connections. */
 	for (int round = 0; round < 8 && kvf_conn_wants_read(c); round++) {
@@ -302,6 +301,34 @@ enum kvf_conn_rc kvf_conn_readable(struct kvf_conn *c,
 		if (answer_buffered(c, env, now))
 			return KVF_CONN_CLOSE;
 	}
+	return KVF_CONN_KEEP;
+}
+
+/*
+ * The answers of one wake-up are held (kvf_repl_hold_begin()) until the
+ * sync standbys hold every record they journaled: one wait for the
+ * burst, not one per mutation. If that wait fails none of them leaves
+ * (the connection closes: nothing was acknowledged).
+ */
+static enum kvf_conn_rc settle(enum kvf_conn_rc rc)
+{
+	if (rc == KVF_CONN_CLOSE) {
+		kvf_repl_hold_drop();
+		return rc;
+	}
+	return kvf_repl_hold_end() ? KVF_CONN_CLOSE : rc;
+}
+
+enum kvf_conn_rc kvf_conn_readable(struct kvf_conn *c,
+				   const struct kvf_conn_env *env)
+{
+	uint64_t now = kvf_service_now_ns();
+
+	if (c->draining)
+		return drain(c, now);
+	kvf_repl_hold_begin();
+	if (settle(read_and_answer(c, env, now)))
+		return KVF_CONN_CLOSE;
 	return flush(c, now);
 }
 
@@ -314,7 +341,8 @@ enum kvf_conn_rc kvf_conn_writable(struct kvf_conn *c,
 		return KVF_CONN_CLOSE;
 	/* Requests held back while the output was backed up. */
 	if (!unsent(c) && c->rlen) {
-		if (answer_buffered(c, env, now))
+		kvf_repl_hold_begin();
+		if (settle(answer_buffered(c, env, now)))
 			return KVF_CONN_CLOSE;
 		return flush(c, now);
 	}
