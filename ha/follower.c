@@ -476,8 +476,9 @@ static void follow(struct kvf_repl_follower *f, int fd, uint64_t view)
 		if (group_add(f, g, &h, pl))
 			break;
 	}
-	/* frames of a broken stream are never applied */
-	group_clear(g);
+	/* the frames checked before the stream ended are appended, as if
+	 * each had been on its own (the leader may be handing over) */
+	group_apply(f, g);
 	free(g);
 }
 

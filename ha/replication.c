@@ -1080,6 +1080,53 @@ fail:
 	return ret;
 }
 
+int kvf_repl_lead_drain(struct kvf_repl_leader *l)
+{
+	uint64_t until, target, t0 = kvf__now_ns();
+	unsigned n = 0, have = 0;
+	int rc = KVF_OK;
+
+	if (!l)
+		return KVF_OK;
+	until = t0 + (uint64_t)l->o.sync_timeout_ms * 1000000ull;
+	pthread_mutex_lock(&l->mu);
+	target = l->last_seq;
+	n = count_standbys(l, target, &have);
+	if (have < n)
+		fprintf(stderr,
+			"replication: hand-over: waiting for %u of %u "
+			"standbys to hold sequence %llu\n",
+			n - have, n, (unsigned long long)target);
+	while (have < n) {
+		struct timespec ts;
+		uint64_t now = kvf__now_ns();
+
+		if (now >= until) {
+			rc = KVF_ERR_BUSY;
+			break;
+		}
+		abs_deadline(&ts, now + 100000000ull < until
+					  ? now + 100000000ull
+					  : until);
+		pthread_cond_timedwait(&l->ack_cv, &l->mu, &ts);
+		n = count_standbys(l, target, &have);
+	}
+	pthread_mutex_unlock(&l->mu);
+	if (rc)
+		fprintf(stderr,
+			"replication: hand-over: %u of %u standbys hold "
+			"sequence %llu after %u ms; handing over anyway\n",
+			have, n, (unsigned long long)target,
+			l->o.sync_timeout_ms);
+	else
+		fprintf(stderr,
+			"replication: hand-over: %u standbys hold every "
+			"record (sequence %llu) after %.1f ms\n",
+			n, (unsigned long long)target,
+			(double)(kvf__now_ns() - t0) / 1e6);
+	return rc;
+}
+
 void kvf_repl_lead_abort(struct kvf_repl_leader *l)
 {
 	if (!l)

@@ -132,6 +132,20 @@ int kvf_repl_lead_start(const struct kvf_repl_options *o,
 void kvf_repl_lead_abort(struct kvf_repl_leader *l);
 
 /**
+ * kvf_repl_lead_drain() - the graceful hand-over's last step before the
+ * lease is revoked: wait until every standby connected now (past the
+ * handshake) acknowledged every record journaled so far, so the one
+ * that takes over has them all, whatever --ha_sync_standbys is. Call
+ * once the RPC server stopped (nothing new is acknowledged); logs what
+ * it waits for and how it ended.
+ * Return: %KVF_OK; %KVF_ERR_BUSY: not within sync_timeout_ms (the
+ *	hand-over goes on: a standby that lacks records then does not
+ *	campaign while it is outside the sync set, ha/replication.h).
+ * Context: blocks.
+ */
+int kvf_repl_lead_drain(struct kvf_repl_leader *l);
+
+/**
  * kvf_repl_lead_stop() - remove the tap, close the listener and every
  * standby connection, free @l (NULL is ignored). Call once the RPC
  * threads are stopped. Context: blocks (joins threads).

@@ -480,8 +480,13 @@ static void shutdown_master(struct master *m)
 {
 	kvf_http_stop(m->http_metadata);
 	kvf_http_stop(m->http_metrics);
-	kvf_repl_lead_abort(m->leader);
+	/* the answers in flight are sent (or not) first: they may be
+	 * waiting for the sync standbys, which are still here */
 	stop_rpc(m);
+	/* the hand-over: every standby has every record before the lease
+	 * is revoked, so the one that takes over lacks nothing */
+	kvf_repl_lead_drain(m->leader);
+	kvf_repl_lead_abort(m->leader);
 	/* after the port closed: revokes the lease */
 	kvf_ha_stop(m->ha);
 	kvf_repl_lead_stop(m->leader);
