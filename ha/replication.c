@@ -221,6 +221,25 @@ static unsigned count_required(struct kvf_repl_leader *l, uint64_t seq,
 	return n;
 }
 
+/*
+ * The hold (kvf_repl_hold_begin()): this thread's appends note the
+ * highest sequence they need acknowledged and the leader they belong to
+ * instead of waiting; hold_end() waits once for it. The leader outlives
+ * the note: the RPC threads end before kvf_repl_lead_stop().
+ *
+ * Appends outside a hold are the master's own (the engine's expiry and
+ * eviction, the registry's sweep), answered to no client: they are
+ * neither refused nor waited for, so a leader short of sync standbys
+ * still expires and evicts; they reach the standbys in sequence order
+ * with everything else (the backlog, when one comes back), before any
+ * later client mutation can be acknowledged.
+ */
+static _Thread_local struct {
+	bool on;
+	uint64_t seq;
+	struct kvf_repl_leader *l;
+} hold;
+
 static int tap_admit(void *ctx)
 {
 	struct kvf_repl_leader *l = ctx;
@@ -228,7 +247,8 @@ static int tap_admit(void *ctx)
 
 	if (atomic_load(&l->aborted))
 		return KVF_ERR_CLOSED;
-	if (!l->o.sync_standbys || l->o.sync_degrade)
+	/* outside a hold: not a client's mutation (below) */
+	if (!l->o.sync_standbys || l->o.sync_degrade || !hold.on)
 		return KVF_OK;
 	pthread_mutex_lock(&l->mu);
 	n = count_standbys(l, 0, NULL);
@@ -321,18 +341,6 @@ static int wait_acked(struct kvf_repl_leader *l, uint64_t last_seq)
 	return rc;
 }
 
-/*
- * The hold (kvf_repl_hold_begin()): this thread's appends note the
- * highest sequence they need acknowledged and the leader they belong to
- * instead of waiting; hold_end() waits once for it. The leader outlives
- * the note: the RPC threads end before kvf_repl_lead_stop().
- */
-static _Thread_local struct {
-	bool on;
-	uint64_t seq;
-	struct kvf_repl_leader *l;
-} hold;
-
 void kvf_repl_hold_begin(void)
 {
 	hold.on = true;
@@ -358,9 +366,9 @@ static int tap_wait(void *ctx, uint64_t last_seq)
 {
 	struct kvf_repl_leader *l = ctx;
 
-	if (!l->o.sync_standbys)
-		return KVF_OK;
-	if (hold.on && (!hold.l || hold.l == l)) {
+	if (!l->o.sync_standbys || !hold.on)
+		return KVF_OK; /* not a client's mutation (below) */
+	if (!hold.l || hold.l == l) {
 		hold.l = l;
 		if (last_seq > hold.seq)
 			hold.seq = last_seq;

@@ -44,6 +44,11 @@ Scenarios:
                 records: the leader waits for the standby to hold them
                 all before it revokes its lease; the standby, thawed,
                 leads with every acknowledged object
+  lone_expiry   a leader in refuse mode (--ha_sync_standbys 1) whose
+                standby died: client mutations are refused, but the
+                engine's own expiry goes on and is journaled (a silent
+                client's segment and objects go); a standby started then
+                gets the expiry's records
 
 Exit 0 when every scenario passed; the first failed assertion exits 1.
 """
@@ -852,6 +857,43 @@ def sc_handover(_):
               "hand-over: %r" % (len(lost), len(acked), lost[:5]))
 
 
+def sc_lone_expiry(_):
+    with cluster(extra=("--client_ttl", "5")) as (etcd, m1, m2):
+        c = client(m1)
+        mount(c)
+        acked = ["ek%d" % i for i in range(20) if put(c, "ek%d" % i)]
+        check(len(acked) == 20, "acknowledged: %d" % len(acked))
+        m2.stop(signal.SIGKILL)
+
+        def alone():
+            c.call("Ping", ME)  # the client stays live meanwhile
+            return m1.http("/health")["replication"]["standbys"] == 0
+
+        wait_for(alone, "the leader alone", step=0.2)
+        check(not put(c, "refused"), "a lone leader refuses mutations")
+        before = m1.http("/health")["replication"]["last_seq"]
+        # the client goes silent: the engine expires it, and its journal
+        # records the expiry (segment, objects, client) although no
+        # standby can have them yet
+        wait_for(lambda: exist(client(m1), acked) == [False] * 20,
+                 "the silent client's objects expire on the lone leader")
+        wait_for(lambda: m1.http("/health")["replication"]["last_seq"] >
+                 before, "the expiry in the lone leader's journal")
+        # a standby that comes back gets them from the backlog
+        m3 = Master(etcd.endpoint(0), "--client_ttl", "5")
+        try:
+            m3.wait_said("following the leader")
+            last = m1.http("/health")["replication"]["last_seq"]
+            wait_for(lambda: m3.http("/health")["replication"]["last_seq"]
+                     == last, "the new standby has the expiry's records")
+        except Exception:
+            m3.dump()
+            raise
+        finally:
+            m3.stop(signal.SIGKILL)
+            m3.remove_dir()
+
+
 SCENARIOS = {
     "flags": sc_flags,
     "election": sc_election,
@@ -865,6 +907,7 @@ SCENARIOS = {
     "chain": sc_chain,
     "legacy_key": sc_legacy_key,
     "handover": sc_handover,
+    "lone_expiry": sc_lone_expiry,
 }
 
 
