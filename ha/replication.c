@@ -74,8 +74,13 @@ struct peer {
 	int fd;
 	pthread_t tx, rx;
 	bool rx_started;
+	/* writes to @fd once streaming, and @next; taken before l->mu */
+	pthread_mutex_t txmu;
+	uint64_t ri; /* ring index of the next batch to send (txmu + mu) */
 	/* under l->mu */
 	bool streaming; /* past the handshake */
+	bool ready;	/* welcomed: anyone holding txmu may send to it */
+	unsigned users; /* holding threads using it without mu (no reap) */
 	bool dead;
 	bool tx_done, rx_done;
 	uint64_t sent, acked; /* last sequence sent / acknowledged */
@@ -135,6 +140,25 @@ static void drop_oldest(struct kvf_repl_leader *l)
 	batch_put(b);
 }
 
+/*
+ * The hold (kvf_repl_hold_begin()): this thread's appends note the
+ * highest sequence they need acknowledged and the leader they belong to
+ * instead of waiting; hold_end() waits once for it. The leader outlives
+ * the note: the RPC threads end before kvf_repl_lead_stop().
+ *
+ * Appends outside a hold are the master's own (the engine's expiry and
+ * eviction, the registry's sweep), answered to no client: they are
+ * neither refused nor waited for, so a leader short of sync standbys
+ * still expires and evicts; they reach the standbys in sequence order
+ * with everything else (the backlog, when one comes back), before any
+ * later client mutation can be acknowledged.
+ */
+static _Thread_local struct {
+	bool on;
+	uint64_t seq;
+	struct kvf_repl_leader *l;
+} hold;
+
 static void tap_committed(void *ctx, const uint8_t *frames, size_t len,
 			  uint32_t nr_frames, uint64_t nr_recs,
 			  uint64_t first_seq)
@@ -178,7 +202,9 @@ static void tap_committed(void *ctx, const uint8_t *frames, size_t len,
 	l->ring_bytes += len;
 	while (l->ring_bytes > l->o.backlog_bytes && l->hi - l->lo > 1)
 		drop_oldest(l);
-	pthread_cond_broadcast(&l->data_cv);
+	/* a thread in a hold sends it itself (kick()) before it waits */
+	if (!hold.on || !l->o.sync_standbys)
+		pthread_cond_broadcast(&l->data_cv);
 	pthread_mutex_unlock(&l->mu);
 }
 
@@ -221,24 +247,6 @@ static unsigned count_required(struct kvf_repl_leader *l, uint64_t seq,
 	return n;
 }
 
-/*
- * The hold (kvf_repl_hold_begin()): this thread's appends note the
- * highest sequence they need acknowledged and the leader they belong to
- * instead of waiting; hold_end() waits once for it. The leader outlives
- * the note: the RPC threads end before kvf_repl_lead_stop().
- *
- * Appends outside a hold are the master's own (the engine's expiry and
- * eviction, the registry's sweep), answered to no client: they are
- * neither refused nor waited for, so a leader short of sync standbys
- * still expires and evicts; they reach the standbys in sequence order
- * with everything else (the backlog, when one comes back), before any
- * later client mutation can be acknowledged.
- */
-static _Thread_local struct {
-	bool on;
-	uint64_t seq;
-	struct kvf_repl_leader *l;
-} hold;
 
 static int tap_admit(void *ctx)
 {
@@ -282,6 +290,8 @@ static void abs_deadline(struct timespec *ts, uint64_t ns)
  * acknowledging is taken out of the set by the syncer (in etcd first)
  * after sync_timeout_ms; only then may an append go on without it.
  */
+static void kick(struct kvf_repl_leader *l);
+
 static int wait_acked(struct kvf_repl_leader *l, uint64_t last_seq)
 {
 	uint64_t t0 = kvf__now_ns();
@@ -352,7 +362,10 @@ int kvf_repl_hold_end(void)
 	uint64_t seq = hold.seq;
 
 	kvf_repl_hold_drop();
-	return l ? wait_acked(l, seq) : KVF_OK;
+	if (!l)
+		return KVF_OK;
+	kick(l);
+	return wait_acked(l, seq);
 }
 
 void kvf_repl_hold_drop(void)
@@ -677,6 +690,105 @@ static int send_welcome(struct peer *p)
 	return rc;
 }
 
+/*
+ * With p->txmu held (not mu): write every batch from p->ri on that is
+ * in the ring, SEND_BATCHES at a time, each group in one writev(). The
+ * sender thread and a thread ending a hold (kick()) both call it; txmu
+ * keeps their frames whole and in order. 0, or -1 (the peer failed).
+ */
+static int send_pending(struct peer *p)
+{
+	struct kvf_repl_leader *l = p->l;
+
+	pthread_mutex_lock(&l->mu);
+	while (!p->dead && !l->stop && p->ri < l->hi) {
+		struct batch *b, *bs[SEND_BATCHES];
+		uint8_t hdrs[SEND_BATCHES][KVF_REPL_HDR + 8];
+		struct iovec iov[2 * SEND_BATCHES];
+		struct kvf_repl_hdr h = {.view = l->view};
+		unsigned n = 0;
+		size_t bytes = 0;
+		int rc = 0;
+
+		if (p->ri < l->lo) {
+			pthread_mutex_unlock(&l->mu);
+			peer_fail(p, "fell behind the backlog");
+			return -1;
+		}
+		while (n < SEND_BATCHES && p->ri + n < l->hi &&
+		       bytes < SEND_BYTES) {
+			b = l->ring[(p->ri + n) % RING];
+			b->refs++;
+			bs[n++] = b;
+			bytes += b->len;
+		}
+		p->sent = bs[n - 1]->first + bs[n - 1]->nr_recs - 1;
+		pthread_mutex_unlock(&l->mu);
+		for (unsigned i = 0; i < n; i++) {
+			h.type = KVF_REPL_RECORDS;
+			h.len = (uint32_t)(bs[i]->len + 8);
+			h.count = bs[i]->nr_frames;
+			h.seq = bs[i]->first;
+			kvf__repl_hdr_put(hdrs[i], &h);
+			for (int k = 0; k < 8; k++)
+				hdrs[i][KVF_REPL_HDR + k] =
+					(uint8_t)(bs[i]->nr_recs >>
+						  (56 - 8 * k));
+			if (bs[i]->len + 8 > KVF_REPL_RECORDS_MAX)
+				rc = -2;
+			iov[2 * i] = (struct iovec){hdrs[i], sizeof(hdrs[i])};
+			iov[2 * i + 1] =
+				(struct iovec){bs[i]->data, bs[i]->len};
+		}
+		if (!rc)
+			rc = kvf__repl_writev(p->fd, iov, (int)(2 * n));
+		pthread_mutex_lock(&l->mu);
+		for (unsigned i = 0; i < n; i++) {
+			bs[i]->refs--;
+			batch_put(bs[i]);
+		}
+		if (rc) {
+			pthread_mutex_unlock(&l->mu);
+			peer_fail(p, rc == -2 ? "a batch too large to stream"
+					      : "send failed");
+			return -1;
+		}
+		p->ri += n;
+	}
+	pthread_mutex_unlock(&l->mu);
+	return 0;
+}
+
+/*
+ * A thread about to wait for acknowledgements sends what is pending
+ * itself instead of waking each standby's sender thread (one thread
+ * hand-off less on the path of every held answer). Peers it uses are
+ * pinned (users) so reap() keeps them.
+ */
+static void kick(struct kvf_repl_leader *l)
+{
+	struct peer *todo[16];
+	unsigned n = 0;
+
+	pthread_mutex_lock(&l->mu);
+	for (struct peer *p = l->peers; p && n < 16; p = p->next) {
+		if (p->ready && !p->dead && p->ri < l->hi) {
+			p->users++;
+			todo[n++] = p;
+		}
+	}
+	pthread_mutex_unlock(&l->mu);
+	for (unsigned i = 0; i < n; i++) {
+		pthread_mutex_lock(&todo[i]->txmu);
+		send_pending(todo[i]);
+		pthread_mutex_unlock(&todo[i]->txmu);
+	}
+	pthread_mutex_lock(&l->mu);
+	for (unsigned i = 0; i < n; i++)
+		todo[i]->users--;
+	pthread_mutex_unlock(&l->mu);
+}
+
 static void *sender(void *arg)
 {
 	struct peer *p = arg;
@@ -709,25 +821,19 @@ static void *sender(void *arg)
 		peer_fail(p, "no thread for its acks");
 		goto done;
 	}
+	pthread_mutex_lock(&p->txmu);
+	pthread_mutex_lock(&l->mu);
+	p->ri = next;
+	p->ready = true;
+	pthread_mutex_unlock(&l->mu);
+	pthread_mutex_unlock(&p->txmu);
 	pthread_mutex_lock(&l->mu);
 	for (;;) {
-		struct batch *b, *bs[SEND_BATCHES];
-		uint8_t hdrs[SEND_BATCHES][KVF_REPL_HDR + 8];
-		struct iovec iov[2 * SEND_BATCHES];
-		struct kvf_repl_hdr h = {.view = l->view};
-		unsigned n;
-		size_t bytes;
 		int rc;
 
 		if (p->dead || l->stop)
 			break;
-		if (next < l->lo) {
-			pthread_mutex_unlock(&l->mu);
-			peer_fail(p, "fell behind the backlog");
-			pthread_mutex_lock(&l->mu);
-			break;
-		}
-		if (next == l->hi) {
+		if (p->ri == l->hi) {
 			struct timespec ts;
 			uint64_t last = l->last_seq;
 
@@ -735,11 +841,13 @@ static void *sender(void *arg)
 				     kvf__now_ns() + HEARTBEAT_MS * 1000000ull);
 			if (!pthread_cond_timedwait(&l->data_cv, &l->mu, &ts))
 				continue;
-			if (next != l->hi || p->dead || l->stop)
+			if (p->ri != l->hi || p->dead || l->stop)
 				continue;
 			pthread_mutex_unlock(&l->mu);
+			pthread_mutex_lock(&p->txmu);
 			rc = kvf__repl_send(p->fd, KVF_REPL_HEARTBEAT, l->view,
 					    last, 0, NULL, 0);
+			pthread_mutex_unlock(&p->txmu);
 			pthread_mutex_lock(&l->mu);
 			if (rc) {
 				pthread_mutex_unlock(&l->mu);
@@ -749,48 +857,13 @@ static void *sender(void *arg)
 			}
 			continue;
 		}
-		n = 0;
-		bytes = 0;
-		while (n < SEND_BATCHES && next + n < l->hi &&
-		       bytes < SEND_BYTES) {
-			b = l->ring[(next + n) % RING];
-			b->refs++;
-			bs[n++] = b;
-			bytes += b->len;
-		}
-		p->sent = bs[n - 1]->first + bs[n - 1]->nr_recs - 1;
 		pthread_mutex_unlock(&l->mu);
-		rc = 0;
-		for (unsigned i = 0; i < n; i++) {
-			h.type = KVF_REPL_RECORDS;
-			h.len = (uint32_t)(bs[i]->len + 8);
-			h.count = bs[i]->nr_frames;
-			h.seq = bs[i]->first;
-			kvf__repl_hdr_put(hdrs[i], &h);
-			for (int k = 0; k < 8; k++)
-				hdrs[i][KVF_REPL_HDR + k] = (uint8_t)(
-					bs[i]->nr_recs >> (56 - 8 * k));
-			if (bs[i]->len + 8 > KVF_REPL_RECORDS_MAX)
-				rc = -2;
-			iov[2 * i] = (struct iovec){hdrs[i], sizeof(hdrs[i])};
-			iov[2 * i + 1] =
-				(struct iovec){bs[i]->data, bs[i]->len};
-		}
-		if (!rc)
-			rc = kvf__repl_writev(p->fd, iov, (int)(2 * n));
+		pthread_mutex_lock(&p->txmu);
+		rc = send_pending(p);
+		pthread_mutex_unlock(&p->txmu);
 		pthread_mutex_lock(&l->mu);
-		for (unsigned i = 0; i < n; i++) {
-			bs[i]->refs--;
-			batch_put(bs[i]);
-		}
-		if (rc) {
-			pthread_mutex_unlock(&l->mu);
-			peer_fail(p, rc == -2 ? "a batch too large to stream"
-					      : "send failed");
-			pthread_mutex_lock(&l->mu);
+		if (rc)
 			break;
-		}
-		next += n;
 	}
 	pthread_mutex_unlock(&l->mu);
 done:
@@ -808,8 +881,9 @@ static void reap(struct kvf_repl_leader *l, bool all)
 	while (*pp) {
 		struct peer *p = *pp;
 
-		if (!all && (p->required ||
-			     !(p->tx_done && (p->rx_done || !p->rx_started)))) {
+		if (p->users ||
+		    (!all && (p->required ||
+			      !(p->tx_done && (p->rx_done || !p->rx_started))))) {
 			pp = &p->next;
 			continue;
 		}
@@ -820,6 +894,7 @@ static void reap(struct kvf_repl_leader *l, bool all)
 		if (p->rx_started)
 			pthread_join(p->rx, NULL);
 		close(p->fd);
+		pthread_mutex_destroy(&p->txmu);
 		free(p);
 		pthread_mutex_lock(&l->mu);
 		pthread_cond_broadcast(&l->ack_cv);
@@ -849,10 +924,12 @@ static void *acceptor(void *arg)
 		}
 		p->l = l;
 		p->fd = fd;
+		pthread_mutex_init(&p->txmu, NULL);
 		/* a batch must leave at once: appends wait for its ack */
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &(int){1}, sizeof(int));
 		if (pthread_create(&p->tx, NULL, sender, p)) {
 			close(fd);
+			pthread_mutex_destroy(&p->txmu);
 			free(p);
 			continue;
 		}
