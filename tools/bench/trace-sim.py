@@ -16,7 +16,18 @@ as a fraction of the trace's unique blocks:
           the room), move to the main FIFO if used again there, else leave
           a ghost key that sends them straight to main when they return;
   headlast exact LRU touching a request's blocks leaves first, so that a
-          prefix's head is its most recent block.
+          prefix's head is its most recent block;
+  seen    exact LRU with admission on second sight: with the cache full,
+          a block no earlier request used is not stored, nor is the rest
+          of its request (a lookup stops at the refused block anyway);
+  wtinylfu W-TinyLFU: a window LRU (--window, a fraction of the room)
+          takes every new block; the window's oldest enters the main LRU
+          only if more requests used it than the main LRU's oldest, else
+          it goes (requests using each block, exact, halved every
+          10 x room blocks asked for);
+  tail    exact LRU that, with the cache full, does not store a request's
+          last block (in these traces a partial page, used again by 1% of
+          conversation requests and 5% of synthetic ones).
 
 A request asks for its blocks in order and is served the leading ones
 found (prefix semantics, as SGLang HiCache looks them up: a block after
@@ -153,6 +164,88 @@ def headlast(reqs, cap):
     return hits
 
 
+def seen(reqs, cap):
+    cache = OrderedDict()
+    used = set()
+    hits = 0
+    for ids in reqs:
+        prefix = True
+        refused = False
+        for b in ids:
+            if b in cache:
+                cache.move_to_end(b)
+                hits += prefix
+                continue
+            prefix = False
+            if cap <= 0:
+                continue
+            if len(cache) >= cap:
+                if refused or b not in used:
+                    refused = True
+                    continue
+                cache.popitem(last=False)
+            cache[b] = True
+        used.update(ids)
+    return hits
+
+
+def wtinylfu(reqs, cap, window=0.01):
+    wcap = max(1, int(cap * window))
+    mcap = cap - wcap
+    win, main, cnt = OrderedDict(), OrderedDict(), {}
+    hits = asked = 0
+    for ids in reqs:
+        prefix = True
+        for b in ids:
+            cnt[b] = cnt.get(b, 0) + 1
+            asked += 1
+            if asked % (10 * max(cap, 1)) == 0:
+                for k in list(cnt):
+                    cnt[k] >>= 1
+                    if not cnt[k]:
+                        del cnt[k]
+            for seg in (win, main):
+                if b in seg:
+                    seg.move_to_end(b)
+                    hits += prefix
+                    break
+            else:
+                prefix = False
+                if cap <= 0:
+                    continue
+                win[b] = True
+                if len(win) <= wcap:
+                    continue
+                x, _ = win.popitem(last=False)
+                if len(main) < mcap:
+                    main[x] = True
+                elif mcap > 0 and cnt.get(x, 0) > cnt.get(next(iter(main)), 0):
+                    main.popitem(last=False)
+                    main[x] = True
+    return hits
+
+
+def tail(reqs, cap):
+    cache = OrderedDict()
+    hits = 0
+    for ids in reqs:
+        prefix = True
+        for i, b in enumerate(ids):
+            if b in cache:
+                cache.move_to_end(b)
+                hits += prefix
+                continue
+            prefix = False
+            if cap <= 0:
+                continue
+            if len(cache) >= cap:
+                if i == len(ids) - 1:
+                    continue
+                cache.popitem(last=False)
+            cache[b] = True
+    return hits
+
+
 def next_uses(reqs):
     """For every access (in order), the position of its block's next use."""
     flat = [b for ids in reqs for b in ids]
@@ -206,8 +299,12 @@ POLICIES = {
     "opt": lambda reqs, cap: belady(reqs, cap, bypass=True),
     "s3fifo": lambda reqs, cap: s3fifo(reqs, cap, SMALL),
     "headlast": headlast,
+    "seen": seen,
+    "wtinylfu": lambda reqs, cap: wtinylfu(reqs, cap, WINDOW),
+    "tail": tail,
 }
 SMALL = 0.1
+WINDOW = 0.01
 
 
 def main():
@@ -223,10 +320,13 @@ def main():
                     help="only the first N requests")
     ap.add_argument("--small", type=float, default=0.1,
                     help="s3fifo's small queue, a fraction of the room")
+    ap.add_argument("--window", type=float, default=0.01,
+                    help="wtinylfu's window, a fraction of the room")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
-    global SMALL
+    global SMALL, WINDOW
     SMALL = a.small
+    WINDOW = a.window
     caps = [float(x) for x in a.capacity.split(",")]
     pols = a.policy.split(",")
     for p in pols:
