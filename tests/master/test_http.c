@@ -16,9 +16,9 @@
 
 #include <kvforge.h>
 
-#include "server/http.h"
-#include "server/metastore.h"
-#include "server/metrics.h"
+#include "http/http.h"
+#include "http/metastore.h"
+#include "http/metrics.h"
 #include "tests/master/test_http_util.h"
 
 struct servers {

@@ -18,7 +18,7 @@
 
 #include <kvforge.h>
 
-#include "server/registry.h"
+#include "master/registry.h"
 
 #define MIB (1ULL << 20)
 

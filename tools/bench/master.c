@@ -2,7 +2,7 @@
 /*
  * tools/bench/master.c - the "master" workload: Mooncake RPC load against a
  * running master (kvforge-master or upstream's mooncake_master), through
- * the project's own C client (server/client.h).
+ * the project's own C client (client/client.h).
  *
  * Flow, as a real client does it: ServiceReady, MountSegment of a fake
  * segment (addresses are never touched: the master only hands out ranges),
@@ -33,7 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "server/client.h"
+#include "client/client.h"
 #include "tools/bench/bench.h"
 
 #define MB_VALUE_SIZE 4096u
