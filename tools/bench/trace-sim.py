@@ -74,12 +74,18 @@ def expand(reqs, copies):
     return [[(c, b) for b in ids] for ids in reqs for c in range(copies)]
 
 
-def lru(reqs, cap):
+def lru(reqs, cap, admit=None):
+    """Exact LRU; with @admit, a block missed while the cache is full is
+    stored only if admit(ids, i, used) says so (@used: the blocks of
+    earlier requests), and once one is refused, no later block of its
+    request is (a lookup stops at the refused block anyway)."""
     cache = OrderedDict()
+    used = set()
     hits = 0
     for ids in reqs:
         prefix = True
-        for b in ids:
+        refused = False
+        for i, b in enumerate(ids):
             if b in cache:
                 cache.move_to_end(b)
                 hits += prefix
@@ -88,8 +94,13 @@ def lru(reqs, cap):
             if cap <= 0:
                 continue
             if len(cache) >= cap:
+                if admit and (refused or not admit(ids, i, used)):
+                    refused = True
+                    continue
                 cache.popitem(last=False)
             cache[b] = True
+        if admit:
+            used.update(ids)
     return hits
 
 
@@ -165,28 +176,7 @@ def headlast(reqs, cap):
 
 
 def seen(reqs, cap):
-    cache = OrderedDict()
-    used = set()
-    hits = 0
-    for ids in reqs:
-        prefix = True
-        refused = False
-        for b in ids:
-            if b in cache:
-                cache.move_to_end(b)
-                hits += prefix
-                continue
-            prefix = False
-            if cap <= 0:
-                continue
-            if len(cache) >= cap:
-                if refused or b not in used:
-                    refused = True
-                    continue
-                cache.popitem(last=False)
-            cache[b] = True
-        used.update(ids)
-    return hits
+    return lru(reqs, cap, lambda ids, i, used: ids[i] in used)
 
 
 def wtinylfu(reqs, cap, window=0.01):
@@ -226,24 +216,7 @@ def wtinylfu(reqs, cap, window=0.01):
 
 
 def tail(reqs, cap):
-    cache = OrderedDict()
-    hits = 0
-    for ids in reqs:
-        prefix = True
-        for i, b in enumerate(ids):
-            if b in cache:
-                cache.move_to_end(b)
-                hits += prefix
-                continue
-            prefix = False
-            if cap <= 0:
-                continue
-            if len(cache) >= cap:
-                if i == len(ids) - 1:
-                    continue
-                cache.popitem(last=False)
-            cache[b] = True
-    return hits
+    return lru(reqs, cap, lambda ids, i, used: i < len(ids) - 1)
 
 
 def next_uses(reqs):
