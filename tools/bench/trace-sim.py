@@ -27,7 +27,10 @@ as a fraction of the trace's unique blocks:
           10 x room blocks asked for);
   tail    exact LRU that, with the cache full, does not store a request's
           last block (in these traces a partial page, used again by 1% of
-          conversation requests and 5% of synthetic ones).
+          conversation requests and 5% of synthetic ones);
+  oracle  exact LRU that, with the cache full, stores only blocks a later
+          request uses (knowing the future: the most admission can add
+          to LRU).
 
 A request asks for its blocks in order and is served the leading ones
 found (prefix semantics, as SGLang HiCache looks them up: a block after
@@ -76,13 +79,14 @@ def expand(reqs, copies):
 
 def lru(reqs, cap, admit=None):
     """Exact LRU; with @admit, a block missed while the cache is full is
-    stored only if admit(ids, i, used) says so (@used: the blocks of
-    earlier requests), and once one is refused, no later block of its
-    request is (a lookup stops at the refused block anyway)."""
+    stored only if admit(r, ids, i, used) says so (block @i of request
+    @r, @used: the blocks of earlier requests), and once one is
+    refused, no later block of its request is (a lookup stops at the
+    refused block anyway)."""
     cache = OrderedDict()
     used = set()
     hits = 0
-    for ids in reqs:
+    for r, ids in enumerate(reqs):
         prefix = True
         refused = False
         for i, b in enumerate(ids):
@@ -94,7 +98,7 @@ def lru(reqs, cap, admit=None):
             if cap <= 0:
                 continue
             if len(cache) >= cap:
-                if admit and (refused or not admit(ids, i, used)):
+                if admit and (refused or not admit(r, ids, i, used)):
                     refused = True
                     continue
                 cache.popitem(last=False)
@@ -176,7 +180,7 @@ def headlast(reqs, cap):
 
 
 def seen(reqs, cap):
-    return lru(reqs, cap, lambda ids, i, used: ids[i] in used)
+    return lru(reqs, cap, lambda r, ids, i, used: ids[i] in used)
 
 
 def wtinylfu(reqs, cap, window=0.01):
@@ -216,7 +220,12 @@ def wtinylfu(reqs, cap, window=0.01):
 
 
 def tail(reqs, cap):
-    return lru(reqs, cap, lambda ids, i, used: i < len(ids) - 1)
+    return lru(reqs, cap, lambda r, ids, i, used: i < len(ids) - 1)
+
+
+def oracle(reqs, cap):
+    last = {b: r for r, ids in enumerate(reqs) for b in ids}
+    return lru(reqs, cap, lambda r, ids, i, used: last[ids[i]] > r)
 
 
 def next_uses(reqs):
@@ -275,6 +284,7 @@ POLICIES = {
     "seen": seen,
     "wtinylfu": lambda reqs, cap: wtinylfu(reqs, cap, WINDOW),
     "tail": tail,
+    "oracle": oracle,
 }
 SMALL = 0.1
 WINDOW = 0.01
