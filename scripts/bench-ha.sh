@@ -131,7 +131,7 @@ mport=$(wait_line "$tmp/leader.log" 's/.*metrics listening on [^ ]*:\([0-9]*\).*
 			awk '/^kvforge_ha_replication_lag_(records|bytes) / { printf "%s ", $2 } END { print "" }'
 		sleep 0.1
 	done
-) >"$tmp/lag" 2>/dev/null &
+) >>"$tmp/lag" 2>/dev/null &
 pids+=($!)
 
 echo "plain master $plain; HA leader via etcd://127.0.0.1:$ecp ($standbys standby(s), --ha_sync_standbys $sync, $threads RPC threads)"
