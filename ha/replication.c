@@ -14,22 +14,32 @@
  * Standbys: the acceptor thread takes connections and starts a sender
  * thread per connection, which checks the hello (cluster id, token,
  * lineage: ha/repl_wire.h), answers WELCOME or REFUSE, starts the
- * connection's ack reader and then writes batches in order, or a
- * heartbeat when there has been nothing to send for HEARTBEAT_MS. A
- * connection that fails either way is shut down; both its threads end
- * and the acceptor reaps it.
+ * connection's ack reader and then writes batches in order (all those
+ * pending, up to SEND_BATCHES, in one writev), or a heartbeat when there
+ * has been nothing to send for HEARTBEAT_MS. A connection that fails
+ * either way is shut down; both its threads end and the acceptor reaps
+ * it.
  *
- * Sync: wait() blocks the appending thread until sync_standbys connected
- * standbys acknowledged its batch's last sequence (their journal has it
- * at their durability), the leadership is aborted, or sync_timeout_ms
- * passes (then the append fails, or with sync_degrade the leader goes on
- * without them until enough are back). admit() refuses appends up front
- * while fewer than sync_standbys standbys are connected (not in degrade
- * mode), so a refused mutation leaves nothing behind.
+ * Sync: an RPC thread answers a burst of requests inside a hold
+ * (kvf_repl_hold_begin()): wait() only notes the last sequence; at the
+ * end of the burst the thread writes the pending batches to the
+ * standbys itself (kick(): the peer's txmu orders it with the sender
+ * thread, which is then not woken) and waits once until sync_standbys
+ * standbys of the sync set acknowledged that sequence (their journal has
+ * it at their durability), the leadership is aborted, or
+ * sync_timeout_ms passes (then the held answers are dropped, or with
+ * sync_degrade the leader goes on without them until enough are back).
+ * admit() refuses a client's appends up front while fewer than
+ * sync_standbys standbys are connected (not in degrade mode), so a
+ * refused mutation leaves nothing behind. Appends outside a hold (the
+ * master's own: expiry, eviction, the registry's sweep) are neither
+ * refused nor waited for.
  *
  * Locking: one mutex (mu) for the ring, the standby list and the
  * counters; data_cv wakes senders, ack_cv wakes waiters. No socket I/O
- * under mu. committed() runs under the journal's mutex and takes mu
+ * under mu. A peer's txmu (taken before mu) serialises its writes once
+ * it streams; a peer a kicking thread uses is pinned (users) so the
+ * acceptor does not reap it meanwhile. committed() runs under the journal's mutex and takes mu
  * (the journal's mutex is never taken under mu).
  */
 #include "config.h"
