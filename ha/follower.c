@@ -11,10 +11,11 @@
  * describes the journal), then append RECORDS batches whole, in order,
  * and acknowledge the last sequence once the append returned (durable at
  * this journal's durability). The batches that arrived together go into
- * one journal append and one ack (follow()). Anything unexpected - a frame of another
- * view, a sequence that does not follow, a malformed or oversized frame,
- * a record the journal refuses - is logged, never applied, and the
- * connection is dropped; the thread tries again a little later.
+ * one journal append and one ack (follow()). Anything unexpected - a
+ * frame of another view, a sequence that does not follow, a malformed or
+ * oversized frame, a record the journal refuses - is logged, never
+ * applied, and the connection is dropped; the thread tries again a
+ * little later.
  *
  * A REFUSE for divergence means the journal holds records the current
  * history does not (never acknowledged: see set_aside()); they are moved

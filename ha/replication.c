@@ -257,7 +257,6 @@ static unsigned count_required(struct kvf_repl_leader *l, uint64_t seq,
 	return n;
 }
 
-
 static int tap_admit(void *ctx)
 {
 	struct kvf_repl_leader *l = ctx;
@@ -891,9 +890,9 @@ static void reap(struct kvf_repl_leader *l, bool all)
 	while (*pp) {
 		struct peer *p = *pp;
 
-		if (p->users ||
-		    (!all && (p->required ||
-			      !(p->tx_done && (p->rx_done || !p->rx_started))))) {
+		if (p->users || (!all && (p->required ||
+					  !(p->tx_done &&
+					    (p->rx_done || !p->rx_started))))) {
 			pp = &p->next;
 			continue;
 		}
