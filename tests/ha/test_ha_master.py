@@ -40,8 +40,8 @@ Scenarios:
                 <= v0.3.7 spelling) names the leader too, same lease and
                 create revision; both keys go with its SIGTERM
   handover      SIGTERM on an asynchronous leader (--ha_sync_standbys 0)
-                whose standby is frozen behind a few MB of acknowledged
-                records: the leader waits for the standby to hold them
+                whose standby is frozen ~10 MB of acknowledged records
+                behind: the leader waits for the standby to hold them
                 all before it revokes its lease; the standby, thawed,
                 leads with every acknowledged object
   lone_expiry   a leader in refuse mode (--ha_sync_standbys 1) whose
@@ -836,13 +836,23 @@ def sc_handover(_):
         c = client(m1)
         mount(c)
         m2.p.send_signal(signal.SIGSTOP)
-        # asynchronous: acknowledged at once; ~6 MB of records, more
+        # asynchronous: acknowledged at once; ~10 MB of records, more
         # than the frozen standby's socket takes, so most are still on
-        # the leader when it is told to go
+        # the leader when it is told to go (in batches of 50, quickly:
+        # the leader's sender must not give up on the frozen standby,
+        # SEND_TIMEOUT_S, before it is thawed)
         pad = "x" * 4000
-        acked = ["hk%d-%s" % (i, pad) for i in range(1500)
-                 if put(c, "hk%d-%s" % (i, pad))]
-        check(len(acked) == 1500, "acknowledged: %d" % len(acked))
+        acked = []
+        for b in range(50):
+            keys = ["hk%d-%s" % (b * 50 + i, pad) for i in range(50)]
+            r = c.call("BatchPutStart", ME, keys, [1000] * 50, CFG,
+                       "default")
+            if not all("ok" in x for x in r["decoded"]):
+                continue
+            r = c.call("BatchPutEnd", ME, [[k, None] for k in keys], 4,
+                       "default")
+            acked += [k for k, x in zip(keys, r["decoded"]) if "ok" in x]
+        check(len(acked) == 2500, "acknowledged: %d" % len(acked))
         c.s.close()
         m1.p.send_signal(signal.SIGTERM)
         # it drains: waits for the standby (or, without the wait, exits)
@@ -851,7 +861,9 @@ def sc_handover(_):
         m2.p.send_signal(signal.SIGCONT)
         check(m1.p.wait(timeout=30) == 0, "the old leader's exit status")
         m2.wait_said("RPC listening")
-        found = exist(client(m2), acked)
+        c2 = client(m2)
+        found = sum((exist(c2, acked[i:i + 100])
+                     for i in range(0, len(acked), 100)), [])
         lost = [k[:8] for k, f in zip(acked, found) if f is not True]
         check(not lost, "%d of %d acknowledged objects lost in the "
               "hand-over: %r" % (len(lost), len(acked), lost[:5]))
