@@ -25,6 +25,7 @@
 # (Debian: etcd-server) and python3.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
+. "$top/scripts/setup.sh"
 rounds=4
 objects=200000
 threads=4
@@ -55,19 +56,18 @@ pids=()
 cleanup() {
 	for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
 	wait 2>/dev/null || true
-	[ -n "${KVF_KEEP:-}" ] && echo "kept $tmp" >&2 || rm -rf "$tmp"
-}
+	[ -z "${KVF_KEEP:-}" ] || { echo "kept $tmp" >&3; return; }
+	rm -rf "$tmp"
+} 3>&2 2>/dev/null
 trap cleanup EXIT
 
-free_port() {
-	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
+free_port() { kvf_free_port; }
 
 # wait_line FILE SED_EXPR: print the first match, within 30 s.
 wait_line() {
 	local v
 	for _ in $(seq 1 300); do
-		v=$(sed -n "$2" "$1" | head -1)
+		v=$(sed -n "$2" "$1" 2>/dev/null | head -1) # may not exist yet
 		[ -n "$v" ] && { echo "$v"; return 0; }
 		sleep 0.1
 	done
@@ -76,16 +76,8 @@ wait_line() {
 	return 1
 }
 
-ecp=$(free_port)
-epp=$(free_port)
-"$etcd_bin" --name e0 --data-dir "$tmp/etcd" \
-	--listen-client-urls "http://127.0.0.1:$ecp" \
-	--advertise-client-urls "http://127.0.0.1:$ecp" \
-	--listen-peer-urls "http://127.0.0.1:$epp" \
-	--initial-advertise-peer-urls "http://127.0.0.1:$epp" \
-	--initial-cluster "e0=http://127.0.0.1:$epp" \
-	--log-level error >"$tmp/etcd.log" 2>&1 &
-pids+=($!)
+kvf_start_etcd "$tmp" "$etcd_bin"
+pids+=("$etcd_pid")
 
 common=(--rpc_thread_num "$threads" --metrics_port 0 --client_ttl 600)
 "$master" --rpc_port 0 --data-dir "$tmp/plain" "${common[@]}" \

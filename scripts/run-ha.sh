@@ -103,16 +103,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-ecp=$(free_port)
-epp=$(free_port)
-"$etcd_bin" --name e0 --data-dir "$tmp/etcd" \
-	--listen-client-urls "http://127.0.0.1:$ecp" \
-	--advertise-client-urls "http://127.0.0.1:$ecp" \
-	--listen-peer-urls "http://127.0.0.1:$epp" \
-	--initial-advertise-peer-urls "http://127.0.0.1:$epp" \
-	--initial-cluster "e0=http://127.0.0.1:$epp" \
-	--log-level error >"$tmp/etcd.log" 2>&1 &
-etcd_pid=$!
+kvf_start_etcd "$tmp" "$etcd_bin"
 
 # The election key: "host:port create_revision", or nothing.
 leader() {

@@ -66,6 +66,28 @@ kvf_build() {
 	make -C "$dir" -j"$KVF_JOBS" -s >/dev/null
 }
 
+# kvf_free_port: a loopback TCP port free right now.
+kvf_free_port() {
+	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# kvf_start_etcd DIR ETCD_BINARY: a one-member etcd on loopback with its
+# data in DIR/etcd (log DIR/etcd.log), in the background; sets ecp (its
+# client port) and etcd_pid.
+kvf_start_etcd() {
+	local epp
+	ecp=$(kvf_free_port)
+	epp=$(kvf_free_port)
+	"$2" --name e0 --data-dir "$1/etcd" \
+		--listen-client-urls "http://127.0.0.1:$ecp" \
+		--advertise-client-urls "http://127.0.0.1:$ecp" \
+		--listen-peer-urls "http://127.0.0.1:$epp" \
+		--initial-advertise-peer-urls "http://127.0.0.1:$epp" \
+		--initial-cluster "e0=http://127.0.0.1:$epp" \
+		--log-level error >"$1/etcd.log" 2>&1 &
+	etcd_pid=$!
+}
+
 # kvf_setup_build: packages, autotools and the plain build in build/, as
 # the README's commands start.
 kvf_setup_build() {

@@ -771,9 +771,8 @@ def sc_lagging(_):
 
 def sc_chain(_):
     with cluster() as (etcd, m1, m2):
-        m3 = Master(etcd.endpoint(0))
-        ms = [m2, m3]
-        try:
+        with another(etcd.endpoint(0)) as m3:
+            ms = [m2, m3]
             m1.wait_said("sync set now [")
             wait_for(lambda: any(m2.addr in x and m3.addr in x
                                  for x in m1.lines if "sync set now" in x),
@@ -800,12 +799,8 @@ def sc_chain(_):
             lost = [k for k, f in zip(acked + more, found) if f is not True]
             check(not lost, "%d acknowledged objects lost across two "
                   "failovers" % len(lost))
-        except Exception:
-            m3.dump()
-            raise
-        finally:
-            m3.stop(signal.SIGKILL)
-            m3.remove_dir()
+
+
 def sc_legacy_key(_):
     etcd = Etcd(1)
     m = None
@@ -869,6 +864,21 @@ def sc_handover(_):
               "hand-over: %r" % (len(lost), len(acked), lost[:5]))
 
 
+@contextlib.contextmanager
+def another(*args):
+    """One more Master(*args) beside a cluster(): dumped on failure,
+    killed and its directory removed after."""
+    m = Master(*args)
+    try:
+        yield m
+    except Exception:
+        m.dump()
+        raise
+    finally:
+        m.stop(signal.SIGKILL)
+        m.remove_dir()
+
+
 def sc_lone_expiry(_):
     with cluster(extra=("--client_ttl", "5")) as (etcd, m1, m2):
         c = client(m1)
@@ -892,18 +902,11 @@ def sc_lone_expiry(_):
         wait_for(lambda: m1.http("/health")["replication"]["last_seq"] >
                  before, "the expiry in the lone leader's journal")
         # a standby that comes back gets them from the backlog
-        m3 = Master(etcd.endpoint(0), "--client_ttl", "5")
-        try:
+        with another(etcd.endpoint(0), "--client_ttl", "5") as m3:
             m3.wait_said("following the leader")
             last = m1.http("/health")["replication"]["last_seq"]
             wait_for(lambda: m3.http("/health")["replication"]["last_seq"]
                      == last, "the new standby has the expiry's records")
-        except Exception:
-            m3.dump()
-            raise
-        finally:
-            m3.stop(signal.SIGKILL)
-            m3.remove_dir()
 
 
 SCENARIOS = {
