@@ -39,6 +39,18 @@ Scenarios:
   legacy_key    --ha_publish_legacy_key: mooncake-store/master_view (the
                 <= v0.3.7 spelling) names the leader too, same lease and
                 create revision; both keys go with its SIGTERM
+  repl_state    the segment table and the HTTP metadata store reach the
+                standby: after the leader's SIGKILL the new leader knows
+                the client's segment (status, protocol in descriptors)
+                and serves the metadata keys, with no remount or re-put
+  failover_loop three masters, $KVF_HA_FAILOVERS (default 50) leader
+                SIGKILLs, each killed master back as a standby (an empty
+                --data-dir: a replaced machine); kvforge-bench writes
+                through etcd:// the whole time; after each failover every
+                acknowledged object is on the new leader with the
+                descriptors it was acknowledged with, a batch in flight at
+                the kill is whole or absent; then the captured upstream
+                client run is replayed against the last leader
 
 Exit 0 when every scenario passed; the first failed assertion exits 1.
 """
@@ -56,6 +68,8 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.error
+import urllib.parse
 import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -236,6 +250,30 @@ class Master:
                                     timeout=5) as r:
             body = r.read().decode()
         return json.loads(body) if path == "/health" else body
+
+    def meta_url(self, key):
+        """The HTTP metadata server's URL for @key."""
+        port = None
+        for line in self.lines:
+            if "HTTP metadata listening on " in line:
+                port = int(line.rsplit(":", 1)[1].split()[0])
+        check(port, "%s: a metadata port" % self.addr)
+        return "http://127.0.0.1:%d/metadata?key=%s" % (
+            port, urllib.parse.quote(key, safe=""))
+
+    def meta(self, key, value=None, delete=False):
+        """GET (None when absent), PUT @value, or DELETE @key."""
+        method = "DELETE" if delete else "PUT" if value is not None \
+            else "GET"
+        req = urllib.request.Request(self.meta_url(key), data=value,
+                                     method=method)
+        try:
+            with urllib.request.urlopen(req, timeout=10) as r:
+                return r.read()
+        except urllib.error.HTTPError as e:
+            if e.code == 404:
+                return None
+            raise
 
     def metric(self, name):
         for line in self.http("/metrics").splitlines():
@@ -488,9 +526,13 @@ def sc_frozen_master(_):
               "only the new leader answers")
 
 
-def sc_bench_follows(_):
-    bench = os.environ.get("KVF_BENCH_BIN") or os.path.join(
+def bench_binary():
+    return os.environ.get("KVF_BENCH_BIN") or os.path.join(
         os.path.dirname(MASTER), "tools", "kvforge-bench")
+
+
+def sc_bench_follows(_):
+    bench = bench_binary()
     # asynchronous: the new leader has no standby left to acknowledge
     with cluster(extra=("--ha_sync_standbys", "0")) as (etcd, m1, m2):
         _, rev, _ = etcd.key()
@@ -821,6 +863,73 @@ def sc_legacy_key(_):
         etcd.close()
 
 
+RDMA_SEG = [[0xCCCC, 0xDDDD], "ha-rdma-seg", 0x7e0000000000, 64 << 20,
+            "127.0.0.1:19998", "rdma", ""]
+META = "--enable_http_metadata_server", "--http_metadata_server_port", "0"
+
+
+def replicas(c, keys):
+    """Each key's replica descriptors (None when the key is unknown)."""
+    r = c.call("BatchGetReplicaList", keys, "default")["decoded"]
+    return [x["ok"][0] if "ok" in x else None for x in r]
+
+
+def sc_repl_state(_):
+    with cluster(extra=META) as (etcd, m1, m2):
+        m2.wait_said("following the leader")
+        c = client(m1)
+        r = c.call("MountSegment", RDMA_SEG, ME)
+        check("ok" in r["decoded"], "MountSegment: %r" % (r,))
+        check(put(c, "sk0"), "a put acknowledged")
+        before = replicas(c, ["sk0"])[0]
+        check(before and before[0][1]["value"][0][2] == "rdma",
+              "an rdma descriptor: %r" % (before,))
+        meta = {"mooncake/ram/host-a": b'{"buffers": [1, 2]}',
+                "mooncake/rpc_meta/host-a": b'{"ip": "10.0.0.1"}',
+                "mooncake/ram/host-b": b"gone"}
+        for k, v in meta.items():
+            m1.meta(k, v)
+        m1.meta("mooncake/ram/host-b", delete=True)
+        del meta["mooncake/ram/host-b"]
+        # the metadata store follows asynchronously: the standby's own
+        # metadata server shows it
+        wait_for(lambda: all(m2.meta(k) == v for k, v in meta.items()) and
+                 m2.meta("mooncake/ram/host-b") is None,
+                 "the standby's metadata store")
+        m1.stop(signal.SIGKILL)
+        m2.wait_said("RPC listening")
+        # no remount: the new leader knows the segment as the old one did
+        c2 = client(m2)
+        r = c2.call("QuerySegmentStatusById", RDMA_SEG[0])["decoded"]
+        check(r.get("ok") == 1, "the segment on the new leader: %r" % (r,))
+        r = c2.call("QuerySegmentStatus", RDMA_SEG[1])["decoded"]
+        check(r.get("ok") == 1, "the segment by name: %r" % (r,))
+        after = replicas(c2, ["sk0"])[0]
+        check(after == before, "descriptors: %r, acknowledged %r"
+              % (after, before))
+        for k, v in meta.items():
+            got = m2.meta(k)
+            check(got == v, "metadata %s on the new leader: %r" % (k, got))
+        check(m2.meta("mooncake/ram/host-b") is None, "a deleted key")
+        # the new leader replicates both to a standby that joins it
+        m3 = Master(etcd.endpoint(0), *META)
+        try:
+            m3.wait_said("following the leader")
+            m2.meta("mooncake/ram/host-c", b"c")
+            meta["mooncake/ram/host-c"] = b"c"
+            wait_for(lambda: all(m3.meta(k) == v for k, v in meta.items()),
+                     "the new standby's metadata store")
+            check(os.path.exists(os.path.join(m3.dir,
+                                              "kvforge-master.segments")),
+                  "the segment table in the new standby's data dir")
+        except Exception:
+            m3.dump()
+            raise
+        finally:
+            m3.stop(signal.SIGKILL)
+            m3.remove_dir()
+
+
 SCENARIOS = {
     "flags": sc_flags,
     "election": sc_election,
@@ -833,6 +942,7 @@ SCENARIOS = {
     "lagging": sc_lagging,
     "chain": sc_chain,
     "legacy_key": sc_legacy_key,
+    "repl_state": sc_repl_state,
 }
 
 
