@@ -81,10 +81,10 @@ bool kvf__repl_hdr_get(const uint8_t *buf, struct kvf_repl_hdr *h)
 		if (h->count >= KVF_REPL_STATE_MAX)
 			return false;
 	}
-	return h->len <= (h->type == KVF_REPL_RECORDS ||
-					  h->type == KVF_REPL_STATE
-				  ? KVF_REPL_RECORDS_MAX
-				  : KVF_REPL_SMALL_MAX);
+	return h->len <=
+	       (h->type == KVF_REPL_RECORDS || h->type == KVF_REPL_STATE
+			? KVF_REPL_RECORDS_MAX
+			: KVF_REPL_SMALL_MAX);
 }
 
 int kvf__repl_write(int fd, const void *a, size_t alen, const void *b,

@@ -308,8 +308,7 @@ static uint32_t get32(const uint8_t *p)
 	       (uint32_t)p[2] << 8 | p[3];
 }
 
-int kvf__metastore_export(struct kvf_metastore *s, uint8_t **out,
-			  size_t *len)
+int kvf__metastore_export(struct kvf_metastore *s, uint8_t **out, size_t *len)
 {
 	uint8_t *buf, *p;
 	size_t n;
@@ -360,9 +359,9 @@ int kvf__metastore_import(struct kvf_metastore *s, const uint8_t *data,
 			break;
 		}
 		/* a key twice: a malformed export */
-		if (n && find_link(n, kvf__key_hash((const char *)data + off,
-						    kl),
-				   (const char *)data + off, kl)[0]) {
+		if (n &&
+		    find_link(n, kvf__key_hash((const char *)data + off, kl),
+			      (const char *)data + off, kl)[0]) {
 			ret = KVF_ERR_INVALID_ARGUMENT;
 			break;
 		}

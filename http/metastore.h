@@ -115,8 +115,7 @@ void kvf__metastore_set_hook(struct kvf_metastore *s, void (*fn)(void *ctx),
  * Context: any thread; takes the store's lock shared.
  * Return: %KVF_OK or %KVF_ERR_NO_MEMORY.
  */
-int kvf__metastore_export(struct kvf_metastore *s, uint8_t **out,
-			  size_t *len);
+int kvf__metastore_export(struct kvf_metastore *s, uint8_t **out, size_t *len);
 
 /**
  * kvf__metastore_import() - replace the whole content of @s by an export

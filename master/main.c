@@ -198,13 +198,12 @@ static int apply_state(void *ctx, unsigned item, const uint8_t *data,
 	if (item == STATE_SEGMENTS)
 		return kvf_registry_store_table(m->repl_opts.data_dir,
 						(const char *)data, len);
-	if (item == STATE_METASTORE)
-		return m->http_metadata
-			       ? kvf__metastore_import(kvf_http_metadata_store(
-							       m->http_metadata),
-						       data, len)
-			       : KVF_OK;
-	return KVF_ERR_INVALID_ARGUMENT;
+	if (item != STATE_METASTORE)
+		return KVF_ERR_INVALID_ARGUMENT;
+	if (!m->http_metadata) /* no metadata server here */
+		return KVF_OK;
+	return kvf__metastore_import(kvf_http_metadata_store(m->http_metadata),
+				     data, len);
 }
 
 static int open_engine(struct master *m)
@@ -592,7 +591,6 @@ static int serve(struct master *m, const sigset_t *sigs)
 
 static void shutdown_master(struct master *m)
 {
-	kvf_http_stop(m->http_metadata);
 	kvf_http_stop(m->http_metrics);
 	kvf_repl_lead_abort(m->leader);
 	stop_rpc(m);
@@ -600,6 +598,8 @@ static void shutdown_master(struct master *m)
 	kvf_ha_stop(m->ha);
 	drop_leader(m);
 	stop_follower(m, NULL);
+	/* after the follower, which writes into its store */
+	kvf_http_stop(m->http_metadata);
 	close_engine(m);
 	kvf_stallclock_free(m->stall);
 	kvf_metrics_free(m->metrics);

@@ -863,8 +863,7 @@ int kvf_registry_export(struct kvf_registry *r, char **text, size_t *len)
 	return ret;
 }
 
-int kvf_registry_store_table(const char *data_dir, const char *text,
-			     size_t len)
+int kvf_registry_store_table(const char *data_dir, const char *text, size_t len)
 {
 	char line[LINE_MAX_LEN + 2], proto[KVF_PROTOCOL_MAX + 2];
 	char *path = NULL, *tmp = NULL;

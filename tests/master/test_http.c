@@ -822,7 +822,8 @@ static void test_metastore_replica(void **state)
 	assert_int_equal(kvf__metastore_new(&b), KVF_OK);
 	kvf__metastore_set_hook(a, count_change, &changes);
 	assert_int_equal(kvf__metastore_put(a, "k1", 2, "v1", 2), KVF_OK);
-	assert_int_equal(kvf__metastore_put(a, "x_rpc_meta", 10, "", 0), KVF_OK);
+	assert_int_equal(kvf__metastore_put(a, "x_rpc_meta", 10, "", 0),
+			 KVF_OK);
 	assert_int_equal(kvf__metastore_put(a, "gone", 4, "g", 1), KVF_OK);
 	assert_int_equal(kvf__metastore_remove(a, "gone", 4), KVF_OK);
 	assert_int_equal(changes, 4);
