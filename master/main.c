@@ -34,8 +34,9 @@
  * metadata store, from its change hook (asynchronously: the HTTP thread
  * does not wait for standbys). A standby writes the table into its data
  * directory, where the registry loads it on promotion, and imports the
- * store into its own metadata server (with HA the HTTP servers start
- * before the follower, so the store exists). leader_mu orders the
+ * store into its own metadata server (with HA the metadata server starts
+ * before the follower, so the store exists; the metrics server after the
+ * election, whose state it shows). leader_mu orders the
  * store's hook against promotion and demotion; the RPC threads, the only
  * other users of m->leader, run only while it is set.
  *
@@ -332,7 +333,7 @@ static int start_rpc(struct master *m)
 	return KVF_OK;
 }
 
-static int start_http(struct master *m)
+static int start_metrics(struct master *m)
 {
 	const struct kvf_master_flags *f = &m->flags;
 	int ret;
@@ -354,6 +355,15 @@ static int start_http(struct master *m)
 		printf("kvforge-master: metrics listening on %s:%u\n", o.host,
 		       kvf_http_port(m->http_metrics));
 	}
+	fflush(stdout);
+	return KVF_OK;
+}
+
+static int start_metadata(struct master *m)
+{
+	const struct kvf_master_flags *f = &m->flags;
+	int ret;
+
 	if (f->enable_http_metadata_server) {
 		struct kvf_http_options o = {
 			.host = f->http_metadata_server_host,
@@ -661,17 +671,21 @@ int main(int argc, char **argv)
 	ret = start_stallclock(&m);
 	if (!ret && m.flags.enable_ha) {
 		/* the follower imports the leader's metadata store */
-		ret = start_http(&m);
+		ret = start_metadata(&m);
 		if (!ret)
 			ret = start_follower(&m);
 		if (!ret)
 			ret = start_ha(&m);
+		if (!ret)
+			ret = start_metrics(&m); /* after the HA it shows */
 	} else if (!ret) {
 		ret = open_engine(&m);
 		if (!ret)
 			ret = start_rpc(&m);
 		if (!ret)
-			ret = start_http(&m);
+			ret = start_metrics(&m);
+		if (!ret)
+			ret = start_metadata(&m);
 	}
 	if (!ret)
 		ret = serve(&m, &sigs);
