@@ -568,7 +568,10 @@ def sc_bench_follows(_):
         try:
             wait_for(lambda: any("view %d" % rev in x for x in lines),
                      "the bench on the first leader")
-            time.sleep(0.2)
+            # past its set-up (the mount, then put batches: journaled),
+            # which is not retried
+            wait_for(lambda: m1.http("/health")["replication"]
+                     ["last_seq"] >= 3, "the bench's puts")
             m1.stop(signal.SIGKILL)
             m2.wait_said("RPC listening")
             rc = p.wait(timeout=60)
