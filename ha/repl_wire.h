@@ -17,6 +17,16 @@
  *   the journal encodes them (journal/record.h).
  * ACK (standby): seq = the last sequence durable in its journal.
  * HEARTBEAT (leader): seq = the leader's last sequence.
+ * A standby whose next record the leader's backlog no longer holds gets
+ * a snapshot instead, right after the WELCOME, then RECORDS from the
+ * snapshot's sequence on:
+ * SNAP_WAIT (leader): no payload; the snapshot is being read (the
+ *   standby waits longer than a heartbeat's interval for the next frame).
+ * SNAP_BEGIN (leader): seq = S, the last sequence the snapshot covers;
+ *   payload = K, its record count (8 bytes, K <= S).
+ * SNAP_RECORDS (leader): seq = S; payload as RECORDS.
+ * SNAP_END (leader): seq = S; the standby installs the snapshot as its
+ *   journal (ending at S) and acknowledges S.
  */
 #ifndef KVF_HA_REPL_WIRE_H
 #define KVF_HA_REPL_WIRE_H
@@ -41,6 +51,10 @@ enum kvf_repl_type {
 	KVF_REPL_RECORDS = 4,
 	KVF_REPL_ACK = 5,
 	KVF_REPL_HEARTBEAT = 6,
+	KVF_REPL_SNAP_WAIT = 7,
+	KVF_REPL_SNAP_BEGIN = 8,
+	KVF_REPL_SNAP_RECORDS = 9,
+	KVF_REPL_SNAP_END = 10,
 };
 
 struct kvf_repl_hdr {
