@@ -377,7 +377,7 @@ typedef int (*kvf__snapshot_fn)(void *arg, const uint8_t *frames, size_t len,
  * log (the side log drained), then reads in one read transaction; appends
  * go on meanwhile, but a commit that must grow the map waits until the
  * read ends (LMDB cannot remap under a transaction).
- * Context: blocks (the drain, the read: about a second per million
+ * Context: blocks (the drain, the read: seconds per million
  * objects); any thread but the writer's; not from a tap hook.
  * Return: %KVF_OK; %KVF_ERR_CLOSED; a move's or LMDB's failure;
  * %KVF_ERR_JOURNAL_CORRUPT; @fn's non-zero value; %KVF_ERR_NO_MEMORY.

@@ -10,8 +10,9 @@
  * committing) yields the image and the log after it, i.e. the state after
  * every record up to the log's last sequence in that transaction. LMDB
  * may not remap (grow the map) while a transaction of this process is
- * open, so the read holds the store's map_mu, which kvf__store_grow()
- * takes: a writer that must grow meanwhile waits for the read to end. The
+ * open, so the read holds the store's remap_rw for reading, which
+ * kvf__store_grow() takes for writing: a writer that must grow meanwhile
+ * waits for the read to end (prefaulting, under map_mu, does not). The
  * read therefore only encodes into the caller's memory and never waits
  * for anything else. Records decoded in a read-only transaction point
  * into its pages, which stay valid until it ends, so a run of them can be
@@ -100,7 +101,7 @@ int kvf__journal_snapshot(struct kvf__journal *j, kvf__snapshot_fn fn,
 	pthread_mutex_unlock(&j->mu);
 	if (rc)
 		goto out;
-	pthread_mutex_lock(&j->store.map_mu); /* no remap meanwhile */
+	pthread_rwlock_rdlock(&j->store.remap_rw); /* no remap meanwhile */
 	rc = mdb_txn_begin(j->store.env, NULL, MDB_RDONLY, &txn);
 	if (!rc) {
 		rc = kvf__store_state_read(txn, &j->store.dbs, &st);
@@ -116,7 +117,7 @@ int kvf__journal_snapshot(struct kvf__journal *j, kvf__snapshot_fn fn,
 	} else {
 		rc = kvf__journal_status(rc);
 	}
-	pthread_mutex_unlock(&j->store.map_mu);
+	pthread_rwlock_unlock(&j->store.remap_rw);
 	if (!rc) {
 		*seq = last;
 		*nr_recs = s->total;
