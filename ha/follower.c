@@ -285,6 +285,36 @@ static int collect_rec(void *arg, const struct kvf__jrec *rec, uint32_t idx)
 	return 0;
 }
 
+/*
+ * Decode a RECORDS-shaped payload's @nr records and append them to @j;
+ * *@last receives the batch's last sequence. 0, or -1 (logged).
+ */
+static int append_frames(struct kvf_repl_follower *f, struct kvf__journal *j,
+			 const struct kvf_repl_hdr *h, const uint8_t *pl,
+			 uint64_t nr, uint64_t *last)
+{
+	struct collect c = {.recs = malloc(nr * sizeof(*c.recs)), .cap = nr};
+	int rc;
+
+	if (!c.recs)
+		return -1;
+	rc = kvf__frames_decode(pl + 8, h->len - 8, nr, h->count, collect_rec,
+				&c);
+	if (rc || c.n != nr) {
+		free(c.recs);
+		note_refusal(f, "records that do not decode");
+		return -1;
+	}
+	rc = kvf__journal_append_seq(j, c.recs, nr, last);
+	free(c.recs);
+	if (rc) {
+		fprintf(stderr, "replication: standby: journal append: %s\n",
+			kvf_strerror(rc));
+		return -1;
+	}
+	return 0;
+}
+
 /* Keep a copy of an applied batch for a promotion (best effort). */
 static void keep(struct kvf_repl_follower *f, const struct kvf_repl_hdr *h,
 		 const uint8_t *frames, uint64_t nr)
@@ -323,9 +353,7 @@ static void keep(struct kvf_repl_follower *f, const struct kvf_repl_hdr *h,
 static int apply(struct kvf_repl_follower *f, const struct kvf_repl_hdr *h,
 		 const uint8_t *pl)
 {
-	struct collect c = {0};
 	uint64_t nr, last = 0;
-	int rc;
 
 	if (h->len < 8) {
 		note_refusal(f, "malformed records frame");
@@ -340,22 +368,11 @@ static int apply(struct kvf_repl_follower *f, const struct kvf_repl_hdr *h,
 		note_refusal(f, "records out of sequence");
 		return -1;
 	}
-	c.recs = malloc(nr * sizeof(*c.recs));
-	c.cap = nr;
-	if (!c.recs)
+	if (append_frames(f, f->j, h, pl, nr, &last))
 		return -1;
-	rc = kvf__frames_decode(pl + 8, h->len - 8, nr, h->count, collect_rec,
-				&c);
-	if (rc || c.n != nr) {
-		free(c.recs);
-		note_refusal(f, "records that do not decode");
-		return -1;
-	}
-	rc = kvf__journal_append_seq(f->j, c.recs, nr, &last);
-	free(c.recs);
-	if (rc || last != f->last_seq + nr) {
-		fprintf(stderr, "replication: standby: journal append: %s\n",
-			rc ? kvf_strerror(rc) : "sequence mismatch");
+	if (last != f->last_seq + nr) {
+		fprintf(stderr, "replication: standby: journal append: "
+				"sequence mismatch\n");
 		return -1;
 	}
 	pthread_mutex_lock(&f->mu);
@@ -442,9 +459,7 @@ static int snap_begin(struct kvf_repl_follower *f, struct snapin *sn,
 static int snap_records(struct kvf_repl_follower *f, struct snapin *sn,
 			const struct kvf_repl_hdr *h, const uint8_t *pl)
 {
-	struct collect c = {0};
 	uint64_t nr, last = 0;
-	int rc;
 
 	if (!sn->j || h->seq != sn->seq || h->len < 8) {
 		note_refusal(f, "malformed snapshot");
@@ -455,24 +470,8 @@ static int snap_records(struct kvf_repl_follower *f, struct snapin *sn,
 		note_refusal(f, "malformed snapshot");
 		return -1;
 	}
-	c.recs = malloc(nr * sizeof(*c.recs));
-	c.cap = nr;
-	if (!c.recs)
+	if (append_frames(f, sn->j, h, pl, nr, &last))
 		return -1;
-	rc = kvf__frames_decode(pl + 8, h->len - 8, nr, h->count, collect_rec,
-				&c);
-	if (rc || c.n != nr) {
-		free(c.recs);
-		note_refusal(f, "snapshot records that do not decode");
-		return -1;
-	}
-	rc = kvf__journal_append_seq(sn->j, c.recs, nr, &last);
-	free(c.recs);
-	if (rc) {
-		fprintf(stderr, "replication: standby: snapshot append: %s\n",
-			kvf_strerror(rc));
-		return -1;
-	}
 	sn->got += nr;
 	return 0;
 }

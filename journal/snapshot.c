@@ -159,18 +159,6 @@ int kvf__journal_set_base(struct kvf__journal *j, uint64_t seq)
 	return KVF_OK;
 }
 
-static int sync_dir(const char *dir)
-{
-	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc = 0;
-
-	if (fd < 0)
-		return errno;
-	if (fsync(fd))
-		rc = errno;
-	close(fd);
-	return rc;
-}
-
 int kvf__jdir_install(const char *dir)
 {
 	char src[4200], from[4500], to[4500];
@@ -196,7 +184,8 @@ int kvf__jdir_install(const char *dir)
 	}
 	closedir(d);
 	if (!rc)
-		rc = sync_dir(dir); /* every file in place before ... */
+		rc = kvf__sidelog_sync_dir(
+			dir); /* every file in place before ... */
 	if (!rc) {
 		snprintf(from, sizeof(from), "%s/kvforge.lock", src);
 		unlink(from);
@@ -204,19 +193,19 @@ int kvf__jdir_install(const char *dir)
 			rc = errno;
 	}
 	if (!rc)
-		rc = sync_dir(dir);
+		rc = kvf__sidelog_sync_dir(dir);
 	return rc;
 }
 
 int kvf__jdir_stage(const char *dir, const char *staged)
 {
 	char dst[4200];
-	int rc = sync_dir(staged);
+	int rc = kvf__sidelog_sync_dir(staged);
 
 	snprintf(dst, sizeof(dst), "%s/" KVF__JDIR_INSTALL, dir);
 	if (!rc && rename(staged, dst))
 		rc = errno;
 	if (!rc)
-		rc = sync_dir(dir);
+		rc = kvf__sidelog_sync_dir(dir);
 	return rc;
 }

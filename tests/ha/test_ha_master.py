@@ -320,21 +320,14 @@ def sc_flags(_):
 
 
 @contextlib.contextmanager
-def cluster(members=1, standby_members=(0,), extra=()):
-    """An etcd of @members, a leader m1 on member 0 and a standby m2 on
-    @standby_members; masters are dumped on failure, all stopped after."""
+def masters(members=1):
+    """An etcd of @members and a list for the masters the caller starts:
+    dumped on failure, all stopped (and their directories removed)
+    after."""
     etcd = Etcd(members)
     ms = []
     try:
-        ms.append(Master(etcd.endpoint(0), *extra))
-        ms[0].wait_said("RPC listening")
-        ms.append(Master(etcd.endpoints(standby_members), *extra))
-        ms[1].wait_said("ha: standby")
-        if "--ha_sync_standbys" in extra:
-            ms[1].wait_said("following the leader")
-        else:  # a standby campaigns only once in the leader's sync set
-            ms[0].wait_said("sync set now [%s]" % ms[1].addr)
-        yield etcd, ms[0], ms[1]
+        yield etcd, ms
     except Exception:
         for m in ms:
             m.dump()
@@ -344,6 +337,22 @@ def cluster(members=1, standby_members=(0,), extra=()):
             m.stop(signal.SIGKILL)
             m.remove_dir()
         etcd.close()
+
+
+@contextlib.contextmanager
+def cluster(members=1, standby_members=(0,), extra=()):
+    """An etcd of @members, a leader m1 on member 0 and a standby m2 on
+    @standby_members; masters are dumped on failure, all stopped after."""
+    with masters(members) as (etcd, ms):
+        ms.append(Master(etcd.endpoint(0), *extra))
+        ms[0].wait_said("RPC listening")
+        ms.append(Master(etcd.endpoints(standby_members), *extra))
+        ms[1].wait_said("ha: standby")
+        if "--ha_sync_standbys" in extra:
+            ms[1].wait_said("following the leader")
+        else:  # a standby campaigns only once in the leader's sync set
+            ms[0].wait_said("sync set now [%s]" % ms[1].addr)
+        yield etcd, ms[0], ms[1]
 
 
 def sc_election(_):
@@ -862,9 +871,7 @@ def sc_snapshot(_):
     """A standby joining after the backlog dropped the start of the
     history catches up from a snapshot, joins the sync set and leads
     with every object after the leader's SIGKILL."""
-    etcd = Etcd(1)
-    ms = []
-    try:
+    with masters() as (etcd, ms):
         ms.append(lead_alone(etcd, *(DEGRADE + TINY_BACKLOG)))
         m1 = ms[0]
         c = client(m1)
@@ -886,15 +893,6 @@ def sc_snapshot(_):
         m1.stop(signal.SIGKILL)
         m2.wait_said("RPC listening")
         check_all_there(m2, acked + more, "after the snapshot")
-    except Exception:
-        for m in ms:
-            m.dump()
-        raise
-    finally:
-        for m in ms:
-            m.stop(signal.SIGKILL)
-            m.remove_dir()
-        etcd.close()
 
 
 class Putter:
@@ -948,9 +946,7 @@ def sc_standby_restart(_):
     """A standby SIGKILLed while puts go on, restarted on its directory:
     it catches up (from a snapshot: the backlog holds one batch), joins
     the sync set again and leads with every object."""
-    etcd = Etcd(1)
-    ms = []
-    try:
+    with masters() as (etcd, ms):
         ms.append(lead_alone(etcd, *(DEGRADE + TINY_BACKLOG)))
         m1 = ms[0]
         ms.append(Master(etcd.endpoint(0), *(DEGRADE + TINY_BACKLOG)))
@@ -983,17 +979,6 @@ def sc_standby_restart(_):
         m1.stop(signal.SIGKILL)
         m3.wait_said("RPC listening")
         check_all_there(m3, acked, "after the restart")
-    except Exception:
-        for m in ms:
-            m.dump()
-        raise
-    finally:
-        for m in ms:
-            m.stop(signal.SIGKILL)
-        ms[0].remove_dir()
-        if len(ms) > 1:
-            shutil.rmtree(ms[1].dir, ignore_errors=True)
-        etcd.close()
 
 
 class Proxy:
@@ -1009,17 +994,28 @@ class Proxy:
         self.socks = []
         self.mu = threading.Lock()
         self.conns = 0
+        self.cuts = 0
         threading.Thread(target=self._accept, daemon=True).start()
 
     def _accept(self):
         while True:
             try:
                 a, _ = self.ls.accept()
+            except OSError:
+                return  # closed
+            with self.mu:
+                cuts = self.cuts
+            try:
                 b = socket.create_connection(self.target, timeout=10)
                 b.settimeout(None)
             except OSError:
-                return
+                a.close()
+                continue
             with self.mu:
+                if cuts != self.cuts:  # accepted before a cut: cut too
+                    a.close()
+                    b.close()
+                    continue
                 self.socks += [a, b]
                 self.conns += 1
             for x, y in ((a, b), (b, a)):
@@ -1045,6 +1041,7 @@ class Proxy:
     def cut(self):
         with self.mu:
             socks, self.socks = self.socks, []
+            self.cuts += 1
         for s in socks:
             try:
                 s.shutdown(socket.SHUT_RDWR)
@@ -1052,30 +1049,34 @@ class Proxy:
                 pass
             s.close()
 
-    def close(self):
+    def stop(self, sig=None):
         self.ls.close()
         self.cut()
+
+    def remove_dir(self):
+        pass
+
+    def dump(self):
+        pass
 
 
 def sc_stream_cut(_):
     """The replication stream cut (a proxy between the standby and the
     leader closes it) while puts go on: the standby follows again from
     where it was, rejoins the sync set and leads with every object."""
-    etcd = Etcd(1)
-    ms = []
-    proxy = None
-    try:
+    with masters() as (etcd, ms):
         ms.append(lead_alone(etcd, *DEGRADE))
         m1 = ms[0]
         host, port, view = repl_addr(etcd)
         proxy = Proxy((host, port))
+        ms.append(proxy)  # closed with the masters
         _, _, lease = etcd.key(key="kvforge/%s/replication/leader" % CLUSTER)
         etcd.call("/v3/kv/put", {
             "key": b64("kvforge/%s/replication/leader" % CLUSTER),
             "value": b64("127.0.0.1:%d %d" % (proxy.port, view)),
             "lease": str(lease)})
         ms.append(Master(etcd.endpoint(0), *DEGRADE))
-        m2 = ms[1]
+        m2 = ms[2]
         in_set = "sync set now [%s]" % m2.addr
         m1.wait_said(in_set)
         pt = Putter(m1, "sc")
@@ -1098,17 +1099,6 @@ def sc_stream_cut(_):
         m1.stop(signal.SIGKILL)
         m2.wait_said("RPC listening")
         check_all_there(m2, acked, "after the cuts")
-    except Exception:
-        for m in ms:
-            m.dump()
-        raise
-    finally:
-        if proxy:
-            proxy.close()
-        for m in ms:
-            m.stop(signal.SIGKILL)
-            m.remove_dir()
-        etcd.close()
 
 
 SCENARIOS = {
