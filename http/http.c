@@ -1233,6 +1233,11 @@ static void metadata_route(struct kvf_http_server *srv,
 	free(key);
 }
 
+struct kvf_metastore *kvf_http_metadata_store(struct kvf_http_server *srv)
+{
+	return srv->store;
+}
+
 int kvf_http_metadata_start(const struct kvf_http_options *opts,
 			    struct kvf_http_server **out)
 {
@@ -1248,6 +1253,9 @@ int kvf_http_metadata_start(const struct kvf_http_options *opts,
 	if (ret != KVF_OK)
 		goto err_free;
 	kvf__metastore_set_limit(srv->store, opts->max_store_bytes);
+	if (opts->on_change)
+		kvf__metastore_set_hook(srv->store, opts->on_change,
+					opts->on_change_ctx);
 	ret = server_start(opts, metadata_route, HTTP_METADATA_MAX_BODY, srv);
 	if (ret != KVF_OK)
 		goto err_store;

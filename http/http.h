@@ -24,6 +24,7 @@
 
 struct kvf_http_server;
 struct kvf_metrics;
+struct kvf_metastore;
 
 /**
  * struct kvf_http_options - where to listen.
@@ -39,12 +40,18 @@ struct kvf_metrics;
  * @max_store_bytes: the metadata server's limit on keys plus values
  *	stored; a PUT that would exceed it is answered 507 and changes
  *	nothing. 0: no limit. Ignored by the metrics server.
+ * @on_change: the metadata server calls it (with @on_change_ctx) after
+ *	every PUT or DELETE that changed its store, on the server's thread
+ *	(kvf__metastore_set_hook()); NULL: none. Ignored by the metrics
+ *	server.
  */
 struct kvf_http_options {
 	const char *host;
 	uint16_t port;
 	uint32_t idle_timeout_ms;
 	uint64_t max_store_bytes;
+	void (*on_change)(void *ctx);
+	void *on_change_ctx;
 };
 
 /**
@@ -76,6 +83,14 @@ int kvf_http_metrics_start(const struct kvf_http_options *opts,
  */
 int kvf_http_metadata_start(const struct kvf_http_options *opts,
 			    struct kvf_http_server **out);
+
+/**
+ * kvf_http_metadata_store() - the store a metadata server serves (it
+ * owns it: valid until kvf_http_stop()). kvforge-master exports and
+ * imports it (http/metastore.h) to replicate it to its standbys.
+ * Context: any thread; never blocks.
+ */
+struct kvf_metastore *kvf_http_metadata_store(struct kvf_http_server *srv);
 
 /**
  * kvf_http_port() - the port a server listens on.

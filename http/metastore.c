@@ -13,6 +13,12 @@
  *
  * Values are returned as copies made under the lock, so a concurrent
  * delete can never free bytes a reader is still sending.
+ *
+ * Replication (kvforge-master --enable_ha): the change hook runs after
+ * every put or removal, outside the lock; the leader then exports the
+ * whole store (a few KiB per transfer engine) to its standbys, which
+ * import it: the new content is built and checked aside, then swapped
+ * in under the lock, so a reader sees the old store or the new one.
  */
 #include "config.h"
 
@@ -52,6 +58,8 @@ struct kvf_metastore {
 	size_t count;
 	size_t bytes;	  /* keys and values stored */
 	size_t max_bytes; /* 0: no limit */
+	void (*hook)(void *ctx);
+	void *hook_ctx;
 };
 
 void kvf__metastore_set_limit(struct kvf_metastore *s, size_t max_bytes)
@@ -253,6 +261,8 @@ int kvf__metastore_put(struct kvf_metastore *s, const char *key, size_t klen,
 out_unlock:
 	pthread_rwlock_unlock(&s->lock);
 	free(copy);
+	if (!ret && s->hook)
+		s->hook(s->hook_ctx);
 	return ret;
 }
 
@@ -274,6 +284,112 @@ int kvf__metastore_remove(struct kvf_metastore *s, const char *key, size_t klen)
 		return KVF_ERR_OBJECT_NOT_FOUND;
 	free(e->val);
 	free(e);
+	if (s->hook)
+		s->hook(s->hook_ctx);
+	return KVF_OK;
+}
+
+void kvf__metastore_set_hook(struct kvf_metastore *s, void (*fn)(void *ctx),
+			     void *ctx)
+{
+	s->hook = fn;
+	s->hook_ctx = ctx;
+}
+
+static void put32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (24 - 8 * i));
+}
+
+static uint32_t get32(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 |
+	       (uint32_t)p[2] << 8 | p[3];
+}
+
+int kvf__metastore_export(struct kvf_metastore *s, uint8_t **out, size_t *len)
+{
+	uint8_t *buf, *p;
+	size_t n;
+
+	pthread_rwlock_rdlock(&s->lock);
+	n = s->bytes + 8 * s->count;
+	buf = malloc(n ? n : 1);
+	if (!buf) {
+		pthread_rwlock_unlock(&s->lock);
+		return KVF_ERR_NO_MEMORY;
+	}
+	p = buf;
+	for (size_t i = 0; i < s->nbuckets; i++) {
+		for (const struct meta_entry *e = s->buckets[i]; e;
+		     e = e->next) {
+			put32(p, (uint32_t)e->klen);
+			put32(p + 4, (uint32_t)e->vlen);
+			memcpy(p + 8, e->key, e->klen);
+			memcpy(p + 8 + e->klen, e->val, e->vlen);
+			p += 8 + e->klen + e->vlen;
+		}
+	}
+	pthread_rwlock_unlock(&s->lock);
+	*out = buf;
+	*len = n;
+	return KVF_OK;
+}
+
+int kvf__metastore_import(struct kvf_metastore *s, const uint8_t *data,
+			  size_t len)
+{
+	struct kvf_metastore *n;
+	size_t off = 0;
+	int ret = kvf__metastore_new(&n);
+
+	while (!ret && off < len) {
+		uint32_t kl, vl;
+
+		if (len - off < 8) {
+			ret = KVF_ERR_INVALID_ARGUMENT;
+			break;
+		}
+		kl = get32(data + off);
+		vl = get32(data + off + 4);
+		off += 8;
+		if (len - off < (uint64_t)kl + vl) {
+			ret = KVF_ERR_INVALID_ARGUMENT;
+			break;
+		}
+		/* a key twice: a malformed export */
+		if (n &&
+		    find_link(n, kvf__key_hash((const char *)data + off, kl),
+			      (const char *)data + off, kl)[0]) {
+			ret = KVF_ERR_INVALID_ARGUMENT;
+			break;
+		}
+		ret = kvf__metastore_put(n, (const char *)data + off, kl,
+					 (const char *)data + off + kl, vl);
+		if (ret == KVF_ERR_INVALID_KEY)
+			ret = KVF_ERR_INVALID_ARGUMENT;
+		off += (size_t)kl + vl;
+	}
+	if (ret) {
+		kvf__metastore_free(n);
+		return ret;
+	}
+	/* Swap the contents; the old ones leave with @n. */
+	pthread_rwlock_wrlock(&s->lock);
+#define SWAP(f)                                                                \
+	do {                                                                   \
+		__typeof__(s->f) t = s->f;                                     \
+		s->f = n->f;                                                   \
+		n->f = t;                                                      \
+	} while (0)
+	SWAP(buckets);
+	SWAP(nbuckets);
+	SWAP(count);
+	SWAP(bytes);
+#undef SWAP
+	pthread_rwlock_unlock(&s->lock);
+	kvf__metastore_free(n);
 	return KVF_OK;
 }
 

@@ -13,6 +13,7 @@
 #define KVF_SERVER_METASTORE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 struct kvf_metastore;
 
@@ -95,5 +96,37 @@ int kvf__metastore_remove(struct kvf_metastore *s, const char *key,
  * Context: any thread; takes the store's lock shared.
  */
 size_t kvf__metastore_count(struct kvf_metastore *s);
+
+/**
+ * kvf__metastore_set_hook() - call @fn(@ctx) after every put or removal
+ * that changed the store (not after an import), outside the store's
+ * lock, on the thread that made the change. Set before the store is
+ * shared. kvforge-master replicates the store to its standbys with it.
+ */
+void kvf__metastore_set_hook(struct kvf_metastore *s, void (*fn)(void *ctx),
+			     void *ctx);
+
+/**
+ * kvf__metastore_export() - the whole store as bytes: for each entry a
+ * 4-byte key length, a 4-byte value length (big endian), the key, the
+ * value.
+ * @s: the store. @out: receives a malloc()ed buffer the caller frees.
+ * @len: its length.
+ * Context: any thread; takes the store's lock shared.
+ * Return: %KVF_OK or %KVF_ERR_NO_MEMORY.
+ */
+int kvf__metastore_export(struct kvf_metastore *s, uint8_t **out, size_t *len);
+
+/**
+ * kvf__metastore_import() - replace the whole content of @s by an export
+ * (kvf__metastore_export(), possibly of another master's store). The
+ * new content is checked and built first: a malformed export (truncated,
+ * an empty or repeated key) changes nothing. The limit is not applied
+ * (the exporting store applied its own). The hook is not called.
+ * Context: any thread; takes the store's lock exclusive for the swap.
+ * Return: %KVF_OK, %KVF_ERR_INVALID_ARGUMENT or %KVF_ERR_NO_MEMORY.
+ */
+int kvf__metastore_import(struct kvf_metastore *s, const uint8_t *data,
+			  size_t len);
 
 #endif /* KVF_SERVER_METASTORE_H */

@@ -27,6 +27,19 @@
  * polling interval never lets a deposed leader answer. Shutdown closes
  * the port before the lease is revoked.
  *
+ * Besides the journal, the leader replicates two state items whole
+ * (kvf_repl_lead_set_state()): the registry's segment table, from its
+ * persist hook (a mutation is answered once the sync set has it, as for
+ * the journal; the main thread's sweep does not wait), and the HTTP
+ * metadata store, from its change hook (asynchronously: the HTTP thread
+ * does not wait for standbys). A standby writes the table into its data
+ * directory, where the registry loads it on promotion, and imports the
+ * store into its own metadata server (with HA the metadata server starts
+ * before the follower, so the store exists; the metrics server after the
+ * election, whose state it shows). leader_mu orders the
+ * store's hook against promotion and demotion; the RPC threads, the only
+ * other users of m->leader, run only while it is set.
+ *
  * stdout carries one line per listening server ("... listening on
  * HOST:PORT ..."), flushed at once, so scripts and tests that start the
  * master on port 0 learn the port it bound.
@@ -55,6 +68,7 @@
 #include "master/ha_config.h"
 #include "http/http.h"
 #include "master/loop.h"
+#include "http/metastore.h"
 #include "http/metrics.h"
 #include "master/registry.h"
 #include "master/service.h"
@@ -83,7 +97,12 @@ struct master {
 	pthread_mutex_t follower_mu;	    /* follower vs the election */
 	struct kvf_repl_follower *follower; /* while standing by */
 	uint64_t promote_after; /* after a failed promotion */
+	pthread_mutex_t leader_mu; /* m->leader vs the metadata store's hook */
+	pthread_t main_thread;
 };
+
+/* The state items replicated besides the journal. */
+enum { STATE_SEGMENTS = 0, STATE_METASTORE = 1 };
 
 /* A loop thread busy this long with one wake-up stalls the serving clock
  * that client liveness is measured on (master/stallclock.h). */
@@ -126,6 +145,68 @@ static int start_stallclock(struct master *m)
 	return ret;
 }
 
+/* The registry wrote a new segment table: to the standbys. */
+static int segments_changed(void *ctx, const char *text, size_t len)
+{
+	struct master *m = ctx;
+
+	if (!m->leader)
+		return KVF_OK;
+	/* the sweep (main thread) must not hold up the election */
+	return kvf_repl_lead_set_state(
+		m->leader, STATE_SEGMENTS, text, len,
+		!pthread_equal(pthread_self(), m->main_thread));
+}
+
+/* With leader_mu held: the metadata store's content, to the standbys. */
+static void publish_metastore(struct master *m)
+{
+	uint8_t *buf;
+	size_t len;
+	int ret;
+
+	if (!m->leader || !m->http_metadata)
+		return;
+	ret = kvf__metastore_export(kvf_http_metadata_store(m->http_metadata),
+				    &buf, &len);
+	if (!ret) {
+		ret = kvf_repl_lead_set_state(m->leader, STATE_METASTORE, buf,
+					      len, false);
+		free(buf);
+	}
+	if (ret)
+		fprintf(stderr,
+			"kvforge-master: cannot replicate the metadata "
+			"store: %s\n",
+			kvf_strerror(ret));
+}
+
+static void metastore_changed(void *ctx)
+{
+	struct master *m = ctx;
+
+	pthread_mutex_lock(&m->leader_mu);
+	publish_metastore(m);
+	pthread_mutex_unlock(&m->leader_mu);
+}
+
+/* Standby: a state item from the leader. */
+static int apply_state(void *ctx, unsigned item, const uint8_t *data,
+		       size_t len)
+{
+	struct master *m = ctx;
+
+	if (item == STATE_SEGMENTS)
+		return kvf_registry_store_table(m->repl_opts.data_dir,
+						(const char *)data, len);
+	if (item != STATE_METASTORE)
+		return KVF_ERR_INVALID_ARGUMENT;
+	if (!m->http_metadata) /* no metadata server here */
+		return KVF_OK;
+	return kvf__metastore_import(kvf_http_metadata_store(m->http_metadata),
+				     data, len);
+}
+
 static int open_engine(struct master *m)
 {
 	struct kvf_config cfg;
@@ -150,6 +231,8 @@ static int open_engine(struct master *m)
 		return ret;
 	}
 	kvf_registry_set_clock(m->registry, kvf_stallclock_now, m->stall);
+	if (m->flags.enable_ha)
+		kvf_registry_set_persist_hook(m->registry, segments_changed, m);
 	kvf_metrics_set_source(m->metrics, m->engine, live_clients,
 			       m->registry);
 	return KVF_OK;
@@ -250,7 +333,7 @@ static int start_rpc(struct master *m)
 	return KVF_OK;
 }
 
-static int start_http(struct master *m)
+static int start_metrics(struct master *m)
 {
 	const struct kvf_master_flags *f = &m->flags;
 	int ret;
@@ -272,11 +355,22 @@ static int start_http(struct master *m)
 		printf("kvforge-master: metrics listening on %s:%u\n", o.host,
 		       kvf_http_port(m->http_metrics));
 	}
+	fflush(stdout);
+	return KVF_OK;
+}
+
+static int start_metadata(struct master *m)
+{
+	const struct kvf_master_flags *f = &m->flags;
+	int ret;
+
 	if (f->enable_http_metadata_server) {
 		struct kvf_http_options o = {
 			.host = f->http_metadata_server_host,
 			.port = (uint16_t)f->http_metadata_server_port,
-			.max_store_bytes = f->http_metadata_server_max_bytes};
+			.max_store_bytes = f->http_metadata_server_max_bytes,
+			.on_change = f->enable_ha ? metastore_changed : NULL,
+			.on_change_ctx = m};
 
 		ret = kvf_http_metadata_start(&o, &m->http_metadata);
 		if (ret) {
@@ -361,7 +455,10 @@ static int promote(struct master *m)
 {
 	uint64_t t0 = kvf__now_ns();
 	struct kvf_repl_backlog *bl;
+	struct kvf_repl_leader *l;
 	struct kvf__journal *j;
+	char *table;
+	size_t len;
 	int ret;
 
 	stop_follower(m, &bl);
@@ -372,9 +469,24 @@ static int promote(struct master *m)
 	}
 	j = kvf__engine_journal_of(m->engine);
 	ret = kvf_repl_lead_start(&m->repl_opts, j, kvf_ha_view_version(m->ha),
-				  kvf_ha_lease(m->ha), bl, &m->leader);
+				  kvf_ha_lease(m->ha), bl, &l);
 	if (ret) {
 		die_status("starting replication", ret);
+		return ret;
+	}
+	/* what the standbys get after their handshake */
+	ret = kvf_registry_export(m->registry, &table, &len);
+	if (!ret) {
+		ret = kvf_repl_lead_set_state(l, STATE_SEGMENTS, table, len,
+					      false);
+		free(table);
+	}
+	pthread_mutex_lock(&m->leader_mu);
+	m->leader = l;
+	publish_metastore(m);
+	pthread_mutex_unlock(&m->leader_mu);
+	if (ret) {
+		die_status("replicating the segment table", ret);
 		return ret;
 	}
 	kvf_metrics_set_repl(m->metrics, repl_stats, m);
@@ -386,14 +498,25 @@ static int promote(struct master *m)
 
 static void stop_rpc(struct master *m);
 
+/* Stop the leader's replication (the RPC threads are stopped). */
+static void drop_leader(struct master *m)
+{
+	struct kvf_repl_leader *l;
+
+	pthread_mutex_lock(&m->leader_mu);
+	l = m->leader;
+	m->leader = NULL;
+	pthread_mutex_unlock(&m->leader_mu);
+	kvf_repl_lead_stop(l);
+}
+
 /* Leader -> standby (or shutdown): nothing may wait for standbys. */
 static void demote(struct master *m)
 {
 	kvf_repl_lead_abort(m->leader);
 	stop_rpc(m);
 	kvf_metrics_set_repl(m->metrics, NULL, NULL);
-	kvf_repl_lead_stop(m->leader);
-	m->leader = NULL;
+	drop_leader(m);
 	close_engine(m);
 }
 
@@ -478,18 +601,20 @@ static int serve(struct master *m, const sigset_t *sigs)
 
 static void shutdown_master(struct master *m)
 {
-	kvf_http_stop(m->http_metadata);
 	kvf_http_stop(m->http_metrics);
 	kvf_repl_lead_abort(m->leader);
 	stop_rpc(m);
 	/* after the port closed: revokes the lease */
 	kvf_ha_stop(m->ha);
-	kvf_repl_lead_stop(m->leader);
+	drop_leader(m);
 	stop_follower(m, NULL);
+	/* after the follower, which writes into its store */
+	kvf_http_stop(m->http_metadata);
 	close_engine(m);
 	kvf_stallclock_free(m->stall);
 	kvf_metrics_free(m->metrics);
 	pthread_mutex_destroy(&m->follower_mu);
+	pthread_mutex_destroy(&m->leader_mu);
 }
 
 int main(int argc, char **argv)
@@ -524,8 +649,12 @@ int main(int argc, char **argv)
 			fprintf(stderr, "kvforge-master: %s\n", err);
 			return 2;
 		}
+		m.repl_opts.state_fn = apply_state;
+		m.repl_opts.state_ctx = &m;
 	}
 	pthread_mutex_init(&m.follower_mu, NULL);
+	pthread_mutex_init(&m.leader_mu, NULL);
+	m.main_thread = pthread_self();
 	/* Signals are taken by the main thread only: block them before any
 	 * thread (engine, loop, HTTP) is created so all inherit the mask. */
 	sigemptyset(&sigs);
@@ -541,16 +670,23 @@ int main(int argc, char **argv)
 	}
 	ret = start_stallclock(&m);
 	if (!ret && m.flags.enable_ha) {
-		ret = start_follower(&m);
+		/* the follower imports the leader's metadata store */
+		ret = start_metadata(&m);
+		if (!ret)
+			ret = start_follower(&m);
 		if (!ret)
 			ret = start_ha(&m);
+		if (!ret)
+			ret = start_metrics(&m); /* after the HA it shows */
 	} else if (!ret) {
 		ret = open_engine(&m);
 		if (!ret)
 			ret = start_rpc(&m);
+		if (!ret)
+			ret = start_metrics(&m);
+		if (!ret)
+			ret = start_metadata(&m);
 	}
-	if (!ret)
-		ret = start_http(&m);
 	if (!ret)
 		ret = serve(&m, &sigs);
 	shutdown_master(&m);

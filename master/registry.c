@@ -43,6 +43,12 @@
  * A segment the engine recovered without a table line (a crash between
  * the two writes) is still served: its descriptors fall back to the
  * protocol "tcp" until its owner remounts it.
+ *
+ * Replication (kvforge-master --enable_ha): the persist hook sees every
+ * table written, in order, under persist_lock (so a table a standby is
+ * sent is never older than one sent before); the standby stores the
+ * leader's table with kvf_registry_store_table() where kvf_registry_open()
+ * loads it, so a promoted standby knows the segments as the leader did.
  */
 #include "config.h"
 
@@ -103,6 +109,8 @@ struct kvf_registry {
 	pthread_mutex_t persist_lock;
 	uint64_t snap_gen;    /* under the write lock */
 	uint64_t written_gen; /* under persist_lock */
+	int (*hook)(void *ctx, const char *text, size_t len);
+	void *hook_ctx;
 };
 
 uint64_t kvf_registry_id(struct kvf_uuid u)
@@ -412,15 +420,13 @@ struct snapshot {
 
 #define LINE_MAX_LEN (4 * 17 + KVF_PROTOCOL_MAX + 2)
 
-/* Format the table (write lock held). No path: nothing to write. */
-static int snapshot_take(struct kvf_registry *r, struct snapshot *snap)
+/* Format the table (write lock held). */
+static int format_table(struct kvf_registry *r, struct snapshot *snap)
 {
 	size_t cap = sizeof(TABLE_MAGIC) + 1 + r->nsegs * LINE_MAX_LEN;
 	char *p;
 
 	memset(snap, 0, sizeof(*snap));
-	if (!r->path)
-		return KVF_OK;
 	snap->text = malloc(cap);
 	if (!snap->text)
 		return KVF_ERR_NO_MEMORY;
@@ -438,6 +444,13 @@ static int snapshot_take(struct kvf_registry *r, struct snapshot *snap)
 	snap->len = (size_t)(p - snap->text);
 	snap->gen = ++r->snap_gen;
 	return KVF_OK;
+}
+
+/* Format the table (write lock held). No path: nothing to write. */
+static int snapshot_take(struct kvf_registry *r, struct snapshot *snap)
+{
+	memset(snap, 0, sizeof(*snap));
+	return r->path ? format_table(r, snap) : KVF_OK;
 }
 
 static int write_all(int fd, const char *p, size_t n)
@@ -460,31 +473,43 @@ static int write_all(int fd, const char *p, size_t n)
  * the one already written is dropped: that one holds this one's changes
  * (or their undoing).
  */
+/* Replace @path by @text through @tmp, durably (fsync, rename, the
+ * directory's fsync). KVF_OK or KVF_ERR_IO. */
+static int write_file(const char *dir, const char *path, const char *tmp,
+		      const char *text, size_t len)
+{
+	int ret = KVF_OK;
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+
+	if (fd < 0)
+		return KVF_ERR_IO;
+	if (write_all(fd, text, len) || fsync(fd)) {
+		close(fd);
+		ret = KVF_ERR_IO;
+	} else if (close(fd) || rename(tmp, path) ||
+		   fsync_path(dir, O_RDONLY | O_DIRECTORY)) {
+		ret = KVF_ERR_IO;
+	}
+	if (ret)
+		unlink(tmp);
+	return ret;
+}
+
 static int snapshot_write(struct kvf_registry *r, struct snapshot *snap)
 {
-	int ret = KVF_OK, fd;
+	int ret = KVF_OK;
 
 	if (!snap->text)
 		return KVF_OK;
 	pthread_mutex_lock(&r->persist_lock);
 	if (snap->gen <= r->written_gen)
 		goto out;
-	fd = open(r->tmp_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0) {
-		ret = KVF_ERR_IO;
-		goto out;
-	}
-	if (write_all(fd, snap->text, snap->len) || fsync(fd)) {
-		close(fd);
-		ret = KVF_ERR_IO;
-	} else if (close(fd) || rename(r->tmp_path, r->path) ||
-		   fsync_path(r->dir, O_RDONLY | O_DIRECTORY)) {
-		ret = KVF_ERR_IO;
-	}
-	if (ret)
-		unlink(r->tmp_path);
-	else
+	ret = write_file(r->dir, r->path, r->tmp_path, snap->text, snap->len);
+	if (!ret) {
 		r->written_gen = snap->gen;
+		if (r->hook)
+			ret = r->hook(r->hook_ctx, snap->text, snap->len);
+	}
 out:
 	pthread_mutex_unlock(&r->persist_lock);
 	free(snap->text);
@@ -812,6 +837,64 @@ int kvf_registry_persist(struct kvf_registry *r)
 	ret = snapshot_take(r, &snap);
 	pthread_rwlock_unlock(&r->lock);
 	return ret ? ret : snapshot_write(r, &snap);
+}
+
+void kvf_registry_set_persist_hook(struct kvf_registry *r,
+				   int (*fn)(void *ctx, const char *text,
+					     size_t len),
+				   void *ctx)
+{
+	r->hook = fn;
+	r->hook_ctx = ctx;
+}
+
+int kvf_registry_export(struct kvf_registry *r, char **text, size_t *len)
+{
+	struct snapshot snap;
+	int ret;
+
+	pthread_rwlock_wrlock(&r->lock); /* format_table() counts a snapshot */
+	ret = format_table(r, &snap);
+	pthread_rwlock_unlock(&r->lock);
+	if (!ret) {
+		*text = snap.text;
+		*len = snap.len;
+	}
+	return ret;
+}
+
+int kvf_registry_store_table(const char *data_dir, const char *text, size_t len)
+{
+	char line[LINE_MAX_LEN + 2], proto[KVF_PROTOCOL_MAX + 2];
+	char *path = NULL, *tmp = NULL;
+	size_t off = sizeof(TABLE_MAGIC);
+	int ret = KVF_ERR_JOURNAL_CORRUPT;
+
+	/* The whole table is checked before anything is written. */
+	if (len < off || memcmp(text, TABLE_MAGIC "\n", off))
+		return ret;
+	while (off < len) {
+		const char *nl = memchr(text + off, '\n', len - off);
+		struct kvf_uuid seg, cli;
+		size_t n;
+
+		if (!nl || (size_t)(nl - (text + off)) >= sizeof(line))
+			return ret;
+		n = (size_t)(nl - (text + off));
+		memcpy(line, text + off, n);
+		line[n] = '\0';
+		if (memchr(line, '\0', n) ||
+		    parse_line(line, &seg, &cli, proto))
+			return ret;
+		off += n + 1;
+	}
+	path = path_join(data_dir, TABLE_FILE);
+	tmp = path_join(data_dir, TABLE_FILE ".tmp");
+	ret = path && tmp ? write_file(data_dir, path, tmp, text, len)
+			  : KVF_ERR_NO_MEMORY;
+	free(path);
+	free(tmp);
+	return ret;
 }
 
 int kvf_registry_mount(struct kvf_registry *r, struct kvf_uuid client,

@@ -154,6 +154,40 @@ int kvf_registry_mount_batch(struct kvf_registry *reg, struct kvf_uuid client,
 int kvf_registry_persist(struct kvf_registry *reg);
 
 /**
+ * kvf_registry_set_persist_hook() - call @fn with every table written
+ * (@text, @len bytes: the file's content), in the order they are
+ * written, before the request that changed it is answered; its non-zero
+ * kvf_status is then the persist's error (the file is written). The
+ * master replicates the table to its standbys with it. Call before the
+ * registry is shared. Context of @fn: the persisting thread, with the
+ * persistence mutex held (never the registry's lock); may block.
+ */
+void kvf_registry_set_persist_hook(struct kvf_registry *reg,
+				   int (*fn)(void *ctx, const char *text,
+					     size_t len),
+				   void *ctx);
+
+/**
+ * kvf_registry_export() - the segment table as the file holds it.
+ * @reg: the registry. @text: receives a malloc()ed copy (the caller frees
+ *	it). @len: its length.
+ * Context: any thread; takes the lock exclusively for the formatting.
+ * Return: %KVF_OK or %KVF_ERR_NO_MEMORY.
+ */
+int kvf_registry_export(struct kvf_registry *reg, char **text, size_t *len);
+
+/**
+ * kvf_registry_store_table() - write a table another master exported
+ * (kvf_registry_export(), a persist hook) into @data_dir, where
+ * kvf_registry_open() loads it: a standby keeps its leader's table.
+ * @text is checked whole first; a malformed one changes nothing.
+ * Context: any thread; blocks (fsync). Return: %KVF_OK,
+ * %KVF_ERR_JOURNAL_CORRUPT (malformed), %KVF_ERR_IO, %KVF_ERR_NO_MEMORY.
+ */
+int kvf_registry_store_table(const char *data_dir, const char *text,
+			     size_t len);
+
+/**
  * kvf_registry_set_clock() - the clock for the liveness of clients
  * without segments (last Ping against --client_ttl); NULL: monotonic.
  * Call before the registry is shared. The master passes its serving
