@@ -14,6 +14,9 @@
  * view, a sequence that does not follow, a malformed or oversized frame,
  * a record the journal refuses - is logged, never applied, and the
  * connection is dropped; the thread tries again a little later.
+ * STATE frames (the master's segment table, its metadata store: opaque
+ * here) go to kvf_repl_options.state_fn and are acknowledged once it
+ * returned; one it refuses is logged and the connection dropped.
  *
  * A REFUSE for divergence means the journal holds records the current
  * history does not (never acknowledged: see set_aside()); they are moved
@@ -380,6 +383,21 @@ static void follow(struct kvf_repl_follower *f, int fd, uint64_t view)
 			f->leader_seq = h.seq;
 			pthread_mutex_unlock(&f->mu);
 			free(pl);
+			continue;
+		}
+		if (h.type == KVF_REPL_STATE) {
+			rc = f->o.state_fn ? f->o.state_fn(f->o.state_ctx,
+							   h.count, pl, h.len)
+					   : KVF_OK;
+			free(pl);
+			if (rc) {
+				note_refusal(f, "a state item it could not "
+						"apply");
+				return;
+			}
+			if (kvf__repl_send(fd, KVF_REPL_STATE_ACK, view, h.seq,
+					   h.count, NULL, 0))
+				return;
 			continue;
 		}
 		if (h.type != KVF_REPL_RECORDS) {

@@ -75,10 +75,16 @@ bool kvf__repl_hdr_get(const uint8_t *buf, struct kvf_repl_hdr *h)
 	h->count = get32(buf + 12);
 	h->view = get64(buf + 16);
 	h->seq = get64(buf + 24);
-	if (h->type < KVF_REPL_HELLO || h->type > KVF_REPL_HEARTBEAT)
+	if (h->type < KVF_REPL_HELLO || h->type > KVF_REPL_STATE_ACK)
 		return false;
-	return h->len <= (h->type == KVF_REPL_RECORDS ? KVF_REPL_RECORDS_MAX
-						      : KVF_REPL_SMALL_MAX);
+	if (h->type == KVF_REPL_STATE || h->type == KVF_REPL_STATE_ACK) {
+		if (h->count >= KVF_REPL_STATE_MAX)
+			return false;
+	}
+	return h->len <=
+	       (h->type == KVF_REPL_RECORDS || h->type == KVF_REPL_STATE
+			? KVF_REPL_RECORDS_MAX
+			: KVF_REPL_SMALL_MAX);
 }
 
 int kvf__repl_write(int fd, const void *a, size_t alen, const void *b,

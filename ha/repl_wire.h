@@ -17,6 +17,11 @@
  *   the journal encodes them (journal/record.h).
  * ACK (standby): seq = the last sequence durable in its journal.
  * HEARTBEAT (leader): seq = the leader's last sequence.
+ * STATE (leader): count = a state item (0..KVF_REPL_STATE_MAX-1), seq =
+ *   its generation on this leader; payload = the item's whole content,
+ *   opaque to replication (the master's segment table, its metadata
+ *   store), sent after the handshake and again whenever it changes.
+ * STATE_ACK (standby): count = the item, seq = the generation applied.
  */
 #ifndef KVF_HA_REPL_WIRE_H
 #define KVF_HA_REPL_WIRE_H
@@ -41,7 +46,12 @@ enum kvf_repl_type {
 	KVF_REPL_RECORDS = 4,
 	KVF_REPL_ACK = 5,
 	KVF_REPL_HEARTBEAT = 6,
+	KVF_REPL_STATE = 7,
+	KVF_REPL_STATE_ACK = 8,
 };
+
+/* State items a leader replicates besides its journal. */
+#define KVF_REPL_STATE_MAX 4u
 
 struct kvf_repl_hdr {
 	uint8_t type;

@@ -27,6 +27,17 @@
  * while fewer than sync_standbys standbys are connected (not in degrade
  * mode), so a refused mutation leaves nothing behind.
  *
+ * State items (kvf_repl_lead_set_state()): besides the journal, whole
+ * contents the master rewrites on change (its segment table, its
+ * metadata store). The leader keeps the latest of each with a generation
+ * that grows with every set; a sender writes an item whose generation is
+ * newer than the one it last sent before its next batch (so a standby
+ * gets every item after its handshake, and only the latest when several
+ * sets came quickly). A standby acknowledges the generation it applied;
+ * a waiting set() uses the sync wait of appends, on that generation.
+ * Items are reference-counted like batches: a set may replace the one a
+ * sender is writing.
+ *
  * Locking: one mutex (mu) for the ring, the standby list and the
  * counters; data_cv wakes senders, ack_cv wakes waiters. No socket I/O
  * under mu. committed() runs under the journal's mutex and takes mu
@@ -80,7 +91,19 @@ struct peer {
 	 * ones are listed in etcd (they may campaign) */
 	bool required, published, leaving;
 	uint64_t join_seq; /* published once it acknowledged this */
+	/* state items: generations sent / acknowledged */
+	uint64_t state_sent[KVF_REPL_STATE_MAX];
+	uint64_t state_acked[KVF_REPL_STATE_MAX];
 	char member[128];
+};
+
+/* A state item's content (see the design notes). */
+struct state_blob {
+	uint32_t refs; /* senders writing it; under mu */
+	bool current;  /* the leader's latest; under mu */
+	uint64_t gen;
+	size_t len;
+	uint8_t data[];
 };
 
 struct kvf_repl_leader {
@@ -109,6 +132,8 @@ struct kvf_repl_leader {
 	_Atomic bool aborted;
 	bool degraded;
 	uint64_t refused, last_refusal_log;
+	struct state_blob *state[KVF_REPL_STATE_MAX];
+	uint64_t state_gen; /* last generation given to an item */
 };
 
 /* ---- the ring ----------------------------------------------------------- */
@@ -197,12 +222,19 @@ static unsigned count_standbys(struct kvf_repl_leader *l, uint64_t seq,
 	return n;
 }
 
+/* What @p acknowledged: the journal's sequence (@item < 0) or the
+ * generation of state item @item. */
+static uint64_t peer_acked(const struct peer *p, int item)
+{
+	return item < 0 ? p->acked : p->state_acked[item];
+}
+
 /*
  * With mu held: the sync set's members (dead ones included until the
- * syncer removed them), and whether all of them have @seq.
+ * syncer removed them), and whether all of them have @seq (of @item).
  */
-static unsigned count_required(struct kvf_repl_leader *l, uint64_t seq,
-			       bool *all_have)
+static unsigned count_required(struct kvf_repl_leader *l, int item,
+			       uint64_t seq, bool *all_have)
 {
 	unsigned n = 0;
 
@@ -211,7 +243,7 @@ static unsigned count_required(struct kvf_repl_leader *l, uint64_t seq,
 		if (!p->required)
 			continue;
 		n++;
-		if (p->dead || p->acked < seq)
+		if (p->dead || peer_acked(p, item) < seq)
 			*all_have = false;
 	}
 	return n;
@@ -258,9 +290,8 @@ static void abs_deadline(struct timespec *ts, uint64_t ns)
  * acknowledging is taken out of the set by the syncer (in etcd first)
  * after sync_timeout_ms; only then may an append go on without it.
  */
-static int tap_wait(void *ctx, uint64_t last_seq)
+static int sync_wait(struct kvf_repl_leader *l, int item, uint64_t last_seq)
 {
-	struct kvf_repl_leader *l = ctx;
 	uint64_t t0 = kvf__now_ns();
 	uint64_t until = t0 + (uint64_t)l->o.sync_timeout_ms * 1000000ull;
 	int rc = KVF_OK;
@@ -272,7 +303,7 @@ static int tap_wait(void *ctx, uint64_t last_seq)
 		uint64_t now, wake;
 		struct timespec ts;
 		bool all;
-		unsigned n = count_required(l, last_seq, &all);
+		unsigned n = count_required(l, item, last_seq, &all);
 
 		if (all && n >= l->o.sync_standbys) {
 			if (l->degraded) {
@@ -304,9 +335,10 @@ static int tap_wait(void *ctx, uint64_t last_seq)
 		 * the syncer that long again before giving up */
 		if (now >= until + (all ? 0 : until - t0)) {
 			fprintf(stderr,
-				"replication: sequence %llu not acknowledged "
+				"replication: %s %llu not acknowledged "
 				"by %u sync standbys within %u ms: the "
 				"mutation fails\n",
+				item < 0 ? "sequence" : "state generation",
 				(unsigned long long)last_seq,
 				l->o.sync_standbys, l->o.sync_timeout_ms);
 			rc = KVF_ERR_JOURNAL;
@@ -318,6 +350,11 @@ static int tap_wait(void *ctx, uint64_t last_seq)
 	}
 	pthread_mutex_unlock(&l->mu);
 	return rc;
+}
+
+static int tap_wait(void *ctx, uint64_t last_seq)
+{
+	return sync_wait(ctx, -1, last_seq);
 }
 
 /* ---- the sync set ------------------------------------------------------ */
@@ -453,6 +490,19 @@ static void *ack_reader(void *arg)
 		if (rc) {
 			why = rc == -2 ? "malformed frame" : NULL;
 			break;
+		}
+		if (h.type == KVF_REPL_STATE_ACK) {
+			pthread_mutex_lock(&l->mu);
+			if (h.seq > p->state_sent[h.count] ||
+			    h.seq < p->state_acked[h.count]) {
+				pthread_mutex_unlock(&l->mu);
+				why = "acknowledged a state never sent";
+				break;
+			}
+			p->state_acked[h.count] = h.seq;
+			pthread_cond_broadcast(&l->ack_cv);
+			pthread_mutex_unlock(&l->mu);
+			continue;
 		}
 		if (h.type != KVF_REPL_ACK) {
 			why = "unexpected frame";
@@ -620,6 +670,72 @@ static int send_welcome(struct peer *p)
 	return rc;
 }
 
+static void blob_put(struct state_blob *b)
+{
+	if (b && !b->refs && !b->current)
+		free(b);
+}
+
+/*
+ * With mu held (dropped while writing): send the first state item newer
+ * than what @p was sent. 1 when one was sent, 0 when none is pending,
+ * -1 when the send failed.
+ */
+static int send_state(struct peer *p)
+{
+	struct kvf_repl_leader *l = p->l;
+	struct state_blob *b = NULL;
+	unsigned i;
+	int rc;
+
+	for (i = 0; i < KVF_REPL_STATE_MAX; i++) {
+		b = l->state[i];
+		if (b && b->gen > p->state_sent[i])
+			break;
+	}
+	if (i == KVF_REPL_STATE_MAX)
+		return 0;
+	b->refs++;
+	p->state_sent[i] = b->gen;
+	pthread_mutex_unlock(&l->mu);
+	rc = kvf__repl_send(p->fd, KVF_REPL_STATE, l->view, b->gen, i, b->data,
+			    (uint32_t)b->len);
+	pthread_mutex_lock(&l->mu);
+	b->refs--;
+	blob_put(b);
+	return rc ? -1 : 1;
+}
+
+int kvf_repl_lead_set_state(struct kvf_repl_leader *l, unsigned item,
+			    const void *data, size_t len, bool wait)
+{
+	struct state_blob *b;
+	uint64_t gen;
+
+	if (item >= KVF_REPL_STATE_MAX || len > KVF_REPL_RECORDS_MAX)
+		return KVF_ERR_INVALID_ARGUMENT;
+	if (atomic_load(&l->aborted))
+		return KVF_ERR_CLOSED;
+	b = malloc(sizeof(*b) + len);
+	if (!b)
+		return KVF_ERR_NO_MEMORY;
+	b->refs = 0;
+	b->current = true;
+	b->len = len;
+	if (len)
+		memcpy(b->data, data, len);
+	pthread_mutex_lock(&l->mu);
+	gen = b->gen = ++l->state_gen;
+	if (l->state[item]) {
+		l->state[item]->current = false;
+		blob_put(l->state[item]);
+	}
+	l->state[item] = b;
+	pthread_cond_broadcast(&l->data_cv);
+	pthread_mutex_unlock(&l->mu);
+	return wait ? sync_wait(l, (int)item, gen) : KVF_OK;
+}
+
 static void *sender(void *arg)
 {
 	struct peer *p = arg;
@@ -664,6 +780,15 @@ static void *sender(void *arg)
 		if (next < l->lo) {
 			pthread_mutex_unlock(&l->mu);
 			peer_fail(p, "fell behind the backlog");
+			pthread_mutex_lock(&l->mu);
+			break;
+		}
+		rc = send_state(p);
+		if (rc > 0)
+			continue;
+		if (rc < 0) {
+			pthread_mutex_unlock(&l->mu);
+			peer_fail(p, "send failed");
 			pthread_mutex_lock(&l->mu);
 			break;
 		}
@@ -1043,6 +1168,8 @@ void kvf_repl_lead_stop(struct kvf_repl_leader *l)
 	reap(l, true);
 	while (l->lo < l->hi)
 		drop_oldest(l);
+	for (unsigned i = 0; i < KVF_REPL_STATE_MAX; i++)
+		free(l->state[i]); /* no sender is left */
 	pthread_mutex_unlock(&l->mu);
 	close(l->lfd);
 	pthread_cond_destroy(&l->data_cv);

@@ -66,6 +66,12 @@ void kvf_repl_backlog_free(struct kvf_repl_backlog *bl);
  *	further appends) until enough standbys are back; else refuse
  *	appends while fewer than @sync_standbys standbys are connected.
  * @backlog_bytes: records kept in memory for standbys that reconnect.
+ * @state_fn: standby: applies a state item the leader replicates (see
+ *	kvf_repl_lead_set_state()): @item, its whole content @data of @len
+ *	bytes (valid during the call). Called on the follower's thread, in
+ *	the order the leader set them; a non-zero kvf_status refuses the
+ *	frame (logged, the connection is dropped, nothing is acknowledged).
+ *	NULL: items are acknowledged and dropped. @state_ctx: its context.
  */
 struct kvf_repl_options {
 	const char *endpoints;
@@ -81,6 +87,9 @@ struct kvf_repl_options {
 	unsigned sync_timeout_ms;
 	bool sync_degrade;
 	uint64_t backlog_bytes;
+	int (*state_fn)(void *ctx, unsigned item, const uint8_t *data,
+			size_t len);
+	void *state_ctx;
 };
 
 /**
@@ -123,6 +132,26 @@ int kvf_repl_lead_start(const struct kvf_repl_options *o,
 			struct kvf__journal *j, uint64_t view, int64_t lease,
 			struct kvf_repl_backlog *bl,
 			struct kvf_repl_leader **out);
+
+/**
+ * kvf_repl_lead_set_state() - replicate a new content of a state item.
+ * @l: the leader. @item: which (below %KVF_REPL_STATE_MAX; the caller
+ *	gives each a meaning). @data, @len: its whole content, copied (at
+ *	most 64 MiB).
+ * @wait: wait, as an append does, until the sync set holds it.
+ *
+ * Besides its journal a master has state that is small and rewritten
+ * whole (the segment table, the metadata store): each standby receives
+ * an item's latest content after its handshake and whenever it changes,
+ * in the order of the calls, and acknowledges it once applied
+ * (kvf_repl_options.state_fn). Serialise calls for one item.
+ * Return: %KVF_OK; with @wait as kvf__journal_append()'s wait: the sync
+ * set did not take it in time (%KVF_ERR_JOURNAL) or the leadership is
+ * lost (%KVF_ERR_CLOSED); %KVF_ERR_INVALID_ARGUMENT, %KVF_ERR_NO_MEMORY.
+ * Context: any thread; with @wait it blocks (up to the sync timeout).
+ */
+int kvf_repl_lead_set_state(struct kvf_repl_leader *l, unsigned item,
+			    const void *data, size_t len, bool wait);
 
 /**
  * kvf_repl_lead_abort() - make every append waiting for standbys return

@@ -25,9 +25,11 @@ LAYERS = [
     ["journal"],
     ["engine"],
     ["batch"],
+    ["wire"],  # the Mooncake wire codec: framing, struct_pack, ABI tables
     ["ha"],  # etcd client, election and fencing for kvforge-master
     ["tools/lib"],  # code only the tools use, never in the library
-    ["server"],  # kvforge-master and its wire codec and client
+    ["client", "http"],  # the C client; metrics, HTTP servers, metastore
+    ["master"],  # kvforge-master: flags, RPC loop, handlers, registry
     ["tools"],  # kvforge-bench (its --master client), kvforge-inspect
 ]
 

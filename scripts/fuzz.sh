@@ -16,8 +16,8 @@ secs=${1:-20}
 out=${KVF_FUZZ_DIR:-$top/build-fuzz}
 cc=${KVF_FUZZ_CC:-clang}
 harnesses=(fuzz_request fuzz_response)
-sources=(server/frame.c server/spack.c server/md5.c server/abi.c
-	server/abi_3b5a5941.c server/abi_v0_3_12_post1.c server/msg.c)
+sources=(wire/frame.c wire/spack.c wire/md5.c wire/abi.c
+	wire/abi_3b5a5941.c wire/abi_v0_3_12_post1.c wire/msg.c)
 
 command -v "$cc" >/dev/null || { echo "fuzz.sh: $cc not found" >&2; exit 77; }
 mkdir -p "$out/crashes"
@@ -30,13 +30,13 @@ for h in "${harnesses[@]}"; do
 		"${srcs[@]}" -o "$out/$h"
 done
 
-# Seeds: byte 0 = the RPC's index in server/rpc_list.h, then the captured
+# Seeds: byte 0 = the RPC's index in wire/rpc_list.h, then the captured
 # header and body of each request (fuzz_request) and response
 # (fuzz_response).
 python3 - "$top" "$out" <<'PY'
 import json, os, re, sys
 top, out = sys.argv[1], sys.argv[2]
-names = re.findall(r"X\((\w+)\)", open(f"{top}/server/rpc_list.h").read())
+names = re.findall(r"X\((\w+)\)", open(f"{top}/wire/rpc_list.h").read())
 idx = {n: i for i, n in enumerate(names)}
 for kind in ("request", "response"):
     d = f"{out}/corpus/fuzz_{kind}"

@@ -20,7 +20,7 @@ tools_kvforge_bench_SOURCES = \
 	tools/bench/replay.h \
 	tools/bench/replay.c \
 	tools/bench/trace.c
-tools_kvforge_bench_LDADD = $(KVF_TOOLS_LIB) libkvforge-wire.la \
+tools_kvforge_bench_LDADD = $(KVF_TOOLS_LIB) libkvforge-client.la \
 	libkvforge-core.la
 
 # Measures profiling overhead against a live engine (not run by make check).

@@ -15,9 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/abi.h"
-#include "server/frame.h"
-#include "server/msg.h"
+#include "wire/abi.h"
+#include "wire/frame.h"
+#include "wire/msg.h"
 
 #define FUZZ_ITEMS 64
 

@@ -39,6 +39,19 @@ Scenarios:
   legacy_key    --ha_publish_legacy_key: mooncake-store/master_view (the
                 <= v0.3.7 spelling) names the leader too, same lease and
                 create revision; both keys go with its SIGTERM
+  repl_state    the segment table and the HTTP metadata store reach the
+                standby: after the leader's SIGKILL the new leader knows
+                the client's segment (status, protocol in descriptors)
+                and serves the metadata keys, with no remount or re-put
+  failover_loop three masters, $KVF_HA_FAILOVERS (default 10; CI's plain
+                tier runs 50: scripts/run-tests.sh) leader
+                SIGKILLs, each killed master back as a standby (an empty
+                --data-dir: a replaced machine); kvforge-bench writes
+                through etcd:// the whole time; after each failover every
+                acknowledged object is on the new leader with the
+                descriptors it was acknowledged with, a batch in flight at
+                the kill is whole or absent; then the captured upstream
+                client run is replayed against the last leader
 
 Exit 0 when every scenario passed; the first failed assertion exits 1.
 """
@@ -56,6 +69,8 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.error
+import urllib.parse
 import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -225,17 +240,42 @@ class Master:
         except (OSError, ConnectionError, KeyError, TypeError):
             return None
 
-    def http(self, path):
-        """GET @path on the metrics port: (json or text)."""
+    def port_of(self, server):
+        """The port of the server its "@server listening on" line names."""
         port = None
         for line in self.lines:
-            if "metrics listening on " in line:
+            if server + " listening on " in line:
                 port = int(line.rsplit(":", 1)[1].split()[0])
-        check(port, "%s: a metrics port" % self.addr)
+        check(port, "%s: a %s port" % (self.addr, server))
+        return port
+
+    def http(self, path):
+        """GET @path on the metrics port: (json or text)."""
+        port = self.port_of("metrics")
         with urllib.request.urlopen("http://127.0.0.1:%d%s" % (port, path),
                                     timeout=5) as r:
             body = r.read().decode()
         return json.loads(body) if path == "/health" else body
+
+    def meta_url(self, key):
+        """The HTTP metadata server's URL for @key."""
+        port = self.port_of("HTTP metadata")
+        return "http://127.0.0.1:%d/metadata?key=%s" % (
+            port, urllib.parse.quote(key, safe=""))
+
+    def meta(self, key, value=None, delete=False):
+        """GET (None when absent), PUT @value, or DELETE @key."""
+        method = "DELETE" if delete else "PUT" if value is not None \
+            else "GET"
+        req = urllib.request.Request(self.meta_url(key), data=value,
+                                     method=method)
+        try:
+            with urllib.request.urlopen(req, timeout=10) as r:
+                return r.read()
+        except urllib.error.HTTPError as e:
+            if e.code == 404:
+                return None
+            raise
 
     def metric(self, name):
         for line in self.http("/metrics").splitlines():
@@ -336,6 +376,21 @@ def cluster(members=1, standby_members=(0,), extra=()):
             m.stop(signal.SIGKILL)
             m.remove_dir()
         etcd.close()
+
+
+@contextlib.contextmanager
+def extra_master(*args):
+    """One more master (Master's arguments), dumped on failure, stopped
+    and its directory removed after."""
+    m = Master(*args)
+    try:
+        yield m
+    except Exception:
+        m.dump()
+        raise
+    finally:
+        m.stop(signal.SIGKILL)
+        m.remove_dir()
 
 
 def sc_election(_):
@@ -488,9 +543,13 @@ def sc_frozen_master(_):
               "only the new leader answers")
 
 
-def sc_bench_follows(_):
-    bench = os.environ.get("KVF_BENCH_BIN") or os.path.join(
+def bench_binary():
+    return os.environ.get("KVF_BENCH_BIN") or os.path.join(
         os.path.dirname(MASTER), "tools", "kvforge-bench")
+
+
+def sc_bench_follows(_):
+    bench = bench_binary()
     # asynchronous: the new leader has no standby left to acknowledge
     with cluster(extra=("--ha_sync_standbys", "0")) as (etcd, m1, m2):
         _, rev, _ = etcd.key()
@@ -510,7 +569,10 @@ def sc_bench_follows(_):
         try:
             wait_for(lambda: any("view %d" % rev in x for x in lines),
                      "the bench on the first leader")
-            time.sleep(0.2)
+            # past its set-up (the mount, then put batches: journaled),
+            # which is not retried
+            wait_for(lambda: m1.http("/health")["replication"]
+                     ["last_seq"] >= 3, "the bench's puts")
             m1.stop(signal.SIGKILL)
             m2.wait_said("RPC listening")
             rc = p.wait(timeout=60)
@@ -760,42 +822,37 @@ def sc_lagging(_):
 
 
 def sc_chain(_):
-    with cluster() as (etcd, m1, m2):
-        m3 = Master(etcd.endpoint(0))
+    with cluster() as (etcd, m1, m2), \
+            extra_master(etcd.endpoint(0)) as m3:
         ms = [m2, m3]
-        try:
-            m1.wait_said("sync set now [")
-            wait_for(lambda: any(m2.addr in x and m3.addr in x
-                                 for x in m1.lines if "sync set now" in x),
-                     "both standbys in the sync set")
-            c = client(m1)
-            mount(c)
-            acked = ["ck%d" % i for i in range(100) if put(c, "ck%d" % i)]
-            m1.stop(signal.SIGKILL)
-            wait_for(lambda: leader_of(etcd, ms) and
-                     leader_of(etcd, ms).said("RPC listening"),
-                     "a standby leads")
-            new = leader_of(etcd, ms)
-            other = m3 if new is m2 else m2
-            # the other standby follows the new leader and joins its set
-            new.wait_said("sync set now [%s]" % other.addr)
-            c = client(new)
-            mount(c)
-            more = ["ck%d" % i for i in range(100, 200) if put(c, "ck%d" % i)]
-            check(len(acked) == 100 and len(more) == 100,
-                  "acknowledged %d + %d" % (len(acked), len(more)))
-            new.stop(signal.SIGKILL)
-            other.wait_said("RPC listening")
-            found = exist(client(other), acked + more)
-            lost = [k for k, f in zip(acked + more, found) if f is not True]
-            check(not lost, "%d acknowledged objects lost across two "
-                  "failovers" % len(lost))
-        except Exception:
-            m3.dump()
-            raise
-        finally:
-            m3.stop(signal.SIGKILL)
-            m3.remove_dir()
+        m1.wait_said("sync set now [")
+        wait_for(lambda: any(m2.addr in x and m3.addr in x
+                             for x in m1.lines if "sync set now" in x),
+                 "both standbys in the sync set")
+        c = client(m1)
+        mount(c)
+        acked = ["ck%d" % i for i in range(100) if put(c, "ck%d" % i)]
+        m1.stop(signal.SIGKILL)
+        wait_for(lambda: leader_of(etcd, ms) and
+                 leader_of(etcd, ms).said("RPC listening"),
+                 "a standby leads")
+        new = leader_of(etcd, ms)
+        other = m3 if new is m2 else m2
+        # the other standby follows the new leader and joins its set
+        new.wait_said("sync set now [%s]" % other.addr)
+        c = client(new)
+        mount(c)
+        more = ["ck%d" % i for i in range(100, 200) if put(c, "ck%d" % i)]
+        check(len(acked) == 100 and len(more) == 100,
+              "acknowledged %d + %d" % (len(acked), len(more)))
+        new.stop(signal.SIGKILL)
+        other.wait_said("RPC listening")
+        found = exist(client(other), acked + more)
+        lost = [k for k, f in zip(acked + more, found) if f is not True]
+        check(not lost, "%d acknowledged objects lost across two "
+              "failovers" % len(lost))
+
+
 def sc_legacy_key(_):
     etcd = Etcd(1)
     m = None
@@ -821,6 +878,248 @@ def sc_legacy_key(_):
         etcd.close()
 
 
+RDMA_SEG = [[0xCCCC, 0xDDDD], "ha-rdma-seg", 0x7e0000000000, 64 << 20,
+            "127.0.0.1:19998", "rdma", ""]
+META = "--enable_http_metadata_server", "--http_metadata_server_port", "0"
+
+
+def replicas(c, keys):
+    """Each key's replica descriptors (None when the key is unknown)."""
+    r = c.call("BatchGetReplicaList", keys, "default")["decoded"]
+    return [x["ok"][0] if "ok" in x else None for x in r]
+
+
+def sc_repl_state(_):
+    with cluster(extra=META) as (etcd, m1, m2):
+        m2.wait_said("following the leader")
+        c = client(m1)
+        r = c.call("MountSegment", RDMA_SEG, ME)
+        check("ok" in r["decoded"], "MountSegment: %r" % (r,))
+        check(put(c, "sk0"), "a put acknowledged")
+        before = replicas(c, ["sk0"])[0]
+        check(before and before[0][1]["value"][0][2] == "rdma",
+              "an rdma descriptor: %r" % (before,))
+        meta = {"mooncake/ram/host-a": b'{"buffers": [1, 2]}',
+                "mooncake/rpc_meta/host-a": b'{"ip": "10.0.0.1"}',
+                "mooncake/ram/host-b": b"gone"}
+        for k, v in meta.items():
+            m1.meta(k, v)
+        m1.meta("mooncake/ram/host-b", delete=True)
+        del meta["mooncake/ram/host-b"]
+        # the metadata store follows asynchronously: the standby's own
+        # metadata server shows it
+        wait_for(lambda: all(m2.meta(k) == v for k, v in meta.items()) and
+                 m2.meta("mooncake/ram/host-b") is None,
+                 "the standby's metadata store")
+        m1.stop(signal.SIGKILL)
+        m2.wait_said("RPC listening")
+        # no remount: the new leader knows the segment as the old one did
+        c2 = client(m2)
+        r = c2.call("QuerySegmentStatusById", RDMA_SEG[0])["decoded"]
+        check(r.get("ok") == 1, "the segment on the new leader: %r" % (r,))
+        r = c2.call("QuerySegmentStatus", RDMA_SEG[1])["decoded"]
+        check(r.get("ok") == 1, "the segment by name: %r" % (r,))
+        after = replicas(c2, ["sk0"])[0]
+        check(after == before, "descriptors: %r, acknowledged %r"
+              % (after, before))
+        for k, v in meta.items():
+            got = m2.meta(k)
+            check(got == v, "metadata %s on the new leader: %r" % (k, got))
+        check(m2.meta("mooncake/ram/host-b") is None, "a deleted key")
+        # the new leader replicates both to a standby that joins it
+        with extra_master(etcd.endpoint(0), *META) as m3:
+            m3.wait_said("following the leader")
+            m2.meta("mooncake/ram/host-c", b"c")
+            meta["mooncake/ram/host-c"] = b"c"
+            wait_for(lambda: all(m3.meta(k) == v for k, v in meta.items()),
+                     "the new standby's metadata store")
+            check(os.path.exists(os.path.join(m3.dir,
+                                              "kvforge-master.segments")),
+                  "the segment table in the new standby's data dir")
+
+
+LOOP_ARGS = ("--default_kv_lease_ttl=500ms",)  # as the fixtures' capture
+LOOP_SEG = [[0x1005, 0x1006], "ha-loop-seg", 0x7d0000000000, 1 << 30,
+            "127.0.0.1:19997", "tcp", ""]
+LOOP_ME = [0x1007, 0x1008]  # not the captured client's UUID (ME)
+
+
+class Writer:
+    """Batches of four puts on one connection to one leader, until it
+    dies or stop(): the acknowledged keys with the descriptors the leader
+    gave them, and the batch whose answer never came (in flight)."""
+
+    def __init__(self, m, tag):
+        self.c = client(m)
+        self.tag = tag
+        self.acked = {}
+        self.inflight = None
+        self.go = True
+        self.error = None
+        self.t = threading.Thread(target=self._run, daemon=True)
+        self.t.start()
+
+    def _run(self):
+        i = 0
+        try:
+            while self.go:
+                keys = ["%s-%d-%d" % (self.tag, i, j) for j in range(4)]
+                i += 1
+                self.inflight = keys
+                r = self.c.call("BatchPutStart", LOOP_ME, keys, [1000] * 4, CFG,
+                                "default")["decoded"]
+                if not all("ok" in x for x in r):
+                    self.error = "BatchPutStart: %r" % (r,)
+                    return
+                r = self.c.call("BatchPutEnd", LOOP_ME,
+                                [[k, None] for k in keys],
+                                4, "default")["decoded"]
+                if not all("ok" in x for x in r):
+                    self.error = "BatchPutEnd: %r" % (r,)
+                    return
+                for k, d in zip(keys, replicas(self.c, keys)):
+                    self.acked[k] = d
+                self.inflight = None
+                time.sleep(0.02)  # a steady trickle, not a flood
+        except (OSError, ConnectionError, KeyError, TypeError):
+            pass  # the leader died under it
+
+    def stop(self):
+        self.go = False
+        self.t.join(timeout=60)
+        check(not self.t.is_alive(), "the writer stops")
+
+
+def remount(c):
+    """What a client does when Ping says NEED_REMOUNT."""
+    if c.call("Ping", LOOP_ME)["decoded"]["ok"][1] == 2:
+        r = c.call("ReMountSegment", [LOOP_SEG], LOOP_ME)
+        check("ok" in r["decoded"], "ReMountSegment: %r" % (r,))
+
+
+def check_objects(c, acked, unknown):
+    """Every acknowledged key has its descriptors; each batch in flight at
+    a kill is whole or absent."""
+    keys = sorted(acked)
+    for i in range(0, len(keys), 256):
+        part = keys[i:i + 256]
+        for k, d in zip(part, replicas(c, part)):
+            check(d is not None, "acknowledged %s lost" % k)
+            check(d == acked[k], "%s: descriptors %r, acknowledged %r"
+                  % (k, d, acked[k]))
+    for batch in unknown:
+        found = exist(c, batch)
+        check(all(f is True for f in found) or
+              not any(f is True for f in found),
+              "a batch half applied: %r %r" % (batch, found))
+
+
+def sc_failover_loop(_):
+    rounds = int(os.environ.get("KVF_HA_FAILOVERS", "10"))
+    etcd = Etcd(1)
+    ms, dead, bench, lines = [], [], None, []
+    acked, unknown = {}, []
+    try:
+        ms.append(Master(etcd.endpoint(0), *LOOP_ARGS))
+        ms[0].wait_said("RPC listening")
+        ms += [Master(etcd.endpoint(0), *LOOP_ARGS) for _ in range(2)]
+        wait_for(lambda: ms[0].http("/health")["replication"]
+                 ["sync_standbys"] == 2, "two synced standbys")
+        env = dict(os.environ, MC_STORE_CLUSTER_ID=CLUSTER)
+        env.pop("KVF_BENCH_QUIET", None)
+        # the load generator writes through etcd:// the whole time (its
+        # put phase outlasts the loop; killed at the end)
+        bench = subprocess.Popen(
+            [bench_binary(), "--master", "etcd://" + etcd.endpoint(0),
+             "--objects", "10000000", "--batch", "8", "--rate", "25",
+             "--connections", "1", "--depth", "1", "--rounds", "1"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+            env=env)
+        threading.Thread(target=lambda: lines.extend(bench.stderr),
+                         daemon=True).start()
+        view = etcd.key()[1]
+        wait_for(lambda: any(x.rstrip().endswith("view %d" % view)
+                             for x in lines),
+                 "the bench on the first leader")
+        for k in range(rounds):
+            lead = leader_of(etcd, ms)
+            check(lead and lead.said("RPC listening"), "round %d: a leader"
+                  % k)
+            # both standbys hold everything: either may take over
+            wait_for(lambda: lead.http("/health")["replication"]
+                     ["sync_standbys"] == 2, "round %d: two synced "
+                     "standbys" % k)
+            c = client(lead)
+            if k == 0:
+                r = c.call("MountSegment", LOOP_SEG, LOOP_ME)
+                check("ok" in r["decoded"], "MountSegment: %r" % (r,))
+            else:
+                # the new leader answers for everything acknowledged
+                # before the owner remounts, and after
+                check_objects(c, acked, unknown)
+                remount(c)
+                check_objects(c, acked, unknown)
+            w = Writer(lead, "lp%d" % k)
+            wait_for(lambda: len(w.acked) >= 12 or w.error,
+                     "round %d: batches acknowledged" % k)
+            lead.stop(signal.SIGKILL)
+            w.stop()
+            check(w.error is None, "round %d: %s" % (k, w.error))
+            acked.update(w.acked)
+            if w.inflight:
+                unknown.append(w.inflight)
+            # back as a standby: a replaced machine, an empty data dir
+            ms.remove(lead)
+            dead.append(lead)
+            ms.append(Master(etcd.endpoint(0), *LOOP_ARGS))
+            wait_for(lambda: leader_of(etcd, ms) and
+                     leader_of(etcd, ms).said("RPC listening"),
+                     "round %d: a new leader" % k)
+            view = etcd.key()[1]
+            # the bench follows through etcd:// and writes on
+            wait_for(lambda: any("failover: view %d " % view in x
+                                 for x in lines),
+                     "round %d: the bench on view %d" % (k, view))
+            check(bench.poll() is None, "the bench runs: %s"
+                  % "".join(lines[-5:]))
+        lead = leader_of(etcd, ms)
+        c = client(lead)
+        check_objects(c, acked, unknown)
+        remount(c)
+        check_objects(c, acked, unknown)
+        check(len(acked) >= 12 * rounds, "%d objects acknowledged"
+              % len(acked))
+        bench.kill()
+        bench.wait()
+        # an unmodified client's captured run against the last leader,
+        # emptied first as the capture's master was (it ends in RemoveAll)
+        r = c.call("RemoveAll", True, "default")["decoded"]
+        check(isinstance(r, int) and r >= len(acked), "RemoveAll: %r" % r)
+        import test_master_e2e as e2e
+        for folder in ("py-reference", "cpp-client"):
+            try:
+                e2e.replay_folder(folder, port=lead.port, view=view)
+            except e2e.Fail as e:
+                raise Fail("replay of %s: %s" % (folder, e))
+        print("failover_loop: %d failovers, %d acknowledged objects "
+              "checked after each, %d batches in flight at a kill"
+              % (rounds, len(acked), len(unknown)))
+    except Exception:
+        for m in ms + dead[-2:]:
+            m.dump()
+        if lines:
+            sys.stderr.write("--- bench:\n%s" % "".join(lines[-20:]))
+        raise
+    finally:
+        if bench and bench.poll() is None:
+            bench.kill()
+            bench.wait()
+        for m in ms + dead:
+            m.stop(signal.SIGKILL)
+            m.remove_dir()
+        etcd.close()
+
+
 SCENARIOS = {
     "flags": sc_flags,
     "election": sc_election,
@@ -833,6 +1132,8 @@ SCENARIOS = {
     "lagging": sc_lagging,
     "chain": sc_chain,
     "legacy_key": sc_legacy_key,
+    "repl_state": sc_repl_state,
+    "failover_loop": sc_failover_loop,
 }
 
 

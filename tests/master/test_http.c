@@ -16,9 +16,9 @@
 
 #include <kvforge.h>
 
-#include "server/http.h"
-#include "server/metastore.h"
-#include "server/metrics.h"
+#include "http/http.h"
+#include "http/metastore.h"
+#include "http/metrics.h"
 #include "tests/master/test_http_util.h"
 
 struct servers {
@@ -799,6 +799,82 @@ static void test_metastore(void **state)
 	kvf__metastore_free(NULL);
 }
 
+static void count_change(void *ctx)
+{
+	(*(int *)ctx)++;
+}
+
+/* Export, import into another store (a standby's), malformed imports. */
+static void test_metastore_replica(void **state)
+{
+	static const uint8_t trunc[] = {0, 0, 0, 1, 0, 0, 0, 9, 'k', 'v'};
+	static const uint8_t empty_key[] = {0, 0, 0, 0, 0, 0, 0, 1, 'v'};
+	static const uint8_t twice[] = {0, 0, 0, 1, 0, 0, 0, 1, 'k', 'a',
+					0, 0, 0, 1, 0, 0, 0, 1, 'k', 'b'};
+	struct kvf_metastore *a, *b;
+	uint8_t *buf;
+	size_t len, vlen;
+	char *val;
+	int changes = 0;
+
+	(void)state;
+	assert_int_equal(kvf__metastore_new(&a), KVF_OK);
+	assert_int_equal(kvf__metastore_new(&b), KVF_OK);
+	kvf__metastore_set_hook(a, count_change, &changes);
+	assert_int_equal(kvf__metastore_put(a, "k1", 2, "v1", 2), KVF_OK);
+	assert_int_equal(kvf__metastore_put(a, "x_rpc_meta", 10, "", 0),
+			 KVF_OK);
+	assert_int_equal(kvf__metastore_put(a, "gone", 4, "g", 1), KVF_OK);
+	assert_int_equal(kvf__metastore_remove(a, "gone", 4), KVF_OK);
+	assert_int_equal(changes, 4);
+	/* refused changes are not changes */
+	assert_int_equal(kvf__metastore_put(a, "x_rpc_meta", 10, "2", 1),
+			 KVF_ERR_OBJECT_ALREADY_EXISTS);
+	assert_int_equal(kvf__metastore_remove(a, "gone", 4),
+			 KVF_ERR_OBJECT_NOT_FOUND);
+	assert_int_equal(changes, 4);
+
+	assert_int_equal(kvf__metastore_put(b, "old", 3, "o", 1), KVF_OK);
+	assert_int_equal(kvf__metastore_export(a, &buf, &len), KVF_OK);
+	assert_int_equal(len, 2 * 8 + 4 + 10);
+	/* malformed: nothing changes */
+	assert_int_equal(kvf__metastore_import(b, buf, len - 1),
+			 KVF_ERR_INVALID_ARGUMENT);
+	assert_int_equal(kvf__metastore_import(b, trunc, sizeof(trunc)),
+			 KVF_ERR_INVALID_ARGUMENT);
+	assert_int_equal(kvf__metastore_import(b, empty_key, sizeof(empty_key)),
+			 KVF_ERR_INVALID_ARGUMENT);
+	assert_int_equal(kvf__metastore_import(b, twice, sizeof(twice)),
+			 KVF_ERR_INVALID_ARGUMENT);
+	assert_int_equal(kvf__metastore_count(b), 1);
+	/* whole: b is a's copy, the old key gone */
+	assert_int_equal(kvf__metastore_import(b, buf, len), KVF_OK);
+	free(buf);
+	assert_int_equal(kvf__metastore_count(b), 2);
+	assert_int_equal(kvf__metastore_bytes(b), kvf__metastore_bytes(a));
+	assert_int_equal(kvf__metastore_get(b, "old", 3, &val, &vlen),
+			 KVF_ERR_OBJECT_NOT_FOUND);
+	assert_int_equal(kvf__metastore_get(b, "k1", 2, &val, &vlen), KVF_OK);
+	assert_int_equal(vlen, 2);
+	assert_memory_equal(val, "v1", 2);
+	free(val);
+	assert_int_equal(kvf__metastore_get(b, "x_rpc_meta", 10, &val, &vlen),
+			 KVF_OK);
+	assert_int_equal(vlen, 0);
+	free(val);
+	/* an empty store exports nothing and imports as empty */
+	assert_int_equal(kvf__metastore_remove(a, "k1", 2), KVF_OK);
+	assert_int_equal(kvf__metastore_remove(a, "x_rpc_meta", 10), KVF_OK);
+	assert_int_equal(kvf__metastore_export(a, &buf, &len), KVF_OK);
+	assert_int_equal(len, 0);
+	assert_int_equal(kvf__metastore_import(b, buf, len), KVF_OK);
+	free(buf);
+	assert_int_equal(kvf__metastore_count(b), 0);
+	assert_int_equal(changes, 6);
+	kvf__metastore_free(a);
+	kvf__metastore_free(b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -825,6 +901,7 @@ int main(void)
 		cmocka_unit_test(test_idle_timeout),
 		cmocka_unit_test_setup_teardown(test_garbage, setup, teardown),
 		cmocka_unit_test(test_metastore),
+		cmocka_unit_test(test_metastore_replica),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -23,8 +23,8 @@
 
 #include <kvforge.h>
 
-#include "server/http.h"
-#include "server/metrics.h"
+#include "http/http.h"
+#include "http/metrics.h"
 #include "tests/master/test_http_util.h"
 
 enum {

@@ -3,7 +3,7 @@
  * tests/master/test_http_util.h - a blocking HTTP/1.1 test client and a
  * Prometheus text-format checker, shared by the HTTP and metrics tests.
  *
- * The client is deliberately independent of server/http.c: it frames
+ * The client is deliberately independent of http/http.c: it frames
  * answers by Content-Length only, and every socket has a receive timeout
  * so a server that stops answering fails the test instead of hanging it.
  */

@@ -33,9 +33,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "server/client.h"
+#include "client/client.h"
 #include "tests/master/test_master_call.h"
-#include "server/service.h"
+#include "master/service.h"
 
 #define TIMEOUT_MS 20000
 #define MIB (1ULL << 20)

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * tests/master/test_master_call.h - one RPC and its decoded answer, for
- * the tests that drive a kvforge-master child with server/client.h.
+ * the tests that drive a kvforge-master child with client/client.h.
  * Include after <cmocka.h>.
  */
 #ifndef KVF_TEST_MASTER_CALL_H
@@ -9,7 +9,7 @@
 
 #include <string.h>
 
-#include "server/client.h"
+#include "client/client.h"
 
 #ifndef TIMEOUT_MS
 #define TIMEOUT_MS 20000 /* a call's answer, ms */

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * tests/master/test_master_client.c - kvforge-master driven by the
- * project's own C client (server/client.h): the client flow with batch
+ * project's own C client (client/client.h): the client flow with batch
  * RPCs, pipelined requests answered by seq_num, and the revision check
  * (a client of the other tabled Mooncake revision is refused per request
  * with invalid_rpc_arguments, the connection staying usable).
@@ -23,7 +23,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "server/client.h"
+#include "client/client.h"
 #include "tests/master/test_master_call.h"
 
 #define TIMEOUT_MS 20000

@@ -17,9 +17,9 @@
 
 #include <kvforge.h>
 
-#include "server/flags.h"
-#include "server/ha_config.h"
-#include "server/registry.h"
+#include "master/flags.h"
+#include "master/ha_config.h"
+#include "master/registry.h"
 
 static int parse(struct kvf_master_flags *f, char *err, ...)
 {

@@ -18,7 +18,7 @@
 
 #include <kvforge.h>
 
-#include "server/registry.h"
+#include "master/registry.h"
 
 #define MIB (1ULL << 20)
 
@@ -241,6 +241,111 @@ static void test_persisted_table(void **state)
 	free(dir);
 }
 
+/* ---- the table replicated to a standby ---------------------------------- */
+
+struct hooked {
+	char text[4096];
+	size_t len;
+	int calls, ret;
+};
+
+static int hook(void *ctx, const char *text, size_t len)
+{
+	struct hooked *h = ctx;
+
+	assert_true(len < sizeof(h->text));
+	memcpy(h->text, text, len);
+	h->len = len;
+	h->calls++;
+	return h->ret;
+}
+
+static char *slurp(const char *dir, size_t *len)
+{
+	char path[600], *buf = malloc(8192);
+	FILE *fp;
+
+	snprintf(path, sizeof(path), "%s/kvforge-master.segments", dir);
+	fp = fopen(path, "r");
+	if (!fp) {
+		free(buf);
+		return NULL;
+	}
+	*len = fread(buf, 1, 8192, fp);
+	fclose(fp);
+	return buf;
+}
+
+static void test_table_replicated(void **state)
+{
+	char *dir = tmpdir(), *other = tmpdir(), *text, *file;
+	struct kvf_uuid me = {31, 41}, id = {5, 6}, id2 = {7, 8};
+	struct kvf_seg_view v = seg(id, "seg-r", 1ULL << 42, "rdma");
+	struct kvf_seg_view v2 = seg(id2, "seg-s", 1ULL << 43, "tcp");
+	struct kvf_registry *r = NULL, *r2 = NULL;
+	struct kvf_engine *e = open_engine(dir), *e2;
+	struct hooked h = {.calls = 0};
+	const struct kvf_seg_entry *s;
+	size_t len, flen;
+
+	(void)state;
+	assert_int_equal(kvf_registry_open(e, dir, 10000, &r), KVF_OK);
+	kvf_registry_set_persist_hook(r, hook, &h);
+	assert_int_equal(kvf_registry_mount(r, me, &v), KVF_OK);
+	assert_int_equal(h.calls, 1);
+	/* what the hook saw is the file, and the export */
+	file = slurp(dir, &flen);
+	assert_non_null(file);
+	assert_int_equal(flen, h.len);
+	assert_memory_equal(file, h.text, flen);
+	free(file);
+	assert_int_equal(kvf_registry_export(r, &text, &len), KVF_OK);
+	assert_int_equal(len, h.len);
+	assert_memory_equal(text, h.text, len);
+	free(text);
+	/* a hook's error is the mount's (the table is written) */
+	h.ret = KVF_ERR_JOURNAL;
+	assert_int_equal(kvf_registry_mount(r, me, &v2), KVF_ERR_JOURNAL);
+	assert_int_equal(h.calls, 2);
+	h.ret = KVF_OK;
+
+	/* malformed tables change nothing on the standby's side */
+	assert_int_equal(kvf_registry_store_table(other, "junk\n", 5),
+			 KVF_ERR_JOURNAL_CORRUPT);
+	assert_int_equal(kvf_registry_store_table(other, h.text, h.len - 1),
+			 KVF_ERR_JOURNAL_CORRUPT); /* no final newline */
+	memcpy(h.text + h.len, "1 2 3\n", 6);
+	assert_int_equal(kvf_registry_store_table(other, h.text, h.len + 6),
+			 KVF_ERR_JOURNAL_CORRUPT);
+	assert_null(slurp(other, &flen));
+	assert_int_equal(kvf_registry_store_table(other, h.text, h.len),
+			 KVF_OK);
+	file = slurp(other, &flen);
+	assert_non_null(file);
+	assert_int_equal(flen, h.len);
+	assert_memory_equal(file, h.text, flen);
+	free(file);
+
+	/* a registry opened there, on an engine holding the segments (as a
+	 * promoted standby's journal does), knows them as the leader did */
+	kvf_registry_close(r);
+	kvf_engine_close(e);
+	e2 = open_engine(dir);
+	assert_int_equal(kvf_registry_store_table(dir, h.text, h.len), KVF_OK);
+	assert_int_equal(kvf_registry_open(e2, dir, 10000, &r2), KVF_OK);
+	kvf_registry_read_lock(r2);
+	s = kvf_registry_segment_by_uuid(r2, id);
+	assert_non_null(s);
+	assert_string_equal(s->protocol, "rdma");
+	assert_int_equal(s->client_uuid.second, me.second);
+	assert_non_null(kvf_registry_segment_by_uuid(r2, id2));
+	kvf_registry_read_unlock(r2);
+	kvf_registry_close(r2);
+	kvf_engine_close(e2);
+	free(dir);
+	free(other);
+}
+
 /* ---- indexes against a model -------------------------------------------- */
 
 #define MODEL_SEGS 600
@@ -414,6 +519,7 @@ int main(void)
 		cmocka_unit_test(test_ids_and_collisions),
 		cmocka_unit_test(test_batch_in_order),
 		cmocka_unit_test(test_persisted_table),
+		cmocka_unit_test(test_table_replicated),
 		cmocka_unit_test(test_indexes_model),
 		cmocka_unit_test(test_segment_taken_after_expiry),
 	};

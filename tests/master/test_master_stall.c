@@ -21,13 +21,13 @@
 #include <kvforge.h>
 
 #include "base/clock.h"
-#include "server/abi.h"
-#include "server/conn.h"
-#include "server/flags.h"
-#include "server/frame.h"
-#include "server/registry.h"
-#include "server/service.h"
-#include "server/stallclock.h"
+#include "wire/abi.h"
+#include "master/conn.h"
+#include "master/flags.h"
+#include "wire/frame.h"
+#include "master/registry.h"
+#include "master/service.h"
+#include "master/stallclock.h"
 
 /* Read the clock until two readings @gap_us apart are equal (or not). */
 static bool clock_settles(struct kvf_stallclock *sc, bool want_equal,

@@ -16,7 +16,7 @@
 
 #include <kvforge.h>
 
-#include "server/metrics.h"
+#include "http/metrics.h"
 #include "tests/master/test_http_util.h"
 
 #ifndef KVF_FIXTURES_DIR

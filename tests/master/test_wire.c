@@ -26,11 +26,11 @@
 
 #include <cmocka.h>
 
-#include "server/abi.h"
-#include "server/frame.h"
-#include "server/md5.h"
-#include "server/msg.h"
-#include "server/spack.h"
+#include "wire/abi.h"
+#include "wire/frame.h"
+#include "wire/md5.h"
+#include "wire/msg.h"
+#include "wire/spack.h"
 
 #ifndef KVF_FIXTURES_DIR
 #error "KVF_FIXTURES_DIR must name tests/master/fixtures"

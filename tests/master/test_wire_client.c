@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * tests/master/test_wire_client.c - the C client (server/client.h) and the
+ * tests/master/test_wire_client.c - the C client (client/client.h) and the
  * load generator (kvforge-bench --master) against a stand-in master.
  *
  * The stand-in is built from the codec only: it answers every request of
@@ -26,7 +26,7 @@
 
 #include <cmocka.h>
 
-#include "server/client.h"
+#include "client/client.h"
 
 #ifndef KVF_BENCH_PATH
 #error "KVF_BENCH_PATH must name tools/kvforge-bench"

@@ -6,7 +6,7 @@
  * master over TCP and to another fresh master over RDMA: the answers are
  * byte-identical. TCP clients keep being served beside RDMA ones. Without
  * a device the master still answers TCP and closes RDMA handshakes.
- * The C client (server/client.c, as kvforge-bench --transport rdma uses
+ * The C client (client/client.c, as kvforge-bench --transport rdma uses
  * it) gets the same answers over RDMA as over TCP, and fails cleanly when
  * the master has no device.
  */
@@ -30,12 +30,12 @@
 
 #include "rdma/fake.h"
 #include "rdma/listener.h"
-#include "server/abi.h"
-#include "server/client.h"
-#include "server/flags.h"
-#include "server/loop.h"
-#include "server/registry.h"
-#include "server/service.h"
+#include "wire/abi.h"
+#include "client/client.h"
+#include "master/flags.h"
+#include "master/loop.h"
+#include "master/registry.h"
+#include "master/service.h"
 #include "tests/rdma/pair.h"
 
 #define WAIT_MS 5000

@@ -2,7 +2,7 @@
 /*
  * tools/bench/master.c - the "master" workload: Mooncake RPC load against a
  * running master (kvforge-master or upstream's mooncake_master), through
- * the project's own C client (server/client.h).
+ * the project's own C client (client/client.h).
  *
  * Flow, as a real client does it: ServiceReady, MountSegment of a fake
  * segment (addresses are never touched: the master only hands out ranges),
@@ -33,13 +33,14 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "server/client.h"
+#include "client/client.h"
 #include "tools/bench/bench.h"
 
 #define MB_VALUE_SIZE 4096u
 #define MB_KEY_MAX 48
 #define MB_TIMEOUT_MS 30000
 #define MB_SEG_ALIGN (4ull << 20)
+#define MB_INTERNAL_ERROR (-1) /* Mooncake's ErrorCode */
 
 enum mb_phase { MB_PUT, MB_GET, MB_EXIST, MB_REMOVE, MB__PHASES };
 
@@ -352,6 +353,7 @@ static int reconnect(struct mb_conn *mc, int err)
 	struct mb_run *run = mc->run;
 	struct kvf_client_leader l;
 	uint64_t now = kvf_client_now_ns();
+	uint64_t deadline = now + (uint64_t)MB_TIMEOUT_MS * 1000000u;
 	int rc;
 
 	if (!kvf_client_master_is_etcd(run->master) || err < -1000 ||
@@ -364,21 +366,44 @@ static int reconnect(struct mb_conn *mc, int err)
 	}
 	pthread_mutex_unlock(&run->lock);
 	mc->lost_batches += kvf_client_outstanding(mc->c);
-	kvf_client_close(mc->c);
-	mc->c = NULL;
-	rc = kvf_client_master_connect(
-		run->master, run->abi, run->o->depth * 2, run->dev,
-		now + (uint64_t)MB_TIMEOUT_MS * 1000000u, &mc->c, &l);
-	if (rc) {
-		fprintf(stderr, "kvforge-bench: no master through %s: %s\n",
-			run->o->master, strerror(-rc));
-		return rc;
+	for (;;) {
+		kvf_client_close(mc->c);
+		mc->c = NULL;
+		rc = kvf_client_master_connect(run->master, run->abi,
+					       run->o->depth * 2, run->dev,
+					       deadline, &mc->c, &l);
+		if (rc) {
+			fprintf(stderr,
+				"kvforge-bench: no master through %s: %s\n",
+				run->o->master, strerror(-rc));
+			return rc;
+		}
+		pthread_mutex_lock(&run->lock);
+		rc = l.view > run->mounted_view ? setup_client(run, mc->c, &l)
+						: 0;
+		/* Answered INTERNAL_ERROR (-1): a new leader refuses
+		 * mutations until a standby follows it
+		 * (--ha_sync_standbys); a client remounts again on its next
+		 * Ping, so mount again until the deadline. */
+		while (rc == MB_INTERNAL_ERROR && l.view > run->mounted_view &&
+		       kvf_client_now_ns() < deadline) {
+			usleep(100000);
+			rc = setup_client(run, mc->c, &l);
+		}
+		if (!rc && l.view > run->mounted_view)
+			run->mounted_view = l.view;
+		pthread_mutex_unlock(&run->lock);
+		/* A transport error: the master it dialled died meanwhile
+		 * (etcd still named a leader being killed): dial again. */
+		if (rc < MB_INTERNAL_ERROR && rc > -1000 &&
+		    kvf_client_now_ns() < deadline) {
+			usleep(50000);
+			continue;
+		}
+		break;
 	}
-	pthread_mutex_lock(&run->lock);
-	rc = l.view > run->mounted_view ? setup_client(run, mc->c, &l) : 0;
-	if (!rc && l.view > run->mounted_view)
-		run->mounted_view = l.view;
-	pthread_mutex_unlock(&run->lock);
+	if (rc)
+		return rc;
 	mc->new_view = l.view != mc->view;
 	mc->view = l.view;
 	return rc;

@@ -16,7 +16,21 @@ as a fraction of the trace's unique blocks:
           the room), move to the main FIFO if used again there, else leave
           a ghost key that sends them straight to main when they return;
   headlast exact LRU touching a request's blocks leaves first, so that a
-          prefix's head is its most recent block.
+          prefix's head is its most recent block;
+  seen    exact LRU with admission on second sight: with the cache full,
+          a block no earlier request used is not stored, nor is the rest
+          of its request (a lookup stops at the refused block anyway);
+  wtinylfu W-TinyLFU: a window LRU (--window, a fraction of the room)
+          takes every new block; the window's oldest enters the main LRU
+          only if more requests used it than the main LRU's oldest, else
+          it goes (requests using each block, exact, halved every
+          10 x room blocks asked for);
+  tail    exact LRU that, with the cache full, does not store a request's
+          last block (in these traces a partial page, used again by 1% of
+          conversation requests and 5% of synthetic ones);
+  oracle  exact LRU that, with the cache full, stores only blocks a later
+          request uses (knowing the future: the most admission can add
+          to LRU).
 
 A request asks for its blocks in order and is served the leading ones
 found (prefix semantics, as SGLang HiCache looks them up: a block after
@@ -63,12 +77,19 @@ def expand(reqs, copies):
     return [[(c, b) for b in ids] for ids in reqs for c in range(copies)]
 
 
-def lru(reqs, cap):
+def lru(reqs, cap, admit=None):
+    """Exact LRU; with @admit, a block missed while the cache is full is
+    stored only if admit(r, ids, i, used) says so (block @i of request
+    @r, @used: the blocks of earlier requests), and once one is
+    refused, no later block of its request is (a lookup stops at the
+    refused block anyway)."""
     cache = OrderedDict()
+    used = set()
     hits = 0
-    for ids in reqs:
+    for r, ids in enumerate(reqs):
         prefix = True
-        for b in ids:
+        refused = False
+        for i, b in enumerate(ids):
             if b in cache:
                 cache.move_to_end(b)
                 hits += prefix
@@ -77,8 +98,13 @@ def lru(reqs, cap):
             if cap <= 0:
                 continue
             if len(cache) >= cap:
+                if admit and (refused or not admit(r, ids, i, used)):
+                    refused = True
+                    continue
                 cache.popitem(last=False)
             cache[b] = True
+        if admit:
+            used.update(ids)
     return hits
 
 
@@ -153,6 +179,55 @@ def headlast(reqs, cap):
     return hits
 
 
+def seen(reqs, cap):
+    return lru(reqs, cap, lambda r, ids, i, used: ids[i] in used)
+
+
+def wtinylfu(reqs, cap, window=0.01):
+    wcap = max(1, int(cap * window))
+    mcap = cap - wcap
+    win, main, cnt = OrderedDict(), OrderedDict(), {}
+    hits = asked = 0
+    for ids in reqs:
+        prefix = True
+        for b in ids:
+            cnt[b] = cnt.get(b, 0) + 1
+            asked += 1
+            if asked % (10 * max(cap, 1)) == 0:
+                for k in list(cnt):
+                    cnt[k] >>= 1
+                    if not cnt[k]:
+                        del cnt[k]
+            for seg in (win, main):
+                if b in seg:
+                    seg.move_to_end(b)
+                    hits += prefix
+                    break
+            else:
+                prefix = False
+                if cap <= 0:
+                    continue
+                win[b] = True
+                if len(win) <= wcap:
+                    continue
+                x, _ = win.popitem(last=False)
+                if len(main) < mcap:
+                    main[x] = True
+                elif mcap > 0 and cnt.get(x, 0) > cnt.get(next(iter(main)), 0):
+                    main.popitem(last=False)
+                    main[x] = True
+    return hits
+
+
+def tail(reqs, cap):
+    return lru(reqs, cap, lambda r, ids, i, used: i < len(ids) - 1)
+
+
+def oracle(reqs, cap):
+    last = {b: r for r, ids in enumerate(reqs) for b in ids}
+    return lru(reqs, cap, lambda r, ids, i, used: last[ids[i]] > r)
+
+
 def next_uses(reqs):
     """For every access (in order), the position of its block's next use."""
     flat = [b for ids in reqs for b in ids]
@@ -206,8 +281,13 @@ POLICIES = {
     "opt": lambda reqs, cap: belady(reqs, cap, bypass=True),
     "s3fifo": lambda reqs, cap: s3fifo(reqs, cap, SMALL),
     "headlast": headlast,
+    "seen": seen,
+    "wtinylfu": lambda reqs, cap: wtinylfu(reqs, cap, WINDOW),
+    "tail": tail,
+    "oracle": oracle,
 }
 SMALL = 0.1
+WINDOW = 0.01
 
 
 def main():
@@ -223,10 +303,13 @@ def main():
                     help="only the first N requests")
     ap.add_argument("--small", type=float, default=0.1,
                     help="s3fifo's small queue, a fraction of the room")
+    ap.add_argument("--window", type=float, default=0.01,
+                    help="wtinylfu's window, a fraction of the room")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
-    global SMALL
+    global SMALL, WINDOW
     SMALL = a.small
+    WINDOW = a.window
     caps = [float(x) for x in a.capacity.split(",")]
     pols = a.policy.split(",")
     for p in pols:
