@@ -112,14 +112,20 @@
  * its own is stale or has nothing parked) and whose neighbours are both
  * held is not merged into the tree: it stays marked used there, with the
  * CACHED flag, and its offset goes on that size's list (REUSE_DEPTH
- * offsets, one array). The next alloc of that size pops the newest one: a
- * compare per slot, no descent, no split, no summary to fix. The block's
- * leaf still says parked: the pop is a claim (offset, size, owner's
- * tag), and up to CLAIM_DEPTH claims are written into their leaves
- * together (apply_claims), their descents walked level by level like a
- * batch of frees', before any operation other than alloc reads the tree
+ * offsets, one array, with the leaf that held each when it was parked).
+ * The next alloc of that size pops the newest one: a compare per slot, no
+ * descent, no split, no summary to fix. The block's leaf still says
+ * parked: the pop is a claim (offset, size, owner's tag, leaf), and up to
+ * CLAIM_DEPTH claims are written into their leaves together
+ * (apply_claims) before any operation other than alloc reads the tree
  * and whenever the claims fill up (alloc itself only looks for free
- * blocks, and a claimed block is used to the tree). To every
+ * blocks, and a claimed block is used to the tree). A claim goes straight
+ * to the leaf it carries when that leaf still holds its block
+ * (hinted_parked_leaf(): checked, never trusted; a spare leaf holds no
+ * block, and a leaf given back to malloc is first forgotten by every
+ * hint); only a claim whose block a split, merge or borrow moved since
+ * descends, its descent walked level by level with a batch of frees'.
+ * Half of a steady-state remove's descents were claims'. To every
  * reader a parked block is free: free_bytes counts it, nr_allocs, the used
  * blocks and the scan skip it, reserve takes it.
  *  - Bound: parked bytes stay under reuse.limit (capacity / REUSE_SHARE
@@ -260,13 +266,16 @@ static inline struct inner *as_inner(const struct node *n)
 
 /*
  * Exact-size reuse lists: per size (rounded), the offsets of freed blocks
- * of that size still marked used in the tree (CACHED), newest last.
+ * of that size still marked used in the tree (CACHED), newest last, each
+ * with the leaf that held it when it was parked (a hint: see
+ * hinted_parked_leaf()).
  */
 struct reuse_list {
 	uint64_t size;     /* 0: slot unused */
 	uint64_t last_use; /* reuse.clock at this size's last alloc */
 	uint32_t n;
 	uint64_t off[REUSE_DEPTH];
+	struct node *leaf[REUSE_DEPTH];
 };
 
 /* A popped parked block whose leaf still says parked (apply_claims). */
@@ -274,6 +283,7 @@ struct claim {
 	uint64_t off;
 	uint64_t size;
 	uint64_t tag;
+	struct node *leaf; /* its leaf when parked: a hint */
 };
 
 struct reuse {
@@ -431,13 +441,23 @@ static struct node *spare_get(struct kvf__segalloc *a, bool leaf)
 	return n;
 }
 
+static void forget_leaf(struct kvf__segalloc *a, const struct node *l);
+
+/*
+ * A node leaves the tree. A spare leaf holds no block (n = 0), so a
+ * parked block's leaf hint that still names it fails its check; one that
+ * goes back to malloc is first forgotten by every hint.
+ */
 static void spare_put(struct kvf__segalloc *a, struct node *n, bool leaf)
 {
+	n->n = 0;
 	if (leaf && a->nr_spare_leaf < MAX_SPARE)
 		spare_push(&a->spare_leaf, &a->nr_spare_leaf, n);
 	else if (!leaf && a->nr_spare_inner < MAX_SPARE)
 		spare_push(&a->spare_inner, &a->nr_spare_inner, n);
 	else {
+		if (leaf)
+			forget_leaf(a, n);
 		atomic_fetch_sub_explicit(&a->node_bytes, node_bytes(leaf),
 					  memory_order_relaxed);
 		free(n);
@@ -1089,6 +1109,7 @@ static void reuse_park(struct kvf__segalloc *a, struct reuse_list *rl,
 
 	l->val[p->idx[0]] |= CACHED;
 	as_leaf(l)->tag[p->idx[0]] = 0;
+	rl->leaf[rl->n] = l;
 	rl->off[rl->n++] = off;
 	a->reuse.bytes += rl->size;
 	reuse_publish(a, rl);
@@ -1103,6 +1124,7 @@ static void reuse_unlist(struct kvf__segalloc *a, uint64_t off, uint64_t size)
 	for (uint32_t i = 0; rl && i < rl->n; i++) {
 		if (rl->off[i] == off) {
 			rl->off[i] = rl->off[--rl->n];
+			rl->leaf[i] = rl->leaf[rl->n];
 			a->reuse.bytes -= size;
 			reuse_publish(a, rl);
 			return;
@@ -1121,6 +1143,49 @@ static struct node *parked_leaf(struct kvf__segalloc *a, uint64_t off,
 	if (p->off != off || l->val[p->idx[0]] != (size | FLAGS))
 		kvf__die("parked block %#llx lost", (unsigned long long)off);
 	return l;
+}
+
+/*
+ * parked_leaf() without the descent when @hint, the leaf that held the
+ * block when it was parked, still holds it: then only @p's leaf level
+ * (node[0], idx[0], off) is filled, which is all a claim writes. The hint
+ * is checked, not trusted: it names a leaf of this allocator (a tree
+ * leaf or a spare, n = 0; forget_leaf() clears hints to a leaf given back
+ * to malloc), and a tree leaf that has a parked block of @size starting
+ * at @off holds the one block there, the leaves tiling the segment. A
+ * split, merge or borrow that moved the block elsewhere fails the check,
+ * and the descent finds it.
+ */
+static struct node *hinted_parked_leaf(struct kvf__segalloc *a, uint64_t off,
+				       uint64_t size, struct node *hint,
+				       struct path *p)
+{
+	if (hint && hint->n && hint->base <= off) {
+		uint64_t at;
+		uint32_t i = leaf_find(hint, off, &at);
+
+		if (at == off && hint->val[i] == (size | FLAGS)) {
+			p->node[0] = hint;
+			p->idx[0] = i;
+			p->off = at;
+			return hint;
+		}
+	}
+	return parked_leaf(a, off, size, p);
+}
+
+/* Clear every hint naming leaf @l, which is going back to malloc. */
+static void forget_leaf(struct kvf__segalloc *a, const struct node *l)
+{
+	struct reuse *ru = &a->reuse;
+
+	for (unsigned k = 0; k < REUSE_SIZES; k++)
+		for (uint32_t i = 0; i < ru->list[k].n; i++)
+			if (ru->list[k].leaf[i] == l)
+				ru->list[k].leaf[i] = NULL;
+	for (uint32_t i = 0; i < ru->nr_claims; i++)
+		if (ru->claim[i].leaf == l)
+			ru->claim[i].leaf = NULL;
 }
 
 /*
@@ -1270,10 +1335,11 @@ static bool frees_adjoin(const struct kvf__segalloc *a,
 }
 
 /*
- * prefetch_descents() for the pending claims' blocks and the offsets of
- * @r inside the segment, in one pass: the claims of a batch of puts and
- * the frees of the next batch remove miss together instead of in two
- * waves.
+ * prefetch_descents() for the offsets of @r inside the segment, and for
+ * the pending claims' blocks that have no leaf hint, in one pass: the
+ * claims of a batch of puts and the frees of the next batch remove miss
+ * together instead of in two waves. A claim with a hint needs no descent
+ * (hinted_parked_leaf()): its leaf alone starts loading.
  */
 static void prefetch_claims_and_frees(const struct kvf__segalloc *a,
 				      const struct kvf__segalloc_range *r,
@@ -1283,8 +1349,12 @@ static void prefetch_claims_and_frees(const struct kvf__segalloc *a,
 	uint64_t off[DESCENT_CHUNK];
 	size_t m = 0;
 
-	for (uint32_t i = 0; i < ru->nr_claims; i++)
-		off[m++] = ru->claim[i].off;
+	for (uint32_t i = 0; i < ru->nr_claims; i++) {
+		if (ru->claim[i].leaf)
+			prefetch_leaf(ru->claim[i].leaf);
+		else
+			off[m++] = ru->claim[i].off;
+	}
 	for (size_t i = 0; i < n; i++) {
 		if (r[i].offset >= a->pub.capacity)
 			continue;
@@ -1323,7 +1393,8 @@ static void apply_claims(struct kvf__segalloc *a,
 	for (uint32_t i = 0; i < ru->nr_claims; i++) {
 		const struct claim *c = &ru->claim[i];
 		struct path p;
-		struct node *l = parked_leaf(a, c->off, c->size, &p);
+		struct node *l =
+			hinted_parked_leaf(a, c->off, c->size, c->leaf, &p);
 
 		l->val[p.idx[0]] = c->size | USED;
 		as_leaf(l)->tag[p.idx[0]] = c->tag;
@@ -1352,11 +1423,13 @@ static inline __attribute__((always_inline)) uint64_t
 reuse_pop(struct kvf__segalloc *a, struct reuse_list *rl, uint64_t tag)
 {
 	uint64_t off = rl->off[--rl->n];
+	struct node *leaf = rl->leaf[rl->n];
 
 	if (a->reuse.nr_claims == CLAIM_DEPTH)
 		apply_claims(a, NULL, 0);
-	a->reuse.claim[a->reuse.nr_claims++] =
-		(struct claim){ .off = off, .size = rl->size, .tag = tag };
+	a->reuse.claim[a->reuse.nr_claims++] = (struct claim){
+		.off = off, .size = rl->size, .tag = tag, .leaf = leaf
+	};
 	a->reuse.bytes -= rl->size;
 	reuse_publish(a, rl);
 	return off;
@@ -1459,6 +1532,28 @@ static void check_parked(const struct node *n, unsigned level, uint64_t *prev,
 	}
 }
 
+/*
+ * A leaf hint names a leaf of the tree or a spare one, never memory
+ * given back to malloc (hinted_parked_leaf() reads it).
+ */
+static void check_hint(const struct kvf__segalloc *a, const struct node *h)
+{
+	struct path p;
+
+	if (!h)
+		return;
+	if (h->n) {
+		if (h->base < a->pub.capacity && lookup(a, h->base, &p) == h)
+			return;
+	} else {
+		for (const struct node *s = a->spare_leaf; s;
+		     memcpy(&s, &s->val[0], sizeof(s)))
+			if (s == h)
+				return;
+	}
+	kvf__die("a parked block's leaf hint %p names no leaf", (void *)h);
+}
+
 /* The lists name exactly the parked blocks of the tree. */
 static void check_reuse(const struct kvf__segalloc *a)
 {
@@ -1470,6 +1565,8 @@ static void check_reuse(const struct kvf__segalloc *a)
 
 		for (uint32_t i = 0; i < rl->n; i++) {
 			struct blk b = block_at(a, rl->off[i]);
+
+			check_hint(a, rl->leaf[i]);
 
 			if (b.off != rl->off[i] || b.val != (rl->size | FLAGS))
 				kvf__die("listed block %#llx not parked",
@@ -1485,6 +1582,7 @@ static void check_reuse(const struct kvf__segalloc *a)
 		const struct claim *c = &a->reuse.claim[i];
 		struct blk b = block_at(a, c->off);
 
+		check_hint(a, c->leaf);
 		if (b.off != c->off || b.val != (c->size | FLAGS))
 			kvf__die("claimed block %#llx not parked",
 				 (unsigned long long)c->off);

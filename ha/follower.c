@@ -10,12 +10,11 @@
  * lineage (before any record of its view is appended, so the file always
  * describes the journal), then append RECORDS batches whole, in order,
  * and acknowledge the last sequence once the append returned (durable at
- * this journal's durability). The batches that arrived together go into
- * one journal append and one ack (follow()). Anything unexpected - a
- * frame of another view, a sequence that does not follow, a malformed or
- * oversized frame, a record the journal refuses - is logged, never
- * applied, and the connection is dropped; the thread tries again a
- * little later.
+ * this journal's durability); the batches that arrived together go into
+ * one journal append and one ack (follow()). Anything unexpected - a frame of another
+ * view, a sequence that does not follow, a malformed or oversized frame,
+ * a record the journal refuses - is logged, never applied, and the
+ * connection is dropped; the thread tries again a little later.
  * STATE frames (the master's segment table, its metadata store: opaque
  * here) go to kvf_repl_options.state_fn and are acknowledged once it
  * returned; one it refuses is logged and the connection dropped.
@@ -56,6 +55,11 @@
 
 #define RETRY_MS 200u
 #define READ_TIMEOUT_S 3 /* heartbeats come every 500 ms */
+/* Between a snapshot's frames: the leader reads it first (about a second
+ * per million objects, more on a loaded machine). */
+#define SNAP_TIMEOUT_S 120
+/* Where a snapshot is built, inside the data directory. */
+#define SNAP_TMP "snapshot.tmp"
 
 struct kvf_repl_follower {
 	struct kvf_repl_options o;
@@ -67,6 +71,7 @@ struct kvf_repl_follower {
 	pthread_t thread;
 	_Atomic bool stop;
 	_Atomic bool diverged;
+	_Atomic bool installing; /* a snapshot is coming in: no campaign */
 	bool logged_unfit; /* the election thread's */
 
 	/* the batches applied last, oldest first (the thread's) */
@@ -76,7 +81,15 @@ struct kvf_repl_follower {
 	pthread_mutex_t mu;
 	int fd; /* under mu; -1 when not connected */
 	uint64_t last_seq, leader_seq, view, refused;
+	uint64_t snapshots; /* installed */
 	bool connected;
+};
+
+/* A snapshot being received into DATA/snapshot.tmp (the thread's). */
+struct snapin {
+	struct kvf__journal *j; /* NULL: none begun */
+	uint64_t seq, want, got;
+	uint64_t t0;
 };
 
 static void pause_ms(struct kvf_repl_follower *f, unsigned ms)
@@ -277,6 +290,36 @@ static int collect_rec(void *arg, const struct kvf__jrec *rec, uint32_t idx)
 	return 0;
 }
 
+/*
+ * Decode a RECORDS-shaped payload's @nr records and append them to @j;
+ * *@last receives the batch's last sequence. 0, or -1 (logged).
+ */
+static int append_frames(struct kvf_repl_follower *f, struct kvf__journal *j,
+			 const struct kvf_repl_hdr *h, const uint8_t *pl,
+			 uint64_t nr, uint64_t *last)
+{
+	struct collect c = {.recs = malloc(nr * sizeof(*c.recs)), .cap = nr};
+	int rc;
+
+	if (!c.recs)
+		return -1;
+	rc = kvf__frames_decode(pl + 8, h->len - 8, nr, h->count, collect_rec,
+				&c);
+	if (rc || c.n != nr) {
+		free(c.recs);
+		note_refusal(f, "records that do not decode");
+		return -1;
+	}
+	rc = kvf__journal_append_seq(j, c.recs, nr, last);
+	free(c.recs);
+	if (rc) {
+		fprintf(stderr, "replication: standby: journal append: %s\n",
+			kvf_strerror(rc));
+		return -1;
+	}
+	return 0;
+}
+
 /* Keep a copy of an applied batch for a promotion (best effort). */
 static void keep(struct kvf_repl_follower *f, const struct kvf_repl_hdr *h,
 		 const uint8_t *frames, uint64_t nr)
@@ -423,6 +466,184 @@ static bool more_ready(int fd)
 	return poll(&pfd, 1, 0) > 0 && (pfd.revents & POLLIN);
 }
 
+static void set_timeout(int fd, int s)
+{
+	struct timeval tv = {.tv_sec = s};
+
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+}
+
+/* Remove DIR/snapshot.tmp and its files (flat: a journal directory). */
+static void snap_remove(struct kvf_repl_follower *f)
+{
+	char tmp[4200], path[4500];
+	struct dirent *de;
+	DIR *d;
+
+	snprintf(tmp, sizeof(tmp), "%s/" SNAP_TMP, f->dir);
+	d = opendir(tmp);
+	if (!d)
+		return;
+	while ((de = readdir(d))) {
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", tmp, de->d_name);
+		unlink(path);
+	}
+	closedir(d);
+	rmdir(tmp);
+}
+
+static void snap_discard(struct kvf_repl_follower *f, struct snapin *sn)
+{
+	if (sn->j) {
+		kvf__journal_close(sn->j);
+		sn->j = NULL;
+		snap_remove(f);
+	}
+	atomic_store(&f->installing, false);
+}
+
+/* SNAP_BEGIN: a new journal in DIR/snapshot.tmp numbered to end at S. */
+static int snap_begin(struct kvf_repl_follower *f, struct snapin *sn,
+		      const struct kvf_repl_hdr *h, const uint8_t *pl)
+{
+	struct kvf__journal_config cfg = f->o.jcfg;
+	char tmp[4200];
+	int rc;
+
+	if (sn->j || h->len != 8 || kvf__get_be64(pl) > h->seq) {
+		note_refusal(f, "malformed snapshot");
+		return -1;
+	}
+	snap_remove(f); /* a crash's leftover */
+	snprintf(tmp, sizeof(tmp), "%s/" SNAP_TMP, f->dir);
+	cfg.dir = tmp;
+	cfg.compact_at_open = 0;
+	rc = kvf__journal_open(&cfg, &sn->j);
+	if (!rc) {
+		sn->seq = h->seq;
+		sn->want = kvf__get_be64(pl);
+		sn->got = 0;
+		sn->t0 = kvf__now_ns();
+		rc = kvf__journal_set_base(sn->j, sn->seq - sn->want);
+	}
+	if (rc) {
+		fprintf(stderr,
+			"replication: standby: cannot start a "
+			"snapshot in %s: %s\n",
+			tmp, kvf_strerror(rc));
+		snap_discard(f, sn);
+		return -1;
+	}
+	return 0;
+}
+
+/* SNAP_RECORDS: append them to the new journal. */
+static int snap_records(struct kvf_repl_follower *f, struct snapin *sn,
+			const struct kvf_repl_hdr *h, const uint8_t *pl)
+{
+	uint64_t nr, last = 0;
+
+	if (!sn->j || h->seq != sn->seq || h->len < 8) {
+		note_refusal(f, "malformed snapshot");
+		return -1;
+	}
+	nr = kvf__get_be64(pl);
+	if (!nr || nr > h->len || nr > sn->want - sn->got) {
+		note_refusal(f, "malformed snapshot");
+		return -1;
+	}
+	if (append_frames(f, sn->j, h, pl, nr, &last))
+		return -1;
+	sn->got += nr;
+	return 0;
+}
+
+/*
+ * SNAP_END: the new journal, with the leader's lineage beside it, is
+ * staged as DATA/snapshot.new (the commit point) and installed by
+ * reopening the journal (kvf__jdir_install()): a crash at any point
+ * leaves the old journal or the new one. 0; -1 (nothing changed, or the
+ * journal could not be opened again: f->j is NULL then).
+ */
+static int snap_end(struct kvf_repl_follower *f, struct snapin *sn,
+		    const struct kvf_repl_hdr *h)
+{
+	struct kvf__journal_stats st;
+	char tmp[4200];
+	int rc;
+
+	if (!sn->j || h->seq != sn->seq || sn->got != sn->want) {
+		note_refusal(f, "incomplete snapshot");
+		return -1;
+	}
+	kvf__journal_get_stats(sn->j, &st);
+	kvf__journal_close(sn->j); /* synced */
+	sn->j = NULL;
+	snprintf(tmp, sizeof(tmp), "%s/" SNAP_TMP, f->dir);
+	if (st.last_seq != sn->seq || kvf__repl_lineage_save(tmp, &f->lin) ||
+	    kvf__jdir_stage(f->dir, tmp)) {
+		fprintf(stderr,
+			"replication: standby: cannot stage the "
+			"snapshot in %s\n",
+			f->dir);
+		snap_remove(f);
+		return -1;
+	}
+	kvf__journal_close(f->j);
+	rc = kvf__journal_open(&f->o.jcfg, &f->j);
+	if (rc) {
+		fprintf(stderr,
+			"replication: standby: cannot open the installed "
+			"snapshot in %s: %s %s\n",
+			f->dir, kvf_strerror(rc), kvf__journal_error());
+		f->j = NULL;
+		return -1;
+	}
+	kvf__journal_get_stats(f->j, &st);
+	kvf_repl_backlog_free((struct kvf_repl_backlog *)f->kept);
+	f->kept = f->kept_tail = NULL;
+	f->kept_bytes = 0;
+	pthread_mutex_lock(&f->mu);
+	f->last_seq = st.last_seq;
+	if (f->leader_seq < f->last_seq)
+		f->leader_seq = f->last_seq;
+	f->snapshots++;
+	pthread_mutex_unlock(&f->mu);
+	fprintf(stderr,
+		"replication: standby: installed a snapshot of %llu "
+		"records up to sequence %llu in %llu ms\n",
+		(unsigned long long)sn->want, (unsigned long long)sn->seq,
+		(unsigned long long)((kvf__now_ns() - sn->t0) / 1000000));
+	if (st.last_seq != sn->seq)
+		return -1;
+	atomic_store(&f->installing, false);
+	return 0;
+}
+
+/* One snapshot frame; 0, or -1 (the connection is dropped). */
+static int snap_frame(struct kvf_repl_follower *f, struct snapin *sn, int fd,
+		      const struct kvf_repl_hdr *h, const uint8_t *pl)
+{
+	switch (h->type) {
+	case KVF_REPL_SNAP_WAIT:
+		atomic_store(&f->installing, true);
+		set_timeout(fd, SNAP_TIMEOUT_S);
+		return 0;
+	case KVF_REPL_SNAP_BEGIN:
+		atomic_store(&f->installing, true);
+		return snap_begin(f, sn, h, pl);
+	case KVF_REPL_SNAP_RECORDS:
+		return snap_records(f, sn, h, pl);
+	default:
+		if (snap_end(f, sn, h))
+			return -1;
+		set_timeout(fd, READ_TIMEOUT_S);
+		return 0;
+	}
+}
+
 /*
  * Read frames; RECORDS frames that arrived together (up to GROUP_FRAMES
  * or GROUP_BYTES) are appended as one batch and acknowledged with one
@@ -432,6 +653,7 @@ static bool more_ready(int fd)
  */
 static void follow(struct kvf_repl_follower *f, int fd, uint64_t view)
 {
+	struct snapin sn = {0};
 	struct group *g = calloc(1, sizeof(*g));
 
 	if (!g)
@@ -465,6 +687,23 @@ static void follow(struct kvf_repl_follower *f, int fd, uint64_t view)
 					   : "a frame of another view");
 			break;
 		}
+		if (h.type >= KVF_REPL_SNAP_WAIT &&
+		    h.type <= KVF_REPL_SNAP_END) {
+			/* a snapshot replaces the journal: nothing pending */
+			if (group_apply(f, g)) {
+				free(pl);
+				break;
+			}
+			rc = snap_frame(f, &sn, fd, &h, pl);
+			free(pl);
+			if (rc || !f->j)
+				break;
+			if (h.type == KVF_REPL_SNAP_END &&
+			    kvf__repl_send(fd, KVF_REPL_ACK, view, f->last_seq,
+					   0, NULL, 0))
+				break;
+			continue;
+		}
 		if (h.type == KVF_REPL_HEARTBEAT) {
 			pthread_mutex_lock(&f->mu);
 			f->leader_seq = h.seq;
@@ -487,7 +726,7 @@ static void follow(struct kvf_repl_follower *f, int fd, uint64_t view)
 				break;
 			continue;
 		}
-		if (h.type != KVF_REPL_RECORDS) {
+		if (h.type != KVF_REPL_RECORDS || sn.j) {
 			free(pl);
 			note_refusal(f, "unexpected frame");
 			break;
@@ -497,8 +736,11 @@ static void follow(struct kvf_repl_follower *f, int fd, uint64_t view)
 	}
 	/* the frames checked before the stream ended are appended, as if
 	 * each had been on its own (the leader may be handing over) */
-	group_apply(f, g);
+	if (f->j)
+		group_apply(f, g);
+	group_clear(g);
 	free(g);
+	snap_discard(f, &sn);
 }
 
 /*
@@ -603,6 +845,10 @@ static void *run(void *arg)
 		f->fd = -1;
 		pthread_mutex_unlock(&f->mu);
 		close(fd);
+		if (!f->j) { /* an installed snapshot did not open */
+			atomic_store(&f->diverged, true); /* never campaigns */
+			break;
+		}
 		if (atomic_load(&f->diverged) && set_aside(f)) {
 			atomic_store(&f->diverged, true); /* never campaigns */
 			break;
@@ -630,21 +876,22 @@ int kvf_repl_follow_start(const struct kvf_repl_options *o,
 	snprintf(f->dir, sizeof(f->dir), "%s", o->data_dir);
 	f->o.jcfg.dir = f->dir;
 	pthread_mutex_init(&f->mu, NULL);
-	if (kvf__repl_lineage_load(f->dir, &f->lin)) {
-		fprintf(stderr, "replication: %s/ha-lineage is damaged\n",
-			f->dir);
-		ret = KVF_ERR_JOURNAL_CORRUPT;
-		goto fail;
-	}
 	ret = kvf_etcd_new(o->endpoints, 0, &f->etcd);
 	if (ret)
 		goto fail;
+	/* first: the open finishes a snapshot's install, lineage included */
 	ret = kvf__journal_open(&f->o.jcfg, &f->j);
 	if (ret) {
 		fprintf(stderr,
 			"replication: standby: cannot open the journal "
 			"in %s: %s %s\n",
 			f->dir, kvf_strerror(ret), kvf__journal_error());
+		goto fail;
+	}
+	if (kvf__repl_lineage_load(f->dir, &f->lin)) {
+		fprintf(stderr, "replication: %s/ha-lineage is damaged\n",
+			f->dir);
+		ret = KVF_ERR_JOURNAL_CORRUPT;
 		goto fail;
 	}
 	kvf__journal_get_stats(f->j, &st);
@@ -720,7 +967,7 @@ bool kvf_repl_may_campaign(void *ctx)
 
 	if (!f)
 		return true;
-	if (atomic_load(&f->diverged))
+	if (atomic_load(&f->diverged) || atomic_load(&f->installing))
 		return false;
 	klen = (size_t)snprintf(key, sizeof(key), "kvforge/%s/replication/sync",
 				f->cluster);

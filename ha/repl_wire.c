@@ -75,14 +75,15 @@ bool kvf__repl_hdr_get(const uint8_t *buf, struct kvf_repl_hdr *h)
 	h->count = get32(buf + 12);
 	h->view = get64(buf + 16);
 	h->seq = get64(buf + 24);
-	if (h->type < KVF_REPL_HELLO || h->type > KVF_REPL_STATE_ACK)
+	if (h->type < KVF_REPL_HELLO || h->type > KVF_REPL_SNAP_END)
 		return false;
 	if (h->type == KVF_REPL_STATE || h->type == KVF_REPL_STATE_ACK) {
 		if (h->count >= KVF_REPL_STATE_MAX)
 			return false;
 	}
 	return h->len <=
-	       (h->type == KVF_REPL_RECORDS || h->type == KVF_REPL_STATE
+	       (h->type == KVF_REPL_RECORDS || h->type == KVF_REPL_STATE ||
+			       h->type == KVF_REPL_SNAP_RECORDS
 			? KVF_REPL_RECORDS_MAX
 			: KVF_REPL_SMALL_MAX);
 }

@@ -22,6 +22,16 @@
  *   opaque to replication (the master's segment table, its metadata
  *   store), sent after the handshake and again whenever it changes.
  * STATE_ACK (standby): count = the item, seq = the generation applied.
+ * A standby whose next record the leader's backlog no longer holds gets
+ * a snapshot instead, right after the WELCOME, then RECORDS from the
+ * snapshot's sequence on:
+ * SNAP_WAIT (leader): no payload; the snapshot is being read (the
+ *   standby waits longer than a heartbeat's interval for the next frame).
+ * SNAP_BEGIN (leader): seq = S, the last sequence the snapshot covers;
+ *   payload = K, its record count (8 bytes, K <= S).
+ * SNAP_RECORDS (leader): seq = S; payload as RECORDS.
+ * SNAP_END (leader): seq = S; the standby installs the snapshot as its
+ *   journal (ending at S) and acknowledges S.
  */
 #ifndef KVF_HA_REPL_WIRE_H
 #define KVF_HA_REPL_WIRE_H
@@ -48,6 +58,10 @@ enum kvf_repl_type {
 	KVF_REPL_HEARTBEAT = 6,
 	KVF_REPL_STATE = 7,
 	KVF_REPL_STATE_ACK = 8,
+	KVF_REPL_SNAP_WAIT = 9,
+	KVF_REPL_SNAP_BEGIN = 10,
+	KVF_REPL_SNAP_RECORDS = 11,
+	KVF_REPL_SNAP_END = 12,
 };
 
 /* State items a leader replicates besides its journal. */

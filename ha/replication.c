@@ -78,6 +78,7 @@
 #include "ha/etcd.h"
 #include "ha/repl_wire.h"
 #include "ha/replication.h"
+#include "journal/record.h"
 
 #define RING 65536u
 #define HEARTBEAT_MS 500u
@@ -110,6 +111,8 @@ struct peer {
 	 * ones are listed in etcd (they may campaign) */
 	bool required, published, leaving;
 	uint64_t join_seq; /* published once it acknowledged this */
+	bool snapshot;	   /* behind the backlog: catches up from a snapshot */
+	uint64_t snap_seq; /* ... ending here (0: not read yet) */
 	/* state items: generations sent / acknowledged */
 	uint64_t state_sent[KVF_REPL_STATE_MAX];
 	uint64_t state_acked[KVF_REPL_STATE_MAX];
@@ -454,6 +457,12 @@ static int publish_set(struct kvf_repl_leader *l, const char *members)
 	return ret;
 }
 
+/* With mu held: a standby receiving or installing a snapshot. */
+static bool installing(const struct peer *p)
+{
+	return p->snapshot && (!p->snap_seq || p->acked < p->snap_seq);
+}
+
 /* Within this many records of the end, a standby joins the sync set. */
 #define JOIN_WINDOW 4096u
 
@@ -475,6 +484,7 @@ static void *syncer(void *arg)
 			if (p->acked >= l->last_seq)
 				p->acked_at = now; /* not behind */
 			if (!p->required && !p->dead && p->streaming &&
+			    !installing(p) &&
 			    p->acked + JOIN_WINDOW >= l->last_seq) {
 				p->required = true; /* appends wait for it */
 				p->join_seq = l->last_seq;
@@ -699,10 +709,7 @@ static const char *handshake(struct peer *p, uint64_t *next)
 		for (i = l->lo; i < l->hi; i++)
 			if (l->ring[i % RING]->first == h.seq + 1)
 				break;
-		if (i == l->hi)
-			why = "behind the leader's backlog (start it with an "
-			      "empty --data-dir once the leader's journal was "
-			      "checkpointed)";
+		p->snapshot = i == l->hi; /* its next batch is gone */
 		*next = i;
 	}
 	if (!why) {
@@ -844,6 +851,140 @@ static void kick(struct kvf_repl_leader *l)
 	pthread_mutex_unlock(&l->mu);
 }
 
+/* ---- snapshot catch-up ------------------------------------------------ */
+
+/* Tries at a snapshot whose end the backlog still continues. */
+#define SNAP_TRIES 5
+
+struct snap_chunks {
+	struct batch *head, *tail;
+};
+
+static int snap_chunk(void *arg, const uint8_t *frames, size_t len,
+		      uint32_t nr_frames, uint64_t nr_recs)
+{
+	struct snap_chunks *c = arg;
+	struct batch *b = malloc(sizeof(*b) + len);
+
+	if (!b)
+		return KVF_ERR_NO_MEMORY;
+	memset(b, 0, sizeof(*b));
+	b->nr_recs = nr_recs;
+	b->nr_frames = nr_frames;
+	b->len = len;
+	memcpy(b->data, frames, len);
+	if (c->tail)
+		c->tail->next = b;
+	else
+		c->head = b;
+	c->tail = b;
+	return KVF_OK;
+}
+
+/* Write one frame of records (RECORDS or SNAP_RECORDS). 0, -1 or -2. */
+static int send_batch(struct peer *p, uint8_t type, uint64_t seq,
+		      const struct batch *b)
+{
+	uint8_t hdr[KVF_REPL_HDR + 8];
+	struct kvf_repl_hdr h = {.type = type,
+				 .view = p->l->view,
+				 .len = (uint32_t)(b->len + 8),
+				 .count = b->nr_frames,
+				 .seq = seq};
+
+	if (b->len + 8 > KVF_REPL_RECORDS_MAX)
+		return -2;
+	kvf__repl_hdr_put(hdr, &h);
+	kvf__put_be64(hdr + KVF_REPL_HDR, b->nr_recs);
+	return kvf__repl_write(p->fd, hdr, sizeof(hdr), b->data, b->len);
+}
+
+/*
+ * The peer's next batch left the backlog: read the journal's state at
+ * some sequence S (kvf__journal_snapshot(): appends go on meanwhile),
+ * check that the backlog still continues it (else read again: the
+ * backlog moved past S while it was read), send it, and stream from S.
+ * On success *@next is the ring index of the batch after S. Returns NULL
+ * or why the peer is dropped.
+ */
+static const char *send_snapshot(struct peer *p, uint64_t *next)
+{
+	struct kvf_repl_leader *l = p->l;
+	struct snap_chunks c = {0};
+	uint64_t seq = 0, n = 0, t0 = kvf__now_ns();
+	const char *why = NULL;
+	uint8_t k[8];
+	int tries;
+
+	if (kvf__repl_send(p->fd, KVF_REPL_SNAP_WAIT, l->view, 0, 0, NULL, 0))
+		return "send failed";
+	for (tries = 0; tries < SNAP_TRIES; tries++) {
+		bool found = false;
+		int rc = kvf__journal_snapshot(l->j, snap_chunk, &c, &seq, &n);
+
+		if (rc) {
+			fprintf(stderr,
+				"replication: snapshot for standby %s: %s\n",
+				p->member, kvf_strerror(rc));
+			why = "no snapshot of the journal";
+			break;
+		}
+		pthread_mutex_lock(&l->mu);
+		if (seq == l->last_seq) {
+			*next = l->hi;
+			found = true;
+		}
+		for (uint64_t i = l->lo; !found && i < l->hi; i++) {
+			if (l->ring[i % RING]->first == seq + 1) {
+				*next = i;
+				found = true;
+			}
+		}
+		if (found) {
+			/* its acks may now reach the snapshot's end; until
+			 * it installed it, it holds what it held */
+			p->sent = p->snap_seq = seq;
+			if (p->acked > seq)
+				p->acked = seq;
+		}
+		pthread_mutex_unlock(&l->mu);
+		if (found)
+			break;
+		kvf_repl_backlog_free((struct kvf_repl_backlog *)c.head);
+		c.head = c.tail = NULL;
+	}
+	if (!why && tries == SNAP_TRIES)
+		why = "the backlog moved past every snapshot read "
+		      "(--ha_replication_backlog_bytes too small for the "
+		      "write rate)";
+	if (why)
+		goto out;
+	fprintf(stderr,
+		"replication: standby %s catches up from a snapshot: %llu "
+		"records up to sequence %llu, read in %llu ms\n",
+		p->member, (unsigned long long)n, (unsigned long long)seq,
+		(unsigned long long)((kvf__now_ns() - t0) / 1000000));
+	kvf__put_be64(k, n);
+	if (kvf__repl_send(p->fd, KVF_REPL_SNAP_BEGIN, l->view, seq, 0, k,
+			   sizeof(k))) {
+		why = "send failed";
+		goto out;
+	}
+	for (struct batch *b = c.head; b && !why; b = b->next) {
+		int rc = send_batch(p, KVF_REPL_SNAP_RECORDS, seq, b);
+
+		if (rc)
+			why = rc == -2 ? "a snapshot chunk too large to stream"
+				       : "send failed";
+	}
+	if (!why &&
+	    kvf__repl_send(p->fd, KVF_REPL_SNAP_END, l->view, seq, 0, NULL, 0))
+		why = "send failed";
+out:
+	kvf_repl_backlog_free((struct kvf_repl_backlog *)c.head);
+	return why;
+}
+
 static void blob_put(struct state_blob *b)
 {
 	if (b && !b->refs && !b->current)
@@ -951,6 +1092,13 @@ static void *sender(void *arg)
 	if (!p->rx_started) {
 		peer_fail(p, "no thread for its acks");
 		goto done;
+	}
+	if (p->snapshot) {
+		why = send_snapshot(p, &next);
+		if (why) {
+			peer_fail(p, why);
+			goto done;
+		}
 	}
 	pthread_mutex_lock(&p->txmu);
 	pthread_mutex_lock(&l->mu);

@@ -8,9 +8,10 @@
  *
  * Open, in order: the directory lock (kvforge.lock, an exclusive flock()
  * so two engines never write one journal; kvforge-inspect reads without
- * it), the directory check (kvf__jdir_check()), the LMDB store, side log
- * recovery into it, the side log mark in the meta database, compaction.
- * Nothing an earlier run wrote is changed before every check passed.
+ * it), the installation of a staged journal (snapshot.c), the directory check
+ * (kvf__jdir_check()), the LMDB store, side log recovery into it, the side log
+ * mark in the meta database, compaction. Nothing an earlier run wrote is
+ * changed before every check passed.
  *
  * Concurrency: open, replay and close run on the owner's thread; the
  * threads start after the replay (or at the first append), and every
@@ -208,6 +209,11 @@ int kvf__journal_open(const struct kvf__journal_config *cfg,
 	rc = take_lock(j);
 	if (rc)
 		goto err;
+	rc = kvf__jdir_install(j->dir); /* a staged journal replaces ours */
+	if (rc) {
+		rc = kvf__journal_status(rc);
+		goto err;
+	}
 	rc = open_parts(j);
 	if (rc) {
 		rc = kvf__journal_status(rc);

@@ -353,6 +353,76 @@ int kvf__journal_append_seq(struct kvf__journal *j,
 			    const struct kvf__jrec *recs, size_t n,
 			    uint64_t *last_seq);
 
+/*
+ * kvf__snapshot_fn - receives a snapshot's records, in runs encoded as
+ * log frames (struct kvf__jbatch's layout: @nr_frames frames, @nr_recs
+ * records in @frames[0..@len), valid during the call). Runs inside a read
+ * transaction that holds off map growth: copy, never block. A non-zero
+ * kvf_status stops the snapshot.
+ */
+typedef int (*kvf__snapshot_fn)(void *arg, const uint8_t *frames, size_t len,
+				uint32_t nr_frames, uint64_t nr_recs);
+
+/**
+ * kvf__journal_snapshot() - the journal's state, as records, while
+ * appends go on.
+ * @j: the journal (its writer runs, or is started).
+ * @fn: receives the records: every SEGMENT_MOUNT and OBJECT_PUT of the
+ *	image, then the log's records in sequence order; applied in that
+ *	order to an empty journal they give the state after *@seq.
+ * @seq: receives the last sequence the records cover.
+ * @nr_recs: receives how many records @fn was given (at most *@seq).
+ *
+ * Waits until every record acknowledged before the call is in the LMDB
+ * log (the side log drained), then reads in one read transaction; appends
+ * go on meanwhile, but a commit that must grow the map waits until the
+ * read ends (LMDB cannot remap under a transaction).
+ * Context: blocks (the drain, the read: seconds per million
+ * objects); any thread but the writer's; not from a tap hook.
+ * Return: %KVF_OK; %KVF_ERR_CLOSED; a move's or LMDB's failure;
+ * %KVF_ERR_JOURNAL_CORRUPT; @fn's non-zero value; %KVF_ERR_NO_MEMORY.
+ */
+int kvf__journal_snapshot(struct kvf__journal *j, kvf__snapshot_fn fn,
+			  void *arg, uint64_t *seq, uint64_t *nr_recs);
+
+/**
+ * kvf__journal_set_base() - number a new journal's records from @seq + 1.
+ * @j: a journal just opened on an empty directory: no record, no replay,
+ *     no append yet.
+ * @seq: the checkpoint sequence it takes (its image, empty, is the state
+ *     "after" @seq); 0 changes nothing.
+ *
+ * For a copy of another journal's state at sequence S made of K records
+ * (kvf__journal_snapshot()): set_base(S - K), then append the K records,
+ * and the copy ends at S. Durable on return.
+ * Context: the opener's thread; blocks (a commit and a sync).
+ * Return: %KVF_OK; %KVF_ERR_BUSY (not a new, untouched journal); an LMDB
+ * or I/O failure.
+ */
+int kvf__journal_set_base(struct kvf__journal *j, uint64_t seq);
+
+/* The directory kvf__jdir_stage() renames a new journal to. */
+#define KVF__JDIR_INSTALL "snapshot.new"
+
+/**
+ * kvf__jdir_stage() - have the complete, closed journal directory
+ * @staged (on the same file system as @dir) replace @dir's journal at its
+ * next kvf__journal_open(). @staged's files (every one but its
+ * kvforge.lock, so also files that belong with the journal, such as a
+ * lineage) are synced; @staged is renamed DIR/snapshot.new (the commit
+ * point: a crash before leaves the old journal, after it the new one).
+ * Context: blocks (fsync, rename). Return: 0 or an errno value.
+ */
+int kvf__jdir_stage(const char *dir, const char *staged);
+
+/*
+ * kvf__jdir_install() - finish installing DIR/snapshot.new, if present:
+ * move each of its files over DIR's, sync, remove it. Idempotent; run by
+ * kvf__journal_open() with the directory lock held, before anything
+ * reads the journal. 0 or an errno value.
+ */
+int kvf__jdir_install(const char *dir);
+
 #ifdef KVF_FAULT_INJECTION
 /**
  * kvf__journal_inject_fault() - make the next commits fail (tests only;

@@ -13,7 +13,8 @@ libkvforge_core_la_SOURCES += \
 	journal/pipeline.h \
 	journal/journal.c \
 	journal/writer.c \
-	journal/sidelog_flow.c
+	journal/sidelog_flow.c \
+	journal/snapshot.c
 
 bin_PROGRAMS += tools/kvforge-inspect
 tools_kvforge_inspect_SOURCES = tools/kvforge-inspect.c
@@ -39,6 +40,11 @@ check_PROGRAMS += tests/unit/test_journal_mixed
 CONCURRENCY_TESTS += tests/unit/test_journal_mixed
 tests_unit_test_journal_mixed_CFLAGS = $(KVF_TEST_CFLAGS)
 tests_unit_test_journal_mixed_LDADD = $(KVF_TEST_LIBS)
+# Snapshots read while appending, copies, staged installs.
+check_PROGRAMS += tests/unit/test_journal_snapshot
+CONCURRENCY_TESTS += tests/unit/test_journal_snapshot
+tests_unit_test_journal_snapshot_CFLAGS = $(KVF_TEST_CFLAGS)
+tests_unit_test_journal_snapshot_LDADD = $(KVF_TEST_LIBS)
 endif
 
 # Crash/recovery harness: a few iterations in make check, more with

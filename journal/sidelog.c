@@ -505,7 +505,7 @@ static int write_hdr(int fd, const struct file_hdr *h)
 	return fdatasync(fd) ? errno : 0;
 }
 
-static int sync_dir(const char *dir)
+int kvf__sidelog_sync_dir(const char *dir)
 {
 	int rc = 0, fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 
@@ -559,7 +559,7 @@ static int prepare_file(struct kvf__sidelog *sl, const char *dir, uint64_t id,
 	if (!rc && rename(tmp, path))
 		rc = errno;
 	if (!rc)
-		rc = sync_dir(dir);
+		rc = kvf__sidelog_sync_dir(dir);
 	if (rc)
 		unlink(tmp);
 	return rc;

@@ -187,4 +187,8 @@ void kvf__sidelog_zap(struct kvf__sidelog *sl, int file, uint64_t from,
 /* fdatasync() file @file: 0 or an errno value. */
 int kvf__sidelog_sync_file(struct kvf__sidelog *sl, int file);
 
+/* fsync() the directory @dir (its entries: created, renamed files); 0 or
+ * an errno value. */
+int kvf__sidelog_sync_dir(const char *dir);
+
 #endif /* KVF_JOURNAL_SIDELOG_H */

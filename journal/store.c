@@ -718,12 +718,14 @@ int kvf__store_grow(struct kvf__store *s)
 		(s->writemap ? kvf__store_map_step(s->map_size) : s->map_size);
 	int rc;
 
+	pthread_rwlock_wrlock(&s->remap_rw); /* no snapshot read open */
 	pthread_mutex_lock(&s->map_mu); /* no prefault during the remap */
 	rc = back_map(s, size);
 	if (!rc)
 		rc = mdb_env_set_mapsize(s->env, size);
 	s->map_addr = NULL; /* it may have moved */
 	pthread_mutex_unlock(&s->map_mu);
+	pthread_rwlock_unlock(&s->remap_rw);
 	if (!rc)
 		s->map_size = size;
 	return rc;
@@ -901,6 +903,10 @@ int kvf__store_open(struct kvf__store *s, const struct kvf__journal_config *cfg,
 	s->want_map = cfg->map_size;
 	if (pthread_mutex_init(&s->map_mu, NULL))
 		return ENOMEM;
+	if (pthread_rwlock_init(&s->remap_rw, NULL)) {
+		pthread_mutex_destroy(&s->map_mu);
+		return ENOMEM;
+	}
 	s->map_mu_ok = true;
 	rc = jenv_open_rw(s);
 	if (rc)
@@ -914,7 +920,9 @@ void kvf__store_close(struct kvf__store *s)
 	if (s->env)
 		mdb_env_close(s->env);
 	s->env = NULL;
-	if (s->map_mu_ok)
+	if (s->map_mu_ok) {
 		pthread_mutex_destroy(&s->map_mu);
+		pthread_rwlock_destroy(&s->remap_rw);
+	}
 	s->map_mu_ok = false;
 }

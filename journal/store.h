@@ -70,7 +70,10 @@ struct kvf__store {
 	uint64_t want_map;    /* the configured map size */
 	uint64_t map_size;    /* the current map size */
 	pthread_mutex_t map_mu;
-	bool map_mu_ok;
+	/* read-held by a read transaction on another thread than the slot
+	 * holder's (kvf__journal_snapshot()), write-held by a remap */
+	pthread_rwlock_t remap_rw;
+	bool map_mu_ok;	      /* and @remap_rw */
 	uint8_t *map_addr;    /* under @map_mu; NULL: look it up again */
 	uint64_t zap_to;      /* under @map_mu: unmapped up to here */
 };

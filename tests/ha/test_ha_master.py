@@ -52,6 +52,14 @@ Scenarios:
                 descriptors it was acknowledged with, a batch in flight at
                 the kill is whole or absent; then the captured upstream
                 client run is replayed against the last leader
+  snapshot      a standby joining after the leader's backlog dropped the
+                start of the history catches up from a snapshot and leads
+                with every acknowledged object after a SIGKILL
+  standby_restart  a standby SIGKILLed during puts and restarted on its
+                directory catches up from a snapshot, rejoins the sync
+                set, leads with every acknowledged object
+  stream_cut    the replication stream cut twice by a proxy during puts:
+                the standby resumes from the backlog, loses nothing
   handover      SIGTERM on an asynchronous leader (--ha_sync_standbys 0)
                 whose standby is frozen ~10 MB of acknowledged records
                 behind: the leader waits for the standby to hold them
@@ -362,21 +370,14 @@ def sc_flags(_):
 
 
 @contextlib.contextmanager
-def cluster(members=1, standby_members=(0,), extra=()):
-    """An etcd of @members, a leader m1 on member 0 and a standby m2 on
-    @standby_members; masters are dumped on failure, all stopped after."""
+def masters(members=1):
+    """An etcd of @members and a list for the masters the caller starts:
+    dumped on failure, all stopped (and their directories removed)
+    after."""
     etcd = Etcd(members)
     ms = []
     try:
-        ms.append(Master(etcd.endpoint(0), *extra))
-        ms[0].wait_said("RPC listening")
-        ms.append(Master(etcd.endpoints(standby_members), *extra))
-        ms[1].wait_said("ha: standby")
-        if "--ha_sync_standbys" in extra:
-            ms[1].wait_said("following the leader")
-        else:  # a standby campaigns only once in the leader's sync set
-            ms[0].wait_said("sync set now [%s]" % ms[1].addr)
-        yield etcd, ms[0], ms[1]
+        yield etcd, ms
     except Exception:
         for m in ms:
             m.dump()
@@ -386,6 +387,22 @@ def cluster(members=1, standby_members=(0,), extra=()):
             m.stop(signal.SIGKILL)
             m.remove_dir()
         etcd.close()
+
+
+@contextlib.contextmanager
+def cluster(members=1, standby_members=(0,), extra=()):
+    """An etcd of @members, a leader m1 on member 0 and a standby m2 on
+    @standby_members; masters are dumped on failure, all stopped after."""
+    with masters(members) as (etcd, ms):
+        ms.append(Master(etcd.endpoint(0), *extra))
+        ms[0].wait_said("RPC listening")
+        ms.append(Master(etcd.endpoints(standby_members), *extra))
+        ms[1].wait_said("ha: standby")
+        if "--ha_sync_standbys" in extra:
+            ms[1].wait_said("following the leader")
+        else:  # a standby campaigns only once in the leader's sync set
+            ms[0].wait_said("sync set now [%s]" % ms[1].addr)
+        yield etcd, ms[0], ms[1]
 
 
 @contextlib.contextmanager
@@ -1130,6 +1147,269 @@ def sc_failover_loop(_):
         etcd.close()
 
 
+# A leader that acknowledges alone (after a short wait) until a standby
+# is back, and keeps as little backlog as it can (one batch).
+DEGRADE = ("--ha_sync_degrade", "--ha_sync_timeout_ms", "300")
+TINY_BACKLOG = ("--ha_replication_backlog_bytes", "1")
+
+
+def lead_alone(etcd, *extra):
+    m = Master(etcd.endpoint(0), *extra)
+    m.wait_said("RPC listening")
+    return m
+
+
+def said_count(m, text):
+    return sum(text in line for line in list(m.lines))
+
+
+def wait_said_again(m, text, before):
+    """Wait until @m said @text more than @before times."""
+    wait_for(lambda: said_count(m, text) > before,
+             "%s: %r again" % (m.addr, text))
+
+
+def check_all_there(m, keys, what):
+    found = exist(client(m), keys)
+    lost = [k for k, f in zip(keys, found) if f is not True]
+    check(not lost, "%s: %d of %d acknowledged objects lost: %r"
+          % (what, len(lost), len(keys), lost[:5]))
+
+
+def sc_snapshot(_):
+    """A standby joining after the backlog dropped the start of the
+    history catches up from a snapshot, joins the sync set and leads
+    with every object after the leader's SIGKILL."""
+    with masters() as (etcd, ms):
+        ms.append(lead_alone(etcd, *(DEGRADE + TINY_BACKLOG)))
+        m1 = ms[0]
+        c = client(m1)
+        mount(c)
+        acked = ["sk%d" % i for i in range(300) if put(c, "sk%d" % i)]
+        check(len(acked) == 300, "acknowledged alone: %d" % len(acked))
+        ms.append(Master(etcd.endpoint(0), *(DEGRADE + TINY_BACKLOG)))
+        m2 = ms[1]
+        m1.wait_said("catches up from a snapshot")
+        m2.wait_said("installed a snapshot")
+        m1.wait_said("sync set now [%s]" % m2.addr)
+        more = ["sk%d" % i for i in range(300, 400) if put(c, "sk%d" % i)]
+        check(len(more) == 100, "acknowledged with the standby: %d"
+              % len(more))
+        h = m2.http("/health")["replication"]
+        check(h["side"] == "standby" and h["last_seq"] ==
+              m1.http("/health")["replication"]["last_seq"],
+              "the standby holds the leader's last sequence: %r" % h)
+        m1.stop(signal.SIGKILL)
+        m2.wait_said("RPC listening")
+        check_all_there(m2, acked + more, "after the snapshot")
+
+
+class Putter:
+    """Puts keys through @m in a thread; @acked lists the acknowledged."""
+
+    def __init__(self, m, prefix):
+        self.c = client(m)
+        mount(self.c)
+        self.prefix = prefix
+        self.acked = []
+        self.go = True
+        self.running = threading.Event()
+        self.running.set()
+        self.idle = threading.Event()
+        self.t = threading.Thread(target=self._run, daemon=True)
+        self.t.start()
+
+    def _run(self):
+        i = 0
+        while self.go:
+            if not self.running.is_set():
+                self.idle.set()
+                self.running.wait()
+                self.idle.clear()
+                continue
+            k = "%s%d" % (self.prefix, i)
+            i += 1
+            if put(self.c, k):
+                self.acked.append(k)
+
+    def pause(self):
+        """Return once no put is in flight."""
+        self.running.clear()
+        wait_for(self.idle.is_set, "the putter paused")
+
+    def resume(self):
+        self.running.set()
+
+    def wait(self, n):
+        wait_for(lambda: len(self.acked) >= n, "%d puts" % n)
+
+    def stop(self):
+        self.go = False
+        self.running.set()
+        self.t.join(timeout=60)
+        check(not self.t.is_alive(), "the putter stopped")
+        return list(self.acked)
+
+
+def sc_standby_restart(_):
+    """A standby SIGKILLed while puts go on, restarted on its directory:
+    it catches up (from a snapshot: the backlog holds one batch), joins
+    the sync set again and leads with every object."""
+    with masters() as (etcd, ms):
+        ms.append(lead_alone(etcd, *(DEGRADE + TINY_BACKLOG)))
+        m1 = ms[0]
+        ms.append(Master(etcd.endpoint(0), *(DEGRADE + TINY_BACKLOG)))
+        m2 = ms[1]
+        in_set = "sync set now [%s]" % m2.addr
+        m1.wait_said(in_set)
+        pt = Putter(m1, "rs")
+        pt.wait(100)
+        m2.stop(signal.SIGKILL)
+        m1.wait_said("sync set now []")
+        n = len(pt.acked)
+        pt.wait(n + 100)  # acknowledged without it, past the backlog
+        # writes pause while it catches up: with a backlog of one batch
+        # it could never keep up with them before it is in the sync set
+        # (then the leader waits for it)
+        pt.pause()
+        before = said_count(m1, in_set)
+        ms.append(Master(etcd.endpoint(0), *(DEGRADE + TINY_BACKLOG),
+                         data_dir=m2.dir, port=m2.port))
+        m3 = ms[2]
+        m3.wait_said("replication: standby, journal at sequence")
+        check(not m3.said("journal at sequence 0"),
+              "restarted on its own journal")
+        m3.wait_said("installed a snapshot")
+        wait_said_again(m1, in_set, before)
+        pt.resume()
+        n = len(pt.acked)
+        pt.wait(n + 50)  # synchronous again
+        acked = pt.stop()
+        m1.stop(signal.SIGKILL)
+        m3.wait_said("RPC listening")
+        check_all_there(m3, acked, "after the restart")
+
+
+class Proxy:
+    """A TCP proxy to @target; cut() closes every connection through it
+    (new ones are still accepted)."""
+
+    def __init__(self, target):
+        self.target = target
+        self.ls = socket.socket()
+        self.ls.bind(("127.0.0.1", 0))
+        self.ls.listen(8)
+        self.port = self.ls.getsockname()[1]
+        self.socks = []
+        self.mu = threading.Lock()
+        self.conns = 0
+        self.cuts = 0
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                a, _ = self.ls.accept()
+            except OSError:
+                return  # closed
+            with self.mu:
+                cuts = self.cuts
+            try:
+                b = socket.create_connection(self.target, timeout=10)
+                b.settimeout(None)
+            except OSError:
+                a.close()
+                continue
+            with self.mu:
+                if cuts != self.cuts:  # accepted before a cut: cut too
+                    a.close()
+                    b.close()
+                    continue
+                self.socks += [a, b]
+                self.conns += 1
+            for x, y in ((a, b), (b, a)):
+                threading.Thread(target=self._pump, args=(x, y),
+                                 daemon=True).start()
+
+    @staticmethod
+    def _pump(x, y):
+        try:
+            while True:
+                d = x.recv(65536)
+                if not d:
+                    break
+                y.sendall(d)
+        except OSError:
+            pass
+        for s in (x, y):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def cut(self):
+        with self.mu:
+            socks, self.socks = self.socks, []
+            self.cuts += 1
+        for s in socks:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            s.close()
+
+    def stop(self, sig=None):
+        self.ls.close()
+        self.cut()
+
+    def remove_dir(self):
+        pass
+
+    def dump(self):
+        pass
+
+
+def sc_stream_cut(_):
+    """The replication stream cut (a proxy between the standby and the
+    leader closes it) while puts go on: the standby follows again from
+    where it was, rejoins the sync set and leads with every object."""
+    with masters() as (etcd, ms):
+        ms.append(lead_alone(etcd, *DEGRADE))
+        m1 = ms[0]
+        host, port, view = repl_addr(etcd)
+        proxy = Proxy((host, port))
+        ms.append(proxy)  # closed with the masters
+        _, _, lease = etcd.key(key="kvforge/%s/replication/leader" % CLUSTER)
+        etcd.call("/v3/kv/put", {
+            "key": b64("kvforge/%s/replication/leader" % CLUSTER),
+            "value": b64("127.0.0.1:%d %d" % (proxy.port, view)),
+            "lease": str(lease)})
+        ms.append(Master(etcd.endpoint(0), *DEGRADE))
+        m2 = ms[2]
+        in_set = "sync set now [%s]" % m2.addr
+        m1.wait_said(in_set)
+        pt = Putter(m1, "sc")
+        pt.wait(100)
+        for _ in range(2):
+            follows = said_count(m2, "following the leader")
+            joined = said_count(m1, in_set)
+            proxy.cut()
+            n = len(pt.acked)
+            pt.wait(n + 50)
+            wait_said_again(m2, "following the leader", follows)
+            wait_said_again(m1, in_set, joined)
+        n = len(pt.acked)
+        pt.wait(n + 50)
+        acked = pt.stop()
+        check(proxy.conns >= 3, "three connections through the proxy")
+        check(not m2.said("installed a snapshot"),
+              "resumed from the backlog, not from a snapshot")
+        check(not m2.said("records out of sequence"), "no gap")
+        m1.stop(signal.SIGKILL)
+        m2.wait_said("RPC listening")
+        check_all_there(m2, acked, "after the cuts")
+
+
 def sc_handover(_):
     with cluster(extra=("--ha_sync_standbys", "0")) as (etcd, m1, m2):
         c = client(m1)
@@ -1212,6 +1492,9 @@ SCENARIOS = {
     "legacy_key": sc_legacy_key,
     "repl_state": sc_repl_state,
     "failover_loop": sc_failover_loop,
+    "snapshot": sc_snapshot,
+    "standby_restart": sc_standby_restart,
+    "stream_cut": sc_stream_cut,
     "handover": sc_handover,
     "lone_expiry": sc_lone_expiry,
 }

@@ -375,11 +375,162 @@ static void test_same_puts_ended_twice(void **state)
 	kvf_engine_close(e);
 }
 
+/*
+ * Two putting threads, each in its own placement lane, remove each
+ * other's objects: every cycle each puts a batch of its own keys, then
+ * (both past a barrier) removes the odd keys of the other's batch of the
+ * cycle before and the even ones of the batch before that, freeing into
+ * the other's segments: the odd blocks, between held ones, park, and a
+ * thread's puts take blocks the other parked (most of a batch is one page
+ * size; a few odd sizes make the allocators split and merge leaves under
+ * the parked blocks). At the end the last batches are there with their
+ * sizes, no two replicas overlap, and every used byte is held.
+ */
+#define CROSS_CYCLES 120
+#define CROSS_BATCH 32
+
+struct cross {
+	struct kvf_engine *e;
+	pthread_barrier_t *bar;
+	unsigned t;
+	int failures;
+};
+
+static uint64_t cross_size(unsigned c, unsigned i)
+{
+	return i % 8 == 7 ? (uint64_t)((c + i) % 5 + 1) * 4096 + 100 :
+			    64 * 1024;
+}
+
+static void cross_keys(char names[][32], struct kvf_key *keys, unsigned t,
+		       unsigned c)
+{
+	for (unsigned i = 0; i < CROSS_BATCH; i++) {
+		snprintf(names[i], 32, "cross-%u-%u-%u", t, c, i);
+		keys[i] = key_of(names[i]);
+	}
+}
+
+static void *cross_worker(void *arg)
+{
+	struct cross *x = arg;
+	struct kvf_put_config cfg = { .replica_num = 1 };
+	char names[CROSS_BATCH][32];
+	struct kvf_key keys[CROSS_BATCH];
+	uint64_t sizes[CROSS_BATCH];
+	struct kvf_replicas out[CROSS_BATCH];
+	enum kvf_status st[CROSS_BATCH];
+
+	for (unsigned c = 0; c < CROSS_CYCLES; c++) {
+		cross_keys(names, keys, x->t, c);
+		for (unsigned i = 0; i < CROSS_BATCH; i++)
+			sizes[i] = cross_size(c, i);
+		kvf_batch_put_start(x->e, CLIENT, keys, sizes, CROSS_BATCH,
+				    &cfg, out, st);
+		for (unsigned i = 0; i < CROSS_BATCH; i++)
+			x->failures += st[i] != KVF_OK;
+		kvf_batch_put_end(x->e, CLIENT, keys, CROSS_BATCH, st);
+		for (unsigned i = 0; i < CROSS_BATCH; i++)
+			x->failures += st[i] != KVF_OK;
+		pthread_barrier_wait(x->bar);
+		/* The odd keys of the other's last batch, the even ones of
+		 * the batch before: odd blocks between held ones park. */
+		for (unsigned back = 1; back <= 2 && back <= c; back++) {
+			cross_keys(names, keys, 1 - x->t, c - back);
+			for (unsigned i = 0; i < CROSS_BATCH / 2; i++)
+				keys[i] = keys[2 * i + (back == 1)];
+			kvf_batch_remove(x->e, keys, CROSS_BATCH / 2, true, st);
+			for (unsigned i = 0; i < CROSS_BATCH / 2; i++)
+				x->failures += st[i] != KVF_OK;
+		}
+		pthread_barrier_wait(x->bar);
+	}
+	return NULL;
+}
+
+struct span {
+	uint64_t addr, size;
+};
+
+static int span_cmp(const void *a, const void *b)
+{
+	const struct span *x = a, *y = b;
+
+	return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+static void test_cross_lane_frees(void **state)
+{
+	struct span spans[3 * CROSS_BATCH];
+	pthread_barrier_t bar;
+	struct cross x[2];
+	pthread_t t[2];
+	struct kvf_config cfg;
+	struct kvf_engine *e;
+	size_t m = 0;
+
+	(void)state;
+	kvf_config_init(&cfg);
+	cfg.durability = KVF_DURABILITY_NONE;
+	cfg.client_ttl_ms = 3600 * 1000;
+	cfg.index = KVF_TEST_INDEX;
+	assert_int_equal(kvf_engine_open(&cfg, &e), KVF_OK);
+	assert_test_index(e);
+	for (uint64_t id = 1; id <= 4; id++)
+		assert_int_equal(mount(e, CLIENT, id, 64 * MIB), KVF_OK);
+	assert_int_equal(pthread_barrier_init(&bar, NULL, 2), 0);
+	for (unsigned i = 0; i < 2; i++) {
+		x[i] = (struct cross){ .e = e, .bar = &bar, .t = i };
+		assert_int_equal(pthread_create(&t[i], NULL, cross_worker,
+						&x[i]),
+				 0);
+	}
+	for (unsigned i = 0; i < 2; i++)
+		assert_int_equal(pthread_join(t[i], NULL), 0);
+	pthread_barrier_destroy(&bar);
+	assert_int_equal(x[0].failures + x[1].failures, 0);
+	/* Each thread's last batch, and the even half of the one before. */
+	assert_int_equal(stats_of(e).objects, 3 * CROSS_BATCH);
+	for (unsigned w = 0; w < 2; w++) {
+		for (unsigned c = CROSS_CYCLES - 2; c < CROSS_CYCLES; c++) {
+			char names[CROSS_BATCH][32];
+			struct kvf_key keys[CROSS_BATCH];
+
+			cross_keys(names, keys, w, c);
+			for (unsigned i = 0; i < CROSS_BATCH; i++) {
+				struct kvf_replicas out;
+				int want = c == CROSS_CYCLES - 1 || i % 2 == 0 ?
+						   KVF_OK :
+						   KVF_ERR_OBJECT_NOT_FOUND;
+
+				assert_int_equal(get1(e, names[i], &out), want);
+				if (want != KVF_OK)
+					continue;
+				assert_int_equal(out.count, 1);
+				assert_int_equal(out.replica[0].size,
+						 cross_size(c, i));
+				spans[m++] = (struct span){
+					out.replica[0].addr,
+					out.replica[0].size
+				};
+			}
+		}
+	}
+	/* Segments are mounted at distinct bases: addresses never collide. */
+	qsort(spans, m, sizeof(spans[0]), span_cmp);
+	for (size_t i = 1; i < m; i++)
+		assert_true(spans[i - 1].addr + spans[i - 1].size <=
+			    spans[i].addr);
+	assert_accounting(e);
+	kvf_engine_close(e);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_readers_never_see_processing),
 		cmocka_unit_test(test_same_puts_ended_twice),
+		cmocka_unit_test(test_cross_lane_frees),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -987,6 +987,104 @@ static void test_reuse_lists(void **state)
 	kvf__segalloc_destroy(a);
 }
 
+/* The tag of the used block at @off, which must be one. */
+static uint64_t tag_at(struct kvf__segalloc *a, uint64_t off)
+{
+	struct kvf__segalloc_block b;
+	uint64_t next;
+
+	assert_int_equal(kvf__segalloc_scan(a, off, &b, 1, &next), 1);
+	assert_int_equal(b.offset, off);
+	return b.tag;
+}
+
+/*
+ * A parked block remembers its leaf, and the alloc that takes it writes
+ * its owner there without a descent, if that leaf still holds it. Two
+ * ways the leaf stops holding it, the block staying parked: (1) its leaf
+ * splits, the block moving to the new right leaf (a hole before it cut
+ * into 4 KiB blocks), so the remembered leaf, still in the tree, covers
+ * other blocks; (2) its leaf merges into the one before it and goes back
+ * to malloc (the spare leaves full after a large free). Both times the
+ * claim must land on the block itself, every other block untouched, and
+ * the block freed again parks and is taken again.
+ */
+static void test_parked_leaf_hints(void **state)
+{
+	enum { N = 1024, HOLE = 16, SMALL = 64 };
+	struct kvf__segalloc_range *r = calloc(N, sizeof(*r));
+	struct kvf__segalloc *a;
+	uint64_t off[N], o, small[SMALL];
+	size_t m = 0;
+
+	(void)state;
+	assert_non_null(r);
+	/* (1) the leaf splits. */
+	assert_int_equal(kvf__segalloc_create(32 * MiB, 64, &a), KVF_OK);
+	kvf__segalloc_set_reuse_limit(a, 32 * MiB);
+	for (int i = 0; i < 64; i++)
+		assert_int_equal(kvf__segalloc_alloc_tagged(a, 16 * KiB, 1000 + i,
+							    &off[i]),
+				 KVF_OK);
+	for (int i = 2; i < 2 + HOLE; i++)
+		kvf__segalloc_free(a, off[i], 16 * KiB);
+	kvf__segalloc_free(a, off[20], 16 * KiB);
+	assert_int_equal(kvf__segalloc_reuse_bytes(a), 16 * KiB);
+	for (int i = 0; i < SMALL; i++) {
+		assert_int_equal(kvf__segalloc_alloc_tagged(a, 4 * KiB, 3000 + i,
+							    &small[i]),
+				 KVF_OK);
+		assert_int_equal(small[i], off[2] + i * 4 * KiB);
+	}
+	assert_int_equal(kvf__segalloc_alloc_tagged(a, 16 * KiB, 7, &o),
+			 KVF_OK);
+	assert_int_equal(o, off[20]);
+	assert_int_equal(tag_at(a, off[20]), 7);
+	for (int i = 0; i < 64; i++)
+		if (i < 2 || (i >= 2 + HOLE && i != 20))
+			assert_int_equal(tag_at(a, off[i]), 1000 + i);
+	for (int i = 0; i < SMALL; i++)
+		assert_int_equal(tag_at(a, small[i]), 3000 + i);
+	assert_int_equal(used_block_count(a), 64 - HOLE + SMALL);
+	kvf__segalloc_free(a, off[20], 16 * KiB);
+	assert_int_equal(kvf__segalloc_reuse_bytes(a), 16 * KiB);
+	assert_int_equal(kvf__segalloc_alloc_tagged(a, 16 * KiB, 8, &o),
+			 KVF_OK);
+	assert_int_equal(o, off[20]);
+	assert_int_equal(tag_at(a, off[20]), 8);
+	kvf__segalloc_destroy(a);
+
+	/* (2) the leaf merges away and is given back to malloc. */
+	assert_int_equal(kvf__segalloc_create(32 * MiB, 64, &a), KVF_OK);
+	kvf__segalloc_set_reuse_limit(a, 32 * MiB);
+	for (int i = 0; i < N; i++)
+		assert_int_equal(kvf__segalloc_alloc_tagged(a, 16 * KiB, 1000 + i,
+							    &off[i]),
+				 KVF_OK);
+	/* Park block 40 (in the second leaf), then free most of the rest. */
+	kvf__segalloc_free(a, off[40], 16 * KiB);
+	for (int i = 256; i < N; i++)
+		r[m++] = (struct kvf__segalloc_range){ off[i], 16 * KiB };
+	kvf__segalloc_free_many(a, r, m);
+	m = 0;
+	for (int i = 0; i < 256; i++)
+		if (i < 39 || i > 41)
+			r[m++] = (struct kvf__segalloc_range){ off[i], 16 * KiB };
+	kvf__segalloc_free_many(a, r, m);
+	assert_int_equal(kvf__segalloc_reuse_bytes(a), 16 * KiB);
+	assert_int_equal(used_block_count(a), 2);
+	assert_int_equal(kvf__segalloc_alloc_tagged(a, 16 * KiB, 9, &o),
+			 KVF_OK);
+	assert_int_equal(o, off[40]);
+	assert_int_equal(tag_at(a, off[39]), 1039);
+	assert_int_equal(tag_at(a, off[40]), 9);
+	assert_int_equal(tag_at(a, off[41]), 1041);
+	assert_int_equal(used_block_count(a), 3);
+	assert_int_equal(kvf__segalloc_free_bytes(a), 32 * MiB - 48 * KiB);
+	kvf__segalloc_destroy(a);
+	free(r);
+}
+
 /*
  * Blocks popped from a reuse list are claims until their leaves are
  * written (more pops than the claims hold in a row, a free of the block,
@@ -1398,6 +1496,7 @@ int main(void)
 		cmocka_unit_test(test_free_many_bad_dies),
 		cmocka_unit_test(test_reuse_lists),
 		cmocka_unit_test(test_reuse_claims),
+		cmocka_unit_test(test_parked_leaf_hints),
 		cmocka_unit_test(test_reuse_matches_tree),
 	};
 
