@@ -36,25 +36,14 @@ case $objects in
 esac
 
 . "$(dirname "$0")/setup.sh"
-if [ -n "${KVF_PREBUILT:-}" ]; then
-	build=$(cd "$KVF_PREBUILT" && pwd)
-else
-	kvf_setup_build
-	build=$KVF_TOP/build
-fi
+kvf_ha_binaries
 cd "$here"
-bin=$build/kvforge-master
-bench=$build/tools/kvforge-bench
-etcd_bin=$(command -v etcd || true)
-[ -n "$etcd_bin" ] || { kvf_log "no etcd binary (Debian: etcd-server)"; exit 1; }
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/kvforge-catchup.XXXXXX")
 cluster=kvforge_catchup
 export MC_STORE_CLUSTER_ID=$cluster
 
-free_port() {
-	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
+free_port() { kvf_free_port; }
 
 pids=()
 cleanup() {
@@ -67,16 +56,8 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-ecp=$(free_port)
-epp=$(free_port)
-"$etcd_bin" --name e0 --data-dir "$tmp/etcd" \
-	--listen-client-urls "http://127.0.0.1:$ecp" \
-	--advertise-client-urls "http://127.0.0.1:$ecp" \
-	--listen-peer-urls "http://127.0.0.1:$epp" \
-	--initial-advertise-peer-urls "http://127.0.0.1:$epp" \
-	--initial-cluster "e0=http://127.0.0.1:$epp" \
-	--log-level error >"$tmp/etcd.log" 2>&1 &
-pids+=($!)
+kvf_start_etcd "$tmp" "$etcd_bin"
+pids+=("$etcd_pid")
 for _ in $(seq 1 100); do
 	curl -s -m 1 -X POST "http://127.0.0.1:$ecp/v3/kv/range" -d '{"key":"eA=="}' \
 		>/dev/null 2>&1 && break

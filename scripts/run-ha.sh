@@ -59,17 +59,8 @@ case $failovers$ttl in
 esac
 
 . "$(dirname "$0")/setup.sh"
-if [ -n "${KVF_PREBUILT:-}" ]; then
-	build=$(cd "$KVF_PREBUILT" && pwd)
-else
-	kvf_setup_build
-	build=$KVF_TOP/build
-fi
+kvf_ha_binaries
 cd "$here"
-bin=$build/kvforge-master
-bench=$build/tools/kvforge-bench
-etcd_bin=$(command -v etcd || true)
-[ -n "$etcd_bin" ] || { kvf_log "no etcd binary (Debian: etcd-server)"; exit 1; }
 
 work=$here/kvforge-ha
 mkdir -p "$work"
@@ -79,9 +70,7 @@ cluster=kvforge_ha_demo
 key=mooncake-store/$cluster/master_view
 export MC_STORE_CLUSTER_ID=$cluster
 
-free_port() {
-	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
+free_port() { kvf_free_port; }
 
 pids=()
 etcd_pid=

@@ -71,6 +71,25 @@ kvf_free_port() {
 	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
+# kvf_ha_binaries: the HA scripts' programs. Sets build (KVF_PREBUILT=DIR,
+# else build/ after kvf_setup_build), bin, bench and etcd_bin; exits when
+# no etcd binary is installed.
+kvf_ha_binaries() {
+	if [ -n "${KVF_PREBUILT:-}" ]; then
+		build=$(cd "$KVF_PREBUILT" && pwd)
+	else
+		kvf_setup_build
+		build=$KVF_TOP/build
+	fi
+	bin=$build/kvforge-master
+	bench=$build/tools/kvforge-bench
+	etcd_bin=$(command -v etcd || true)
+	[ -n "$etcd_bin" ] || {
+		kvf_log "no etcd binary (Debian: etcd-server)"
+		exit 1
+	}
+}
+
 # kvf_start_etcd DIR ETCD_BINARY: a one-member etcd on loopback with its
 # data in DIR/etcd (log DIR/etcd.log), in the background; sets ecp (its
 # client port) and etcd_pid.
