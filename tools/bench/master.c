@@ -727,11 +727,26 @@ static int run_init(struct mb_run *run, const struct bench_opts *o,
 	return 0;
 }
 
-/* Set the client up on @c, connected to @l, and start pinging. */
+/*
+ * Set the client up on @c, connected to @l, and start pinging. Through
+ * etcd, a leader just elected refuses the mount (INTERNAL_ERROR) until a
+ * standby follows it (--ha_sync_standbys): mount again until MB_TIMEOUT_MS,
+ * as reconnect() does after a failover.
+ */
 static int run_start(struct mb_run *run, struct kvf_client *c,
 		     const struct kvf_client_leader *l, pthread_t *pinger)
 {
-	if (setup_client(run, c, l))
+	uint64_t deadline =
+		kvf_client_now_ns() + (uint64_t)MB_TIMEOUT_MS * 1000000u;
+	int rc = setup_client(run, c, l);
+
+	while (rc == MB_INTERNAL_ERROR &&
+	       kvf_client_master_is_etcd(run->master) &&
+	       kvf_client_now_ns() < deadline) {
+		usleep(100000);
+		rc = setup_client(run, c, l);
+	}
+	if (rc)
 		return KVF_ERR_IO;
 	run->mounted_view = run->reported_view = l->view;
 	pthread_create(pinger, NULL, ping_thread, run);
