@@ -342,6 +342,25 @@ static int setup_client(struct mb_run *run, struct kvf_client *c,
 			const struct kvf_client_leader *l);
 
 /*
+ * setup_client() until @deadline while it is answered INTERNAL_ERROR (-1):
+ * through etcd, a leader just elected refuses mutations until a standby
+ * follows it (--ha_sync_standbys); a client mounts again on its next Ping.
+ */
+static int setup_until(struct mb_run *run, struct kvf_client *c,
+		       const struct kvf_client_leader *l, uint64_t deadline)
+{
+	int rc = setup_client(run, c, l);
+
+	while (rc == MB_INTERNAL_ERROR &&
+	       kvf_client_master_is_etcd(run->master) &&
+	       kvf_client_now_ns() < deadline) {
+		usleep(100000);
+		rc = setup_client(run, c, l);
+	}
+	return rc;
+}
+
+/*
  * --master etcd://: after a connection error, dial the leader etcd names
  * (the same one again if it only lost this connection) until MB_TIMEOUT_MS
  * passed. The first connection to reach a new view mounts the segment
@@ -379,17 +398,9 @@ static int reconnect(struct mb_conn *mc, int err)
 			return rc;
 		}
 		pthread_mutex_lock(&run->lock);
-		rc = l.view > run->mounted_view ? setup_client(run, mc->c, &l)
-						: 0;
-		/* Answered INTERNAL_ERROR (-1): a new leader refuses
-		 * mutations until a standby follows it
-		 * (--ha_sync_standbys); a client remounts again on its next
-		 * Ping, so mount again until the deadline. */
-		while (rc == MB_INTERNAL_ERROR && l.view > run->mounted_view &&
-		       kvf_client_now_ns() < deadline) {
-			usleep(100000);
-			rc = setup_client(run, mc->c, &l);
-		}
+		rc = l.view > run->mounted_view
+			     ? setup_until(run, mc->c, &l, deadline)
+			     : 0;
 		if (!rc && l.view > run->mounted_view)
 			run->mounted_view = l.view;
 		pthread_mutex_unlock(&run->lock);
@@ -728,25 +739,17 @@ static int run_init(struct mb_run *run, const struct bench_opts *o,
 }
 
 /*
- * Set the client up on @c, connected to @l, and start pinging. Through
- * etcd, a leader just elected refuses the mount (INTERNAL_ERROR) until a
- * standby follows it (--ha_sync_standbys): mount again until MB_TIMEOUT_MS,
- * as reconnect() does after a failover.
+ * Set the client up on @c, connected to @l (through etcd, mounting again
+ * until MB_TIMEOUT_MS while a just-elected leader refuses), and start
+ * pinging.
  */
 static int run_start(struct mb_run *run, struct kvf_client *c,
 		     const struct kvf_client_leader *l, pthread_t *pinger)
 {
 	uint64_t deadline =
 		kvf_client_now_ns() + (uint64_t)MB_TIMEOUT_MS * 1000000u;
-	int rc = setup_client(run, c, l);
 
-	while (rc == MB_INTERNAL_ERROR &&
-	       kvf_client_master_is_etcd(run->master) &&
-	       kvf_client_now_ns() < deadline) {
-		usleep(100000);
-		rc = setup_client(run, c, l);
-	}
-	if (rc)
+	if (setup_until(run, c, l, deadline))
 		return KVF_ERR_IO;
 	run->mounted_view = run->reported_view = l->view;
 	pthread_create(pinger, NULL, ping_thread, run);
