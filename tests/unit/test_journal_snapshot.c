@@ -25,7 +25,8 @@
 #include "journal/journal.h"
 #include "journal/record.h"
 
-#define KEYS 400
+/* enough live keys that the image alone fills more than one chunk */
+#define KEYS 1600
 #define SLOT 4096u
 
 /* The state a replay builds: each key's size (0: absent), segments. */
