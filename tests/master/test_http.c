@@ -11,6 +11,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <poll.h>
 #include <setjmp.h>
 #include <cmocka.h>
 
@@ -523,11 +524,18 @@ static void test_connection_bound(void **state)
 	expect_reply(cb[N], false, 200, "OK");
 	assert_true(http_peer_closed(cb[0]));
 	close_conn(cb[0]);
-	/* Every connection in the middle of a request: no slot to take. */
-	for (int i = 1; i <= N; i++)
+	/*
+	 * Every connection in the middle of a request: no slot to take. The
+	 * 100 Continue says the server parsed that connection's head (its
+	 * slot is busy from then on), whatever the scheduling.
+	 */
+	for (int i = 1; i <= N; i++) {
 		send_str(cb[i], "PUT /metadata?key=busy HTTP/1.1\r\n"
-				"Content-Length: 10\r\n\r\nx");
-	usleep(100 * 1000);
+				"Expect: 100-continue\r\n"
+				"Content-Length: 10\r\n\r\n");
+		expect_reply(cb[i], false, 100, NULL);
+		send_str(cb[i], "x");
+	}
 	cb[N + 1] = open_conn(s->dport);
 	expect_reply(cb[N + 1], false, 503, NULL);
 	assert_true(http_peer_closed(cb[N + 1]));
@@ -548,7 +556,7 @@ static void test_connection_bound(void **state)
 			break;
 		}
 		http_reply_free(&r);
-		assert_true(tries < 100);
+		assert_true(tries < 3000); /* 30 s: however slow the server */
 		usleep(10000);
 	}
 }
@@ -589,10 +597,18 @@ static void test_slow_heads(void **state)
 	kvf_http_stop(srv);
 }
 
+/* True once @cb's peer closed or reset (or sent something): no waiting. */
+static bool readable_now(struct http_conn_buf *cb)
+{
+	struct pollfd p = {.fd = cb->fd, .events = POLLIN};
+
+	return poll(&p, 1, 0) == 1;
+}
+
 /* Idle and half-sent connections are closed after the idle timeout. */
 static void test_idle_timeout(void **state)
 {
-	struct kvf_http_options o = {.port = 0, .idle_timeout_ms = 100};
+	struct kvf_http_options o = {.port = 0, .idle_timeout_ms = 2000};
 	struct kvf_http_server *srv;
 	struct http_conn_buf *idle, *half, *busy;
 	uint16_t port;
@@ -604,13 +620,20 @@ static void test_idle_timeout(void **state)
 	half = open_conn(port);
 	send_str(half, "GET /health HTTP/1.1\r\nHost: sl");
 	busy = open_conn(port);
-	/* Both are closed without an answer (the test socket times out at
-	 * 10 s if they are not); a connection in use stays open meanwhile. */
-	for (int i = 0; i < 3; i++) {
+	/*
+	 * Both are closed without an answer; a connection in use stays open
+	 * meanwhile: it asks every 10 ms until they are (200 times within the
+	 * timeout, so even a stalled sanitizer build keeps it in use), for
+	 * 30 s at most.
+	 */
+	for (int i = 0; !readable_now(idle) || !readable_now(half); i++) {
+		assert_true(i < 3000);
 		send_str(busy, "GET /health HTTP/1.1\r\n\r\n");
 		expect_reply(busy, false, 200, "OK");
-		usleep(20000);
+		usleep(10000);
 	}
+	send_str(busy, "GET /health HTTP/1.1\r\n\r\n");
+	expect_reply(busy, false, 200, "OK");
 	assert_true(http_peer_closed(idle));
 	assert_true(http_peer_closed(half));
 	close_conn(idle);
@@ -729,7 +752,7 @@ static void test_body_budget(void **state)
 		assert_int_equal(r.status, 503);
 		http_reply_free(&r);
 		close_conn(c);
-		assert_true(tries < 100);
+		assert_true(tries < 3000); /* 30 s: however slow the server */
 		usleep(10000);
 	}
 	free(body);
