@@ -10,6 +10,8 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,20 +58,58 @@ void etcd_fixture_require(void)
 	}
 }
 
+/* The lowest port of the kernel's ephemeral range (32768 if unknown). */
+static unsigned ephemeral_low(void)
+{
+	unsigned lo = 32768, hi;
+	FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+
+	if (f) {
+		if (fscanf(f, "%u %u", &lo, &hi) != 2)
+			lo = 32768;
+		fclose(f);
+	}
+	return lo;
+}
+
+/* Whether @port can be bound on loopback right now. */
+static bool bindable(unsigned port)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET,
+				.sin_port = htons((uint16_t)port)};
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	bool ok;
+
+	if (fd < 0)
+		return false;
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ok = !bind(fd, (struct sockaddr *)&a, sizeof(a));
+	close(fd);
+	return ok;
+}
+
+/*
+ * A random port below the ephemeral range, free when picked. etcd binds
+ * it later (and again after a restart): a port from bind(0) could be
+ * handed meanwhile to any socket the other tests running beside this one
+ * bind or connect, one below that range only to another such pick.
+ */
 uint16_t etcd_fixture_free_port(void)
 {
-	struct sockaddr_in a = {.sin_family = AF_INET};
-	socklen_t len = sizeof(a);
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	static unsigned seed;
+	unsigned lo = ephemeral_low(),
+		 base = lo > 16384 + 1024 ? lo - 16384 : 1024;
 
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) ||
-	    getsockname(fd, (struct sockaddr *)&a, &len)) {
-		perror("etcd fixture: port");
-		abort();
+	if (!seed)
+		seed = (unsigned)getpid() ^ (unsigned)time(NULL);
+	for (int i = 0; lo > base && i < 10000; i++) {
+		unsigned port = base + (unsigned)rand_r(&seed) % (lo - base);
+
+		if (bindable(port))
+			return (uint16_t)port;
 	}
-	close(fd);
-	return ntohs(a.sin_port);
+	fprintf(stderr, "etcd fixture: no free port below %u\n", lo);
+	abort();
 }
 
 static void spawn(struct etcd_fixture *f)

@@ -43,7 +43,7 @@ extern struct etcd_fixture etcd_fx;
 int etcd_fixture_setup(void **state);
 int etcd_fixture_teardown(void **state);
 
-/* A loopback port nothing listens on (bound, then closed). */
+/* A loopback port nothing listens on, below the ephemeral range. */
 uint16_t etcd_fixture_free_port(void);
 
 #endif /* KVF_TESTS_HA_ETCD_FIXTURE_H */

@@ -78,6 +78,7 @@ import base64
 import contextlib
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -103,6 +104,7 @@ MASTER = ETCD = None
 CLUSTER = "ha_e2e"
 KEY = "mooncake-store/%s/master_view" % CLUSTER
 TTL = 1
+PORTS = random.Random(os.getpid() ^ int(time.time()))
 
 
 class Fail(Exception):
@@ -115,11 +117,28 @@ def check(cond, what):
 
 
 def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+    """A random port below the kernel's ephemeral range, free when picked.
+    The master or etcd binds it later (a restarted master the same one
+    again): a port from bind(0) could be handed meanwhile to any socket
+    the tests running beside this one bind or connect, one below that
+    range only to another such pick."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            lo = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        lo = 32768
+    base = lo - 16384 if lo > 16384 + 1024 else 1024
+    for _ in range(10000):
+        port = PORTS.randrange(base, lo)
+        s = socket.socket()
+        try:
+            s.bind(("127.0.0.1", port))
+            return port
+        except OSError:
+            continue
+        finally:
+            s.close()
+    raise Fail("no free port below %d" % lo)
 
 
 def wait_for(cond, what, timeout=30.0, step=0.05):
@@ -176,7 +195,7 @@ class Etcd:
                 data=json.dumps(body).encode(),
                 headers={"Content-Type": "application/json"})
             try:
-                with urllib.request.urlopen(req, timeout=2) as r:
+                with urllib.request.urlopen(req, timeout=10) as r:
                     return json.loads(r.read())
             except Exception:
                 continue
@@ -243,8 +262,10 @@ class Master:
         wait_for(lambda: self.said(text), "%s: %r" % (self.addr, text),
                  timeout)
 
-    def ping(self, timeout=0.5):
-        """(view_version, client_status) or None when not answered."""
+    def ping(self, timeout=10):
+        """(view_version, client_status) or None when not answered
+        (refused at once by a master that does not listen; the timeout
+        is for one that is slow to answer)."""
         try:
             c = mc.Client.__new__(mc.Client)
             c.s = socket.create_connection(("127.0.0.1", self.port),
@@ -271,7 +292,7 @@ class Master:
         """GET @path on the metrics port: (json or text)."""
         port = self.port_of("metrics")
         with urllib.request.urlopen("http://127.0.0.1:%d%s" % (port, path),
-                                    timeout=5) as r:
+                                    timeout=30) as r:
             body = r.read().decode()
         return json.loads(body) if path == "/health" else body
 
@@ -288,7 +309,7 @@ class Master:
         req = urllib.request.Request(self.meta_url(key), data=value,
                                      method=method)
         try:
-            with urllib.request.urlopen(req, timeout=10) as r:
+            with urllib.request.urlopen(req, timeout=30) as r:
                 return r.read()
         except urllib.error.HTTPError as e:
             if e.code == 404:
