@@ -52,14 +52,20 @@ static void test_clock_stops_while_stalled(void **state)
 	uint64_t *beacon, last = 0;
 
 	(void)state;
-	assert_int_equal(kvf_stallclock_new(100, &sc), KVF_OK);
+	/*
+	 * A 2 s threshold: a wake-up that began 10 s ago is a stall at once,
+	 * one that began now is serving time however late this thread reads
+	 * the clock after it (with 100 ms, a sanitized thread descheduled
+	 * that long between the two saw a "short" wake-up stall the clock).
+	 */
+	assert_int_equal(kvf_stallclock_new(2000, &sc), KVF_OK);
 	beacon = kvf_stallclock_beacon(sc);
 	assert_non_null(beacon);
 	assert_int_equal(kvf_stallclock_start(sc), KVF_OK);
 	/* Idle: the clock runs. */
 	assert_true(clock_settles(sc, false, &last));
-	/* A wake-up that began a second ago: stalled, the clock stops. */
-	kvf_stallclock_busy(beacon, kvf__now_ns() - 1000000000ULL);
+	/* A wake-up that began 10 s ago: stalled, the clock stops. */
+	kvf_stallclock_busy(beacon, kvf__now_ns() - 10000000000ULL);
 	assert_true(clock_settles(sc, true, &last));
 	/* Back in epoll_wait(): it runs again, from where it stopped. */
 	kvf_stallclock_idle(beacon);
@@ -69,7 +75,7 @@ static void test_clock_stops_while_stalled(void **state)
 	kvf_stallclock_busy(beacon, kvf__now_ns());
 	assert_true(clock_settles(sc, false, &last));
 	/* A thread that exits busy gives its beacon back: no stall. */
-	kvf_stallclock_busy(beacon, kvf__now_ns() - 1000000000ULL);
+	kvf_stallclock_busy(beacon, kvf__now_ns() - 10000000000ULL);
 	kvf_stallclock_release(sc, beacon);
 	assert_true(clock_settles(sc, false, &last));
 	kvf_stallclock_free(sc);
