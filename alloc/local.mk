@@ -20,9 +20,14 @@ tests_stress_test_segalloc_concurrent_LDADD = $(KVF_TEST_LIBS)
 # The same allocator tests against a self-checking build of the allocator
 # (KVF_SEGALLOC_CHECK): after every change each node's summaries and the
 # tiling are verified, and each fast path (first fit's leaf tail, a batch
-# of frees' deferred summaries) against the computation it skips.
+# of frees' deferred summaries) against the computation it skips. Not in
+# sanitized builds: what a sanitizer checks is the allocator's code,
+# which test_segalloc runs there the same way, and the checks after every
+# change make this the slowest test of the ASan tier.
+if !SANITIZED
 check_PROGRAMS += tests/unit/test_segalloc_checked
 UNIT_TESTS += tests/unit/test_segalloc_checked
+endif
 tests_unit_test_segalloc_checked_SOURCES = tests/unit/test_segalloc.c \
 	alloc/segalloc.c
 tests_unit_test_segalloc_checked_CFLAGS = $(KVF_TEST_CFLAGS) \
