@@ -488,7 +488,10 @@ def sc_election(_):
 
 
 def sc_expiry(_):
-    with cluster() as (etcd, m1, m2):
+    # a 3 s lease: the check that it outlives the SIGKILL has at least
+    # 2.25 s (the time since the last renewal, at most a quarter TTL, is
+    # gone) where TTL 1 s left 0.75 s to a loaded machine
+    with cluster(extra=("--ha_lease_ttl", "3")) as (etcd, m1, m2):
         _, rev, lease = etcd.key()
         m1.stop(signal.SIGKILL)
         check(etcd.lease_ttl(lease) >= 0, "a killed leader's lease lives on")
