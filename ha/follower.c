@@ -899,8 +899,9 @@ int kvf_repl_follow_start(const struct kvf_repl_options *o,
 	ret = pthread_create(&f->thread, NULL, run, f) ? KVF_ERR_NO_MEMORY : 0;
 	if (ret)
 		goto fail;
+	/* st's copy: the thread may already be appending (under f->mu) */
 	fprintf(stderr, "replication: standby, journal at sequence %llu\n",
-		(unsigned long long)f->last_seq);
+		(unsigned long long)st.last_seq);
 	*out = f;
 	return KVF_OK;
 fail:
