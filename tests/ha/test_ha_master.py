@@ -44,8 +44,8 @@ Scenarios:
                 standby: after the leader's SIGKILL the new leader knows
                 the client's segment (status, protocol in descriptors)
                 and serves the metadata keys, with no remount or re-put
-  failover_loop three masters, $KVF_HA_FAILOVERS (default 10; CI's plain
-                tier runs 50: scripts/run-tests.sh) leader
+  failover_loop three masters, $KVF_HA_FAILOVERS (default 10; CI runs 50
+                plain, 4 sanitized: scripts/run-tests.sh) leader
                 SIGKILLs, each killed master back as a standby (an empty
                 --data-dir: a replaced machine); kvforge-bench writes
                 through etcd:// the whole time; after each failover every
