@@ -281,9 +281,12 @@ class Master:
             return None
 
     def port_of(self, server):
-        """The port of the server its "@server listening on" line names."""
+        """The port of the server its "@server listening on" line names
+        (waited for: a standby starts its metrics server after the
+        election, and may say it follows the leader first)."""
+        self.wait_said(server + " listening on ")
         port = None
-        for line in self.lines:
+        for line in list(self.lines):
             if server + " listening on " in line:
                 port = int(line.rsplit(":", 1)[1].split()[0])
         check(port, "%s: a %s port" % (self.addr, server))
@@ -549,7 +552,9 @@ def sc_frozen_etcd(_):
                  "the new leader answers")
         poll.stop()
         poll.check_one_at_a_time(0, 1)
-        check(m1.said("RPC port closed"), "the frozen leader closed its port")
+        # its line comes once it has stopped (the Poller's check is the
+        # one about answers): waited for, not assumed printed already
+        m1.wait_said("RPC port closed")
         check(not m1.listening(), "the old leader does not listen")
         # thawed, its member tells it the key is m2's: it stays a standby
         etcd.signal(0, signal.SIGCONT)
