@@ -29,8 +29,8 @@
  * without this every client of a quiet master lands on one thread: the
  * other threads sit idle and, on an HA leader, each held answer
  * (kvf_repl_hold_end()) blocks every connection of the cluster. A
- * connection given away is pushed on the target's inbox and added to
- * its epoll set under the inbox's mutex; the target links its inbox
+ * connection given away is pushed on the target's inbox, then added to
+ * its epoll set, under the inbox's mutex; the target links its inbox
  * into its list at every wake-up before handling events, so a
  * connection is in its owner's list before its first event is handled,
  * and from then on it never moves.
@@ -222,13 +222,17 @@ static int give_conn(struct loop_thread *self, struct loop_thread *t,
 		link_conn(t, c);
 		return 0;
 	}
+	/* in the inbox before its first event can reach @t */
 	pthread_mutex_lock(&t->inbox_mu);
 	c->prev = NULL;
 	c->next = t->inbox;
+	t->inbox = c;
+	__atomic_store_n(&t->inbox_full, true, __ATOMIC_RELEASE);
 	ret = epoll_ctl(t->epfd, EPOLL_CTL_ADD, c->fd, &e);
-	if (!ret) {
-		t->inbox = c;
-		__atomic_store_n(&t->inbox_full, true, __ATOMIC_RELEASE);
+	if (ret) { /* still the head: @t takes its inbox under the mutex */
+		t->inbox = c->next;
+		__atomic_store_n(&t->inbox_full, t->inbox != NULL,
+				 __ATOMIC_RELAXED);
 	}
 	pthread_mutex_unlock(&t->inbox_mu);
 	return ret;
