@@ -87,7 +87,7 @@ struct loop_thread {
 	struct kvf_conn *conns;
 	struct kvf_conn_env env;
 	uint64_t *beacon; /* busy since (master/stallclock.h) */
-	unsigned load; /* connections it owns or will (atomic) */
+	unsigned load;	  /* connections it owns or will (atomic) */
 	/* connections given to it, not in @conns yet (see Placement) */
 	pthread_mutex_t inbox_mu;
 	bool inbox_mu_init;
