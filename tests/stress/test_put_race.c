@@ -113,10 +113,10 @@ struct batch_race {
 	pthread_barrier_t barrier;
 	char names[BATCH_KEYS][24];
 	struct kvf_key keys[BATCH_KEYS];
-	uint32_t wins[BATCH_KEYS];   /* this round's; atomic */
-	uint32_t bad_wins;	     /* keys won by both or none; atomic */
-	uint32_t bad_status;	     /* losers not told it exists; atomic */
-	uint32_t running;	     /* threads past the barrier; atomic */
+	uint32_t wins[BATCH_KEYS]; /* this round's; atomic */
+	uint32_t bad_wins;	   /* keys won by both or none; atomic */
+	uint32_t bad_status;	   /* losers not told it exists; atomic */
+	uint32_t running;	   /* threads past the barrier; atomic */
 };
 
 static struct batch_race batch_race;
