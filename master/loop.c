@@ -23,6 +23,18 @@
  * back as a completion, so every wake-up also flushes); anything else
  * takes the TCP path, whose parser answers 0x15 and closes the rest.
  *
+ * Placement: the thread that accepts a connection gives it to the thread
+ * serving the fewest (itself on a tie). EPOLLEXCLUSIVE wakes one waiter
+ * per incoming connection, but the same one while all are idle, so
+ * without this every client of a quiet master lands on one thread: the
+ * other threads sit idle and, on an HA leader, each held answer
+ * (kvf_repl_hold_end()) blocks every connection of the cluster. A
+ * connection given away is pushed on the target's inbox, then added to
+ * its epoll set, under the inbox's mutex; the target links its inbox
+ * into its list at every wake-up before handling events, so a
+ * connection is in its owner's list before its first event is handled,
+ * and from then on it never moves.
+ *
  * Limits: the connection count is one atomic counter across threads;
  * over --max_connections an accepted socket is closed at once. Once a
  * second each thread closes its connections that were silent (or not
@@ -75,6 +87,12 @@ struct loop_thread {
 	struct kvf_conn *conns;
 	struct kvf_conn_env env;
 	uint64_t *beacon; /* busy since (master/stallclock.h) */
+	unsigned load;	  /* connections it owns or will (atomic) */
+	/* connections given to it, not in @conns yet (see Placement) */
+	pthread_mutex_t inbox_mu;
+	bool inbox_mu_init;
+	struct kvf_conn *inbox; /* under inbox_mu */
+	bool inbox_full;	/* atomic: @inbox is not empty */
 };
 
 struct kvf_loop {
@@ -85,6 +103,7 @@ struct kvf_loop {
 	uint64_t nconns;  /* atomic */
 	bool full_logged; /* atomic */
 	unsigned nthreads;
+	unsigned running; /* atomic: threads [0, running) are started */
 	struct loop_thread *threads;
 };
 
@@ -118,6 +137,7 @@ static void close_conn(struct loop_thread *t, struct kvf_conn *c)
 		c->next->prev = c->prev;
 	epoll_ctl(t->epfd, EPOLL_CTL_DEL, c->fd, NULL);
 	kvf_conn_free(c);
+	__atomic_fetch_sub(&t->load, 1, __ATOMIC_RELAXED);
 	__atomic_fetch_sub(&t->loop->nconns, 1, __ATOMIC_RELAXED);
 	if (t->loop->o.metrics)
 		kvf_metrics_connections(t->loop->o.metrics, -1);
@@ -141,10 +161,87 @@ static void refuse_full(struct kvf_loop *l, int fd)
 			(unsigned long long)l->o.max_connections);
 }
 
-static void add_conn(struct loop_thread *t, int fd)
+/* The thread serving the fewest connections; @t itself on a tie. */
+static struct loop_thread *least_loaded(struct loop_thread *t)
 {
 	struct kvf_loop *l = t->loop;
-	struct epoll_event e = {.events = EPOLLIN};
+	struct loop_thread *best = t;
+	unsigned min = __atomic_load_n(&t->load, __ATOMIC_RELAXED);
+	unsigned running = __atomic_load_n(&l->running, __ATOMIC_ACQUIRE);
+
+	for (unsigned i = 0; i < running && min; i++) {
+		struct loop_thread *o = &l->threads[i];
+		unsigned n = __atomic_load_n(&o->load, __ATOMIC_RELAXED);
+
+		if (n < min) {
+			min = n;
+			best = o;
+		}
+	}
+	return best;
+}
+
+static void link_conn(struct loop_thread *t, struct kvf_conn *c)
+{
+	c->prev = NULL;
+	c->next = t->conns;
+	if (t->conns)
+		t->conns->prev = c;
+	t->conns = c;
+}
+
+/* Take the connections other threads gave this one (see Placement). */
+static void take_inbox(struct loop_thread *t)
+{
+	struct kvf_conn *c, *next;
+
+	if (!__atomic_load_n(&t->inbox_full, __ATOMIC_ACQUIRE))
+		return;
+	pthread_mutex_lock(&t->inbox_mu);
+	c = t->inbox;
+	t->inbox = NULL;
+	__atomic_store_n(&t->inbox_full, false, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&t->inbox_mu);
+	for (; c; c = next) {
+		next = c->next;
+		link_conn(t, c);
+	}
+}
+
+/* Put @c in @t's epoll set (and inbox, when @t is another thread). */
+static int give_conn(struct loop_thread *self, struct loop_thread *t,
+		     struct kvf_conn *c)
+{
+	struct epoll_event e = {.events = EPOLLIN, .data.ptr = c};
+	int ret;
+
+	c->events = EPOLLIN;
+	if (t == self) {
+		if (epoll_ctl(t->epfd, EPOLL_CTL_ADD, c->fd, &e))
+			return -1;
+		link_conn(t, c);
+		return 0;
+	}
+	/* in the inbox before its first event can reach @t */
+	pthread_mutex_lock(&t->inbox_mu);
+	c->prev = NULL;
+	c->next = t->inbox;
+	t->inbox = c;
+	__atomic_store_n(&t->inbox_full, true, __ATOMIC_RELEASE);
+	ret = epoll_ctl(t->epfd, EPOLL_CTL_ADD, c->fd, &e);
+	if (ret) { /* still the head: @t takes its inbox under the mutex */
+		t->inbox = c->next;
+		__atomic_store_n(&t->inbox_full, t->inbox != NULL,
+				 __ATOMIC_RELAXED);
+	}
+	pthread_mutex_unlock(&t->inbox_mu);
+	return ret;
+}
+
+static void add_conn(struct loop_thread *self, int fd)
+{
+	struct kvf_loop *l = self->loop;
+	struct loop_thread *t;
 	struct kvf_conn *c;
 
 	if (__atomic_fetch_add(&l->nconns, 1, __ATOMIC_RELAXED) >=
@@ -154,21 +251,20 @@ static void add_conn(struct loop_thread *t, int fd)
 		return;
 	}
 	c = kvf_conn_new(fd, kvf_service_now_ns());
-	e.data.ptr = c;
-	if (!c || epoll_ctl(t->epfd, EPOLL_CTL_ADD, fd, &e)) {
-		if (c)
-			kvf_conn_free(c);
-		else
-			close(fd);
+	if (!c) {
+		close(fd);
 		__atomic_fetch_sub(&l->nconns, 1, __ATOMIC_RELAXED);
 		return;
 	}
-	c->events = EPOLLIN;
 	setup_socket(l, fd);
-	c->next = t->conns;
-	if (t->conns)
-		t->conns->prev = c;
-	t->conns = c;
+	t = least_loaded(self);
+	__atomic_fetch_add(&t->load, 1, __ATOMIC_RELAXED);
+	if (give_conn(self, t, c)) {
+		__atomic_fetch_sub(&t->load, 1, __ATOMIC_RELAXED);
+		kvf_conn_free(c);
+		__atomic_fetch_sub(&l->nconns, 1, __ATOMIC_RELAXED);
+		return;
+	}
 	if (l->o.metrics)
 		kvf_metrics_connections(l->o.metrics, 1);
 }
@@ -281,6 +377,7 @@ static void *thread_main(void *arg)
 			break;
 		if (n > 0)
 			kvf_stallclock_busy(t->beacon, kvf_service_now_ns());
+		take_inbox(t);
 		for (int i = 0; i < n; i++) {
 			void *p = evs[i].data.ptr;
 
@@ -302,6 +399,7 @@ out:
 	/* An exiting thread must not hold the serving clock. */
 	kvf_stallclock_release(t->loop->o.stall, t->beacon);
 	t->beacon = NULL;
+	take_inbox(t);
 	while (t->conns)
 		close_conn(t, t->conns);
 	return NULL;
@@ -355,6 +453,9 @@ static int thread_init(struct kvf_loop *l, struct loop_thread *t)
 	struct epoll_event se = {.events = EPOLLIN, .data.ptr = &stop_tag};
 
 	t->loop = l;
+	if (pthread_mutex_init(&t->inbox_mu, NULL))
+		return KVF_ERR_NO_MEMORY;
+	t->inbox_mu_init = true;
 	t->env.service = l->o.service;
 	t->env.max_request_bytes = l->o.max_request_bytes;
 	t->env.scratch = kvf_service_scratch_new(l->o.service);
@@ -402,6 +503,7 @@ int kvf_loop_start(const struct kvf_loop_options *opts, struct kvf_loop **out)
 		ret = thread_init(l, &l->threads[i]);
 		if (ret)
 			goto err;
+		__atomic_store_n(&l->running, i + 1, __ATOMIC_RELEASE);
 	}
 	*out = l;
 	return KVF_OK;
@@ -428,6 +530,16 @@ void kvf_loop_stop(struct kvf_loop *l)
 
 		if (t->started)
 			pthread_join(t->tid, NULL);
+	}
+	for (unsigned i = 0; l->threads && i < l->nthreads; i++) {
+		struct loop_thread *t = &l->threads[i];
+
+		/* given to it after it had exited */
+		take_inbox(t);
+		while (t->conns)
+			close_conn(t, t->conns);
+		if (t->inbox_mu_init)
+			pthread_mutex_destroy(&t->inbox_mu);
 		if (t->epfd >= 0)
 			close(t->epfd);
 		kvf_service_scratch_free(t->env.scratch);

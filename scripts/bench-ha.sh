@@ -16,8 +16,14 @@
 # replication lag (kvforge_ha_replication_lag_records and _bytes on
 # /metrics) sampled every 100 ms during the B runs: p50, p99 and maximum.
 #
+# With --baseline DIR, A is instead the same HA set-up (its own cluster
+# id, same etcd) run from DIR's kvforge-master and tools/kvforge-bench
+# (an older build, or copies of its binaries): the ratio B/A is then a
+# paired before/after of the HA rate itself.
+#
 #   scripts/bench-ha.sh [--rounds R] [--objects N] [--threads T]
-#                       [--standbys S] [--sync N] [-- BENCH_ARGS]
+#                       [--standbys S] [--sync N] [--baseline DIR]
+#                       [-- BENCH_ARGS]
 #
 # Defaults: 4 rounds, 200000 objects, 4 RPC threads, 1 standby, sync 1;
 # the bench arguments default to --batch 128 --connections 2 --depth 4.
@@ -31,6 +37,7 @@ objects=200000
 threads=4
 standbys=1
 sync=1
+baseline=
 while [ $# -gt 0 ]; do
 	case $1 in
 	--rounds) rounds=$2; shift 2 ;;
@@ -38,8 +45,9 @@ while [ $# -gt 0 ]; do
 	--threads) threads=$2; shift 2 ;;
 	--standbys) standbys=$2; shift 2 ;;
 	--sync) sync=$2; shift 2 ;;
+	--baseline) baseline=$(cd "$2" && pwd); shift 2 ;;
 	--) shift; break ;;
-	*) echo "usage: $0 [--rounds R] [--objects N] [--threads T] [--standbys S] [--sync N] [-- BENCH_ARGS]" >&2
+	*) echo "usage: $0 [--rounds R] [--objects N] [--threads T] [--standbys S] [--sync N] [--baseline DIR] [-- BENCH_ARGS]" >&2
 	   exit 2 ;;
 	esac
 done
@@ -80,40 +88,46 @@ kvf_start_etcd "$tmp" "$etcd_bin"
 pids+=("$etcd_pid")
 
 common=(--rpc_thread_num "$threads" --metrics_port 0 --client_ttl 600)
-"$master" --rpc_port 0 --data-dir "$tmp/plain" "${common[@]}" \
-	>"$tmp/plain.log" 2>&1 &
-pids+=($!)
-plain=$(wait_line "$tmp/plain.log" 's/.*RPC listening on \([^ ]*\).*/\1/p')
-
-export MC_STORE_CLUSTER_ID=kvf_bench_ha # masters and client
-ha=(--enable_ha --etcd_endpoints "127.0.0.1:$ecp" --cluster_id "$MC_STORE_CLUSTER_ID"
-    --ha_sync_standbys "$sync" "${common[@]}")
-start_ha() { # $1: name
-	local port
-	port=$(free_port)
-	"$master" --rpc_port "$port" --data-dir "$tmp/$1" "${ha[@]}" \
-		>"$tmp/$1.log" 2>&1 &
+if [ -z "$baseline" ]; then
+	"$master" --rpc_port 0 --data-dir "$tmp/plain" "${common[@]}" \
+		>"$tmp/plain.log" 2>&1 &
 	pids+=($!)
-}
+	plain=$(wait_line "$tmp/plain.log" 's/.*RPC listening on \([^ ]*\).*/\1/p')
+fi
+
 for _ in $(seq 1 30); do # etcd up?
 	curl -s -o /dev/null -X POST -d '{}' "http://127.0.0.1:$ecp/v3/kv/range" && break
 	sleep 0.2
 done
-start_ha leader
-wait_line "$tmp/leader.log" 's/.*\(RPC listening on\).*/\1/p' >/dev/null
-for i in $(seq 1 "$standbys"); do
-	start_ha "standby$i"
-	wait_line "$tmp/standby$i.log" 's/.*\(following the leader\).*/\1/p' >/dev/null
-done
-if [ "$sync" -gt 0 ]; then
+# ha_up PREFIX MASTER CLUSTER_ID: a leader and the standbys, in sync.
+ha_up() {
+	local i n set_line members port
+	local ha=(--enable_ha --etcd_endpoints "127.0.0.1:$ecp" --cluster_id "$3"
+		  --ha_sync_standbys "$sync" "${common[@]}")
+	for i in $(seq 0 "$standbys"); do
+		local name=$1standby$i
+		[ "$i" = 0 ] && name=$1leader
+		port=$(free_port)
+		"$2" --rpc_port "$port" --data-dir "$tmp/$name" "${ha[@]}" \
+			>"$tmp/$name.log" 2>&1 &
+		pids+=($!)
+		if [ "$i" = 0 ]; then
+			wait_line "$tmp/$name.log" 's/.*\(RPC listening on\).*/\1/p' >/dev/null
+		else
+			wait_line "$tmp/$name.log" 's/.*\(following the leader\).*/\1/p' >/dev/null
+		fi
+	done
+	[ "$sync" -gt 0 ] || return 0
 	for _ in $(seq 1 300); do
-		n=$(grep -c "sync set now \[" "$tmp/leader.log" || true)
-		set_line=$(grep "sync set now \[" "$tmp/leader.log" | tail -1)
+		n=$(grep -c "sync set now \[" "$tmp/$1leader.log" || true)
+		set_line=$(grep "sync set now \[" "$tmp/$1leader.log" | tail -1)
 		members=$(echo "$set_line" | tr -cd ',' | wc -c)
 		[ "$n" -gt 0 ] && [ $((members + 1)) -ge "$standbys" ] && break
 		sleep 0.1
 	done
-fi
+}
+[ -z "$baseline" ] || ha_up a- "$baseline/kvforge-master" kvf_bench_ha_a
+ha_up "" "$master" kvf_bench_ha
 mport=$(wait_line "$tmp/leader.log" 's/.*metrics listening on [^ ]*:\([0-9]*\).*/\1/p')
 
 # Sample the leader's lag while the runs go on (only B moves it).
@@ -126,12 +140,19 @@ mport=$(wait_line "$tmp/leader.log" 's/.*metrics listening on [^ ]*:\([0-9]*\).*
 ) >>"$tmp/lag" 2>/dev/null &
 pids+=($!)
 
-echo "plain master $plain; HA leader via etcd://127.0.0.1:$ecp ($standbys standby(s), --ha_sync_standbys $sync, $threads RPC threads)"
+a_is="plain master ${plain:-}"
+[ -z "$baseline" ] || a_is="the same HA set-up from $baseline"
+echo "A: $a_is; B: HA leader via etcd://127.0.0.1:$ecp ($standbys standby(s), --ha_sync_standbys $sync, $threads RPC threads)"
 run() { # $1: a|b, $2: round
-	local m=$plain
+	local m=${plain:-} b=$bench
+	export MC_STORE_CLUSTER_ID=kvf_bench_ha # masters and client
 	[ "$1" = b ] && m=etcd://127.0.0.1:$ecp
+	if [ "$1" = a ] && [ -n "$baseline" ]; then
+		m=etcd://127.0.0.1:$ecp b=$baseline/tools/kvforge-bench
+		export MC_STORE_CLUSTER_ID=kvf_bench_ha_a
+	fi
 	[ "$1" = b ] && echo "# start" >>"$tmp/lag"
-	"$bench" --master "$m" --objects "$objects" "${extra[@]}" --rounds 1 \
+	"$b" --master "$m" --objects "$objects" "${extra[@]}" --rounds 1 \
 		--json >"$tmp/$1-$2.json" 2>"$tmp/$1-$2.err" || {
 		cat "$tmp/$1-$2.err" >&2
 		return 1
@@ -144,9 +165,12 @@ for r in $(seq 1 "$rounds"); do # A B, then B A
 	echo "round $r/$rounds done" >&2
 done
 
-python3 - "$tmp" "$rounds" <<'EOF'
+a_name=plain
+[ -z "$baseline" ] || a_name=A
+python3 - "$tmp" "$rounds" "$a_name" <<'EOF'
 import json, random, statistics, sys
-tmp, rounds = sys.argv[1], int(sys.argv[2])
+tmp, rounds, an = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+bn = "HA" if an == "plain" else "B"
 def load(side, r):
     res = json.load(open("%s/%s-%d.json" % (tmp, side, r)))["results"]
     return (res["put"]["keys_per_sec"], res["batch_put_end"]["p50_us"],
@@ -158,12 +182,12 @@ med = statistics.median(ratios)
 rng = random.Random(1)
 boot = sorted(statistics.median(rng.choices(ratios, k=len(ratios)))
               for _ in range(2000))
-print("put keys/s         plain: %s" % " ".join("%.0f" % x[0] for x in a))
-print("put keys/s         HA:    %s" % " ".join("%.0f" % y[0] for y in b))
-print("BatchPutEnd p50 us plain: %s" % " ".join("%.0f" % x[1] for x in a))
-print("BatchPutEnd p50 us HA:    %s" % " ".join("%.0f" % y[1] for y in b))
-print("failed puts: plain %d, HA %d" % (sum(x[2] for x in a), sum(y[2] for y in b)))
-print("ratio HA/plain per pair: %s" % " ".join("%.3f" % r for r in ratios))
+print("put keys/s         %-6s %s" % (an + ":", " ".join("%.0f" % x[0] for x in a)))
+print("put keys/s         %-6s %s" % (bn + ":", " ".join("%.0f" % y[0] for y in b)))
+print("BatchPutEnd p50 us %-6s %s" % (an + ":", " ".join("%.0f" % x[1] for x in a)))
+print("BatchPutEnd p50 us %-6s %s" % (bn + ":", " ".join("%.0f" % y[1] for y in b)))
+print("failed puts: %s %d, %s %d" % (an, sum(x[2] for x in a), bn, sum(y[2] for y in b)))
+print("ratio %s/%s per pair: %s" % (bn, an, " ".join("%.3f" % r for r in ratios)))
 print("ratio median %.3f, bootstrap 95%% CI of the median [%.3f, %.3f] (%d pairs)"
       % (med, boot[50], boot[1949], len(ratios)))
 lag, inside = [], False

@@ -1478,6 +1478,42 @@ def sc_lone_expiry(_):
                      == last, "the new standby has the expiry's records")
 
 
+def sc_held_apart(_):
+    """An answer held for a stopped standby holds only its own client:
+    another client's connection lands on another RPC thread and is
+    served meanwhile."""
+    with cluster(extra=("--rpc_thread_num", "2",
+                        "--ha_sync_timeout_ms", "60000")) as (etcd, m1, m2):
+        m2.wait_said("following the leader")
+        c1, c2 = client(m1), client(m1)
+        c2.s.settimeout(20)
+        mount(c1)
+        check(put(c1, "ha0"), "a put with the standby running")
+        check(exist(c2, ["ha0"]) == [True], "the other client sees it")
+        m2.p.send_signal(signal.SIGSTOP)
+        held = []
+        t = threading.Thread(target=lambda: held.append(put(c1, "ha1")),
+                             daemon=True)
+        try:
+            t.start()
+            # ha1's PutStart is journaled on the leader, then held
+            wait_for(lambda: (m1.metric(
+                "kvforge_ha_replication_lag_records") or 0) > 0,
+                "ha1's PutStart journaled", 30)
+            try:
+                seen = exist(c2, ["ha0"])
+            except OSError:
+                seen = None  # its thread is the one holding ha1
+            check(seen == [True], "another client answered while ha1 "
+                  "is held")
+            check(not held, "ha1 answered without the standby")
+        finally:
+            m2.p.send_signal(signal.SIGCONT)
+        t.join(60)
+        check(held == [True], "ha1 acknowledged once the standby is back")
+        check(exist(c2, ["ha1"]) == [True], "ha1 complete")
+
+
 SCENARIOS = {
     "flags": sc_flags,
     "election": sc_election,
@@ -1497,6 +1533,7 @@ SCENARIOS = {
     "stream_cut": sc_stream_cut,
     "handover": sc_handover,
     "lone_expiry": sc_lone_expiry,
+    "held_apart": sc_held_apart,
 }
 
 
