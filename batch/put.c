@@ -50,6 +50,9 @@ struct put_ctx {
 	uint32_t nr_preferred;
 	uint64_t now;
 	struct kvf__placer placer; /* this batch's (kvf__place) */
+	/* Insert sequences read before the probe, or NULL (no memory). */
+	uint32_t *seq;
+	uint32_t stack_seq[KVF__BATCH_STACK];
 };
 
 /*
@@ -206,7 +209,13 @@ static int start_one(struct put_ctx *c, size_t i)
 		ret = make_record(c, i, &o);
 		if (ret)
 			return ret;
-		existing = kvf__index_insert_unique(e->index, o, c->b.hash[i]);
+		/* Only the probe's miss is covered by the batch's sequence. */
+		existing = tries == 0 && c->seq ?
+				   kvf__index_insert_since(e->index, o,
+							   c->b.hash[i],
+							   c->seq[i]) :
+				   kvf__index_insert_unique(e->index, o,
+							    c->b.hash[i]);
 		if (!existing) {
 			c->started++;
 			c->pinned += kvf__soft_pinned(o);
@@ -265,6 +274,12 @@ enum kvf_status kvf_batch_put_start(struct kvf_engine *e, uint64_t client_id,
 		}
 		return kvf__batch_fail(&c.b, ret);
 	}
+	/* Before the probe: a miss is trusted only since these (index.h).
+	 * Without memory for them, inserts look their keys up again. */
+	c.seq = n <= KVF__BATCH_STACK ? c.stack_seq :
+					malloc(n * sizeof(*c.seq));
+	if (c.seq)
+		kvf__index_insert_seqs(e->index, n, c.b.hash, c.seq);
 	kvf__batch_probe(&c.b);
 	c.now = kvf__now(e);
 	batch_placer(e, &c.placer);
@@ -281,6 +296,8 @@ enum kvf_status kvf_batch_put_start(struct kvf_engine *e, uint64_t client_id,
 		}
 	}
 	kvf__rcu_read_unlock();
+	if (c.seq != c.stack_seq)
+		free(c.seq);
 	if (c.pinned)
 		kvf__count_add(&e->nr_soft_pinned, c.pinned);
 	count_alloc_failures(e, unplaced);

@@ -55,6 +55,16 @@ struct kvf__index_ops {
 	struct kvf__object *(*insert_unique)(struct kvf__index *idx,
 					     struct kvf__object *o,
 					     uint64_t hash);
+	/*
+	 * Optional, with insert_since: seqs[i] = the insert sequence of
+	 * hashes[i] (kvf__index_insert_seqs()).
+	 */
+	void (*insert_seqs)(struct kvf__index *idx, size_t n,
+			    const uint64_t *hashes, uint32_t *seqs);
+	/* insert_unique, trusting a miss seen after @seq was read. */
+	struct kvf__object *(*insert_since)(struct kvf__index *idx,
+					    struct kvf__object *o,
+					    uint64_t hash, uint32_t seq);
 	/* Swap @old (same key) for @new. KVF_OK or KVF_ERR_OBJECT_NOT_FOUND. */
 	int (*replace)(struct kvf__index *idx, struct kvf__object *old,
 		       struct kvf__object *new_obj, uint64_t hash);
@@ -114,6 +124,55 @@ static inline struct kvf__object *
 kvf__index_insert_unique(struct kvf__index *idx, struct kvf__object *o,
 			 uint64_t hash)
 {
+	return idx->ops->insert_unique(idx, o, hash);
+}
+
+/*
+ * kvf__index_insert_seqs() - read the insert sequences of @n hashes.
+ * @idx: the index
+ * @n: number of hashes
+ * @hashes: kvf__key_hash() of keys a caller is about to look up and then,
+ *          for those missing, insert
+ * @seqs: out: one opaque sequence per hash, for kvf__index_insert_since()
+ *
+ * A sequence moves with every insert of a record whose hash shares a few
+ * bits with @hashes[i] (the bucket index: one of 4096 counters, each
+ * owned by one writer stripe). Read before a lookup that misses, it
+ * lets the insert of that key skip looking again under the writer lock
+ * when nothing was inserted near the key since. Indexes without
+ * sequences leave @seqs untouched. Inside a read-side section; takes no
+ * lock, never blocks.
+ */
+static inline void kvf__index_insert_seqs(struct kvf__index *idx, size_t n,
+					  const uint64_t *hashes,
+					  uint32_t *seqs)
+{
+	if (idx->ops->insert_seqs)
+		idx->ops->insert_seqs(idx, n, hashes, seqs);
+}
+
+/*
+ * kvf__index_insert_since() - insert @o unless its key is present.
+ * @idx: the index
+ * @o: the record, fully written (published by the insert)
+ * @hash: kvf__key_hash() of @o's key
+ * @seq: from kvf__index_insert_seqs() of @hash, read before a lookup of
+ *       @o's key, in the same read-side section, found nothing
+ *
+ * As kvf__index_insert_unique(): NULL when inserted, else the record
+ * that holds the key. When no record near @hash was inserted since @seq
+ * was read, the key is still absent (every insert of a key moves its
+ * sequence, under the lock that this insert takes) and is not looked
+ * for again; otherwise it is. A caller that did not look the key up
+ * after reading @seq must use kvf__index_insert_unique(). Locking and
+ * blocking as kvf__index_insert_unique().
+ */
+static inline struct kvf__object *
+kvf__index_insert_since(struct kvf__index *idx, struct kvf__object *o,
+			uint64_t hash, uint32_t seq)
+{
+	if (idx->ops->insert_since)
+		return idx->ops->insert_since(idx, o, hash, seq);
 	return idx->ops->insert_unique(idx, o, hash);
 }
 

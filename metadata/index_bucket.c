@@ -129,6 +129,8 @@
 #define PTR_MASK ((UINT64_C(1) << TAG_SHIFT) - 1)
 #define HOME_MULT UINT64_C(0x9e3779b97f4a7c15)
 #define NR_STRIPES 256
+/* Insert sequences (see "Insert sequences"); each belongs to one stripe. */
+#define NR_SEQS 4096
 #define MIN_BITS 2
 #define MAX_BITS 40
 /* Farther than this from home, an insert grows the table instead... */
@@ -176,7 +178,13 @@ struct bucket_index {
 	uint64_t count;
 	pthread_mutex_t resize_lock;
 	struct stripe stripes[NR_STRIPES];
+	/* Inserts per hash group; written under the group's stripe lock
+	 * (release), read anywhere (acquire). */
+	uint32_t seqs[NR_SEQS] __attribute__((aligned(64)));
 };
+
+_Static_assert(NR_SEQS % NR_STRIPES == 0,
+	       "an insert sequence belongs to one stripe");
 
 static struct bucket_index *bucket_index_of(struct kvf__index *idx)
 {
@@ -479,6 +487,12 @@ static struct stripe *stripe_of(struct bucket_index *bi, uint64_t hash)
 	return &bi->stripes[(hash >> 20) % NR_STRIPES];
 }
 
+/* The same bits as stripe_of() and more: one stripe guards each. */
+static uint32_t *seq_of(struct bucket_index *bi, uint64_t hash)
+{
+	return &bi->seqs[(hash >> 20) % NR_SEQS];
+}
+
 static void unlock_stripe(struct bucket_index *bi, uint64_t hash)
 {
 	pthread_mutex_unlock(&stripe_of(bi, hash)->lock);
@@ -767,31 +781,70 @@ static void bucket_lookup_batch(struct kvf__index *idx, size_t n,
 	}
 }
 
-static struct kvf__object *bucket_insert_unique(struct kvf__index *idx,
-						struct kvf__object *o,
-						uint64_t hash)
+/*
+ * Insert sequences
+ * ----------------
+ * An insert must not add a key that is present (I3), so it looked for the
+ * key again under the stripe lock: a second probe of a key that the
+ * batch's lock-free lookup had just missed, a third of an insert's
+ * instructions. Instead, every insert moves a counter of its hash's
+ * group (seq_of(): 4096 groups, each inside one stripe) under the stripe
+ * lock, after its slot claim and with a release store; a caller reads the
+ * counters (acquire) before its lookup. If under the lock the counter
+ * still holds what was read, no record of the group was inserted since,
+ * in particular none of this key (same hash, same group), and the
+ * lookup's miss still holds; the lookup saw every insert whose counter
+ * move it had read. Otherwise the key is looked for as before. Removes
+ * and replaces do not move counters: neither makes a missing key
+ * present. A resize copies records without inserting. At 32 bits the
+ * counter would have to wrap through 2^32 inserts of one group between
+ * a caller's read and its insert to be fooled.
+ */
+static void bucket_insert_seqs(struct kvf__index *idx, size_t n,
+			       const uint64_t *hashes, uint32_t *seqs)
 {
 	struct bucket_index *bi = bucket_index_of(idx);
+
+	for (size_t i = 0; i < n; i++)
+		seqs[i] = __atomic_load_n(seq_of(bi, hashes[i]),
+					  __ATOMIC_ACQUIRE);
+}
+
+/*
+ * Insert @o unless its key is present. With @seq (read before a lookup
+ * that missed), the key is not looked for while its group's counter
+ * still holds *@seq (see "Insert sequences").
+ */
+static struct kvf__object *insert(struct bucket_index *bi,
+				  struct kvf__object *o, uint64_t hash,
+				  const uint32_t *seq)
+{
 	const struct kvf_key key = {kvf__object_key(o), o->key_len};
 	uint64_t entry = slot_make(o, hash);
 	uint64_t limit = MAX_DISPLACEMENT;
+	uint32_t *group = seq_of(bi, hash);
 	struct bucket_table *t;
 
 	kvf__tsan_release(o);
 	for (;;) {
-		struct kvf__object *found;
+		struct kvf__object *found = NULL;
+		uint32_t now;
 		bool placed;
 
 		t = lock_table(bi, hash);
-		found = range_find(t, home_of(t, hash), 0, hash, &key);
+		now = __atomic_load_n(group, __ATOMIC_RELAXED);
+		if (!seq || *seq != now)
+			found = range_find(t, home_of(t, hash), 0, hash, &key);
 		if (found) {
 			unlock_stripe(bi, hash);
 			kvf__tsan_acquire(found);
 			return found;
 		}
 		placed = table_place(t, hash, entry, limit);
-		if (placed)
+		if (placed) {
+			__atomic_store_n(group, now + 1, __ATOMIC_RELEASE);
 			count_change(bi, t, hash, 1);
+		}
 		unlock_stripe(bi, hash);
 		if (placed)
 			break;
@@ -816,6 +869,20 @@ static struct kvf__object *bucket_insert_unique(struct kvf__index *idx,
 	}
 	maybe_resize(bi, t);
 	return NULL;
+}
+
+static struct kvf__object *bucket_insert_unique(struct kvf__index *idx,
+						struct kvf__object *o,
+						uint64_t hash)
+{
+	return insert(bucket_index_of(idx), o, hash, NULL);
+}
+
+static struct kvf__object *bucket_insert_since(struct kvf__index *idx,
+					       struct kvf__object *o,
+					       uint64_t hash, uint32_t seq)
+{
+	return insert(bucket_index_of(idx), o, hash, &seq);
 }
 
 static int bucket_replace(struct kvf__index *idx, struct kvf__object *old,
@@ -917,6 +984,8 @@ const struct kvf__index_ops kvf__index_bucket_ops = {
 	.prefetch_hash = bucket_prefetch_hash,
 	.prefetch_write = bucket_prefetch_write,
 	.insert_unique = bucket_insert_unique,
+	.insert_seqs = bucket_insert_seqs,
+	.insert_since = bucket_insert_since,
 	.replace = bucket_replace,
 	.remove = bucket_remove,
 	.foreach = bucket_foreach,

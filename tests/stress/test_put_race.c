@@ -9,7 +9,8 @@
  * Runs on the engine's real clock (the threads read it at different
  * moments, which is what the race needs), against both index kinds; the
  * same interleaving is also replayed deterministically on an injected
- * clock, and a mixed run checks that a client's put_end of its own put
+ * clock, whole batches of the same keys race (each key won once), and
+ * a mixed run checks that a client's put_end of its own put
  * always succeeds.
  */
 #include "config.h"
@@ -93,6 +94,81 @@ static void *mixed(void *arg)
 			r->bad_revokes++;
 			r->last_bad = ret;
 		}
+	}
+	return NULL;
+}
+
+/*
+ * Whole batches: both clients put_start the same BATCH_KEYS keys at
+ * once, round after round (a barrier starts each). Every key must go to
+ * exactly one of them, the other hearing it exists, however their
+ * lookups and inserts interleave: the insert trusts its batch's lookup
+ * only while no insert of the key's group came between
+ * (kvf__index_insert_since). Each winner then revokes its keys.
+ */
+#define BATCH_KEYS 512
+#define BATCH_ROUNDS 100
+
+struct batch_race {
+	pthread_barrier_t barrier;
+	char names[BATCH_KEYS][24];
+	struct kvf_key keys[BATCH_KEYS];
+	uint32_t wins[BATCH_KEYS]; /* this round's; atomic */
+	uint32_t bad_wins;	   /* keys won by both or none; atomic */
+	uint32_t bad_status;	   /* losers not told it exists; atomic */
+	uint32_t running;	   /* threads past the barrier; atomic */
+};
+
+static struct batch_race batch_race;
+
+static void *race_batches(void *arg)
+{
+	struct racer *r = arg;
+	struct batch_race *br = &batch_race;
+	struct kvf_put_config cfg = { .replica_num = 1 };
+	uint64_t sizes[BATCH_KEYS];
+	struct kvf_replicas out[BATCH_KEYS];
+	enum kvf_status st[BATCH_KEYS];
+	struct kvf_key mine[BATCH_KEYS];
+
+	for (int i = 0; i < BATCH_KEYS; i++)
+		sizes[i] = 4096;
+	for (int round = 0; round < BATCH_ROUNDS; round++) {
+		size_t nr_mine = 0;
+
+		pthread_barrier_wait(&br->barrier);
+		/* Both running before either starts (a barrier's wake-ups
+		 * alone let one batch finish before the other began). */
+		__atomic_fetch_add(&br->running, 1, __ATOMIC_ACQ_REL);
+		while (__atomic_load_n(&br->running, __ATOMIC_ACQUIRE) <
+		       2 * (uint32_t)(round + 1))
+			;
+		kvf_batch_put_start(r->e, r->client, br->keys, sizes,
+				    BATCH_KEYS, &cfg, out, st);
+		for (int i = 0; i < BATCH_KEYS; i++) {
+			if (st[i] == KVF_OK) {
+				__atomic_fetch_add(&br->wins[i], 1,
+						   __ATOMIC_RELAXED);
+				mine[nr_mine++] = br->keys[i];
+			} else if (st[i] != KVF_ERR_OBJECT_ALREADY_EXISTS) {
+				__atomic_fetch_add(&br->bad_status, 1,
+						   __ATOMIC_RELAXED);
+			}
+		}
+		r->started += nr_mine;
+		pthread_barrier_wait(&br->barrier);
+		/* Both batches are done: each key has one winner. */
+		if (r->client == 1)
+			for (int i = 0; i < BATCH_KEYS; i++)
+				if (__atomic_exchange_n(&br->wins[i], 0,
+							__ATOMIC_RELAXED) != 1)
+					__atomic_fetch_add(&br->bad_wins, 1,
+							   __ATOMIC_RELAXED);
+		if (nr_mine &&
+		    kvf_batch_put_revoke(r->e, r->client, mine, nr_mine, st) !=
+			    KVF_OK)
+			r->bad_revokes++;
+		pthread_barrier_wait(&br->barrier);
 	}
 	return NULL;
 }
@@ -182,6 +258,35 @@ static void test_put_start_race_bucket(void **state)
 	run(KVF_INDEX_BUCKET, race);
 }
 
+static void batch_race_run(enum kvf_index_kind kind)
+{
+	struct batch_race *br = &batch_race;
+
+	memset(br, 0, sizeof(*br));
+	for (int i = 0; i < BATCH_KEYS; i++) {
+		snprintf(br->names[i], sizeof(br->names[i]), "batch-key-%d",
+			 i);
+		br->keys[i] = key_of(br->names[i]);
+	}
+	assert_int_equal(pthread_barrier_init(&br->barrier, NULL, 2), 0);
+	run(kind, race_batches);
+	pthread_barrier_destroy(&br->barrier);
+	assert_int_equal(br->bad_wins, 0);
+	assert_int_equal(br->bad_status, 0);
+}
+
+static void test_put_start_batch_race_lfht(void **state)
+{
+	(void)state;
+	batch_race_run(KVF_INDEX_LFHT);
+}
+
+static void test_put_start_batch_race_bucket(void **state)
+{
+	(void)state;
+	batch_race_run(KVF_INDEX_BUCKET);
+}
+
 static void test_mixed_own_puts_end_lfht(void **state)
 {
 	(void)state;
@@ -200,6 +305,8 @@ int main(void)
 		cmocka_unit_test(test_younger_put_kept),
 		cmocka_unit_test(test_put_start_race_lfht),
 		cmocka_unit_test(test_put_start_race_bucket),
+		cmocka_unit_test(test_put_start_batch_race_lfht),
+		cmocka_unit_test(test_put_start_batch_race_bucket),
 		cmocka_unit_test(test_mixed_own_puts_end_lfht),
 		cmocka_unit_test(test_mixed_own_puts_end_bucket),
 	};

@@ -487,6 +487,67 @@ static void test_large_batch(void **state)
 	index_finish(idx);
 }
 
+/*
+ * kvf__index_insert_since(): a miss is trusted only when no insert near
+ * the key came after the sequence was read. Sequences read before an
+ * insert of the same key (through either insert) must not let a second
+ * record of that key in; read before inserts that grow the table, they
+ * still insert into the table that is current. Indexes without
+ * sequences answer as insert_unique.
+ */
+static void test_insert_since(void **state)
+{
+	struct kvf__index *idx = index_new(state, 0);
+	struct kvf__object *a, *b, *dup;
+	uint32_t seq[3] = { 0 }, before_a = 0, before_b = 0;
+
+	kvf__rcu_read_lock();
+	/* Nothing inserted since: the miss holds. */
+	kvf__index_insert_seqs(idx, 1, &keys[1].hash, &seq[0]);
+	assert_null(lookup_one(idx, 1));
+	a = record_new(1);
+	assert_null(kvf__index_insert_since(idx, a, keys[1].hash, seq[0]));
+	assert_ptr_equal(lookup_one(idx, 1), a);
+
+	/* Read before an insert_unique of the key: it is found. */
+	kvf__index_insert_seqs(idx, 1, &keys[2].hash, &before_a);
+	b = record_new(2);
+	assert_null(ins(idx, b));
+	dup = record_new(2);
+	assert_ptr_equal(kvf__index_insert_since(idx, dup, keys[2].hash,
+						 before_a),
+			 b);
+	kvf__object_free(dup);
+
+	/* Read before an insert_since of the key: likewise. */
+	kvf__index_insert_seqs(idx, 1, &keys[3].hash, &before_b);
+	a = record_new(3);
+	assert_null(kvf__index_insert_since(idx, a, keys[3].hash, before_b));
+	dup = record_new(3);
+	assert_ptr_equal(kvf__index_insert_since(idx, dup, keys[3].hash,
+						 before_b),
+			 a);
+	kvf__object_free(dup);
+	assert_int_equal(kvf__index_count(idx), 3);
+
+	/* Read, then enough inserts to grow the tiny table many times. */
+	kvf__index_insert_seqs(idx, 1, &keys[4].hash, &seq[1]);
+	kvf__index_insert_seqs(idx, 1, &keys[5].hash, &seq[2]);
+	for (unsigned id = 6; id < 1000; id++)
+		assert_null(ins(idx, record_new(id)));
+	a = record_new(4);
+	assert_null(kvf__index_insert_since(idx, a, keys[4].hash, seq[1]));
+	assert_ptr_equal(lookup_one(idx, 4), a);
+	b = record_new(5);
+	assert_null(kvf__index_insert_since(idx, b, keys[5].hash, seq[2]));
+	assert_ptr_equal(lookup_one(idx, 5), b);
+	for (unsigned id = 1; id < 1000; id++)
+		assert_int_equal(lookup_one(idx, id)->size, id);
+	assert_int_equal(kvf__index_count(idx), 999);
+	kvf__rcu_read_unlock();
+	index_finish(idx);
+}
+
 #define INDEX_TESTS(ops)                                                       \
 	cmocka_unit_test_prestate(test_basic, (void *)&(ops)),                 \
 		cmocka_unit_test_prestate(test_random_model, (void *)&(ops)),  \
@@ -496,7 +557,8 @@ static void test_large_batch(void **state)
 		cmocka_unit_test_prestate(test_shared_hash, (void *)&(ops)),  \
 		cmocka_unit_test_prestate(test_count_in_big_table,             \
 					  (void *)&(ops)),                     \
-		cmocka_unit_test_prestate(test_large_batch, (void *)&(ops))
+		cmocka_unit_test_prestate(test_large_batch, (void *)&(ops)),  \
+		cmocka_unit_test_prestate(test_insert_since, (void *)&(ops))
 
 int main(void)
 {
