@@ -187,7 +187,14 @@
  * the alignment (>= 8), so the low three bits are free for flags.
  */
 #define CACHED 2ULL
-#define FLAGS (USED | CACHED)
+/*
+ * A used block that is a slab (see "Slabs" above): K objects of one size
+ * kept in the slab's bitmap, not in the tree. Held, never parked.
+ */
+#define SLAB 4ULL
+#define FLAGS (USED | CACHED | SLAB)
+/* The flags of a parked block. */
+#define PARKED (USED | CACHED)
 /*
  * Height h needs >= 2 * MIN_FILL^h blocks; a segment holds at most
  * 2^62 / 8 = 2^59, so h <= 28.
@@ -205,6 +212,17 @@
 #define REUSE_STALE 4096
 /* Default bound on parked bytes: capacity / REUSE_SHARE. */
 #define REUSE_SHARE 16
+/*
+ * Slabs: about 2^SLAB_CELLS_LOG directory cells per segment, a slab at
+ * least one cell long and holding SLAB_MIN_OBJS to SLAB_MAX_OBJS objects,
+ * at most capacity / SLAB_SHARE bytes.
+ */
+#define SLAB_CELLS_LOG 12
+#define SLAB_MIN_OBJS 4
+#define SLAB_MAX_OBJS 1024
+#define SLAB_SHARE 16
+/* No slab is carved once less than capacity / SLAB_ROOM would stay free. */
+#define SLAB_ROOM 8
 
 /*
  * Leaves and inner nodes share a head (struct node: count, summaries,
@@ -274,6 +292,10 @@ struct reuse_list {
 	uint64_t size;     /* 0: slot unused */
 	uint64_t last_use; /* reuse.clock at this size's last alloc */
 	uint32_t n;
+	uint32_t slab_k;       /* objects per slab of this size; 0: no slabs */
+	uint32_t gen;          /* bumped when the slot changes size */
+	uint64_t nr_slabs;     /* slabs of this generation, full ones too */
+	struct slab *partial;  /* its slabs with a free slot, doubly linked */
 	uint64_t off[REUSE_DEPTH];
 	struct node *leaf[REUSE_DEPTH];
 };
@@ -299,6 +321,32 @@ struct reuse {
 	uint32_t seen_at;
 };
 
+/*
+ * A slab: @k objects of @size bytes from @base, one used block of the tree
+ * (val k * size | USED | SLAB, tag 0). Bit i of used[] is set while object
+ * i is held; tag[i] is object i's tag. On its class's partial list (@cls)
+ * while @nfree > 0; @cls NULL once its size lost its class (it then only
+ * drains).
+ */
+struct slab {
+	uint64_t base, end, size;
+	uint32_t k, nfree;
+	uint32_t gen; /* of @cls when carved */
+	struct reuse_list *cls;
+	struct slab *prev, *next;
+	uint64_t *tag;    /* inside words[] */
+	uint64_t words[]; /* used[k/64 up], then tag[k] */
+};
+
+/*
+ * The slab directory: cell c covers [c << shift, (c + 1) << shift). A slab
+ * is at least one cell long, so a cell meets at most two: @cover, holding
+ * the cell's first byte, and @start, starting inside it.
+ */
+struct slab_cell {
+	struct slab *cover, *start;
+};
+
 struct kvf__segalloc {
 	struct kvf__segalloc_pub pub; /* must stay first: see segalloc.h */
 	_Atomic uint64_t nr_allocs;
@@ -318,6 +366,13 @@ struct kvf__segalloc {
 	/* kvf__segalloc_set_park_hint(), read when parking. */
 	struct kvf__park_hint *_Atomic hint;
 	_Atomic uint32_t hint_index;
+	/* Slabs: the directory (NULL until the first slab), its cells. */
+	struct slab_cell *dir;
+	uint64_t dir_cells;
+	unsigned dir_shift;
+	uint64_t nr_slabs;
+	/* Slabs with a free slot whose size lost its class, doubly linked. */
+	struct slab *stray;
 };
 
 _Static_assert(KVF__PARK_HINT_SLOTS == 4, "kvf__park_hint_slot: top 2 bits");
@@ -1039,10 +1094,33 @@ static struct node *first_fit(const struct kvf__segalloc *a, uint64_t need,
  * Publish whether @rl holds a block (pub.parked, for placement's exact
  * fits): called wherever a list's emptiness or size may change.
  */
+static bool slab_take(struct kvf__segalloc *a, struct reuse_list *rl,
+		      uint64_t tag, uint64_t *offset);
+static void slab_orphan(struct kvf__segalloc *a, struct reuse_list *rl);
+static uint32_t slab_objs(const struct kvf__segalloc *a, uint64_t need);
+
+/* The slab holding @off, or NULL (a plain block of the tree). O(1). */
+static inline struct slab *slab_at(const struct kvf__segalloc *a,
+				   uint64_t off)
+{
+	const struct slab_cell *c;
+	struct slab *s;
+
+	if (!a->dir || off >= a->pub.capacity)
+		return NULL;
+	c = &a->dir[off >> a->dir_shift];
+	s = c->cover;
+	if (s && off < s->end)
+		return s;
+	s = c->start;
+	return s && off >= s->base ? s : NULL;
+}
+
 static void reuse_publish(struct kvf__segalloc *a, const struct reuse_list *rl)
 {
 	atomic_store_explicit(&a->pub.parked[rl - a->reuse.list],
-			      rl->n ? rl->size : 0, memory_order_relaxed);
+			      rl->n || rl->partial ? rl->size : 0,
+			      memory_order_relaxed);
 }
 
 static struct reuse_list *reuse_find(struct kvf__segalloc *a, uint64_t size)
@@ -1140,7 +1218,7 @@ static struct node *parked_leaf(struct kvf__segalloc *a, uint64_t off,
 {
 	struct node *l = lookup(a, off, p);
 
-	if (p->off != off || l->val[p->idx[0]] != (size | FLAGS))
+	if (p->off != off || l->val[p->idx[0]] != (size | PARKED))
 		kvf__die("parked block %#llx lost", (unsigned long long)off);
 	return l;
 }
@@ -1164,7 +1242,7 @@ static struct node *hinted_parked_leaf(struct kvf__segalloc *a, uint64_t off,
 		uint64_t at;
 		uint32_t i = leaf_find(hint, off, &at);
 
-		if (at == off && hint->val[i] == (size | FLAGS)) {
+		if (at == off && hint->val[i] == (size | PARKED)) {
 			p->node[0] = hint;
 			p->idx[0] = i;
 			p->off = at;
@@ -1257,11 +1335,19 @@ static void reuse_claim(struct kvf__segalloc *a, uint64_t need)
 		if (rl->last_use < v->last_use)
 			v = rl;
 	}
-	if (v->size && v->n && a->reuse.clock - v->last_use < REUSE_STALE)
+	/*
+	 * A size with slabs keeps its slot until it goes stale: its slabs'
+	 * free slots serve no other size (the wide placement mix lost fill
+	 * to slabs orphaned by sizes taking turns).
+	 */
+	if (v->size && (v->n || v->nr_slabs) &&
+	    a->reuse.clock - v->last_use < REUSE_STALE)
 		return;
 	reuse_flush_list(a, v);
+	slab_orphan(a, v);
 	v->size = need;
 	v->last_use = a->reuse.clock;
+	v->slab_k = slab_objs(a, need);
 }
 
 /* Start loading every line of leaf @l, for writing. */
@@ -1356,6 +1442,16 @@ static void prefetch_claims_and_frees(const struct kvf__segalloc *a,
 			off[m++] = ru->claim[i].off;
 	}
 	for (size_t i = 0; i < n; i++) {
+		const struct slab *s = slab_at(a, r[i].offset);
+
+		if (s) {
+			/* An object of a slab: its bit and tag, no descent. */
+			uint64_t o = (r[i].offset - s->base) / s->size;
+
+			__builtin_prefetch(&s->words[o / 64], 1);
+			__builtin_prefetch(&s->tag[o], 1);
+			continue;
+		}
 		if (r[i].offset >= a->pub.capacity)
 			continue;
 		/*
@@ -1452,9 +1548,513 @@ static bool reuse_take(struct kvf__segalloc *a, uint64_t need, uint64_t tag,
 	}
 	rl->last_use = a->reuse.clock;
 	if (!rl->n)
-		return false;
+		return slab_take(a, rl, tag, offset);
 	*offset = reuse_pop(a, rl, tag);
 	return true;
+}
+
+/* ---- slabs ---- */
+
+struct pending_leaf;
+static const char *release_locked(struct kvf__segalloc *a, uint64_t offset,
+				  uint64_t size, struct pending_leaf *pl);
+static int tree_alloc(struct kvf__segalloc *a, uint64_t need, uint64_t flags,
+		      uint64_t tag, uint64_t *offset);
+
+static inline uint32_t slab_words(uint32_t k)
+{
+	return (k + 63) / 64;
+}
+
+static size_t slab_bytes_of(uint32_t k)
+{
+	return sizeof(struct slab) +
+	       ((size_t)slab_words(k) + k) * sizeof(uint64_t);
+}
+
+/*
+ * Objects per slab of @need bytes, or 0 when the size gets no slabs: a
+ * slab is at least one directory cell long (so a cell meets at most two
+ * slabs) and holds SLAB_MIN_OBJS to SLAB_MAX_OBJS objects in at most
+ * capacity / SLAB_SHARE bytes.
+ */
+static uint32_t slab_objs(const struct kvf__segalloc *a, uint64_t need)
+{
+	uint64_t cell = 1ULL << a->dir_shift;
+	uint64_t k = (cell + need - 1) / need;
+
+	if (k < SLAB_MIN_OBJS || k > SLAB_MAX_OBJS ||
+	    k * need > a->pub.capacity / SLAB_SHARE)
+		return 0;
+	return (uint32_t)k;
+}
+
+/* Enter @s in the directory (@set) or take it out (!@set). */
+static void slab_dir_set(struct kvf__segalloc *a, struct slab *s, bool set)
+{
+	uint64_t c0 = s->base >> a->dir_shift, c1 = (s->end - 1) >> a->dir_shift;
+
+	for (uint64_t c = c0; c <= c1; c++) {
+		struct slab **e = (c << a->dir_shift) >= s->base ?
+					  &a->dir[c].cover :
+					  &a->dir[c].start;
+
+		*e = set ? s : NULL;
+	}
+}
+
+/*
+ * @s's class, or NULL: a size that lost its class slot (or whose slot went
+ * to another size) keeps its slabs only until they drain.
+ */
+static inline struct reuse_list *slab_class(const struct slab *s)
+{
+	struct reuse_list *rl = s->cls;
+
+	return rl && rl->gen == s->gen && rl->slab_k ? rl : NULL;
+}
+
+/*
+ * The list a slab with a free slot is on: its class's partial list, or the
+ * stray list once its size lost its class (slab_orphan(), the only place a
+ * class changes, moves the listed ones first).
+ */
+static inline struct slab **slab_head(struct kvf__segalloc *a,
+				      const struct slab *s)
+{
+	struct reuse_list *rl = slab_class(s);
+
+	return rl ? &rl->partial : &a->stray;
+}
+
+static void slab_list_add(struct kvf__segalloc *a, struct slab *s)
+{
+	struct slab **head = slab_head(a, s);
+
+	s->prev = NULL;
+	s->next = *head;
+	if (*head)
+		(*head)->prev = s;
+	*head = s;
+}
+
+static void slab_list_del(struct kvf__segalloc *a, struct slab *s)
+{
+	if (s->prev)
+		s->prev->next = s->next;
+	else
+		*slab_head(a, s) = s->next;
+	if (s->next)
+		s->next->prev = s->prev;
+	s->prev = s->next = NULL;
+}
+
+/* The largest size whose class has a slab with a free slot (0: none). */
+static uint64_t slab_largest(const struct kvf__segalloc *a)
+{
+	uint64_t m = 0;
+
+	for (unsigned k = 0; k < REUSE_SIZES; k++) {
+		const struct reuse_list *rl = &a->reuse.list[k];
+
+		if (rl->partial && rl->size > m)
+			m = rl->size;
+	}
+	return m;
+}
+
+static int slab_break(struct kvf__segalloc *a, struct slab *s);
+static void apply_claims(struct kvf__segalloc *a,
+			 const struct kvf__segalloc_range *r, size_t n);
+
+/*
+ * @rl's size loses its class. Its partial slabs are broken up (their free
+ * slots back to the tree), or kept stray when memory is short; its full
+ * ones drain (a slab goes back to the tree when its last object is freed,
+ * or is broken up under pressure once it has a free slot: stray then).
+ */
+static void slab_orphan(struct kvf__segalloc *a, struct reuse_list *rl)
+{
+	struct slab *list = rl->partial, *s;
+
+	rl->partial = NULL;
+	rl->gen++;
+	rl->nr_slabs = 0;
+	rl->slab_k = 0;
+	reuse_publish(a, rl);
+	while ((s = list)) {
+		list = s->next;
+		slab_list_add(a, s); /* stray now */
+	}
+	apply_claims(a, NULL, 0);
+	while (a->stray && !slab_break(a, a->stray))
+		;
+}
+
+/* Take a free slot of @s for @tag's owner; the caller counts it used. */
+static uint64_t slab_pop(struct kvf__segalloc *a, struct slab *s,
+			 uint64_t tag)
+{
+	uint64_t *used = s->words;
+	uint32_t w = 0, i;
+
+	while (used[w] == ~0ULL)
+		w++;
+	i = w * 64 + (uint32_t)__builtin_ctzll(~used[w]);
+	used[w] |= 1ULL << (i % 64);
+	s->tag[i] = tag;
+	if (!--s->nfree) {
+		slab_list_del(a, s);
+		reuse_publish(a, s->cls);
+	}
+	return s->base + i * s->size;
+}
+
+/*
+ * Carve a new slab for @rl's size from the tree (first fit of its whole
+ * length) and list it. False, nothing changed, when the tree has no room
+ * or memory is short: the caller then allocates a plain block.
+ */
+static bool slab_carve(struct kvf__segalloc *a, struct reuse_list *rl)
+{
+	uint32_t k = rl->slab_k, words = slab_words(k);
+	uint64_t bytes = k * rl->size, base;
+	struct slab *s;
+
+	/*
+	 * Not in a nearly full segment: a slab's free slots serve only its
+	 * size, and carving there cost the wide placement mix 0.4% of its
+	 * fill at first failure (test_exact_fit_keeps_fill).
+	 */
+	if (a->largest < bytes ||
+	    a->free_bytes < bytes + a->pub.capacity / SLAB_ROOM)
+		return false;
+	if (!a->dir) {
+		a->dir = calloc(a->dir_cells, sizeof(*a->dir));
+		if (!a->dir)
+			return false;
+		atomic_fetch_add_explicit(&a->node_bytes,
+					  a->dir_cells * sizeof(*a->dir),
+					  memory_order_relaxed);
+	}
+	s = calloc(1, slab_bytes_of(k));
+	if (!s)
+		return false;
+	if (tree_alloc(a, bytes, USED | SLAB, 0, &base)) {
+		free(s);
+		return false;
+	}
+	/* The tree counted the slab used; its slots are all free. */
+	a->free_bytes += bytes;
+	a->allocs--;
+	atomic_fetch_add_explicit(&a->node_bytes, slab_bytes_of(k),
+				  memory_order_relaxed);
+	s->base = base;
+	s->end = base + bytes;
+	s->size = rl->size;
+	s->k = k;
+	s->nfree = k;
+	s->tag = s->words + words;
+	/* Bits past the last object read as held: slab_pop never takes them. */
+	if (k % 64)
+		s->words[words - 1] = ~0ULL << (k % 64);
+	s->cls = rl;
+	s->gen = rl->gen;
+	rl->nr_slabs++;
+	slab_list_add(a, s);
+	slab_dir_set(a, s, true);
+	a->nr_slabs++;
+	reuse_publish(a, rl);
+	return true;
+}
+
+/*
+ * The slab path of alloc for @rl's size (no block parked): a slot of the
+ * newest partial slab, else of a slab carved now. False when neither.
+ */
+static bool slab_take(struct kvf__segalloc *a, struct reuse_list *rl,
+		      uint64_t tag, uint64_t *offset)
+{
+	if (!rl->partial && (!rl->slab_k || !slab_carve(a, rl)))
+		return false;
+	*offset = slab_pop(a, rl->partial, tag);
+	return true;
+}
+
+/* Give the empty slab @s back to the tree as one free range. */
+static void slab_dissolve(struct kvf__segalloc *a, struct slab *s,
+			  struct pending_leaf *pl)
+{
+	uint64_t bytes = s->end - s->base;
+	struct reuse_list *rl = slab_class(s);
+	struct path p;
+	struct node *l = lookup(a, s->base, &p);
+
+	if (p.off != s->base || l->val[p.idx[0]] != (bytes | USED | SLAB))
+		kvf__die("slab %#llx lost from the tree",
+			 (unsigned long long)s->base);
+	/* Listed: it had a free slot before its last object went (k > 1). */
+	slab_list_del(a, s);
+	if (rl) {
+		reuse_publish(a, rl);
+		rl->nr_slabs--;
+	}
+	slab_dir_set(a, s, false);
+	/* A plain used block again, freed like one. */
+	l->val[p.idx[0]] = bytes | USED;
+	a->free_bytes -= bytes;
+	a->allocs++;
+	if (release_locked(a, s->base, bytes, pl))
+		kvf__die("slab %#llx not freeable", (unsigned long long)s->base);
+	atomic_fetch_sub_explicit(&a->node_bytes, slab_bytes_of(s->k),
+				  memory_order_relaxed);
+	a->nr_slabs--;
+	free(s);
+}
+
+/* Whether slot @i of @s holds an object. */
+static inline bool slab_held(const struct slab *s, uint32_t i)
+{
+	return s->words[i / 64] & (1ULL << (i % 64));
+}
+
+/* The end of the run of slots of @s from @i that are all free or all held
+ * (a held run is one slot: each object becomes a block of its own). */
+static uint32_t slab_piece_end(const struct slab *s, uint32_t i)
+{
+	uint32_t j = i + 1;
+
+	if (!slab_held(s, i))
+		while (j < s->k && !slab_held(s, j))
+			j++;
+	return j;
+}
+
+/* Bring the spare lists back to MAX_SPARE each (after slab_break). */
+static void spares_trim(struct kvf__segalloc *a)
+{
+	while (a->nr_spare_leaf > MAX_SPARE) {
+		struct node *n = spare_get(a, true);
+
+		forget_leaf(a, n);
+		atomic_fetch_sub_explicit(&a->node_bytes, node_bytes(true),
+					  memory_order_relaxed);
+		free(n);
+	}
+	while (a->nr_spare_inner > MAX_SPARE) {
+		atomic_fetch_sub_explicit(&a->node_bytes, node_bytes(false),
+					  memory_order_relaxed);
+		free(spare_get(a, false));
+	}
+}
+
+/*
+ * Break up slab @s (not empty) under pressure: each held object becomes a
+ * plain used block of the tree with its tag, each run of free slots a free
+ * block, merged with free neighbours or parked like any freed block. Its
+ * pieces replace the slab's block one at a time, so the nodes every
+ * replacement may need are taken from malloc first: KVF_OK, or
+ * KVF_ERR_NO_MEMORY with nothing changed. A replacement adds one entry and
+ * splits at most one leaf, and an inner node splits only when a child
+ * split filled it: P pieces need at most P leaves and P + height + 1
+ * inner nodes (a generous bound: the surplus goes back at the end). The
+ * lock held, claims applied (the frees below read parked neighbours).
+ */
+static int slab_break(struct kvf__segalloc *a, struct slab *s)
+{
+	uint64_t bytes = s->end - s->base, cur, freed = 0;
+	struct reuse_list *rl = slab_class(s);
+	uint32_t pieces = 0, runs = 0;
+	struct path p;
+	struct node *l;
+
+	for (uint32_t i = 0; i < s->k; i = slab_piece_end(s, i))
+		pieces++;
+	while (a->nr_spare_leaf < pieces + 1 ||
+	       a->nr_spare_inner < pieces + a->height + 2) {
+		bool leaf = a->nr_spare_leaf < pieces + 1;
+		struct node *n = node_alloc(a, leaf);
+
+		if (!n) {
+			spares_trim(a);
+			return KVF_ERR_NO_MEMORY;
+		}
+		if (leaf)
+			spare_push(&a->spare_leaf, &a->nr_spare_leaf, n);
+		else
+			spare_push(&a->spare_inner, &a->nr_spare_inner, n);
+	}
+	l = lookup(a, s->base, &p);
+	if (p.off != s->base || l->val[p.idx[0]] != (bytes | USED | SLAB))
+		kvf__die("slab %#llx lost from the tree",
+			 (unsigned long long)s->base);
+	if (s->nfree)
+		slab_list_del(a, s);
+	if (rl) {
+		reuse_publish(a, rl);
+		rl->nr_slabs--;
+	}
+	slab_dir_set(a, s, false);
+	/*
+	 * Split off the pieces front to back, the rest a used block each
+	 * time; a run of free slots first a used block too, counted like an
+	 * object (the tree must tile and its free blocks never adjoin).
+	 */
+	cur = s->base;
+	for (uint32_t i = 0, j; i < s->k; i = j) {
+		struct blk rep[2];
+		uint64_t len;
+
+		j = slab_piece_end(s, i);
+		len = (uint64_t)(j - i) * s->size;
+		rep[0] = (struct blk){ cur, len | USED,
+				       slab_held(s, i) ? s->tag[i] : 0 };
+		rep[1] = (struct blk){ cur + len, (s->end - cur - len) | USED,
+				       0 };
+		replace(a, cur, rep, j < s->k ? 2 : 1);
+		if (!slab_held(s, i)) {
+			freed += len;
+			runs++;
+		}
+		cur += len;
+	}
+	a->free_bytes -= freed;
+	a->allocs += runs;
+	/* Then the runs are freed, each a plain free. */
+	for (uint32_t i = 0; i < s->k; i = slab_piece_end(s, i)) {
+		const char *why;
+
+		if (slab_held(s, i))
+			continue;
+		why = release_locked(a, s->base + (uint64_t)i * s->size,
+				     (uint64_t)(slab_piece_end(s, i) - i) *
+					     s->size,
+				     NULL);
+		if (why)
+			kvf__die("slab %#llx run %u: %s",
+				 (unsigned long long)s->base, i, why);
+	}
+	spares_trim(a);
+	atomic_fetch_sub_explicit(&a->node_bytes, slab_bytes_of(s->k),
+				  memory_order_relaxed);
+	a->nr_slabs--;
+	free(s);
+	return KVF_OK;
+}
+
+/*
+ * Break up slabs with free slots, stray ones first, until the tree holds
+ * a free block of @need bytes or none is left: a slab's free slots serve
+ * its own size only, and a request the tree cannot meet must find them
+ * as free space, or slabs would cost fill. True when any was broken up
+ * (the caller publishes). The lock held; applies the claims.
+ */
+static bool slabs_make_room(struct kvf__segalloc *a, uint64_t need)
+{
+	bool broke = false;
+
+	apply_claims(a, NULL, 0);
+	while (a->stray && a->largest < need) {
+		if (slab_break(a, a->stray))
+			return broke;
+		broke = true;
+	}
+	for (unsigned k = 0; k < REUSE_SIZES && a->largest < need; k++) {
+		struct reuse_list *rl = &a->reuse.list[k];
+
+		while (rl->partial && a->largest < need) {
+			if (slab_break(a, rl->partial))
+				return broke;
+			broke = true;
+		}
+	}
+	return broke;
+}
+
+/*
+ * Free object (@off, @size) of slab @s: NULL, or why it is not a held
+ * object of that size (nothing changed). A slab whose last object goes
+ * returns to the tree. O(1) unless it does.
+ */
+static const char *slab_release(struct kvf__segalloc *a, struct slab *s,
+				uint64_t off, uint64_t size,
+				struct pending_leaf *pl)
+{
+	uint64_t rel = off - s->base, need = size ? rounded(a, size) : 0, bit;
+	uint32_t i = (uint32_t)(rel / s->size), w = i / 64;
+
+	bit = 1ULL << (i % 64);
+	if (rel % s->size || !(s->words[w] & bit))
+		return "not allocated";
+	if (need != s->size)
+		return "wrong size";
+	s->words[w] &= ~bit;
+	s->tag[i] = 0;
+	a->free_bytes += s->size;
+	a->allocs--;
+	if (++s->nfree == s->k) {
+		slab_dissolve(a, s, pl);
+		return NULL;
+	}
+	if (s->nfree == 1)
+		slab_list_add(a, s);
+	if (slab_class(s)) {
+		if (s->nfree == 1)
+			reuse_publish(a, s->cls);
+		note_park(a, s->size);
+	}
+	return NULL;
+}
+
+/*
+ * reserve of exactly one free slot of @s (@off, @need): KVF_OK, else
+ * KVF_ERR_NO_SPACE with nothing changed (a range across slots or held).
+ */
+static int slab_reserve(struct kvf__segalloc *a, struct slab *s, uint64_t off,
+			uint64_t need, uint64_t tag)
+{
+	uint64_t rel = off - s->base, bit;
+	uint32_t i = (uint32_t)(rel / s->size), w = i / 64;
+
+	bit = 1ULL << (i % 64);
+	if (rel % s->size || need != s->size || (s->words[w] & bit))
+		return KVF_ERR_NO_SPACE;
+	s->words[w] |= bit;
+	s->tag[i] = tag;
+	if (!--s->nfree) {
+		struct reuse_list *rl = slab_class(s);
+
+		slab_list_del(a, s);
+		if (rl)
+			reuse_publish(a, rl);
+	}
+	a->free_bytes -= need;
+	a->allocs++;
+	return KVF_OK;
+}
+
+/*
+ * The held objects of the slab at @base with offsets >= @from, in order,
+ * into @out[*k], at most @max of them; *@end is the end of the last one
+ * stored. Returns true when @max were stored.
+ */
+static bool slab_collect(const struct kvf__segalloc *a, uint64_t base,
+			 uint64_t from, struct kvf__segalloc_block *out,
+			 size_t *k, size_t max, uint64_t *end)
+{
+	const struct slab *s = slab_at(a, base);
+	uint32_t i = from > s->base ?
+			     (uint32_t)((from - s->base + s->size - 1) / s->size) :
+			     0;
+
+	for (; i < s->k && *k < max; i++) {
+		if (!(s->words[i / 64] & (1ULL << (i % 64))))
+			continue;
+		out[(*k)++] = (struct kvf__segalloc_block){
+			s->base + i * s->size, s->size, s->tag[i] };
+		*end = s->base + (i + 1) * s->size;
+	}
+	return *k == max;
 }
 
 /* ---- publishing ---- */
@@ -1568,13 +2168,13 @@ static void check_reuse(const struct kvf__segalloc *a)
 
 			check_hint(a, rl->leaf[i]);
 
-			if (b.off != rl->off[i] || b.val != (rl->size | FLAGS))
+			if (b.off != rl->off[i] || b.val != (rl->size | PARKED))
 				kvf__die("listed block %#llx not parked",
 					 (unsigned long long)rl->off[i]);
 		}
 		if (atomic_load_explicit(&a->pub.parked[k],
 					 memory_order_relaxed) !=
-		    (rl->n ? rl->size : 0))
+		    (rl->n || rl->partial ? rl->size : 0))
 			kvf__die("parked size of list %u not published", k);
 		listed += rl->n;
 	}
@@ -1583,7 +2183,7 @@ static void check_reuse(const struct kvf__segalloc *a)
 		struct blk b = block_at(a, c->off);
 
 		check_hint(a, c->leaf);
-		if (b.off != c->off || b.val != (c->size | FLAGS))
+		if (b.off != c->off || b.val != (c->size | PARKED))
 			kvf__die("claimed block %#llx not parked",
 				 (unsigned long long)c->off);
 		listed++;
@@ -1596,11 +2196,116 @@ static void check_reuse(const struct kvf__segalloc *a)
 			 (unsigned long long)listed,
 			 (unsigned long long)a->reuse.bytes);
 }
+
+/*
+ * The slabs of the tree under @n, and its free bytes: every slab block is
+ * in the directory and agrees with it; a slab is never empty, its bitmap
+ * counts its free slots, a small slot is held, a free slot has no tag; it
+ * is on its class's partial list iff it has a free slot and a class.
+ * *@nr counts slabs, *@free the tree's free bytes plus free slots.
+ */
+static void check_slab_tree(const struct kvf__segalloc *a,
+			    const struct node *n, unsigned level, uint64_t *nr,
+			    uint64_t *free)
+{
+	uint64_t off = n->base;
+
+	for (uint32_t i = 0; i < n->n; i++) {
+		uint64_t v = n->val[i], held = 0;
+		const struct slab *s;
+
+		if (level) {
+			check_slab_tree(a, as_inner(n)->child[i], level - 1,
+					nr, free);
+			continue;
+		}
+		*free += free_size(v);
+		if (v & CACHED)
+			*free += blk_size(v);
+		if (v & SLAB) {
+			s = slab_at(a, off);
+			if (!s || s->base != off || s->end - s->base !=
+							    blk_size(v) ||
+			    s->end - s->base != s->k * s->size ||
+			    as_leaf(n)->tag[i] || (v & CACHED))
+				kvf__die("slab %#llx not in the directory",
+					 (unsigned long long)off);
+			for (uint32_t j = 0; j < s->k; j++) {
+				uint64_t bit = 1ULL << (j % 64);
+				bool u = s->words[j / 64] & bit;
+
+				held += u;
+				if ((!u && s->tag[j]) ||
+				    slab_at(a, s->base + j * s->size) != s)
+					kvf__die("slab %#llx slot %u",
+						 (unsigned long long)off, j);
+			}
+			if (held + s->nfree != s->k || !held)
+				kvf__die("slab %#llx counts %u free of %u",
+					 (unsigned long long)off, s->nfree,
+					 s->k);
+			{
+				const struct reuse_list *rl = slab_class(s);
+				bool listed = false;
+
+				for (const struct slab *t = rl ? rl->partial :
+								  a->stray;
+				     t; t = t->next)
+					listed |= t == s;
+				if (listed != (s->nfree > 0) ||
+				    (rl && rl->size != s->size))
+					kvf__die("slab %#llx listing",
+						 (unsigned long long)off);
+			}
+			*free += (uint64_t)s->nfree * s->size;
+			(*nr)++;
+		}
+		off += blk_size(v);
+	}
+}
+
+static void check_slabs(const struct kvf__segalloc *a)
+{
+	uint64_t nr = 0, free = 0, claimed = 0, listed = 0;
+
+	check_slab_tree(a, a->root, a->height, &nr, &free);
+	for (uint32_t i = 0; i < a->reuse.nr_claims; i++)
+		claimed += a->reuse.claim[i].size;
+	for (uint64_t c = 0; a->dir && c < a->dir_cells; c++) {
+		const struct slab *cv = a->dir[c].cover, *st = a->dir[c].start;
+		uint64_t at = c << a->dir_shift;
+
+		if ((cv && (cv->base > at || cv->end <= at)) ||
+		    (st && (st->base <= at ||
+			    st->base >= at + (1ULL << a->dir_shift))))
+			kvf__die("slab directory cell %llu",
+				 (unsigned long long)c);
+	}
+	for (unsigned k = 0; k < REUSE_SIZES; k++)
+		for (const struct slab *t = a->reuse.list[k].partial; t;
+		     t = t->next, listed++)
+			if (slab_class(t) != &a->reuse.list[k] || !t->nfree ||
+			    (t->next && t->next->prev != t))
+				kvf__die("partial list %u", k);
+	for (const struct slab *t = a->stray; t; t = t->next, listed++)
+		if (slab_class(t) || !t->nfree ||
+		    (t->next && t->next->prev != t))
+			kvf__die("stray slab %#llx",
+				 (unsigned long long)t->base);
+	if (nr != a->nr_slabs || free - claimed != a->free_bytes)
+		kvf__die("%llu slabs (%llu counted), %llu free bytes "
+			 "(%llu counted)",
+			 (unsigned long long)nr,
+			 (unsigned long long)a->nr_slabs,
+			 (unsigned long long)(free - claimed),
+			 (unsigned long long)a->free_bytes);
+	(void)listed;
+}
 #endif
 
 static void publish(struct kvf__segalloc *a)
 {
-	uint64_t parked = reuse_largest(a);
+	uint64_t parked = reuse_largest(a), slot = slab_largest(a);
 #ifdef KVF_SEGALLOC_CHECK
 	uint64_t at = 0;
 
@@ -1608,6 +2313,7 @@ static void publish(struct kvf__segalloc *a)
 	    at != a->pub.capacity)
 		kvf__die("largest stale or blocks do not tile");
 	check_reuse(a);
+	check_slabs(a);
 #endif
 	atomic_store_explicit(&a->pub.free_bytes, a->free_bytes,
 			      memory_order_release);
@@ -1616,6 +2322,8 @@ static void publish(struct kvf__segalloc *a)
 	 * nothing: the largest region alloc can find is exactly the larger
 	 * of the tree's and the largest parked block.
 	 */
+	if (slot > parked)
+		parked = slot;
 	atomic_store_explicit(&a->pub.largest_free,
 			      parked > a->largest ? parked : a->largest,
 			      memory_order_release);
@@ -1653,6 +2361,13 @@ int kvf__segalloc_create(uint64_t size, uint64_t alignment,
 	a->free_bytes = cap;
 	a->largest = cap;
 	a->reuse.limit = cap / REUSE_SHARE;
+	a->dir_shift = 63 - (unsigned)__builtin_clzll(cap);
+	a->dir_shift = a->dir_shift > SLAB_CELLS_LOG ?
+			       a->dir_shift - SLAB_CELLS_LOG :
+			       0;
+	while ((1ULL << a->dir_shift) < alignment)
+		a->dir_shift++;
+	a->dir_cells = (cap >> a->dir_shift) + 1;
 	if (kvf__mutex_init_short(&a->lock))
 		goto err_root;
 	publish(a);
@@ -1678,6 +2393,13 @@ void kvf__segalloc_destroy(struct kvf__segalloc *a)
 {
 	if (!a)
 		return;
+	/* Each slab once: in the cell holding its base. */
+	for (uint64_t c = 0; a->dir && c < a->dir_cells; c++) {
+		free(a->dir[c].start);
+		if (a->dir[c].cover && a->dir[c].cover->base == c << a->dir_shift)
+			free(a->dir[c].cover);
+	}
+	free(a->dir);
 	free_tree(a->root, a->height);
 	while (a->nr_spare_inner)
 		free(spare_get(a, false));
@@ -1691,10 +2413,6 @@ void kvf__segalloc_destroy(struct kvf__segalloc *a)
 static int alloc_locked(struct kvf__segalloc *a, uint64_t need, uint64_t tag,
 			uint64_t *offset)
 {
-	struct blk b, rep[2];
-	struct node *l;
-	struct path p;
-	uint32_t i;
 	int rc;
 
 	if (a->reuse.limit && reuse_take(a, need, tag, offset)) {
@@ -1710,8 +2428,38 @@ static int alloc_locked(struct kvf__segalloc *a, uint64_t need, uint64_t tag,
 	 */
 	if (a->largest < need && reuse_largest(a) >= need)
 		reuse_flush(a);
+	/*
+	 * A slab's free slot serves its own size only: a smaller request
+	 * taking one (counted whole) lured fragmentation_aware's best fit
+	 * to segments full but for such slots, bimodal fill at first failure
+	 * 0.99986 -> 0.99900 (kvforge-bench --workload placement). Instead
+	 * the slabs with free slots are broken up until the tree fits it.
+	 */
+	if (a->largest < need && slabs_make_room(a, need) &&
+	    a->largest < need)
+		publish(a);
 	if (a->largest < need)
 		return KVF_ERR_NO_SPACE;
+	rc = tree_alloc(a, need, USED, tag, offset);
+	if (!rc)
+		publish(a);
+	return rc;
+}
+
+/*
+ * First fit of @need bytes (<= a->largest) in the tree, the block marked
+ * @flags (USED, or USED | SLAB for a slab, @tag 0) and counted used. Does
+ * not publish. KVF_OK or KVF_ERR_NO_MEMORY (nothing changed).
+ */
+static int tree_alloc(struct kvf__segalloc *a, uint64_t need, uint64_t flags,
+		      uint64_t tag, uint64_t *offset)
+{
+	struct blk b, rep[2];
+	struct node *l;
+	struct path p;
+	uint32_t i;
+	int rc;
+
 	rc = spares_fill(a);
 	if (rc)
 		return rc;
@@ -1726,7 +2474,7 @@ static int alloc_locked(struct kvf__segalloc *a, uint64_t need, uint64_t tag,
 				 (struct blk){ b.off + need, b.val - need, 0 });
 			l->n++;
 		}
-		l->val[i] = need | USED;
+		l->val[i] = need | flags;
 		as_leaf(l)->tag[i] = tag;
 		/*
 		 * The leaf's first key stays, and a free entry shrinking can
@@ -1738,13 +2486,12 @@ static int alloc_locked(struct kvf__segalloc *a, uint64_t need, uint64_t tag,
 		else if (b.val == l->sub)
 			l->sub_exact = 0; /* it may have been the second */
 	} else {
-		rep[0] = (struct blk){ b.off, need | USED, tag };
+		rep[0] = (struct blk){ b.off, need | flags, tag };
 		rep[1] = (struct blk){ b.off + need, b.val - need, 0 };
 		replace(a, b.off, rep, 2);
 	}
 	a->free_bytes -= need;
 	a->allocs++;
-	publish(a);
 	*offset = b.off;
 	return KVF_OK;
 }
@@ -1813,10 +2560,14 @@ int kvf__segalloc_try_take_parked(struct kvf__segalloc *a, uint64_t size,
 	if (pthread_mutex_trylock(&a->lock))
 		return KVF_ERR_BUSY;
 	rl = a->reuse.limit ? reuse_find(a, need) : NULL;
-	if (rl && rl->n) {
-		/* What reuse_take() does for alloc, minus the admission. */
+	if (rl && (rl->n || rl->partial)) {
+		/*
+		 * What reuse_take() does for alloc, minus the admission and
+		 * without carving a slab.
+		 */
 		rl->last_use = ++a->reuse.clock;
-		*offset = reuse_pop(a, rl, tag);
+		*offset = rl->n ? reuse_pop(a, rl, tag) :
+				  slab_pop(a, rl->partial, tag);
 		a->free_bytes -= need;
 		a->allocs++;
 		publish(a);
@@ -2011,10 +2762,13 @@ done:
 static const char *release(struct kvf__segalloc *a, uint64_t offset,
 			   uint64_t size)
 {
+	struct slab *s;
 	const char *why;
 
 	lock_settled(a);
-	why = release_locked(a, offset, size, NULL);
+	s = slab_at(a, offset);
+	why = s ? slab_release(a, s, offset, size, NULL) :
+		  release_locked(a, offset, size, NULL);
 	if (!why)
 		publish(a);
 	pthread_mutex_unlock(&a->lock);
@@ -2099,7 +2853,8 @@ static size_t free_run_locked(struct kvf__segalloc *a,
 	i = p.idx[0];
 	if (i > 0)
 		prev = leaf_blk(l, i - 1, p.off - blk_size(l->val[i - 1]));
-	merge_prev = !allocated(prev.val);
+	/* Free or parked neighbours merge; held blocks and slabs do not. */
+	merge_prev = !(prev.val & USED) || (prev.val & CACHED);
 	/*
 	 * Keep MIN_FILL entries in the leaf: a shorter run, the next block
 	 * then one of the batch's, held; the rest go one by one.
@@ -2111,7 +2866,7 @@ static size_t free_run_locked(struct kvf__segalloc *a,
 	for (uint32_t k = 0; k < len; k++)
 		freed += blk_size(l->val[i + k]);
 	next = leaf_blk(l, i + len, p.off + freed);
-	merge_next = !allocated(next.val);
+	merge_next = !(next.val & USED) || (next.val & CACHED);
 	if (a->height > 0 &&
 	    l->n - (len - 1 + merge_prev + merge_next) < MIN_FILL) {
 		/* Then the block after the run would merge too: one less. */
@@ -2149,7 +2904,14 @@ void kvf__segalloc_free_many(struct kvf__segalloc *a,
 	pthread_mutex_lock(&a->lock);
 	apply_claims(a, r, n);
 	for (i = 0; i < n && !why; i++) {
-		size_t run = free_run_locked(a, r + i, n - i, &pl);
+		struct slab *s = slab_at(a, r[i].offset);
+		size_t run;
+
+		if (s) {
+			why = slab_release(a, s, r[i].offset, r[i].size, &pl);
+			continue;
+		}
+		run = free_run_locked(a, r + i, n - i, &pl);
 
 		if (run) {
 			i += run - 1;
@@ -2187,6 +2949,12 @@ int kvf__segalloc_reserve_tagged(struct kvf__segalloc *a, uint64_t offset,
 	end = offset + need;
 	lock_settled(a);
 	b = block_at(a, offset);
+	if (b.val & SLAB) {
+		rc = slab_reserve(a, slab_at(a, offset), offset, need, tag);
+		if (!rc)
+			publish(a);
+		goto out;
+	}
 	if (b.val & CACHED) {
 		/* Free to the outside: back to the tree, then reserve. */
 		reuse_unlist(a, b.off, blk_size(b.val));
@@ -2221,6 +2989,8 @@ void kvf__segalloc_set_reuse_limit(struct kvf__segalloc *a, uint64_t bytes)
 	a->reuse.limit = bytes;
 	if (a->reuse.bytes > bytes)
 		reuse_flush(a);
+	for (unsigned k = 0; !bytes && k < REUSE_SIZES; k++)
+		slab_orphan(a, &a->reuse.list[k]);
 	publish(a);
 	pthread_mutex_unlock(&a->lock);
 }
@@ -2235,20 +3005,34 @@ uint64_t kvf__segalloc_reuse_bytes(struct kvf__segalloc *a)
 	return bytes;
 }
 
-/* Append the used blocks under @n to @out[*k]. */
-static void collect_used(const struct node *n, unsigned level,
-			 struct kvf__segalloc_block *out, size_t *k)
+uint64_t kvf__segalloc_nr_slabs(struct kvf__segalloc *a)
 {
-	uint64_t off = n->base;
+	uint64_t n;
+
+	pthread_mutex_lock(&a->lock);
+	n = a->nr_slabs;
+	pthread_mutex_unlock(&a->lock);
+	return n;
+}
+
+/* Append the used blocks under @n to @out[*k]. */
+static void collect_used(const struct kvf__segalloc *a, const struct node *n,
+			 unsigned level, struct kvf__segalloc_block *out,
+			 size_t *k)
+{
+	uint64_t off = n->base, end;
 
 	for (uint32_t i = 0; i < n->n; i++) {
 		if (level > 0) {
-			collect_used(as_inner(n)->child[i], level - 1, out, k);
+			collect_used(a, as_inner(n)->child[i], level - 1, out,
+				     k);
 			continue;
 		}
 		if (allocated(n->val[i]))
 			out[(*k)++] = (struct kvf__segalloc_block){
 				off, blk_size(n->val[i]), as_leaf(n)->tag[i] };
+		else if (n->val[i] & SLAB)
+			slab_collect(a, off, 0, out, k, SIZE_MAX, &end);
 		off += blk_size(n->val[i]);
 	}
 }
@@ -2261,7 +3045,7 @@ int kvf__segalloc_used_blocks(struct kvf__segalloc *a,
 	lock_settled(a);
 	*out = malloc((a->allocs ? a->allocs : 1) * sizeof(**out));
 	if (*out)
-		collect_used(a->root, a->height, *out, &k);
+		collect_used(a, a->root, a->height, *out, &k);
 	pthread_mutex_unlock(&a->lock);
 	*n = k;
 	return *out ? KVF_OK : KVF_ERR_NO_MEMORY;
@@ -2368,6 +3152,16 @@ size_t kvf__segalloc_scan(struct kvf__segalloc *a, uint64_t from,
 			uint64_t sz = blk_size(l->val[i]);
 
 			off += sz;
+			if ((l->val[i] & SLAB) && off > from) {
+				uint64_t end;
+
+				if (slab_collect(a, off - sz, from, out, &k,
+						 max, &end)) {
+					*next = end;
+					goto out;
+				}
+				continue;
+			}
 			if (!allocated(l->val[i]) || off - sz < from)
 				continue;
 			out[k++] = (struct kvf__segalloc_block){

@@ -151,6 +151,13 @@ void kvf__segalloc_set_reuse_limit(struct kvf__segalloc *a, uint64_t bytes);
 uint64_t kvf__segalloc_reuse_bytes(struct kvf__segalloc *a);
 
 /*
+ * kvf__segalloc_nr_slabs() - slabs the allocator holds now (see segalloc.c,
+ * "Slabs"): used blocks of the tree each holding objects of one size in a
+ * bitmap. Takes the allocator's lock; for tests and statistics.
+ */
+uint64_t kvf__segalloc_nr_slabs(struct kvf__segalloc *a);
+
+/*
  * Bytes of the allocator's own bookkeeping: its struct and its tree's
  * nodes (spares included), as asked of malloc (malloc's per-chunk header
  * not counted). Lock-free, exact as of the last change.

@@ -164,10 +164,127 @@ static void test_concurrent(void **state)
 	}
 }
 
+/*
+ * Two threads allocate objects of two slab sizes from one allocator and
+ * free each other's (handed over through a locked exchange), so each
+ * frees into slabs the other filled. At the end: no overlap seen, the
+ * accounting audit (used bytes = live objects) held throughout, every
+ * slab back in the tree.
+ */
+#define XSEG (64ULL << 20)
+#define XOPS 20000
+#define XRING 512
+
+static struct kvf__segalloc *xa;
+static pthread_mutex_t xlock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+	uint64_t off, size;
+	uint32_t n;
+	struct held ring[XRING];
+} xq[2];
+static atomic_ulong xlive_bytes, xslabs_seen;
+static atomic_uchar xowner[XSEG / GRAN];
+
+static void xmark(uint64_t off, uint64_t size, unsigned char v)
+{
+	if (off % GRAN || off + size > XSEG) {
+		atomic_fetch_add(&violations, 1);
+		return;
+	}
+	for (uint64_t g = off / GRAN; g < (off + size + GRAN - 1) / GRAN; g++)
+		if (atomic_exchange(&xowner[g], v) == v)
+			atomic_fetch_add(&violations, 1);
+}
+
+static void xput(int to, uint64_t off, uint64_t size)
+{
+	pthread_mutex_lock(&xlock);
+	if (xq[to].n < XRING) {
+		xq[to].ring[xq[to].n++] = (struct held){ 0, off, size };
+		off = 0;
+		size = 0;
+	}
+	pthread_mutex_unlock(&xlock);
+	if (size) { /* the other thread's queue is full: free it here */
+		xmark(off, size, 0);
+		atomic_fetch_sub(&xlive_bytes, (size + GRAN - 1) & ~(GRAN - 1));
+		kvf__segalloc_free(xa, off, size);
+	}
+}
+
+static void *xworker(void *arg)
+{
+	int id = (int)(uintptr_t)arg;
+	uint64_t rng = 0x51ab0001ULL + (uint64_t)id;
+
+	for (int op = 0; op < XOPS; op++) {
+		uint64_t r = next(&rng), size = r & 1 ? 1000 : 3000, off;
+		struct held h[XRING];
+		uint32_t k;
+
+		if (kvf__segalloc_alloc_tagged(xa, size, r | 1, &off) ==
+		    KVF_OK) {
+			xmark(off, size, 1);
+			atomic_fetch_add(&xlive_bytes,
+					 (size + GRAN - 1) & ~(GRAN - 1));
+			xput(!id, off, size);
+		}
+		if (op % 32)
+			continue;
+		/* Free what the other thread handed over. */
+		pthread_mutex_lock(&xlock);
+		k = xq[id].n;
+		for (uint32_t i = 0; i < k; i++)
+			h[i] = xq[id].ring[i];
+		xq[id].n = 0;
+		pthread_mutex_unlock(&xlock);
+		for (uint32_t i = 0; i < k; i++) {
+			xmark(h[i].off, h[i].size, 0);
+			atomic_fetch_sub(&xlive_bytes,
+					 (h[i].size + GRAN - 1) & ~(GRAN - 1));
+			kvf__segalloc_free(xa, h[i].off, h[i].size);
+		}
+		if (kvf__segalloc_nr_slabs(xa))
+			atomic_fetch_add(&xslabs_seen, 1);
+	}
+	return NULL;
+}
+
+static void test_cross_frees_slabs(void **state)
+{
+	pthread_t t[2];
+
+	(void)state;
+	atomic_store(&violations, 0);
+	assert_int_equal(kvf__segalloc_create(XSEG, GRAN, &xa), KVF_OK);
+	for (uintptr_t i = 0; i < 2; i++)
+		assert_int_equal(pthread_create(&t[i], NULL, xworker, (void *)i),
+				 0);
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(pthread_join(t[i], NULL), 0);
+	assert_int_equal(atomic_load(&violations), 0);
+	assert_true(atomic_load(&xslabs_seen) > 0);
+	/* The audit: used bytes are the live objects', then nothing. */
+	assert_int_equal(kvf__segalloc_used_bytes(xa),
+			 atomic_load(&xlive_bytes));
+	for (int q = 0; q < 2; q++)
+		for (uint32_t i = 0; i < xq[q].n; i++) {
+			xmark(xq[q].ring[i].off, xq[q].ring[i].size, 0);
+			kvf__segalloc_free(xa, xq[q].ring[i].off,
+					   xq[q].ring[i].size);
+		}
+	assert_int_equal(atomic_load(&violations), 0);
+	assert_int_equal(kvf__segalloc_used_bytes(xa), 0);
+	assert_int_equal(kvf__segalloc_nr_slabs(xa), 0);
+	assert_int_equal(kvf__segalloc_largest_free(xa), XSEG);
+	kvf__segalloc_destroy(xa);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_concurrent),
+		cmocka_unit_test(test_cross_frees_slabs),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
