@@ -373,6 +373,7 @@ struct kvf__segalloc {
 	uint64_t nr_slabs;
 	/* Slabs with a free slot whose size lost its class, doubly linked. */
 	struct slab *stray;
+	uint64_t nr_broken; /* slabs broken up (slab_break()), ever */
 };
 
 _Static_assert(KVF__PARK_HINT_SLOTS == 4, "kvf__park_hint_slot: top 2 bits");
@@ -1862,7 +1863,7 @@ static void spares_trim(struct kvf__segalloc *a)
  */
 static int slab_break(struct kvf__segalloc *a, struct slab *s)
 {
-	uint64_t bytes = s->end - s->base, cur, freed = 0;
+	uint64_t bytes = s->end - s->base, cur, freed = 0, limit;
 	struct reuse_list *rl = slab_class(s);
 	uint32_t pieces = 0, runs = 0;
 	struct path p;
@@ -1920,7 +1921,13 @@ static int slab_break(struct kvf__segalloc *a, struct slab *s)
 	}
 	a->free_bytes -= freed;
 	a->allocs += runs;
-	/* Then the runs are freed, each a plain free. */
+	/*
+	 * Then the runs are freed, each a plain free but never parked: the
+	 * point is free space in the tree (the reuse limit is what
+	 * reuse_room() reads).
+	 */
+	limit = a->reuse.limit;
+	a->reuse.limit = 0;
 	for (uint32_t i = 0; i < s->k; i = slab_piece_end(s, i)) {
 		const char *why;
 
@@ -1934,10 +1941,12 @@ static int slab_break(struct kvf__segalloc *a, struct slab *s)
 			kvf__die("slab %#llx run %u: %s",
 				 (unsigned long long)s->base, i, why);
 	}
+	a->reuse.limit = limit;
 	spares_trim(a);
 	atomic_fetch_sub_explicit(&a->node_bytes, slab_bytes_of(s->k),
 				  memory_order_relaxed);
 	a->nr_slabs--;
+	a->nr_broken++;
 	free(s);
 	return KVF_OK;
 }
@@ -3011,6 +3020,16 @@ uint64_t kvf__segalloc_nr_slabs(struct kvf__segalloc *a)
 
 	pthread_mutex_lock(&a->lock);
 	n = a->nr_slabs;
+	pthread_mutex_unlock(&a->lock);
+	return n;
+}
+
+uint64_t kvf__segalloc_slabs_broken(struct kvf__segalloc *a)
+{
+	uint64_t n;
+
+	pthread_mutex_lock(&a->lock);
+	n = a->nr_broken;
 	pthread_mutex_unlock(&a->lock);
 	return n;
 }

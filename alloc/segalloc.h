@@ -158,6 +158,15 @@ uint64_t kvf__segalloc_reuse_bytes(struct kvf__segalloc *a);
 uint64_t kvf__segalloc_nr_slabs(struct kvf__segalloc *a);
 
 /*
+ * kvf__segalloc_slabs_broken() - slabs broken up so far: a slab with free
+ * slots whose objects became plain blocks and its free slots free space
+ * of the tree, because an allocation found no room in the tree or its
+ * size lost its class. Takes the allocator's lock; for tests and
+ * statistics.
+ */
+uint64_t kvf__segalloc_slabs_broken(struct kvf__segalloc *a);
+
+/*
  * Bytes of the allocator's own bookkeeping: its struct and its tree's
  * nodes (spares included), as asked of malloc (malloc's per-chunk header
  * not counted). Lock-free, exact as of the last change.

@@ -1649,38 +1649,138 @@ static void test_slab_bad_frees(void **state)
 }
 
 /*
- * A slab's free slot serves only its own size: with the tree full, a
- * smaller request finds no space (nothing changes), one of the slot's
- * size takes it.
+ * With the tree full, a slab's free slot still serves a request of
+ * another size: the slab is broken up (its objects become plain blocks of
+ * the tree with their tags, its free slot free space), and the request
+ * takes that space. The broken slab's objects are then freed through the
+ * tree (directory misses), the other slabs' through their slabs.
  */
-static void test_slab_slot_own_size(void **state)
+static void test_slab_broken_under_pressure(void **state)
 {
 	struct kvf__segalloc *a;
-	uint64_t o, *offs = calloc(16384, sizeof(*offs)), n = 0, got;
+	struct live *lv = calloc(16384 + 1, sizeof(*lv));
+	uint64_t o, n = 0, h, got, slabs;
 
 	(void)state;
-	assert_non_null(offs);
+	assert_non_null(lv);
 	assert_int_equal(kvf__segalloc_create(16 * MiB, 64, &a), KVF_OK);
 	/* Fill with 1 KiB objects (slabs of four), then free one slot. */
-	while (kvf__segalloc_alloc_tagged(a, 1024, 3, &o) == KVF_OK)
-		offs[n++] = o;
+	while (kvf__segalloc_alloc_tagged(a, 1024, n + 1, &o) == KVF_OK) {
+		lv[n] = (struct live){ o, 1024, 1024, n + 1 };
+		n++;
+	}
 	assert_int_equal(n, 16384);
-	assert_true(kvf__segalloc_nr_slabs(a) >= 1);
-	kvf__segalloc_free(a, offs[n / 2], 1024);
+	slabs = kvf__segalloc_nr_slabs(a);
+	assert_true(slabs >= 1);
+	assert_int_equal(kvf__segalloc_slabs_broken(a), 0);
+	h = n / 2;
+	o = lv[h].off;
+	kvf__segalloc_free(a, o, 1024);
+	lv[h] = lv[--n];
 	assert_int_equal(kvf__segalloc_largest_free(a), 1024);
-	assert_int_equal(kvf__segalloc_alloc_tagged(a, 500, 4, &got),
+	assert_int_equal(kvf__segalloc_alloc_tagged(a, 500, 99999, &got),
+			 KVF_OK);
+	assert_int_equal(got, o);
+	lv[n++] = (struct live){ got, 512, 500, 99999 };
+	assert_int_equal(kvf__segalloc_slabs_broken(a), 1);
+	assert_int_equal(kvf__segalloc_nr_slabs(a), slabs - 1);
+	assert_int_equal(kvf__segalloc_free_bytes(a), 512);
+	assert_int_equal(kvf__segalloc_largest_free(a), 512);
+	assert_int_equal(kvf__segalloc_nr_allocs(a), n);
+	check_blocks(a, lv, n);
+	/* Nothing left to break: no space, nothing changed. */
+	assert_int_equal(kvf__segalloc_alloc_tagged(a, 1000, 5, &got),
 			 KVF_ERR_NO_SPACE);
-	assert_int_equal(kvf__segalloc_free_bytes(a), 1024);
-	assert_int_equal(kvf__segalloc_nr_allocs(a), n - 1);
-	assert_int_equal(kvf__segalloc_alloc_tagged(a, 1024, 4, &got), KVF_OK);
-	assert_int_equal(got, offs[n / 2]);
-	assert_int_equal(kvf__segalloc_free_bytes(a), 0);
+	assert_int_equal(kvf__segalloc_free_bytes(a), 512);
+	assert_int_equal(kvf__segalloc_nr_allocs(a), n);
 	while (n--)
-		kvf__segalloc_free(a, offs[n], 1024);
+		kvf__segalloc_free(a, lv[n].off, lv[n].asked);
 	assert_int_equal(kvf__segalloc_nr_slabs(a), 0);
+	assert_int_equal(kvf__segalloc_nr_allocs(a), 0);
 	assert_int_equal(kvf__segalloc_largest_free(a), 16 * MiB);
 	kvf__segalloc_destroy(a);
-	free(offs);
+	free(lv);
+}
+
+/* The longest run of free granules of the model, in bytes. */
+static uint64_t bm_longest(const struct bitmap_model *m)
+{
+	uint64_t run = 0, best = 0;
+
+	for (uint64_t i = 0; i < m->granules; i++) {
+		run = m->used[i] ? 0 : run + 1;
+		best = run > best ? run : best;
+	}
+	return best * m->gran;
+}
+
+/*
+ * Slabs under churn at the edge of full, against the bitmap model: two
+ * repeated sizes (slabs) and scattered ones (plain blocks), the segment
+ * filled until allocations fail, then a few objects freed, again and
+ * again. Whenever an allocation finds no space, the model has no free run
+ * that long: no free slot of a slab is kept from a request the space
+ * could serve (slabs broken up under pressure give it back). Free bytes,
+ * object count and the used blocks with their tags match the model
+ * throughout; at the end every slab is back in the tree.
+ */
+static void test_slab_pressure_churn(void **state)
+{
+	const uint64_t gran = 64, seg = 16 * MiB, granules = seg / gran;
+	const uint64_t hot[2] = { 500, 1000 };
+	struct bitmap_model m = { calloc(granules, 1), granules, gran };
+	struct live *lv = calloc(granules, sizeof(*lv));
+	uint64_t seed = 0x9e55a7e5ULL, fails = 0;
+	struct kvf__segalloc *a;
+	size_t n = 0;
+
+	(void)state;
+	assert_non_null(m.used);
+	assert_non_null(lv);
+	assert_int_equal(kvf__segalloc_create(seg, gran, &a), KVF_OK);
+	for (int op = 0; op < 40000; op++) {
+		uint64_t x = rng_next(&seed), size, off, tag = x | 1;
+
+		size = x % 4 ? hot[(x >> 4) & 1] : rng_range(&seed, 1, 3000);
+		if (kvf__segalloc_alloc_tagged(a, size, tag, &off)) {
+			assert_true(bm_longest(&m) < round_up(size, gran));
+			fails++;
+			/* Make a little room: a few objects at random. */
+			for (int k = 0; k < 6 && n; k++) {
+				size_t v = rng_range(&seed, 0, n - 1);
+
+				bm_mark(&m, lv[v].off, lv[v].size, 0);
+				kvf__segalloc_free(a, lv[v].off, lv[v].asked);
+				lv[v] = lv[--n];
+			}
+			continue;
+		}
+		bm_mark(&m, off, round_up(size, gran), 1);
+		lv[n++] = (struct live){ off, round_up(size, gran), size, tag };
+		if (op % 2048 == 0) {
+			uint64_t free_g = 0;
+
+			for (uint64_t g = 0; g < granules; g++)
+				free_g += !m.used[g];
+			assert_int_equal(kvf__segalloc_free_bytes(a),
+					 free_g * gran);
+			assert_int_equal(kvf__segalloc_nr_allocs(a), n);
+			check_blocks(a, lv, n);
+		}
+	}
+	assert_true(fails > 100);
+	assert_true(kvf__segalloc_slabs_broken(a) > 0);
+	check_blocks(a, lv, n);
+	while (n) {
+		kvf__segalloc_free(a, lv[n - 1].off, lv[n - 1].asked);
+		n--;
+	}
+	assert_int_equal(kvf__segalloc_nr_slabs(a), 0);
+	assert_int_equal(kvf__segalloc_free_bytes(a), seg);
+	assert_int_equal(kvf__segalloc_largest_free(a), seg);
+	kvf__segalloc_destroy(a);
+	free(lv);
+	free(m.used);
 }
 
 int main(void)
@@ -1712,7 +1812,8 @@ int main(void)
 		cmocka_unit_test(test_slab_churn),
 		cmocka_unit_test(test_slab_empty_returns),
 		cmocka_unit_test(test_slab_bad_frees),
-		cmocka_unit_test(test_slab_slot_own_size),
+		cmocka_unit_test(test_slab_broken_under_pressure),
+		cmocka_unit_test(test_slab_pressure_churn),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
