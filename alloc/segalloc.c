@@ -148,6 +148,44 @@
  * to an exact fit without a pass over the segments and take it alone
  * (kvf__segalloc_has_parked, kvf__segalloc_try_take_parked).
  *
+ * Slabs: a size with a slot whose objects are small against the segment
+ * (slab_objs(): SLAB_MIN_OBJS to SLAB_MAX_OBJS of them at least one
+ * directory cell long, at most capacity / SLAB_SHARE bytes) is held in
+ * slabs. A slab is one used block of the tree (flag SLAB, tag 0) holding
+ * k objects of that size: a bitmap says which are held, an array keeps
+ * their tags (8 bytes per object against the tree's 16 per block). The
+ * per-segment directory (about 2^SLAB_CELLS_LOG cells of 16 bytes, made
+ * at the first slab) finds an object's slab in O(1): a slab is at least a
+ * cell long, so a cell meets at most two (the one covering its first
+ * byte, the one starting inside it); a miss is a plain block of the tree.
+ * An alloc of the size takes a parked block first, else a slot of the
+ * newest slab with one free (its class's partial list), else carves a new
+ * slab by first fit, but not where less than capacity / SLAB_ROOM would
+ * stay free. A free in a slab clears a bit: no descent, no merge; the
+ * slab goes back to the tree as one free block when its last object goes.
+ *  - Space back: a slab's free slots serve its own size only. When the
+ *    tree cannot meet a request (after the parked blocks were given
+ *    back), slabs with free slots are broken up until it can
+ *    (slabs_make_room(), slab_break()): each held object becomes a plain
+ *    used block with its tag, each run of free slots a free block merged
+ *    with its free neighbours. The nodes that takes are reserved before
+ *    anything changes (NO_MEMORY leaves the slab whole). So NO_SPACE
+ *    still means no free range fits, and the published largest_free,
+ *    which counts the largest size with a free slot, is a request alloc
+ *    can serve (its own size from the slab, any smaller one by breaking
+ *    it). A size that loses its slot breaks its partial slabs up at once
+ *    (a stray list keeps them if memory is short; its full slabs join it
+ *    at their first free) so no slot waits for a size nobody allocates.
+ *  - To every reader a free slot is free (free_bytes counts it) and a
+ *    held object a used block (nr_allocs, used_blocks and scan list it,
+ *    with its tag); reserve takes exactly one free slot of its size.
+ *  - KVF_SEGALLOC_CHECK verifies after every change: each SLAB block is
+ *    in the directory and agrees with it, is never empty, its bitmap
+ *    counts its free slots, a free slot has no tag, it is listed (class
+ *    or stray) iff it has a free slot; the directory's cells name only
+ *    slabs meeting them; and the free bytes are the tree's free blocks
+ *    plus parked blocks plus free slots, less the pending claims.
+ *
  * Concurrency: one mutex per allocator guards everything. After each change
  * the lock holder publishes free_bytes, largest_free and the allocation
  * count with atomic stores (the parked sizes as their lists change), so

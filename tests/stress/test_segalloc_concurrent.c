@@ -167,13 +167,17 @@ static void test_concurrent(void **state)
 /*
  * Two threads allocate objects of two slab sizes from one allocator and
  * free each other's (handed over through a locked exchange), so each
- * frees into slabs the other filled. At the end: no overlap seen, the
- * accounting audit (used bytes = live objects) held throughout, every
- * slab back in the tree.
+ * frees into slabs the other filled. Each also keeps blocks of scattered
+ * sizes (plain blocks of the tree) until the segment is full, so that
+ * their allocations break slabs up (free slots back to the tree) while
+ * the other thread frees into them. At the end: no overlap seen, slabs
+ * were broken up, the accounting audit (used bytes = live objects) holds,
+ * and once everything is freed every slab is back in the tree.
  */
 #define XSEG (64ULL << 20)
 #define XOPS 20000
 #define XRING 512
+#define XKEEP 16384
 
 static struct kvf__segalloc *xa;
 static pthread_mutex_t xlock = PTHREAD_MUTEX_INITIALIZER;
@@ -212,6 +216,9 @@ static void xput(int to, uint64_t off, uint64_t size)
 	}
 }
 
+static struct held xkept[2][XKEEP];
+static uint32_t xnkept[2];
+
 static void *xworker(void *arg)
 {
 	int id = (int)(uintptr_t)arg;
@@ -219,8 +226,19 @@ static void *xworker(void *arg)
 
 	for (int op = 0; op < XOPS; op++) {
 		uint64_t r = next(&rng), size = r & 1 ? 1000 : 3000, off;
+		uint64_t keep = 1 + (r >> 8) % 8000;
 		struct held h[XRING];
 		uint32_t k;
+
+		/* Every other op a scattered size kept to the end. */
+		if (r & 2 && xnkept[id] < XKEEP &&
+		    kvf__segalloc_alloc_tagged(xa, keep, r | 1, &off) ==
+			    KVF_OK) {
+			xmark(off, keep, 1);
+			atomic_fetch_add(&xlive_bytes,
+					 (keep + GRAN - 1) & ~(GRAN - 1));
+			xkept[id][xnkept[id]++] = (struct held){ 0, off, keep };
+		}
 
 		if (kvf__segalloc_alloc_tagged(xa, size, r | 1, &off) ==
 		    KVF_OK) {
@@ -252,6 +270,8 @@ static void *xworker(void *arg)
 
 static void test_cross_frees_slabs(void **state)
 {
+	uint64_t *xfill;
+	size_t nfill = 0;
 	pthread_t t[2];
 
 	(void)state;
@@ -264,9 +284,53 @@ static void test_cross_frees_slabs(void **state)
 		assert_int_equal(pthread_join(t[i], NULL), 0);
 	assert_int_equal(atomic_load(&violations), 0);
 	assert_true(atomic_load(&xslabs_seen) > 0);
-	/* The audit: used bytes are the live objects', then nothing. */
+	/* The audit: used bytes are the live objects'. */
 	assert_int_equal(kvf__segalloc_used_bytes(xa),
 			 atomic_load(&xlive_bytes));
+	/*
+	 * Half the handed-over objects freed (slots of slabs free now), then
+	 * the smallest blocks until no space: that happens only once nothing
+	 * at all is free, every free slot of a slab given back to the tree.
+	 */
+	for (int q = 0; q < 2; q++) {
+		uint32_t m = 0;
+
+		for (uint32_t i = 0; i < xq[q].n; i++) {
+			struct held *h = &xq[q].ring[i];
+
+			if (i % 2) {
+				xq[q].ring[m++] = *h;
+				continue;
+			}
+			xmark(h->off, h->size, 0);
+			atomic_fetch_sub(&xlive_bytes,
+					 (h->size + GRAN - 1) & ~(GRAN - 1));
+			kvf__segalloc_free(xa, h->off, h->size);
+		}
+		xq[q].n = m;
+	}
+	xfill = malloc(XSEG / GRAN * sizeof(*xfill));
+	assert_non_null(xfill);
+	while (kvf__segalloc_alloc_tagged(xa, GRAN, 5, &xfill[nfill]) ==
+	       KVF_OK)
+		xmark(xfill[nfill++], GRAN, 1);
+	assert_int_equal(kvf__segalloc_free_bytes(xa), 0);
+	assert_int_equal(kvf__segalloc_used_bytes(xa),
+			 atomic_load(&xlive_bytes) + nfill * GRAN);
+	print_message("# %llu slabs broken up, %u + %u kept, %zu filled\n",
+		      (unsigned long long)kvf__segalloc_slabs_broken(xa),
+		      xnkept[0], xnkept[1], nfill);
+	while (nfill--) {
+		xmark(xfill[nfill], GRAN, 0);
+		kvf__segalloc_free(xa, xfill[nfill], GRAN);
+	}
+	free(xfill);
+	for (int w = 0; w < 2; w++)
+		for (uint32_t i = 0; i < xnkept[w]; i++) {
+			xmark(xkept[w][i].off, xkept[w][i].size, 0);
+			kvf__segalloc_free(xa, xkept[w][i].off,
+					   xkept[w][i].size);
+		}
 	for (int q = 0; q < 2; q++)
 		for (uint32_t i = 0; i < xq[q].n; i++) {
 			xmark(xq[q].ring[i].off, xq[q].ring[i].size, 0);

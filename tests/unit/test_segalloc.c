@@ -1702,6 +1702,59 @@ static void test_slab_broken_under_pressure(void **state)
 	free(lv);
 }
 
+/*
+ * A size that loses its slot (here: the reuse lists turned off) breaks
+ * its partial slabs up at once; its full slabs drain, and one that gets a
+ * free slot is broken up like any other when the tree runs out. In the
+ * end the segment fills down to no free byte with the smallest blocks,
+ * every slab gone.
+ */
+static void test_slab_orphaned(void **state)
+{
+	struct kvf__segalloc *a;
+	struct live *lv = calloc(300000, sizeof(*lv));
+	uint64_t o, n = 0, slabs, broken;
+
+	(void)state;
+	assert_non_null(lv);
+	assert_int_equal(kvf__segalloc_create(16 * MiB, 64, &a), KVF_OK);
+	for (; n < 64; n++) {
+		assert_int_equal(kvf__segalloc_alloc_tagged(a, 1000, n + 1, &o),
+				 KVF_OK);
+		lv[n] = (struct live){ o, 1024, 1000, n + 1 };
+	}
+	slabs = kvf__segalloc_nr_slabs(a);
+	assert_true(slabs >= 4);
+	/* One slot of a middle slab free: that slab is partial. */
+	kvf__segalloc_free(a, lv[30].off, lv[30].asked);
+	lv[30] = lv[--n];
+	kvf__segalloc_set_reuse_limit(a, 0);
+	broken = kvf__segalloc_slabs_broken(a);
+	assert_true(broken >= 1);
+	assert_int_equal(kvf__segalloc_nr_slabs(a), slabs - broken);
+	check_blocks(a, lv, n);
+	/* A slot of a full one freed: it has no class now (stray). */
+	kvf__segalloc_free(a, lv[20].off, lv[20].asked);
+	lv[20] = lv[--n];
+	check_blocks(a, lv, n);
+	/* Fill the rest of the segment, large blocks then small ones. */
+	for (uint64_t size = 64 * KiB; size >= 64; size /= 4)
+		while (kvf__segalloc_alloc_tagged(a, size, 7, &o) == KVF_OK) {
+			lv[n] = (struct live){ o, size, size, 7 };
+			n++;
+		}
+	assert_true(kvf__segalloc_slabs_broken(a) > broken);
+	assert_int_equal(kvf__segalloc_free_bytes(a), 0);
+	assert_int_equal(kvf__segalloc_nr_allocs(a), n);
+	check_blocks(a, lv, n);
+	while (n--)
+		kvf__segalloc_free(a, lv[n].off, lv[n].asked);
+	assert_int_equal(kvf__segalloc_nr_slabs(a), 0);
+	assert_int_equal(kvf__segalloc_largest_free(a), 16 * MiB);
+	kvf__segalloc_destroy(a);
+	free(lv);
+}
+
 /* The longest run of free granules of the model, in bytes. */
 static uint64_t bm_longest(const struct bitmap_model *m)
 {
@@ -1814,6 +1867,7 @@ int main(void)
 		cmocka_unit_test(test_slab_bad_frees),
 		cmocka_unit_test(test_slab_broken_under_pressure),
 		cmocka_unit_test(test_slab_pressure_churn),
+		cmocka_unit_test(test_slab_orphaned),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
