@@ -2090,9 +2090,8 @@ static bool slab_collect(const struct kvf__segalloc *a, uint64_t base,
 			 size_t *k, size_t max, uint64_t *end)
 {
 	const struct slab *s = slab_at(a, base);
-	uint32_t i = from > s->base ?
-			     (uint32_t)((from - s->base + s->size - 1) / s->size) :
-			     0;
+	uint64_t rel = from > s->base ? from - s->base : 0;
+	uint32_t i = (uint32_t)((rel + s->size - 1) / s->size);
 
 	for (; i < s->k && *k < max; i++) {
 		if (!(s->words[i / 64] & (1ULL << (i % 64))))
@@ -2443,7 +2442,8 @@ void kvf__segalloc_destroy(struct kvf__segalloc *a)
 	/* Each slab once: in the cell holding its base. */
 	for (uint64_t c = 0; a->dir && c < a->dir_cells; c++) {
 		free(a->dir[c].start);
-		if (a->dir[c].cover && a->dir[c].cover->base == c << a->dir_shift)
+		if (a->dir[c].cover &&
+		    a->dir[c].cover->base == c << a->dir_shift)
 			free(a->dir[c].cover);
 	}
 	free(a->dir);
