@@ -261,6 +261,12 @@
 #define SLAB_SHARE 16
 /* No slab is carved once less than capacity / SLAB_ROOM would stay free. */
 #define SLAB_ROOM 8
+/*
+ * Nor for a size allocated fewer than SLAB_AFTER times since it took its
+ * slot: a master's page sizes pass at once, the wide placement mix's
+ * sizes, each seen now and then, do not (their slabs cost it fill).
+ */
+#define SLAB_AFTER 64
 
 /*
  * Leaves and inner nodes share a head (struct node: count, summaries,
@@ -331,6 +337,7 @@ struct reuse_list {
 	uint64_t last_use; /* reuse.clock at this size's last alloc */
 	uint32_t n;
 	uint32_t slab_k;       /* objects per slab of this size; 0: no slabs */
+	uint32_t hits;         /* allocs of it since it took the slot, to SLAB_AFTER */
 	uint32_t gen;          /* bumped when the slot changes size */
 	uint64_t nr_slabs;     /* slabs of this generation, full ones too */
 	struct slab *partial;  /* its slabs with a free slot, doubly linked */
@@ -1387,6 +1394,7 @@ static void reuse_claim(struct kvf__segalloc *a, uint64_t need)
 	v->size = need;
 	v->last_use = a->reuse.clock;
 	v->slab_k = slab_objs(a, need);
+	v->hits = 0;
 }
 
 /* Start loading every line of leaf @l, for writing. */
@@ -1586,6 +1594,7 @@ static bool reuse_take(struct kvf__segalloc *a, uint64_t need, uint64_t tag,
 		return false;
 	}
 	rl->last_use = a->reuse.clock;
+	rl->hits += rl->hits < SLAB_AFTER;
 	if (!rl->n)
 		return slab_take(a, rl, tag, offset);
 	*offset = reuse_pop(a, rl, tag);
@@ -1814,7 +1823,8 @@ static bool slab_carve(struct kvf__segalloc *a, struct reuse_list *rl)
 static bool slab_take(struct kvf__segalloc *a, struct reuse_list *rl,
 		      uint64_t tag, uint64_t *offset)
 {
-	if (!rl->partial && (!rl->slab_k || !slab_carve(a, rl)))
+	if (!rl->partial &&
+	    (!rl->slab_k || rl->hits < SLAB_AFTER || !slab_carve(a, rl)))
 		return false;
 	*offset = slab_pop(a, rl->partial, tag);
 	return true;
@@ -1901,7 +1911,7 @@ static void spares_trim(struct kvf__segalloc *a)
  */
 static int slab_break(struct kvf__segalloc *a, struct slab *s)
 {
-	uint64_t bytes = s->end - s->base, cur, freed = 0, limit;
+	uint64_t bytes = s->end - s->base, cur, freed = 0;
 	struct reuse_list *rl = slab_class(s);
 	uint32_t pieces = 0, runs = 0;
 	struct path p;
@@ -1964,8 +1974,6 @@ static int slab_break(struct kvf__segalloc *a, struct slab *s)
 	 * point is free space in the tree (the reuse limit is what
 	 * reuse_room() reads).
 	 */
-	limit = a->reuse.limit;
-	a->reuse.limit = 0;
 	for (uint32_t i = 0; i < s->k; i = slab_piece_end(s, i)) {
 		const char *why;
 
@@ -1979,7 +1987,6 @@ static int slab_break(struct kvf__segalloc *a, struct slab *s)
 			kvf__die("slab %#llx run %u: %s",
 				 (unsigned long long)s->base, i, why);
 	}
-	a->reuse.limit = limit;
 	spares_trim(a);
 	atomic_fetch_sub_explicit(&a->node_bytes, slab_bytes_of(s->k),
 				  memory_order_relaxed);
@@ -2001,7 +2008,7 @@ static bool slabs_make_room(struct kvf__segalloc *a, uint64_t need)
 	bool broke = false;
 
 	apply_claims(a, NULL, 0);
-	while (a->stray && a->largest < need) {
+	while (a->stray && a->largest < need && reuse_largest(a) < need) {
 		if (slab_break(a, a->stray))
 			return broke;
 		broke = true;
@@ -2009,7 +2016,8 @@ static bool slabs_make_room(struct kvf__segalloc *a, uint64_t need)
 	for (unsigned k = 0; k < REUSE_SIZES && a->largest < need; k++) {
 		struct reuse_list *rl = &a->reuse.list[k];
 
-		while (rl->partial && a->largest < need) {
+		while (rl->partial && a->largest < need &&
+		       reuse_largest(a) < need) {
 			if (slab_break(a, rl->partial))
 				return broke;
 			broke = true;
@@ -2482,9 +2490,12 @@ static int alloc_locked(struct kvf__segalloc *a, uint64_t need, uint64_t tag,
 	 * 0.99986 -> 0.99900 (kvforge-bench --workload placement). Instead
 	 * the slabs with free slots are broken up until the tree fits it.
 	 */
-	if (a->largest < need && slabs_make_room(a, need) &&
-	    a->largest < need)
-		publish(a);
+	if (a->largest < need && slabs_make_room(a, need)) {
+		if (a->largest < need && reuse_largest(a) >= need)
+			reuse_flush(a);
+		if (a->largest < need)
+			publish(a);
+	}
 	if (a->largest < need)
 		return KVF_ERR_NO_SPACE;
 	rc = tree_alloc(a, need, USED, tag, offset);

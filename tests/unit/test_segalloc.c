@@ -1620,15 +1620,16 @@ static void free_slab_twice(struct kvf__segalloc *a)
 static void test_slab_bad_frees(void **state)
 {
 	struct kvf__segalloc *a;
-	uint64_t off[64], free_before;
+	uint64_t off[128], free_before;
 
 	(void)state;
 	assert_int_equal(kvf__segalloc_create(16 * MiB, 64, &a), KVF_OK);
-	for (int i = 0; i < 64; i++)
+	/* Slabs from the 64th alloc of the size on (SLAB_AFTER). */
+	for (int i = 0; i < 128; i++)
 		assert_int_equal(kvf__segalloc_alloc_tagged(a, 900, 7, &off[i]),
 				 KVF_OK);
 	assert_true(kvf__segalloc_nr_slabs(a) >= 1);
-	slab_obj = off[40];
+	slab_obj = off[100];
 	expect_death(free_slab_inside, a);
 	expect_death(free_slab_wrong_size, a);
 	expect_death(free_slab_twice, a);
@@ -1718,7 +1719,8 @@ static void test_slab_orphaned(void **state)
 	(void)state;
 	assert_non_null(lv);
 	assert_int_equal(kvf__segalloc_create(16 * MiB, 64, &a), KVF_OK);
-	for (; n < 64; n++) {
+	/* Slabs from the 64th alloc of the size on (SLAB_AFTER). */
+	for (; n < 160; n++) {
 		assert_int_equal(kvf__segalloc_alloc_tagged(a, 1000, n + 1, &o),
 				 KVF_OK);
 		lv[n] = (struct live){ o, 1024, 1000, n + 1 };
@@ -1726,16 +1728,16 @@ static void test_slab_orphaned(void **state)
 	slabs = kvf__segalloc_nr_slabs(a);
 	assert_true(slabs >= 4);
 	/* One slot of a middle slab free: that slab is partial. */
-	kvf__segalloc_free(a, lv[30].off, lv[30].asked);
-	lv[30] = lv[--n];
+	kvf__segalloc_free(a, lv[130].off, lv[130].asked);
+	lv[130] = lv[--n];
 	kvf__segalloc_set_reuse_limit(a, 0);
 	broken = kvf__segalloc_slabs_broken(a);
 	assert_true(broken >= 1);
 	assert_int_equal(kvf__segalloc_nr_slabs(a), slabs - broken);
 	check_blocks(a, lv, n);
 	/* A slot of a full one freed: it has no class now (stray). */
-	kvf__segalloc_free(a, lv[20].off, lv[20].asked);
-	lv[20] = lv[--n];
+	kvf__segalloc_free(a, lv[100].off, lv[100].asked);
+	lv[100] = lv[--n];
 	check_blocks(a, lv, n);
 	/* Fill the rest of the segment, large blocks then small ones. */
 	for (uint64_t size = 64 * KiB; size >= 64; size /= 4)
