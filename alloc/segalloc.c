@@ -151,7 +151,7 @@
  * Slabs: a size with a slot whose objects are small against the segment
  * (slab_objs(): SLAB_MIN_OBJS to SLAB_MAX_OBJS of them at least one
  * directory cell long, at most capacity / SLAB_SHARE bytes) is held in
- * slabs. A slab is one used block of the tree (flag SLAB, tag 0) holding
+ * slabs once it was allocated SLAB_AFTER times since it took the slot. A slab is one used block of the tree (flag SLAB, tag 0) holding
  * k objects of that size: a bitmap says which are held, an array keeps
  * their tags (8 bytes per object against the tree's 16 per block). The
  * per-segment directory (about 2^SLAB_CELLS_LOG cells of 16 bytes, made
