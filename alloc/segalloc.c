@@ -1177,18 +1177,27 @@ static struct reuse_list *reuse_find(struct kvf__segalloc *a, uint64_t size)
 	return NULL;
 }
 
-/* The largest parked block (0 if none). */
-static uint64_t reuse_largest(const struct kvf__segalloc *a)
+/*
+ * The largest size with a parked block (!@slabs) or with a slab with a
+ * free slot (@slabs); 0 if none.
+ */
+static uint64_t largest_listed(const struct kvf__segalloc *a, bool slabs)
 {
 	uint64_t m = 0;
 
 	for (unsigned k = 0; k < REUSE_SIZES; k++) {
 		const struct reuse_list *rl = &a->reuse.list[k];
 
-		if (rl->n && rl->size > m)
+		if ((slabs ? rl->partial != NULL : rl->n != 0) && rl->size > m)
 			m = rl->size;
 	}
 	return m;
+}
+
+/* The largest parked block (0 if none). */
+static uint64_t reuse_largest(const struct kvf__segalloc *a)
+{
+	return largest_listed(a, false);
 }
 
 /*
@@ -1695,20 +1704,6 @@ static void slab_list_del(struct kvf__segalloc *a, struct slab *s)
 	if (s->next)
 		s->next->prev = s->prev;
 	s->prev = s->next = NULL;
-}
-
-/* The largest size whose class has a slab with a free slot (0: none). */
-static uint64_t slab_largest(const struct kvf__segalloc *a)
-{
-	uint64_t m = 0;
-
-	for (unsigned k = 0; k < REUSE_SIZES; k++) {
-		const struct reuse_list *rl = &a->reuse.list[k];
-
-		if (rl->partial && rl->size > m)
-			m = rl->size;
-	}
-	return m;
 }
 
 static int slab_break(struct kvf__segalloc *a, struct slab *s);
@@ -2359,7 +2354,7 @@ static void check_slabs(const struct kvf__segalloc *a)
 
 static void publish(struct kvf__segalloc *a)
 {
-	uint64_t parked = reuse_largest(a), slot = slab_largest(a);
+	uint64_t parked = reuse_largest(a), slot = largest_listed(a, true);
 #ifdef KVF_SEGALLOC_CHECK
 	uint64_t at = 0;
 
@@ -3063,22 +3058,14 @@ uint64_t kvf__segalloc_reuse_bytes(struct kvf__segalloc *a)
 	return bytes;
 }
 
-uint64_t kvf__segalloc_nr_slabs(struct kvf__segalloc *a)
+uint64_t kvf__segalloc_nr_slabs(struct kvf__segalloc *a, uint64_t *broken)
 {
 	uint64_t n;
 
 	pthread_mutex_lock(&a->lock);
 	n = a->nr_slabs;
-	pthread_mutex_unlock(&a->lock);
-	return n;
-}
-
-uint64_t kvf__segalloc_slabs_broken(struct kvf__segalloc *a)
-{
-	uint64_t n;
-
-	pthread_mutex_lock(&a->lock);
-	n = a->nr_broken;
+	if (broken)
+		*broken = a->nr_broken;
 	pthread_mutex_unlock(&a->lock);
 	return n;
 }

@@ -153,18 +153,13 @@ uint64_t kvf__segalloc_reuse_bytes(struct kvf__segalloc *a);
 /*
  * kvf__segalloc_nr_slabs() - slabs the allocator holds now (see segalloc.c,
  * "Slabs"): used blocks of the tree each holding objects of one size in a
- * bitmap. Takes the allocator's lock; for tests and statistics.
+ * bitmap. @broken, if not NULL, gets how many were broken up so far (a
+ * slab with free slots whose objects became plain blocks and its free
+ * slots free space of the tree, because an allocation found no room in
+ * the tree or its size lost its slot). Takes the allocator's lock; for
+ * tests and statistics.
  */
-uint64_t kvf__segalloc_nr_slabs(struct kvf__segalloc *a);
-
-/*
- * kvf__segalloc_slabs_broken() - slabs broken up so far: a slab with free
- * slots whose objects became plain blocks and its free slots free space
- * of the tree, because an allocation found no room in the tree or its
- * size lost its class. Takes the allocator's lock; for tests and
- * statistics.
- */
-uint64_t kvf__segalloc_slabs_broken(struct kvf__segalloc *a);
+uint64_t kvf__segalloc_nr_slabs(struct kvf__segalloc *a, uint64_t *broken);
 
 /*
  * Bytes of the allocator's own bookkeeping: its struct and its tree's

@@ -1492,6 +1492,50 @@ static void test_free_many_bad_dies(void **state)
 
 /* ---- slabs ---- */
 
+static uint64_t slabs_broken(struct kvf__segalloc *a)
+{
+	uint64_t broken;
+
+	kvf__segalloc_nr_slabs(a, &broken);
+	return broken;
+}
+
+/*
+ * Free the @n objects left, check the segment is one free block again
+ * with no slab, and let go of the allocator and the model.
+ */
+static void model_end(struct kvf__segalloc *a, struct bitmap_model *m,
+		      struct live *lv, size_t n)
+{
+	uint64_t seg = m->granules * m->gran;
+
+	while (n) {
+		kvf__segalloc_free(a, lv[n - 1].off, lv[n - 1].asked);
+		n--;
+	}
+	assert_int_equal(kvf__segalloc_nr_slabs(a, NULL), 0);
+	assert_int_equal(kvf__segalloc_free_bytes(a), seg);
+	assert_int_equal(kvf__segalloc_largest_free(a), seg);
+	kvf__segalloc_destroy(a);
+	free(lv);
+	free(m->used);
+}
+
+/* A model of @seg bytes in granules of @gran, room for as many objects. */
+static struct kvf__segalloc *model_new(struct bitmap_model *m,
+				       struct live **lv, uint64_t seg,
+				       uint64_t gran)
+{
+	struct kvf__segalloc *a;
+
+	*m = (struct bitmap_model){ calloc(seg / gran, 1), seg / gran, gran };
+	*lv = calloc(seg / gran, sizeof(**lv));
+	assert_non_null(m->used);
+	assert_non_null(*lv);
+	assert_int_equal(kvf__segalloc_create(seg, gran, &a), KVF_OK);
+	return a;
+}
+
 /*
  * Slabs under churn against the bitmap model: two repeated sizes (they
  * get slabs) and scattered ones (plain blocks of the tree: their frees
@@ -1502,19 +1546,16 @@ static void test_free_many_bad_dies(void **state)
  */
 static void test_slab_churn(void **state)
 {
-	const uint64_t gran = 64, seg = 64 * MiB, granules = seg / gran;
+	const uint64_t gran = 64, seg = 64 * MiB;
 	const uint64_t hot[2] = { 1000, 3000 };
-	struct bitmap_model m = { calloc(granules, 1), granules, gran };
-	struct live *lv = calloc(granules, sizeof(*lv));
 	struct kvf__segalloc_range r[64];
 	uint64_t seed = 0x51ab51abULL, most = 0;
-	struct kvf__segalloc *a;
+	struct bitmap_model m;
+	struct live *lv;
+	struct kvf__segalloc *a = model_new(&m, &lv, seg, gran);
 	size_t n = 0;
 
 	(void)state;
-	assert_non_null(m.used);
-	assert_non_null(lv);
-	assert_int_equal(kvf__segalloc_create(seg, gran, &a), KVF_OK);
 	for (int op = 0; op < 60000; op++) {
 		uint64_t x = rng_next(&seed), size, off, tag = x | 1;
 
@@ -1544,30 +1585,16 @@ static void test_slab_churn(void **state)
 			lv[n++] = (struct live){ off, round_up(size, gran), size,
 						 tag };
 		}
-		if (kvf__segalloc_nr_slabs(a) > most)
-			most = kvf__segalloc_nr_slabs(a);
+		if (kvf__segalloc_nr_slabs(a, NULL) > most)
+			most = kvf__segalloc_nr_slabs(a, NULL);
 		if (op % 1024 == 0) {
-			uint64_t free_g = 0;
-
-			for (uint64_t g = 0; g < granules; g++)
-				free_g += !m.used[g];
-			assert_int_equal(kvf__segalloc_free_bytes(a),
-					 free_g * gran);
+			bm_check_free(&m, a);
 			assert_int_equal(kvf__segalloc_nr_allocs(a), n);
 			check_blocks(a, lv, n);
 		}
 	}
 	assert_true(most >= 2);
-	while (n) {
-		kvf__segalloc_free(a, lv[n - 1].off, lv[n - 1].asked);
-		n--;
-	}
-	assert_int_equal(kvf__segalloc_nr_slabs(a), 0);
-	assert_int_equal(kvf__segalloc_free_bytes(a), seg);
-	assert_int_equal(kvf__segalloc_largest_free(a), seg);
-	kvf__segalloc_destroy(a);
-	free(lv);
-	free(m.used);
+	model_end(a, &m, lv, n);
 }
 
 /* Fill with one size: slabs form; an empty one goes back to the tree. */
@@ -1582,12 +1609,12 @@ static void test_slab_empty_returns(void **state)
 		assert_int_equal(kvf__segalloc_alloc_tagged(a, 900, n + 1,
 							    &off[n]),
 				 KVF_OK);
-	assert_true(kvf__segalloc_nr_slabs(a) >= 1);
+	assert_true(kvf__segalloc_nr_slabs(a, NULL) >= 1);
 	/* Objects of a slab are adjacent slots of one size. */
 	assert_int_equal(off[101] - off[100], 960);
 	while (n--)
 		kvf__segalloc_free(a, off[n], 900);
-	assert_int_equal(kvf__segalloc_nr_slabs(a), 0);
+	assert_int_equal(kvf__segalloc_nr_slabs(a, NULL), 0);
 	assert_int_equal(kvf__segalloc_nr_allocs(a), 0);
 	assert_int_equal(kvf__segalloc_largest_free(a), 16 * MiB);
 	kvf__segalloc_destroy(a);
@@ -1628,7 +1655,7 @@ static void test_slab_bad_frees(void **state)
 	for (int i = 0; i < 128; i++)
 		assert_int_equal(kvf__segalloc_alloc_tagged(a, 900, 7, &off[i]),
 				 KVF_OK);
-	assert_true(kvf__segalloc_nr_slabs(a) >= 1);
+	assert_true(kvf__segalloc_nr_slabs(a, NULL) >= 1);
 	slab_obj = off[100];
 	expect_death(free_slab_inside, a);
 	expect_death(free_slab_wrong_size, a);
@@ -1671,9 +1698,9 @@ static void test_slab_broken_under_pressure(void **state)
 		n++;
 	}
 	assert_int_equal(n, 16384);
-	slabs = kvf__segalloc_nr_slabs(a);
+	slabs = kvf__segalloc_nr_slabs(a, NULL);
 	assert_true(slabs >= 1);
-	assert_int_equal(kvf__segalloc_slabs_broken(a), 0);
+	assert_int_equal(slabs_broken(a), 0);
 	h = n / 2;
 	o = lv[h].off;
 	kvf__segalloc_free(a, o, 1024);
@@ -1683,8 +1710,8 @@ static void test_slab_broken_under_pressure(void **state)
 			 KVF_OK);
 	assert_int_equal(got, o);
 	lv[n++] = (struct live){ got, 512, 500, 99999 };
-	assert_int_equal(kvf__segalloc_slabs_broken(a), 1);
-	assert_int_equal(kvf__segalloc_nr_slabs(a), slabs - 1);
+	assert_int_equal(slabs_broken(a), 1);
+	assert_int_equal(kvf__segalloc_nr_slabs(a, NULL), slabs - 1);
 	assert_int_equal(kvf__segalloc_free_bytes(a), 512);
 	assert_int_equal(kvf__segalloc_largest_free(a), 512);
 	assert_int_equal(kvf__segalloc_nr_allocs(a), n);
@@ -1696,7 +1723,7 @@ static void test_slab_broken_under_pressure(void **state)
 	assert_int_equal(kvf__segalloc_nr_allocs(a), n);
 	while (n--)
 		kvf__segalloc_free(a, lv[n].off, lv[n].asked);
-	assert_int_equal(kvf__segalloc_nr_slabs(a), 0);
+	assert_int_equal(kvf__segalloc_nr_slabs(a, NULL), 0);
 	assert_int_equal(kvf__segalloc_nr_allocs(a), 0);
 	assert_int_equal(kvf__segalloc_largest_free(a), 16 * MiB);
 	kvf__segalloc_destroy(a);
@@ -1725,15 +1752,15 @@ static void test_slab_orphaned(void **state)
 				 KVF_OK);
 		lv[n] = (struct live){ o, 1024, 1000, n + 1 };
 	}
-	slabs = kvf__segalloc_nr_slabs(a);
+	slabs = kvf__segalloc_nr_slabs(a, NULL);
 	assert_true(slabs >= 4);
 	/* One slot of a middle slab free: that slab is partial. */
 	kvf__segalloc_free(a, lv[130].off, lv[130].asked);
 	lv[130] = lv[--n];
 	kvf__segalloc_set_reuse_limit(a, 0);
-	broken = kvf__segalloc_slabs_broken(a);
+	broken = slabs_broken(a);
 	assert_true(broken >= 1);
-	assert_int_equal(kvf__segalloc_nr_slabs(a), slabs - broken);
+	assert_int_equal(kvf__segalloc_nr_slabs(a, NULL), slabs - broken);
 	check_blocks(a, lv, n);
 	/* A slot of a full one freed: it has no class now (stray). */
 	kvf__segalloc_free(a, lv[100].off, lv[100].asked);
@@ -1745,13 +1772,13 @@ static void test_slab_orphaned(void **state)
 			lv[n] = (struct live){ o, size, size, 7 };
 			n++;
 		}
-	assert_true(kvf__segalloc_slabs_broken(a) > broken);
+	assert_true(slabs_broken(a) > broken);
 	assert_int_equal(kvf__segalloc_free_bytes(a), 0);
 	assert_int_equal(kvf__segalloc_nr_allocs(a), n);
 	check_blocks(a, lv, n);
 	while (n--)
 		kvf__segalloc_free(a, lv[n].off, lv[n].asked);
-	assert_int_equal(kvf__segalloc_nr_slabs(a), 0);
+	assert_int_equal(kvf__segalloc_nr_slabs(a, NULL), 0);
 	assert_int_equal(kvf__segalloc_largest_free(a), 16 * MiB);
 	kvf__segalloc_destroy(a);
 	free(lv);
@@ -1781,18 +1808,15 @@ static uint64_t bm_longest(const struct bitmap_model *m)
  */
 static void test_slab_pressure_churn(void **state)
 {
-	const uint64_t gran = 64, seg = 16 * MiB, granules = seg / gran;
+	const uint64_t gran = 64, seg = 16 * MiB;
 	const uint64_t hot[2] = { 500, 1000 };
-	struct bitmap_model m = { calloc(granules, 1), granules, gran };
-	struct live *lv = calloc(granules, sizeof(*lv));
 	uint64_t seed = 0x9e55a7e5ULL, fails = 0;
-	struct kvf__segalloc *a;
+	struct bitmap_model m;
+	struct live *lv;
+	struct kvf__segalloc *a = model_new(&m, &lv, seg, gran);
 	size_t n = 0;
 
 	(void)state;
-	assert_non_null(m.used);
-	assert_non_null(lv);
-	assert_int_equal(kvf__segalloc_create(seg, gran, &a), KVF_OK);
 	for (int op = 0; op < 40000; op++) {
 		uint64_t x = rng_next(&seed), size, off, tag = x | 1;
 
@@ -1813,29 +1837,15 @@ static void test_slab_pressure_churn(void **state)
 		bm_mark(&m, off, round_up(size, gran), 1);
 		lv[n++] = (struct live){ off, round_up(size, gran), size, tag };
 		if (op % 2048 == 0) {
-			uint64_t free_g = 0;
-
-			for (uint64_t g = 0; g < granules; g++)
-				free_g += !m.used[g];
-			assert_int_equal(kvf__segalloc_free_bytes(a),
-					 free_g * gran);
+			bm_check_free(&m, a);
 			assert_int_equal(kvf__segalloc_nr_allocs(a), n);
 			check_blocks(a, lv, n);
 		}
 	}
 	assert_true(fails > 100);
-	assert_true(kvf__segalloc_slabs_broken(a) > 0);
+	assert_true(slabs_broken(a) > 0);
 	check_blocks(a, lv, n);
-	while (n) {
-		kvf__segalloc_free(a, lv[n - 1].off, lv[n - 1].asked);
-		n--;
-	}
-	assert_int_equal(kvf__segalloc_nr_slabs(a), 0);
-	assert_int_equal(kvf__segalloc_free_bytes(a), seg);
-	assert_int_equal(kvf__segalloc_largest_free(a), seg);
-	kvf__segalloc_destroy(a);
-	free(lv);
-	free(m.used);
+	model_end(a, &m, lv, n);
 }
 
 int main(void)
