@@ -2442,12 +2442,18 @@ void kvf__segalloc_destroy(struct kvf__segalloc *a)
 {
 	if (!a)
 		return;
-	/* Each slab once: in the cell holding its base. */
+	/*
+	 * Each slab once, in the cell holding its base: as that cell's
+	 * start, or as its cover when the cell before does not name it (a
+	 * slab freed earlier is not read again).
+	 */
 	for (uint64_t c = 0; a->dir && c < a->dir_cells; c++) {
+		struct slab *cv = a->dir[c].cover;
+
+		if (cv && (!c || (a->dir[c - 1].cover != cv &&
+				  a->dir[c - 1].start != cv)))
+			free(cv);
 		free(a->dir[c].start);
-		if (a->dir[c].cover &&
-		    a->dir[c].cover->base == c << a->dir_shift)
-			free(a->dir[c].cover);
 	}
 	free(a->dir);
 	free_tree(a->root, a->height);
