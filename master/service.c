@@ -411,8 +411,8 @@ static void fill_desc(struct call *c, struct desc_memo *m,
 static void build_items(struct call *c, int32_t status, uint64_t lease)
 {
 	struct kvf_service_scratch *s = c->s;
-	struct desc_memo m = {.tmpl = {.kind = KVF_MC_DESC_MEMORY,
-				       .status = status}};
+	struct desc_memo m = {
+		.tmpl = {.kind = KVF_MC_DESC_MEMORY, .status = status}};
 
 	s->nfallback = 0;
 	for (size_t i = 0; i < c->req.nkeys; i++) {

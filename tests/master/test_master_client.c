@@ -304,7 +304,8 @@ static void test_client_flow(void **state)
 static bool desc_on(const struct kvf_msg_desc *d,
 		    const struct kvf_msg_segment *seg)
 {
-	return d->addr >= seg->base && d->addr + d->size <= seg->base + seg->size &&
+	return d->addr >= seg->base &&
+	       d->addr + d->size <= seg->base + seg->size &&
 	       d->endpoint.len == seg->te_endpoint.len &&
 	       !memcmp(d->endpoint.data, seg->te_endpoint.data,
 		       d->endpoint.len) &&
@@ -353,11 +354,13 @@ static void put_two_replicas(struct kvf_client *c, struct kvf_uuid me,
 			assert_int_equal(a.items[i].n, 2);
 			assert_int_equal(d[0].size, sizes[i]);
 			assert_int_equal(d[1].size, sizes[i]);
-			assert_int_equal(d[0].status, rpc ? KVF_MC_REPLICA_COMPLETE
-							 : KVF_MC_REPLICA_PROCESSING);
+			assert_int_equal(d[0].status,
+					 rpc ? KVF_MC_REPLICA_COMPLETE
+					     : KVF_MC_REPLICA_PROCESSING);
 			assert_int_equal(d[1].status, d[0].status);
-			assert_true((desc_on(&d[0], sa) && desc_on(&d[1], sb)) ||
-				    (desc_on(&d[0], sb) && desc_on(&d[1], sa)));
+			assert_true(
+				(desc_on(&d[0], sa) && desc_on(&d[1], sb)) ||
+				(desc_on(&d[0], sb) && desc_on(&d[1], sa)));
 		}
 		if (!rpc) {
 			struct kvf_msg_req e = {.rpc = KVF_RPC_BatchPutEnd,
