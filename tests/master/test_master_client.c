@@ -381,6 +381,22 @@ static void put_two_replicas(struct kvf_client *c, struct kvf_uuid me,
 	}
 }
 
+/* Segment @n of test_client_descriptors' client. */
+static struct kvf_msg_segment segment(uint64_t n, const char *name,
+				      uint64_t base, uint64_t size,
+				      const char *endpoint,
+				      const char *protocol)
+{
+	return (struct kvf_msg_segment){
+		.id = {0xA5, n},
+		.name = {name, strlen(name)},
+		.base = base,
+		.size = size,
+		.te_endpoint = {endpoint, strlen(endpoint)},
+		.protocol = {protocol, strlen(protocol)},
+	};
+}
+
 /*
  * Descriptors name the segment each replica is on, also after a segment
  * is unmounted and another is mounted in its place under the same name
@@ -390,30 +406,12 @@ static void put_two_replicas(struct kvf_client *c, struct kvf_uuid me,
 static void test_client_descriptors(void **state)
 {
 	struct kvf_uuid me = {0xA1, 0xA2};
-	struct kvf_msg_segment sa = {
-		.id = {0xA5, 0x01},
-		.name = {"d-seg-a", 7},
-		.base = 0x7C0000000000ULL,
-		.size = 64 * MIB,
-		.te_endpoint = {"10.0.0.1:1111", 13},
-		.protocol = {"tcp", 3},
-	};
-	struct kvf_msg_segment sb = {
-		.id = {0xA5, 0x02},
-		.name = {"d-seg-b", 7},
-		.base = 0x7D0000000000ULL,
-		.size = 64 * MIB,
-		.te_endpoint = {"10.0.0.2:22222", 14},
-		.protocol = {"rdma", 4},
-	};
-	struct kvf_msg_segment sb2 = {
-		.id = {0xA5, 0x03},
-		.name = {"d-seg-b", 7},
-		.base = 0x7E0000000000ULL,
-		.size = 32 * MIB,
-		.te_endpoint = {"10.0.0.3:3", 10},
-		.protocol = {"tcp", 3},
-	};
+	struct kvf_msg_segment sa = segment(1, "d-seg-a", 0x7C0000000000ULL,
+					    64 * MIB, "10.0.0.1:1111", "tcp");
+	struct kvf_msg_segment sb = segment(2, "d-seg-b", 0x7D0000000000ULL,
+					    64 * MIB, "10.0.0.2:22222", "rdma");
+	struct kvf_msg_segment sb2 = segment(3, "d-seg-b", 0x7E0000000000ULL,
+					     32 * MIB, "10.0.0.3:3", "tcp");
 	struct kvf_client *c = connect_latest();
 	struct kvf_msg_req q;
 	struct answer a;
