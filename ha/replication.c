@@ -24,16 +24,26 @@
  * (kvf_repl_hold_begin()): wait() only notes the last sequence; at the
  * end of the burst the thread writes the pending batches to the
  * standbys itself (kick(): the peer's txmu orders it with the sender
- * thread, which is then not woken) and waits once until sync_standbys
+ * thread, which is then not woken) and parks the burst's answers
+ * (kvf_repl_hold_park(): master/conn.c keeps them) until sync_standbys
  * standbys of the sync set acknowledged that sequence (their journal has
  * it at their durability), the leadership is aborted, or
- * sync_timeout_ms passes (then the held answers are dropped, or with
+ * sync_timeout_ms passes (then the parked answers are dropped, or with
  * sync_degrade the leader goes on without them until enough are back).
+ * sync_step() is that decision, taken by kvf_repl_park_check() without
+ * waiting and by sync_wait() in a loop (state items, a thread without a
+ * waiter, the RPC server's stop).
  * admit() refuses a client's appends up front while fewer than
  * sync_standbys standbys are connected (not in degrade mode), so a
  * refused mutation leaves nothing behind. Appends outside a hold (the
  * master's own: expiry, eviction, the registry's sweep) are neither
  * refused nor waited for.
+ *
+ * Parked answers' wake-ups: an ack, a change of the sync set, a failed
+ * standby or the abort writes the eventfd of each RPC thread (waiter)
+ * whose lowest parked sequence it may release (wake_waiters(); one
+ * write until the thread looked again, so a thread is woken once per
+ * ack that concerns it and never for one that does not).
  *
  * State items (kvf_repl_lead_set_state()): besides the journal, whole
  * contents the master rewrites on change (its segment table, its
@@ -46,9 +56,9 @@
  * Items are reference-counted like batches: a set may replace the one a
  * sender is writing.
  *
- * Locking: one mutex (mu) for the ring, the standby list and the
- * counters; data_cv wakes senders, ack_cv wakes waiters. No socket I/O
- * under mu. A peer's txmu (taken before mu) serialises its writes once
+ * Locking: one mutex (mu) for the ring, the standby list, the waiters
+ * and the counters; data_cv wakes senders, ack_cv wakes waiters. No
+ * socket I/O under mu (eventfd writes aside). A peer's txmu (taken before mu) serialises its writes once
  * it streams; a peer a kicking thread uses is pinned (users) so the
  * acceptor does not reap it meanwhile. committed() runs under the journal's mutex and takes mu
  * (the journal's mutex is never taken under mu).
@@ -197,7 +207,7 @@ static void drop_oldest(struct kvf_repl_leader *l)
 /*
  * The hold (kvf_repl_hold_begin()): this thread's appends note the
  * highest sequence they need acknowledged and the leader they belong to
- * instead of waiting; hold_end() waits once for it. The leader outlives
+ * instead of waiting; hold_park() parks the answers for it. The leader outlives
  * the note: the RPC threads end before kvf_repl_lead_stop().
  *
  * Appends outside a hold are the master's own (the engine's expiry and
@@ -476,18 +486,6 @@ static void wake_waiters(struct kvf_repl_leader *l, uint64_t upto)
 void kvf_repl_hold_begin(void)
 {
 	hold.on = true;
-}
-
-int kvf_repl_hold_end(void)
-{
-	struct kvf_repl_leader *l = hold.l;
-	uint64_t seq = hold.seq;
-
-	kvf_repl_hold_drop();
-	if (!l)
-		return KVF_OK;
-	kick(l);
-	return sync_wait(l, -1, seq);
 }
 
 void kvf_repl_hold_drop(void)

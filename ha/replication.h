@@ -211,28 +211,17 @@ bool kvf_repl_may_campaign(void *ctx);
 /**
  * kvf_repl_hold_begin() - from now on, in this thread, an append that
  * must wait for the sync standbys returns at once and only notes its
- * last sequence; kvf_repl_hold_end() waits for the highest noted. The
- * RPC threads bracket the answers of one wake-up of a connection with
- * the pair, so the burst waits for one acknowledgement instead of one
- * per mutation, and hold every answer of it until that wait succeeded.
+ * last sequence; kvf_repl_hold_park() says what the answers wait for
+ * (the highest noted). The RPC threads bracket the answers of one
+ * wake-up of a connection with the pair, so the burst waits for one
+ * acknowledgement instead of one per mutation, and hold every answer of
+ * it until that acknowledgement came.
  * Meanwhile the mutations are applied on the leader: another client may
  * see them before they are acknowledged (docs/ha.md).
  * Without a leader (or with --ha_sync_standbys=0) nothing is noted.
  * Context: any thread; never blocks.
  */
 void kvf_repl_hold_begin(void);
-
-/**
- * kvf_repl_hold_end() - end the hold and wait for the sync standbys to
- * acknowledge every append this thread noted since kvf_repl_hold_begin()
- * (as each append would have waited without the hold).
- * Return: %KVF_OK (nothing noted, or acknowledged), or the wait's error
- * (%KVF_ERR_CLOSED: leadership aborted; %KVF_ERR_JOURNAL: not
- * acknowledged in time): the held answers must then not be sent.
- * Context: blocks; the leader of the noted appends must still run (the
- * RPC threads stop before kvf_repl_lead_stop()).
- */
-int kvf_repl_hold_end(void);
 
 /**
  * kvf_repl_hold_drop() - end the hold without waiting: the held answers
@@ -286,12 +275,13 @@ void kvf_repl_waiter_free(struct kvf_repl_waiter *w);
  * connection's next ones too) and asks kvf_repl_park_check() again when
  * @w's eventfd fires, or every 100 ms for the sync timeout.
  * @w: the calling thread's waiter (NULL, or one registered with another
- *	leader: the call waits here as kvf_repl_hold_end() does, and fills
- *	@pk with nothing to wait for).
+ *	leader: the call waits here for the acknowledgement, and fills @pk
+ *	with nothing to wait for).
  * @pk: filled; @pk->l is NULL when nothing was noted (the answers may
  *	go now).
- * Return: %KVF_OK, or (only when it waited here) kvf_repl_hold_end()'s
- * error: the held answers must then not be sent.
+ * Return: %KVF_OK, or (only when it waited here) the wait's error
+ * (%KVF_ERR_CLOSED: leadership aborted; %KVF_ERR_JOURNAL: not
+ * acknowledged in time): the held answers must then not be sent.
  * Context: the thread that called kvf_repl_hold_begin(); does not wait
  * for standbys (it may block briefly writing to their sockets).
  */
