@@ -455,8 +455,13 @@ static void *thread_main(void *arg)
 		}
 		now = kvf_service_now_ns();
 		if (t->parked &&
-		    (acked || now - t->park_checked >= PARK_CHECK_NS))
+		    (acked || now - t->park_checked >= PARK_CHECK_NS)) {
 			unpark_all(t, now);
+			/* it stamps what it sends with a later time than
+			 * @now; against @now such a stamp would be years of
+			 * silence (unsigned) and the sweep would close it */
+			now = kvf_service_now_ns();
+		}
 		if (now - last_sweep >= SWEEP_NS) {
 			sweep_idle(t, now);
 			last_sweep = now;

@@ -1573,6 +1573,26 @@ def leader_seq(m):
     return m.http("/health")["replication"]["last_seq"]
 
 
+def freeze(m):
+    """SIGSTOP @m and wait until every thread of it is stopped (a
+    thread of a loaded machine may otherwise still run a little)."""
+    m.p.send_signal(signal.SIGSTOP)
+
+    def stopped():
+        d = "/proc/%d/task" % m.p.pid
+        for t in os.listdir(d):
+            try:
+                with open(os.path.join(d, t, "stat")) as f:
+                    state = f.read().rsplit(")", 1)[1].split()[0]
+            except OSError:
+                continue  # the thread ended
+            if state not in "tT":
+                return False
+        return True
+
+    wait_for(stopped, "the standby stopped")
+
+
 def pipeline_held(m, c, keys):
     """PutEnd of @keys (started already) on @c one after the other, each
     sent once the one before is journaled (so each comes in its own
@@ -1607,7 +1627,7 @@ def sc_parked_order(_):
         mount(c)
         check(put(c, "po0"), "a put with the standby running")
         start_puts(c, ["po1", "po2", "po3"])
-        m2.p.send_signal(signal.SIGSTOP)
+        freeze(m2)
         try:
             seqs = pipeline_held(m1, c, ["po1", "po2", "po3"])
             seqs.append(send(c, "BatchExistKey", ["po0"], "default"))
@@ -1648,7 +1668,7 @@ def sc_parked_fenced(_):
         mount(c)
         check(put(c, "pf0"), "a put with the standby running")
         start_puts(c, ["pf1", "pf2", "pf3"])
-        m2.p.send_signal(signal.SIGSTOP)
+        freeze(m2)
         try:
             pipeline_held(m1, c, ["pf1", "pf2", "pf3"])
             etcd.signal(0, signal.SIGSTOP)  # no renewal: it fences itself
