@@ -58,9 +58,10 @@
  *
  * Locking: one mutex (mu) for the ring, the standby list, the waiters
  * and the counters; data_cv wakes senders, ack_cv wakes waiters. No
- * socket I/O under mu (eventfd writes aside). A peer's txmu (taken before mu) serialises its writes once
- * it streams; a peer a kicking thread uses is pinned (users) so the
- * acceptor does not reap it meanwhile. committed() runs under the journal's mutex and takes mu
+ * socket I/O under mu (eventfd writes aside). A peer's txmu (taken
+ * before mu) serialises its writes once it streams; a peer a kicking
+ * thread uses is pinned (users) so the acceptor does not reap it
+ * meanwhile. committed() runs under the journal's mutex and takes mu
  * (the journal's mutex is never taken under mu).
  */
 #include "config.h"

@@ -1614,22 +1614,34 @@ def start_puts(c, keys):
         check("ok" in r["decoded"], "PutStart %s: %r" % (k, r))
 
 
+# one RPC thread (so another client shares the parking one) and a sync
+# timeout no frozen standby reaches
+PARKED = (1, (0,), ("--rpc_thread_num", "1", "--ha_sync_timeout_ms", "60000"))
+
+
+def held_pipeline(m1, m2, prefix):
+    """A client of the leader @m1 that put PREFIX0 and started PREFIX1-3,
+    @m2 (the standby) frozen, then PutEnd of PREFIX1-3 pipelined on it
+    (pipeline_held()): the client and their seq_nums."""
+    m2.wait_said("following the leader")
+    c = client(m1)
+    mount(c)
+    check(put(c, prefix + "0"), "a put with the standby running")
+    keys = [prefix + str(i) for i in (1, 2, 3)]
+    start_puts(c, keys)
+    freeze(m2)
+    return c, pipeline_held(m1, c, keys)
+
+
 def sc_parked_order(_):
     """Answers held for a stopped standby are parked, not waited for:
     the same connection's next requests are read and journaled and
     another client of the one RPC thread is served meanwhile; nothing of
     the first connection is answered (not even a read that waited for
     nothing) until the standby is back; then all are, in order."""
-    with cluster(extra=("--rpc_thread_num", "1",
-                        "--ha_sync_timeout_ms", "60000")) as (etcd, m1, m2):
-        m2.wait_said("following the leader")
-        c = client(m1)
-        mount(c)
-        check(put(c, "po0"), "a put with the standby running")
-        start_puts(c, ["po1", "po2", "po3"])
-        freeze(m2)
+    with cluster(*PARKED) as (etcd, m1, m2):
         try:
-            seqs = pipeline_held(m1, c, ["po1", "po2", "po3"])
+            c, seqs = held_pipeline(m1, m2, "po")
             seqs.append(send(c, "BatchExistKey", ["po0"], "default"))
             c2 = client(m1)
             check(exist(c2, ["po0"]) == [True],
@@ -1661,16 +1673,9 @@ def sc_parked_order(_):
 def sc_parked_fenced(_):
     """A leader fenced while answers are parked for a stopped standby
     never sends them: the connection closes unanswered."""
-    with cluster(extra=("--rpc_thread_num", "1",
-                        "--ha_sync_timeout_ms", "60000")) as (etcd, m1, m2):
-        m2.wait_said("following the leader")
-        c = client(m1)
-        mount(c)
-        check(put(c, "pf0"), "a put with the standby running")
-        start_puts(c, ["pf1", "pf2", "pf3"])
-        freeze(m2)
+    with cluster(*PARKED) as (etcd, m1, m2):
         try:
-            pipeline_held(m1, c, ["pf1", "pf2", "pf3"])
+            c, _ = held_pipeline(m1, m2, "pf")
             etcd.signal(0, signal.SIGSTOP)  # no renewal: it fences itself
             try:
                 m1.wait_said("RPC port closed")
