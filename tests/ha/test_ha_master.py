@@ -1525,7 +1525,7 @@ def sc_held_apart(_):
         mount(c1)
         check(put(c1, "ha0"), "a put with the standby running")
         check(exist(c2, ["ha0"]) == [True], "the other client sees it")
-        m2.p.send_signal(signal.SIGSTOP)
+        freeze(m2)
         held = []
         t = threading.Thread(target=lambda: held.append(put(c1, "ha1")),
                              daemon=True)
