@@ -26,8 +26,20 @@
 #include "alloc/placement.h"
 
 #define KVF__LANE_BITS 64
-/* A bit unstamped this long is idle: its thread stopped placing. */
-#define KVF__LANE_IDLE_NS (10 * 1000 * 1000)
+/*
+ * A bit unstamped this long is idle: its thread stopped placing. Long
+ * enough to outlast a putting thread's time off its CPU on a loaded
+ * machine: at 10 ms, kvforge-bench --threads 2 at load 8-11 had one
+ * thread's lanes collapse to every segment whenever the other was kept
+ * off its CPU that long, and it filled the other's segments: a fifth of
+ * each thread's removes then freed into segments the other was freeing
+ * into, passing their allocators' trees between the CPUs (perf: the
+ * removes' kvf__segalloc_free_many 5x one thread's samples per key).
+ * A thread that did stop keeps its share of the segments for this
+ * long; best fit still looks at every segment when its own share has
+ * nothing that fits.
+ */
+#define KVF__LANE_IDLE_NS (UINT64_C(1000) * 1000 * 1000)
 
 struct kvf__lanes {
 	uint64_t held; /* bits owned by threads; atomic */

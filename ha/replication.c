@@ -24,16 +24,26 @@
  * (kvf_repl_hold_begin()): wait() only notes the last sequence; at the
  * end of the burst the thread writes the pending batches to the
  * standbys itself (kick(): the peer's txmu orders it with the sender
- * thread, which is then not woken) and waits once until sync_standbys
+ * thread, which is then not woken) and parks the burst's answers
+ * (kvf_repl_hold_park(): master/conn.c keeps them) until sync_standbys
  * standbys of the sync set acknowledged that sequence (their journal has
  * it at their durability), the leadership is aborted, or
- * sync_timeout_ms passes (then the held answers are dropped, or with
+ * sync_timeout_ms passes (then the parked answers are dropped, or with
  * sync_degrade the leader goes on without them until enough are back).
+ * sync_step() is that decision, taken by kvf_repl_park_check() without
+ * waiting and by sync_wait() in a loop (state items, a thread without a
+ * waiter, the RPC server's stop).
  * admit() refuses a client's appends up front while fewer than
  * sync_standbys standbys are connected (not in degrade mode), so a
  * refused mutation leaves nothing behind. Appends outside a hold (the
  * master's own: expiry, eviction, the registry's sweep) are neither
  * refused nor waited for.
+ *
+ * Parked answers' wake-ups: an ack, a change of the sync set, a failed
+ * standby or the abort writes the eventfd of each RPC thread (waiter)
+ * whose lowest parked sequence it may release (wake_waiters(); one
+ * write until the thread looked again, so a thread is woken once per
+ * ack that concerns it and never for one that does not).
  *
  * State items (kvf_repl_lead_set_state()): besides the journal, whole
  * contents the master rewrites on change (its segment table, its
@@ -46,11 +56,12 @@
  * Items are reference-counted like batches: a set may replace the one a
  * sender is writing.
  *
- * Locking: one mutex (mu) for the ring, the standby list and the
- * counters; data_cv wakes senders, ack_cv wakes waiters. No socket I/O
- * under mu. A peer's txmu (taken before mu) serialises its writes once
- * it streams; a peer a kicking thread uses is pinned (users) so the
- * acceptor does not reap it meanwhile. committed() runs under the journal's mutex and takes mu
+ * Locking: one mutex (mu) for the ring, the standby list, the waiters
+ * and the counters; data_cv wakes senders, ack_cv wakes waiters. No
+ * socket I/O under mu (eventfd writes aside). A peer's txmu (taken
+ * before mu) serialises its writes once it streams; a peer a kicking
+ * thread uses is pinned (users) so the acceptor does not reap it
+ * meanwhile. committed() runs under the journal's mutex and takes mu
  * (the journal's mutex is never taken under mu).
  */
 #include "config.h"
@@ -156,6 +167,22 @@ struct kvf_repl_leader {
 	uint64_t refused, last_refusal_log;
 	struct state_blob *state[KVF_REPL_STATE_MAX];
 	uint64_t state_gen; /* last generation given to an item */
+	struct kvf_repl_waiter *waiters; /* RPC threads that parked answers */
+};
+
+/*
+ * An RPC thread's parked answers (kvf_repl_hold_park()): the thread is
+ * woken through @efd when the sync point reaches @want, the lowest
+ * sequence it waits for (0: it waits for none, or was woken and has not
+ * looked again). Registered with one leader (@l, for the thread's life:
+ * the RPC threads end before the leader stops); @want and @next under
+ * that leader's mu.
+ */
+struct kvf_repl_waiter {
+	int efd;
+	struct kvf_repl_leader *l;
+	struct kvf_repl_waiter *next;
+	uint64_t want;
 };
 
 /* ---- the ring ----------------------------------------------------------- */
@@ -181,7 +208,7 @@ static void drop_oldest(struct kvf_repl_leader *l)
 /*
  * The hold (kvf_repl_hold_begin()): this thread's appends note the
  * highest sequence they need acknowledged and the leader they belong to
- * instead of waiting; hold_end() waits once for it. The leader outlives
+ * instead of waiting; hold_park() parks the answers for it. The leader outlives
  * the note: the RPC threads end before kvf_repl_lead_stop().
  *
  * Appends outside a hold are the master's own (the engine's expiry and
@@ -336,64 +363,125 @@ static void abs_deadline(struct timespec *ts, uint64_t ns)
  */
 static void kick(struct kvf_repl_leader *l);
 
-static int sync_wait(struct kvf_repl_leader *l, int item, uint64_t last_seq)
+/* sync_step(): not decided yet; the caller waits and looks again */
+#define SYNC_PENDING 1
+
+/*
+ * With mu held: one look at whether @seq (of @item), waited for since
+ * @t0, is acknowledged (KVF_OK), failed (the leadership was aborted, or
+ * the timeout passed) or still pending (SYNC_PENDING).
+ */
+static int sync_step(struct kvf_repl_leader *l, int item, uint64_t seq,
+		     uint64_t t0, uint64_t now)
 {
-	uint64_t t0 = kvf__now_ns();
 	uint64_t until = t0 + (uint64_t)l->o.sync_timeout_ms * 1000000ull;
-	int rc = KVF_OK;
+	bool all;
+	unsigned n = count_required(l, item, seq, &all);
+
+	if (all && n >= l->o.sync_standbys) {
+		if (l->degraded) {
+			l->degraded = false;
+			fprintf(stderr,
+				"replication: %u sync standbys "
+				"again: synchronous\n",
+				n);
+		}
+		return KVF_OK;
+	}
+	if (atomic_load(&l->aborted))
+		return KVF_ERR_CLOSED;
+	if (all && l->o.sync_degrade && (l->degraded || now >= until)) {
+		if (!l->degraded)
+			fprintf(stderr,
+				"replication: only %u of %u sync "
+				"standbys within %u ms: acknowledging "
+				"without them until they are back\n",
+				n, l->o.sync_standbys, l->o.sync_timeout_ms);
+		l->degraded = true;
+		return KVF_OK;
+	}
+	/* a member that lags is removed after the timeout; give the
+	 * syncer that long again before giving up */
+	if (now >= until + (all ? 0 : until - t0)) {
+		fprintf(stderr,
+			"replication: %s %llu not acknowledged "
+			"by %u sync standbys within %u ms: the "
+			"mutation fails\n",
+			item < 0 ? "sequence" : "state generation",
+			(unsigned long long)seq, l->o.sync_standbys,
+			l->o.sync_timeout_ms);
+		return KVF_ERR_JOURNAL;
+	}
+	return SYNC_PENDING;
+}
+
+static int sync_wait_since(struct kvf_repl_leader *l, int item,
+			   uint64_t last_seq, uint64_t t0)
+{
+	int rc;
 
 	pthread_mutex_lock(&l->mu);
-	for (;;) {
-		uint64_t now, wake;
+	while ((rc = sync_step(l, item, last_seq, t0, kvf__now_ns())) ==
+	       SYNC_PENDING) {
 		struct timespec ts;
-		bool all;
-		unsigned n = count_required(l, item, last_seq, &all);
 
-		if (all && n >= l->o.sync_standbys) {
-			if (l->degraded) {
-				l->degraded = false;
-				fprintf(stderr,
-					"replication: %u sync standbys "
-					"again: synchronous\n",
-					n);
-			}
-			break;
-		}
-		if (atomic_load(&l->aborted)) {
-			rc = KVF_ERR_CLOSED;
-			break;
-		}
-		now = kvf__now_ns();
-		if (all && l->o.sync_degrade && (l->degraded || now >= until)) {
-			if (!l->degraded)
-				fprintf(stderr,
-					"replication: only %u of %u sync "
-					"standbys within %u ms: acknowledging "
-					"without them until they are back\n",
-					n, l->o.sync_standbys,
-					l->o.sync_timeout_ms);
-			l->degraded = true;
-			break;
-		}
-		/* a member that lags is removed after the timeout; give
-		 * the syncer that long again before giving up */
-		if (now >= until + (all ? 0 : until - t0)) {
-			fprintf(stderr,
-				"replication: %s %llu not acknowledged "
-				"by %u sync standbys within %u ms: the "
-				"mutation fails\n",
-				item < 0 ? "sequence" : "state generation",
-				(unsigned long long)last_seq,
-				l->o.sync_standbys, l->o.sync_timeout_ms);
-			rc = KVF_ERR_JOURNAL;
-			break;
-		}
-		wake = now + 100000000ull;
-		abs_deadline(&ts, wake);
+		abs_deadline(&ts, kvf__now_ns() + 100000000ull);
 		pthread_cond_timedwait(&l->ack_cv, &l->mu, &ts);
 	}
 	pthread_mutex_unlock(&l->mu);
 	return rc;
+}
+
+/*
+ * Acknowledged = every member of the sync set has it, and the set has at
+ * least sync_standbys members (or, degraded, fewer). A member that stops
+ * acknowledging is taken out of the set by the syncer (in etcd first)
+ * after sync_timeout_ms; only then may an append go on without it.
+ */
+static int sync_wait(struct kvf_repl_leader *l, int item, uint64_t last_seq)
+{
+	return sync_wait_since(l, item, last_seq, kvf__now_ns());
+}
+
+/*
+ * With mu held: the highest sequence sync_step() would call acknowledged
+ * now (0: none), a hint for waking parked answers; sync_step() decides.
+ */
+static uint64_t sync_point(const struct kvf_repl_leader *l)
+{
+	uint64_t min = UINT64_MAX;
+	unsigned n = 0;
+
+	for (const struct peer *p = l->peers; p; p = p->next) {
+		if (!p->required)
+			continue;
+		if (p->dead)
+			return 0;
+		n++;
+		if (p->acked < min)
+			min = p->acked;
+	}
+	return n >= l->o.sync_standbys || l->degraded ? min : 0;
+}
+
+/*
+ * With mu held: wake the RPC threads whose parked answers wait for a
+ * sequence up to @upto (UINT64_MAX: every thread that waits, for a
+ * change other than an ack: the sync set, a failed standby, the abort).
+ * One write per wait: a thread is not woken again until it looked.
+ */
+static void wake_waiters(struct kvf_repl_leader *l, uint64_t upto)
+{
+	uint64_t one = 1;
+
+	for (struct kvf_repl_waiter *w = l->waiters; w; w = w->next) {
+		if (!w->want || w->want > upto)
+			continue;
+		w->want = 0;
+		if (write(w->efd, &one, sizeof(one)) < 0) {
+			/* the counter is full: the thread is woken anyway */
+		}
+	}
 }
 
 void kvf_repl_hold_begin(void)
@@ -401,23 +489,96 @@ void kvf_repl_hold_begin(void)
 	hold.on = true;
 }
 
-int kvf_repl_hold_end(void)
-{
-	struct kvf_repl_leader *l = hold.l;
-	uint64_t seq = hold.seq;
-
-	kvf_repl_hold_drop();
-	if (!l)
-		return KVF_OK;
-	kick(l);
-	return sync_wait(l, -1, seq);
-}
-
 void kvf_repl_hold_drop(void)
 {
 	hold.on = false;
 	hold.seq = 0;
 	hold.l = NULL;
+}
+
+struct kvf_repl_waiter *kvf_repl_waiter_new(int efd)
+{
+	struct kvf_repl_waiter *w = calloc(1, sizeof(*w));
+
+	if (w)
+		w->efd = efd;
+	return w;
+}
+
+void kvf_repl_waiter_free(struct kvf_repl_waiter *w)
+{
+	struct kvf_repl_leader *l;
+
+	if (!w)
+		return;
+	l = w->l;
+	if (l) {
+		pthread_mutex_lock(&l->mu);
+		for (struct kvf_repl_waiter **pp = &l->waiters; *pp;
+		     pp = &(*pp)->next) {
+			if (*pp == w) {
+				*pp = w->next;
+				break;
+			}
+		}
+		pthread_mutex_unlock(&l->mu);
+	}
+	free(w);
+}
+
+int kvf_repl_hold_park(struct kvf_repl_waiter *w, struct kvf_repl_park *pk)
+{
+	struct kvf_repl_leader *l = hold.l;
+	uint64_t seq = hold.seq;
+	bool other;
+
+	kvf_repl_hold_drop();
+	*pk = (struct kvf_repl_park){0};
+	if (!l)
+		return KVF_OK;
+	kick(l);
+	pthread_mutex_lock(&l->mu);
+	other = !w || (w->l && w->l != l);
+	if (!other && !w->l) {
+		w->l = l;
+		w->next = l->waiters;
+		l->waiters = w;
+	}
+	pthread_mutex_unlock(&l->mu);
+	if (other) /* no thread to wake for this leader: wait here */
+		return sync_wait(l, -1, seq);
+	pk->l = l;
+	pk->seq = seq;
+	pk->t0 = kvf__now_ns();
+	return KVF_OK;
+}
+
+int kvf_repl_park_check(struct kvf_repl_waiter *w,
+			const struct kvf_repl_park *pk)
+{
+	struct kvf_repl_leader *l = pk->l;
+	int rc;
+
+	if (!l)
+		return KVF_OK;
+	/* fenced: not even an acknowledged answer goes out any more */
+	if (atomic_load(&l->aborted))
+		return KVF_ERR_CLOSED;
+	pthread_mutex_lock(&l->mu);
+	rc = sync_step(l, -1, pk->seq, pk->t0, kvf__now_ns());
+	if (rc == SYNC_PENDING && w && (!w->want || pk->seq < w->want))
+		w->want = pk->seq;
+	pthread_mutex_unlock(&l->mu);
+	return rc == SYNC_PENDING ? KVF_REPL_PARKED : rc;
+}
+
+int kvf_repl_park_wait(const struct kvf_repl_park *pk)
+{
+	if (!pk->l)
+		return KVF_OK;
+	if (atomic_load(&pk->l->aborted))
+		return KVF_ERR_CLOSED;
+	return sync_wait_since(pk->l, -1, pk->seq, pk->t0);
 }
 
 static int tap_wait(void *ctx, uint64_t last_seq)
@@ -527,6 +688,7 @@ static void *syncer(void *arg)
 					}
 				}
 				pthread_cond_broadcast(&l->ack_cv);
+				wake_waiters(l, UINT64_MAX);
 			} else if (now - logged > KVF__NS_PER_SEC) {
 				logged = now;
 				fprintf(stderr,
@@ -555,6 +717,7 @@ static void peer_fail(struct peer *p, const char *why)
 			p->member[0] ? p->member : "(unnamed)", why);
 	p->dead = true;
 	pthread_cond_broadcast(&l->ack_cv);
+	wake_waiters(l, UINT64_MAX);
 	pthread_cond_broadcast(&l->data_cv);
 	pthread_cond_signal(&l->sync_cv);
 	pthread_mutex_unlock(&l->mu);
@@ -603,6 +766,7 @@ static void *ack_reader(void *arg)
 			p->acked_at = kvf__now_ns();
 		p->acked = h.seq;
 		pthread_cond_broadcast(&l->ack_cv);
+		wake_waiters(l, sync_point(l));
 		if (!p->published)
 			pthread_cond_signal(&l->sync_cv);
 		pthread_mutex_unlock(&l->mu);
@@ -1516,6 +1680,7 @@ void kvf_repl_lead_abort(struct kvf_repl_leader *l)
 	atomic_store(&l->aborted, true);
 	pthread_mutex_lock(&l->mu);
 	pthread_cond_broadcast(&l->ack_cv);
+	wake_waiters(l, UINT64_MAX);
 	pthread_mutex_unlock(&l->mu);
 }
 

@@ -211,10 +211,11 @@ bool kvf_repl_may_campaign(void *ctx);
 /**
  * kvf_repl_hold_begin() - from now on, in this thread, an append that
  * must wait for the sync standbys returns at once and only notes its
- * last sequence; kvf_repl_hold_end() waits for the highest noted. The
- * RPC threads bracket the answers of one wake-up of a connection with
- * the pair, so the burst waits for one acknowledgement instead of one
- * per mutation, and hold every answer of it until that wait succeeded.
+ * last sequence; kvf_repl_hold_park() says what the answers wait for
+ * (the highest noted). The RPC threads bracket the answers of one
+ * wake-up of a connection with the pair, so the burst waits for one
+ * acknowledgement instead of one per mutation, and hold every answer of
+ * it until that acknowledgement came.
  * Meanwhile the mutations are applied on the leader: another client may
  * see them before they are acknowledged (docs/ha.md).
  * Without a leader (or with --ha_sync_standbys=0) nothing is noted.
@@ -223,22 +224,91 @@ bool kvf_repl_may_campaign(void *ctx);
 void kvf_repl_hold_begin(void);
 
 /**
- * kvf_repl_hold_end() - end the hold and wait for the sync standbys to
- * acknowledge every append this thread noted since kvf_repl_hold_begin()
- * (as each append would have waited without the hold).
- * Return: %KVF_OK (nothing noted, or acknowledged), or the wait's error
- * (%KVF_ERR_CLOSED: leadership aborted; %KVF_ERR_JOURNAL: not
- * acknowledged in time): the held answers must then not be sent.
- * Context: blocks; the leader of the noted appends must still run (the
- * RPC threads stop before kvf_repl_lead_stop()).
- */
-int kvf_repl_hold_end(void);
-
-/**
  * kvf_repl_hold_drop() - end the hold without waiting: the held answers
  * will never be sent (their connection closes). Never blocks.
  */
 void kvf_repl_hold_drop(void);
+
+/**
+ * struct kvf_repl_park - answers held for the sync standbys, parked
+ * instead of waited for (kvf_repl_hold_park()).
+ * @l: the leader whose standbys must acknowledge (NULL: nothing to wait
+ *	for). @seq: the last sequence they must hold. @t0: when the wait
+ *	began (the sync timeout runs from it).
+ */
+struct kvf_repl_park {
+	struct kvf_repl_leader *l;
+	uint64_t seq;
+	uint64_t t0;
+};
+
+/* kvf_repl_park_check(): not acknowledged yet; the waiter is armed */
+#define KVF_REPL_PARKED 1
+
+/** An RPC thread's handle for parked answers (kvf_repl_waiter_new()). */
+struct kvf_repl_waiter;
+
+/**
+ * kvf_repl_waiter_new() - a handle through which the leader wakes the
+ * calling RPC thread when answers it parked may be looked at again.
+ * @efd: an eventfd in the thread's epoll set; the leader writes 1 to it
+ *	(never reads it: the thread does), from its ack reader when the
+ *	standbys' acknowledgements cover the lowest sequence the thread
+ *	waits for, and on any other change of the sync state (a standby
+ *	failed, the sync set changed, the leadership aborted).
+ * Return: the handle, or NULL when out of memory.
+ * Context: any thread; never blocks.
+ */
+struct kvf_repl_waiter *kvf_repl_waiter_new(int efd);
+
+/**
+ * kvf_repl_waiter_free() - forget @w (NULL is ignored); @efd stays
+ * open. Call before the leader it parked with stops (the RPC threads
+ * stop first). Context: takes that leader's mutex.
+ */
+void kvf_repl_waiter_free(struct kvf_repl_waiter *w);
+
+/**
+ * kvf_repl_hold_park() - end the hold without waiting: the pending
+ * records go out to the standbys and @pk says what the held answers
+ * wait for; the thread then serves other requests (the same
+ * connection's next ones too) and asks kvf_repl_park_check() again when
+ * @w's eventfd fires, or every 100 ms for the sync timeout.
+ * @w: the calling thread's waiter (NULL, or one registered with another
+ *	leader: the call waits here for the acknowledgement, and fills @pk
+ *	with nothing to wait for).
+ * @pk: filled; @pk->l is NULL when nothing was noted (the answers may
+ *	go now).
+ * Return: %KVF_OK, or (only when it waited here) the wait's error
+ * (%KVF_ERR_CLOSED: leadership aborted; %KVF_ERR_JOURNAL: not
+ * acknowledged in time): the held answers must then not be sent.
+ * Context: the thread that called kvf_repl_hold_begin(); does not wait
+ * for standbys (it may block briefly writing to their sockets).
+ */
+int kvf_repl_hold_park(struct kvf_repl_waiter *w, struct kvf_repl_park *pk);
+
+/**
+ * kvf_repl_park_check() - may the answers parked as @pk be sent?
+ * @w: the thread's waiter, armed for @pk->seq when the answer is not
+ *	known yet (so its eventfd fires when it may be).
+ * Return: %KVF_OK (the sync standbys hold @pk->seq, or the leader went
+ * on without them in degrade mode: send them); %KVF_REPL_PARKED (not
+ * yet); %KVF_ERR_CLOSED (the leadership was aborted: a fenced leader
+ * sends no parked answer, acknowledged or not) or %KVF_ERR_JOURNAL (not
+ * acknowledged within the sync timeout): never send them.
+ * Context: the parking thread; never blocks on standbys.
+ */
+int kvf_repl_park_check(struct kvf_repl_waiter *w,
+			const struct kvf_repl_park *pk);
+
+/**
+ * kvf_repl_park_wait() - wait until kvf_repl_park_check() would not say
+ * %KVF_REPL_PARKED, and return what it would say (the RPC server's
+ * stop: the answers parked then go out if acknowledged in time).
+ * Context: blocks, up to the sync timeout from @pk->t0 (twice that while
+ * a lagging member is not yet out of the sync set).
+ */
+int kvf_repl_park_wait(const struct kvf_repl_park *pk);
 
 /* kvf_repl_lead_stats(), kvf_repl_follow_stats() - fill @st. Any thread. */
 void kvf_repl_lead_stats(struct kvf_repl_leader *l, struct kvf_repl_stats *st);

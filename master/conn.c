@@ -32,6 +32,18 @@
  *
  * Answers go out in request order; clients match them by seq_num anyway.
  *
+ * Parking (HA leader with sync standbys): the answers of one wake-up's
+ * burst that wait for the standbys' acknowledgement are parked in @out
+ * (kvf_repl_hold_park(): the records went out, nothing waits) and the
+ * thread goes back to its other connections and to this one's next
+ * requests, whose answers queue behind them, so one acknowledgement
+ * covers what a client pipelined meanwhile. Nothing from the oldest
+ * parked burst on is sent until it is released (kvf_conn_unpark(), on
+ * the waiter's eventfd), so a later answer, even one that waited for
+ * nothing, never overtakes a parked one. A burst whose wait fails closes
+ * the connection: it and everything after it are never sent. Parked
+ * bytes count as unsent, so the output bound above holds them too.
+ *
  * Closing after an answer (a refused oversized request): the client may
  * still be sending that request's body. Closing a TCP socket with unread
  * bytes sends a reset, which can reach the client before it has read the
@@ -92,6 +104,12 @@ static size_t unsent(const struct kvf_conn *c)
 	return c->out.len - c->sent;
 }
 
+/* Output that may leave now: up to the oldest parked burst. */
+static size_t sendable(const struct kvf_conn *c)
+{
+	return (c->nparked ? c->park[0].start : c->out.len) - c->sent;
+}
+
 bool kvf_conn_wants_read(const struct kvf_conn *c)
 {
 	return c->draining || (!c->closing && unsent(c) <= KVF_CONN_OUT_HIGH);
@@ -99,7 +117,7 @@ bool kvf_conn_wants_read(const struct kvf_conn *c)
 
 bool kvf_conn_wants_write(const struct kvf_conn *c)
 {
-	return unsent(c) > 0;
+	return sendable(c) > 0;
 }
 
 bool kvf_conn_expired(const struct kvf_conn *c, uint64_t now_ns,
@@ -220,11 +238,31 @@ static ssize_t conn_send(struct kvf_conn *c, const void *buf, size_t len)
 		       : send(c->fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
-/* Send queued answers until done or the socket is full. */
+/*
+ * Parked answers stay in @out after what was sent: once the sent prefix
+ * is as large as the rest, move the rest to the front (each byte moves
+ * at most as often as it was preceded by as many sent ones).
+ */
+static void compact(struct kvf_conn *c)
+{
+	size_t s = c->sent;
+
+	if (!s || s < c->out.len - s)
+		return;
+	memmove(c->out.data, c->out.data + s, c->out.len - s);
+	c->out.len -= s;
+	for (unsigned i = 0; i < c->nparked; i++) {
+		c->park[i].start -= s;
+		c->park[i].end -= s;
+	}
+	c->sent = 0;
+}
+
+/* Send queued answers until done, parked or the socket is full. */
 static enum kvf_conn_rc flush(struct kvf_conn *c, uint64_t now)
 {
-	while (unsent(c)) {
-		ssize_t n = conn_send(c, c->out.data + c->sent, unsent(c));
+	while (sendable(c)) {
+		ssize_t n = conn_send(c, c->out.data + c->sent, sendable(c));
 
 		if (n < 0) {
 			if (errno == EINTR)
@@ -235,6 +273,10 @@ static enum kvf_conn_rc flush(struct kvf_conn *c, uint64_t now)
 		}
 		c->sent += (size_t)n;
 		c->last_active_ns = now;
+	}
+	if (unsent(c)) { /* parked */
+		compact(c);
+		return KVF_CONN_KEEP;
 	}
 	kvf_wbuf_reset(&c->out);
 	if (c->out.cap > KVF_CONN_OUT_KEEP)
@@ -304,19 +346,58 @@ static enum kvf_conn_rc read_and_answer(struct kvf_conn *c,
 	return KVF_CONN_KEEP;
 }
 
-/*
- * The answers of one wake-up are held (kvf_repl_hold_begin()) until the
- * sync standbys hold every record they journaled: one wait for the
- * burst, not one per mutation. If that wait fails none of them leaves
- * (the connection closes: nothing was acknowledged).
- */
-static enum kvf_conn_rc settle(enum kvf_conn_rc rc)
+/* Release the oldest parked bursts the standbys now hold. */
+static enum kvf_conn_rc release(struct kvf_conn *c,
+				const struct kvf_conn_env *env)
 {
+	while (c->nparked) {
+		int rc = kvf_repl_park_check(env->waiter, &c->park[0].pk);
+
+		if (rc == KVF_REPL_PARKED)
+			return KVF_CONN_KEEP;
+		if (rc)
+			return KVF_CONN_CLOSE;
+		c->nparked--;
+		memmove(&c->park[0], &c->park[1],
+			c->nparked * sizeof(c->park[0]));
+	}
+	return KVF_CONN_KEEP;
+}
+
+/*
+ * The answers of one wake-up, from @start on, are held
+ * (kvf_repl_hold_begin()) for the sync standbys' acknowledgement of
+ * every record they journaled: one wait for the burst, not one per
+ * mutation. They are parked (see the design notes), or, without a
+ * waiter, waited for here. If that wait fails none of them leaves (the
+ * connection closes: nothing was acknowledged).
+ */
+static enum kvf_conn_rc settle(struct kvf_conn *c,
+			       const struct kvf_conn_env *env, size_t start,
+			       enum kvf_conn_rc rc)
+{
+	struct kvf_repl_park pk;
+	struct kvf_conn_parked *last;
+
 	if (rc == KVF_CONN_CLOSE) {
 		kvf_repl_hold_drop();
 		return rc;
 	}
-	return kvf_repl_hold_end() ? KVF_CONN_CLOSE : rc;
+	if (kvf_repl_hold_park(env->waiter, &pk))
+		return KVF_CONN_CLOSE;
+	if (!pk.l)
+		return rc; /* queued behind any parked burst */
+	if (c->nparked == KVF_CONN_PARK_MAX) {
+		/* the same leader: its sequences only grow */
+		last = &c->park[c->nparked - 1];
+		last->end = c->out.len;
+		if (pk.seq > last->pk.seq)
+			last->pk.seq = pk.seq;
+	} else {
+		c->park[c->nparked++] = (struct kvf_conn_parked){
+			.start = start, .end = c->out.len, .pk = pk};
+	}
+	return release(c, env) ? KVF_CONN_CLOSE : rc;
 }
 
 enum kvf_conn_rc kvf_conn_readable(struct kvf_conn *c,
@@ -324,10 +405,12 @@ enum kvf_conn_rc kvf_conn_readable(struct kvf_conn *c,
 {
 	uint64_t now = kvf_service_now_ns();
 
+	size_t start = c->out.len;
+
 	if (c->draining)
 		return drain(c, now);
 	kvf_repl_hold_begin();
-	if (settle(read_and_answer(c, env, now)))
+	if (settle(c, env, start, read_and_answer(c, env, now)))
 		return KVF_CONN_CLOSE;
 	return flush(c, now);
 }
@@ -341,10 +424,29 @@ enum kvf_conn_rc kvf_conn_writable(struct kvf_conn *c,
 		return KVF_CONN_CLOSE;
 	/* Requests held back while the output was backed up. */
 	if (!unsent(c) && c->rlen) {
+		size_t start = c->out.len;
+
 		kvf_repl_hold_begin();
-		if (settle(answer_buffered(c, env, now)))
+		if (settle(c, env, start, answer_buffered(c, env, now)))
 			return KVF_CONN_CLOSE;
 		return flush(c, now);
 	}
 	return KVF_CONN_KEEP;
+}
+
+enum kvf_conn_rc kvf_conn_unpark(struct kvf_conn *c,
+				 const struct kvf_conn_env *env)
+{
+	if (release(c, env))
+		return KVF_CONN_CLOSE;
+	return kvf_conn_writable(c, env);
+}
+
+void kvf_conn_finish_parked(struct kvf_conn *c)
+{
+	/* sequences only grow: the last burst's covers the others */
+	if (!c->nparked || kvf_repl_park_wait(&c->park[c->nparked - 1].pk))
+		return;
+	c->nparked = 0;
+	flush(c, kvf_service_now_ns());
 }

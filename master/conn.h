@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ha/replication.h"
 #include "master/service.h"
 #include "wire/spack.h"
 
@@ -23,17 +24,33 @@
 #define KVF_CONN_OUT_KEEP (64u << 10)
 /** Receive buffer size kept between large requests. */
 #define KVF_CONN_RBUF_MIN (64u << 10)
+/** Bursts of answers a connection parks separately; more are merged
+ *  into the last (they then wait for the later acknowledgement). */
+#define KVF_CONN_PARK_MAX 16
 
 /**
  * struct kvf_conn_env - what a connection's requests are answered with
  * (owned by its thread).
  * @service: the RPC handlers. @scratch: the thread's work arrays.
  * @max_request_bytes: largest body + attachment accepted.
+ * @waiter: the thread's handle for answers parked for the sync standbys
+ *	(NULL: a burst's answers are waited for in place).
  */
 struct kvf_conn_env {
 	struct kvf_service *service;
 	struct kvf_service_scratch *scratch;
 	size_t max_request_bytes;
+	struct kvf_repl_waiter *waiter;
+};
+
+/**
+ * struct kvf_conn_parked - a burst of answers in @out, bytes [start,
+ * end), that may not be sent before the sync standbys acknowledged
+ * @pk (ha/replication.h).
+ */
+struct kvf_conn_parked {
+	size_t start, end;
+	struct kvf_repl_park pk;
 };
 
 /**
@@ -56,6 +73,11 @@ struct kvf_conn_env {
  * @demuxed: the first byte chose the transport (master/loop.c).
  * @rdma: the RDMA stream read and written instead of the socket (NULL:
  *	TCP); @fd is then the stream's readiness fd.
+ * @park, @nparked: parked bursts, oldest first; nothing from
+ *	@park[0].start on is sent before it is released, so answers leave
+ *	in request order.
+ * @pprev, @pnext, @in_park_list: the owning thread's list of connections
+ *	with parked answers (master/loop.c).
  */
 struct kvf_conn {
 	int fd;
@@ -73,6 +95,10 @@ struct kvf_conn {
 	uint64_t drain_until_ns;
 	bool demuxed;
 	struct kvf__rdma_stream *rdma;
+	struct kvf_conn_parked park[KVF_CONN_PARK_MAX];
+	unsigned nparked;
+	struct kvf_conn *pprev, *pnext;
+	bool in_park_list;
 };
 
 /** Result of the event handlers: keep the connection, or close it now. */
@@ -105,12 +131,31 @@ enum kvf_conn_rc kvf_conn_writable(struct kvf_conn *c,
 				   const struct kvf_conn_env *env);
 
 /**
+ * kvf_conn_unpark() - send the parked answers the sync standbys now
+ * hold (kvf_repl_park_check()), in order, and what waited behind them;
+ * then, as kvf_conn_writable(), answer requests held back by the output.
+ * Return: %KVF_CONN_CLOSE when a parked burst's wait failed (the leader
+ * was fenced, or the standbys did not acknowledge in time: those answers
+ * are never sent) or on a socket error.
+ */
+enum kvf_conn_rc kvf_conn_unpark(struct kvf_conn *c,
+				 const struct kvf_conn_env *env);
+
+/**
+ * kvf_conn_finish_parked() - the RPC server stops: wait for the last
+ * parked burst's acknowledgement (kvf_repl_park_wait(); bounded by the
+ * sync timeout) and, if it came, send what the socket takes now. Blocks.
+ */
+void kvf_conn_finish_parked(struct kvf_conn *c);
+
+/**
  * kvf_conn_wants_read() - false while output is backed up or closing
  * (true again while draining).
  */
 bool kvf_conn_wants_read(const struct kvf_conn *c);
 
-/** kvf_conn_wants_write() - answers are waiting for socket space. */
+/** kvf_conn_wants_write() - answers that may be sent (none parked
+ *  before them) are waiting for socket space. */
 bool kvf_conn_wants_write(const struct kvf_conn *c);
 
 /**

@@ -26,14 +26,23 @@
  * Placement: the thread that accepts a connection gives it to the thread
  * serving the fewest (itself on a tie). EPOLLEXCLUSIVE wakes one waiter
  * per incoming connection, but the same one while all are idle, so
- * without this every client of a quiet master lands on one thread: the
- * other threads sit idle and, on an HA leader, each held answer
- * (kvf_repl_hold_end()) blocks every connection of the cluster. A
+ * without this every client of a quiet master lands on one thread and
+ * the other threads sit idle. A
  * connection given away is pushed on the target's inbox, then added to
  * its epoll set, under the inbox's mutex; the target links its inbox
  * into its list at every wake-up before handling events, so a
  * connection is in its owner's list before its first event is handled,
  * and from then on it never moves.
+ *
+ * Parked answers (an HA leader's, held for the sync standbys: see
+ * master/conn.c): each thread has an eventfd in its epoll set through
+ * which the leader's ack reader wakes it (ha/replication.h waiter) and a
+ * list of its connections with parked answers; on that wake-up, and
+ * every PARK_CHECK_NS while the list is not empty (the sync timeout),
+ * it releases what the acknowledgements cover. A thread that stops
+ * first waits for its parked answers' acknowledgement (bounded by the
+ * sync timeout) and sends them if it came, as a thread blocked in the
+ * wait did before it saw the stop.
  *
  * Limits: the connection count is one atomic counter across threads;
  * over --max_connections an accepted socket is closed at once. Once a
@@ -69,6 +78,7 @@
 
 #include <kvforge/status.h>
 
+#include "ha/replication.h"
 #include "rdma/listener.h"
 #include "master/conn.h"
 #include "http/metrics.h"
@@ -78,6 +88,8 @@
 #define MAX_EVENTS 64
 #define SWEEP_NS 1000000000ULL
 #define RDMA_HANDSHAKE_MS 1000
+/* Parked answers are looked at this often without a wake-up. */
+#define PARK_CHECK_NS 100000000ULL
 
 struct loop_thread {
 	struct kvf_loop *loop;
@@ -93,6 +105,10 @@ struct loop_thread {
 	bool inbox_mu_init;
 	struct kvf_conn *inbox; /* under inbox_mu */
 	bool inbox_full;	/* atomic: @inbox is not empty */
+	/* parked answers (see Parked answers) */
+	int park_fd;
+	struct kvf_conn *parked;
+	uint64_t park_checked;
 };
 
 struct kvf_loop {
@@ -107,8 +123,29 @@ struct kvf_loop {
 	struct loop_thread *threads;
 };
 
-/* epoll data for the two non-connection descriptors. */
-static char listen_tag, stop_tag;
+/* epoll data for the three non-connection descriptors. */
+static char listen_tag, stop_tag, park_tag;
+
+/* Keep @c on @t's list of connections with parked answers iff it has. */
+static void track_parked(struct loop_thread *t, struct kvf_conn *c)
+{
+	if (c->nparked && !c->in_park_list) {
+		c->pprev = NULL;
+		c->pnext = t->parked;
+		if (t->parked)
+			t->parked->pprev = c;
+		t->parked = c;
+		c->in_park_list = true;
+	} else if (!c->nparked && c->in_park_list) {
+		if (c->pprev)
+			c->pprev->pnext = c->pnext;
+		else
+			t->parked = c->pnext;
+		if (c->pnext)
+			c->pnext->pprev = c->pprev;
+		c->in_park_list = false;
+	}
+}
 
 static int set_interest(struct loop_thread *t, struct kvf_conn *c)
 {
@@ -136,6 +173,8 @@ static void close_conn(struct loop_thread *t, struct kvf_conn *c)
 	if (c->next)
 		c->next->prev = c->prev;
 	epoll_ctl(t->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+	c->nparked = 0; /* never sent */
+	track_parked(t, c);
 	kvf_conn_free(c);
 	__atomic_fetch_sub(&t->load, 1, __ATOMIC_RELAXED);
 	__atomic_fetch_sub(&t->loop->nconns, 1, __ATOMIC_RELAXED);
@@ -348,6 +387,23 @@ static void on_conn_event(struct loop_thread *t, struct kvf_conn *c,
 		rc = kvf_conn_writable(c, &t->env);
 	if (rc || set_interest(t, c))
 		close_conn(t, c);
+	else
+		track_parked(t, c);
+}
+
+/* Release what the standbys' acknowledgements cover (Parked answers). */
+static void unpark_all(struct loop_thread *t, uint64_t now)
+{
+	struct kvf_conn *c = t->parked, *next;
+
+	t->park_checked = now;
+	for (; c; c = next) {
+		next = c->pnext;
+		if (kvf_conn_unpark(c, &t->env) || set_interest(t, c))
+			close_conn(t, c);
+		else
+			track_parked(t, c);
+	}
 }
 
 static void sweep_idle(struct loop_thread *t, uint64_t now)
@@ -370,7 +426,9 @@ static void *thread_main(void *arg)
 	uint64_t last_sweep = kvf_service_now_ns();
 
 	for (;;) {
-		int n = epoll_wait(t->epfd, evs, MAX_EVENTS, 1000);
+		int n = epoll_wait(t->epfd, evs, MAX_EVENTS,
+				   t->parked ? 100 : 1000);
+		bool acked = false;
 		uint64_t now;
 
 		if (n < 0 && errno != EINTR)
@@ -380,15 +438,30 @@ static void *thread_main(void *arg)
 		take_inbox(t);
 		for (int i = 0; i < n; i++) {
 			void *p = evs[i].data.ptr;
+			uint64_t cnt;
 
 			if (p == &stop_tag)
 				goto out;
-			if (p == &listen_tag)
+			if (p == &listen_tag) {
 				accept_all(t);
-			else
+			} else if (p == &park_tag) {
+				acked = true;
+				if (read(t->park_fd, &cnt, sizeof(cnt)) < 0) {
+					/* EAGAIN: another read took it */
+				}
+			} else {
 				on_conn_event(t, p, evs[i].events);
+			}
 		}
 		now = kvf_service_now_ns();
+		if (t->parked &&
+		    (acked || now - t->park_checked >= PARK_CHECK_NS)) {
+			unpark_all(t, now);
+			/* it stamps what it sends with a later time than
+			 * @now; against @now such a stamp would be years of
+			 * silence (unsigned) and the sweep would close it */
+			now = kvf_service_now_ns();
+		}
 		if (now - last_sweep >= SWEEP_NS) {
 			sweep_idle(t, now);
 			last_sweep = now;
@@ -399,6 +472,8 @@ out:
 	/* An exiting thread must not hold the serving clock. */
 	kvf_stallclock_release(t->loop->o.stall, t->beacon);
 	t->beacon = NULL;
+	for (struct kvf_conn *c = t->parked; c; c = c->pnext)
+		kvf_conn_finish_parked(c);
 	take_inbox(t);
 	while (t->conns)
 		close_conn(t, t->conns);
@@ -451,6 +526,7 @@ static int thread_init(struct kvf_loop *l, struct loop_thread *t)
 	struct epoll_event le = {.events = EPOLLIN | EPOLLEXCLUSIVE,
 				 .data.ptr = &listen_tag};
 	struct epoll_event se = {.events = EPOLLIN, .data.ptr = &stop_tag};
+	struct epoll_event pe = {.events = EPOLLIN, .data.ptr = &park_tag};
 
 	t->loop = l;
 	if (pthread_mutex_init(&t->inbox_mu, NULL))
@@ -462,10 +538,14 @@ static int thread_init(struct kvf_loop *l, struct loop_thread *t)
 	if (l->o.stall)
 		t->beacon = kvf_stallclock_beacon(l->o.stall);
 	t->epfd = epoll_create1(EPOLL_CLOEXEC);
-	if (!t->env.scratch || t->epfd < 0)
+	t->park_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (t->park_fd >= 0)
+		t->env.waiter = kvf_repl_waiter_new(t->park_fd);
+	if (!t->env.scratch || t->epfd < 0 || !t->env.waiter)
 		return KVF_ERR_NO_MEMORY;
 	if (epoll_ctl(t->epfd, EPOLL_CTL_ADD, l->listen_fd, &le) ||
-	    epoll_ctl(t->epfd, EPOLL_CTL_ADD, l->stop_fd, &se))
+	    epoll_ctl(t->epfd, EPOLL_CTL_ADD, l->stop_fd, &se) ||
+	    epoll_ctl(t->epfd, EPOLL_CTL_ADD, t->park_fd, &pe))
 		return KVF_ERR_IO;
 	if (pthread_create(&t->tid, NULL, thread_main, t))
 		return KVF_ERR_NO_MEMORY;
@@ -494,7 +574,7 @@ int kvf_loop_start(const struct kvf_loop_options *opts, struct kvf_loop **out)
 		goto err;
 	}
 	for (unsigned i = 0; i < opts->threads; i++)
-		l->threads[i].epfd = -1;
+		l->threads[i].epfd = l->threads[i].park_fd = -1;
 	l->nthreads = opts->threads;
 	ret = bind_listener(l);
 	if (ret)
@@ -542,6 +622,10 @@ void kvf_loop_stop(struct kvf_loop *l)
 			pthread_mutex_destroy(&t->inbox_mu);
 		if (t->epfd >= 0)
 			close(t->epfd);
+		/* before the HA leader stops (ha/replication.h) */
+		kvf_repl_waiter_free(t->env.waiter);
+		if (t->park_fd >= 0)
+			close(t->park_fd);
 		kvf_service_scratch_free(t->env.scratch);
 	}
 	if (l->listen_fd >= 0)

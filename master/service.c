@@ -12,7 +12,8 @@
  * descriptors are built in per-thread arrays and encoded into the
  * connection's output buffer; the strings they carry (protocol, transport
  * endpoint) are read from the registry under its shared lock, held once
- * per request.
+ * per request, once per run of replicas on the same segment: the other
+ * descriptors copy the last segment's parts.
  *
  * Errors, in upstream's two layers: a body that does not decode (wrong
  * type hash, truncated, lengths past the end, more keys than the engine
@@ -357,53 +358,78 @@ static uint64_t replica_id(const struct kvf_replica_desc *r)
 	return x ^ (x >> 32);
 }
 
-/* Fill @d from one engine replica (registry read lock held). */
-static void fill_desc(struct call *c, struct kvf_msg_desc *d,
-		      const struct kvf_replica_desc *r, int32_t status)
+/*
+ * The parts of a descriptor that depend only on the replica's segment
+ * (kind, status, protocol, endpoint), for the last segment seen: a batch's
+ * replicas mostly sit on a few segments, so a descriptor is usually a copy
+ * of @tmpl plus three numbers. Lives for one answer, under the registry's
+ * read lock, so no mount or unmount can change what it points at.
+ */
+struct desc_memo {
+	struct kvf_msg_desc tmpl;
+	uint64_t segment_id;
+	bool valid;
+};
+
+/* Point @m at @segment_id's protocol and endpoint (lock held). */
+static void memo_segment(struct call *c, struct desc_memo *m,
+			 uint64_t segment_id)
 {
 	const struct kvf_seg_entry *e =
-		kvf_registry_segment(c->svc->o.registry, r->segment_id);
+		kvf_registry_segment(c->svc->o.registry, segment_id);
+	struct kvf_msg_desc *d = &m->tmpl;
 
-	memset(d, 0, sizeof(*d));
-	d->id = replica_id(r);
-	d->kind = KVF_MC_DESC_MEMORY;
-	d->status = status;
-	d->size = r->size;
-	d->addr = r->addr;
 	if (e) {
 		d->protocol = (struct kvf_str){e->protocol, e->protocol_len};
 		d->endpoint = (struct kvf_str){e->endpoint, e->endpoint_len};
 	} else {
 		const struct kvf_segment_info *info =
-			fallback_segment(c, r->segment_id);
+			fallback_segment(c, segment_id);
 
 		d->protocol = (struct kvf_str){"tcp", 3};
-		if (info)
-			d->endpoint = (struct kvf_str){info->endpoint,
-						       strlen(info->endpoint)};
+		d->endpoint = info ? (struct kvf_str){info->endpoint,
+						      strlen(info->endpoint)}
+				   : (struct kvf_str){NULL, 0};
 	}
+	m->segment_id = segment_id;
+	m->valid = true;
+}
+
+/* Fill @d from one engine replica (registry read lock held). */
+static void fill_desc(struct call *c, struct desc_memo *m,
+		      struct kvf_msg_desc *d, const struct kvf_replica_desc *r)
+{
+	if (!m->valid || m->segment_id != r->segment_id)
+		memo_segment(c, m, r->segment_id);
+	*d = m->tmpl;
+	d->id = replica_id(r);
+	d->size = r->size;
+	d->addr = r->addr;
 }
 
 /* Turn the engine's per-item results into encoder items (lock held). */
 static void build_items(struct call *c, int32_t status, uint64_t lease)
 {
 	struct kvf_service_scratch *s = c->s;
+	struct desc_memo m = {
+		.tmpl = {.kind = KVF_MC_DESC_MEMORY, .status = status}};
 
 	s->nfallback = 0;
 	for (size_t i = 0; i < c->req.nkeys; i++) {
 		struct kvf_msg_replicas *it = &s->items[i];
 		struct kvf_msg_desc *d = &s->descs[i * KVF_MAX_REPLICAS];
+		int32_t code = kvf_service_mc_error(s->status[i]);
 
-		memset(it, 0, sizeof(*it));
-		it->code = kvf_service_mc_error(s->status[i]);
-		s->codes[i] = it->code;
-		if (it->code)
+		s->codes[i] = code;
+		if (code) {
+			*it = (struct kvf_msg_replicas){.code = code};
 			continue;
+		}
 		for (uint32_t r = 0; r < s->reps[i].count; r++)
-			fill_desc(c, &d[r], &s->reps[i].replica[r], status);
-		it->descs = d;
-		it->n = s->reps[i].count;
-		it->lease_ttl_ms = lease;
+			fill_desc(c, &m, &d[r], &s->reps[i].replica[r]);
+		*it = (struct kvf_msg_replicas){.descs = d,
+						.n = s->reps[i].count,
+						.lease_ttl_ms = lease};
 	}
 }
 

@@ -136,8 +136,8 @@ kvf__index_insert_unique(struct kvf__index *idx, struct kvf__object *o,
  * @seqs: out: one opaque sequence per hash, for kvf__index_insert_since()
  *
  * A sequence moves with every insert of a record whose hash shares a few
- * bits with @hashes[i] (the bucket index: one of 4096 counters, each
- * owned by one writer stripe). Read before a lookup that misses, it
+ * bits with @hashes[i] (the bucket index: a few counters per writer
+ * stripe, on the stripe's line). Read before a lookup that misses, it
  * lets the insert of that key skip looking again under the writer lock
  * when nothing was inserted near the key since. Indexes without
  * sequences leave @seqs untouched. Inside a read-side section; takes no

@@ -129,8 +129,6 @@
 #define PTR_MASK ((UINT64_C(1) << TAG_SHIFT) - 1)
 #define HOME_MULT UINT64_C(0x9e3779b97f4a7c15)
 #define NR_STRIPES 256
-/* Insert sequences (see "Insert sequences"); each belongs to one stripe. */
-#define NR_SEQS 4096
 #define MIN_BITS 2
 #define MAX_BITS 40
 /* Farther than this from home, an insert grows the table instead... */
@@ -157,34 +155,58 @@ struct bucket_table {
 	unsigned bits;	  /* log2(buckets) */
 	unsigned shift;	  /* 64 - bits */
 	uint64_t grow_at; /* grow when the index holds more records */
-	uint64_t raises;  /* displaced raises since built; atomic */
 	/* Its own mapping: a power of two of lines, so huge pages fit it
 	 * exactly (a header in front would spill into one more page). */
 	struct bucket *b;
+	/* Displaced raises since built; atomic. Apart from the fields every
+	 * lookup reads: an insert that raises would pass their line to
+	 * itself and every other CPU's next lookup would miss on it. */
+	uint64_t raises __attribute__((aligned(64)));
 };
 
+/* A stripe's lock and its bookkeeping, without the insert sequences. */
+struct stripe_head {
+	pthread_mutex_t lock;
+	/* Inserts less unlinks not yet added to ->count; written under
+	 * ->lock, read (atomic) by kvf__index_count(). Bounded by a step of
+	 * count_change(), below 2^31 at any table size (3.8e8 at 2^40). */
+	int32_t pending;
+	bool frozen; /* a resize is copying the table; under ->lock */
+};
+
+/* Insert sequences per stripe: as many as fill the stripe's line. */
+#define SEQS_PER_STRIPE ((64 - sizeof(struct stripe_head)) / sizeof(uint32_t))
+
+/*
+ * One cache line: an insert takes the lock, moves its group's insert
+ * sequence and its pending count, all on the line its writer asked for
+ * six keys ahead (kvf__index_prefetch_write()). With the sequences in
+ * an array of their own, a line of 16 sequences of 16 stripes, two put
+ * threads passed that line between them on nearly every insert, and the
+ * insert waited for it under the lock (perf annotate of a two-thread
+ * fill: two thirds of insert()'s own samples on the sequence's load).
+ */
 struct stripe {
 	pthread_mutex_t lock;
-	bool frozen; /* a resize is copying the table; under ->lock */
-	/* Inserts less unlinks not yet added to ->count; written under
-	 * ->lock, read (atomic) by kvf__index_count(). */
-	int64_t pending;
+	int32_t pending;
+	bool frozen;
+	/* Inserts per hash group; written under ->lock (release), read
+	 * anywhere (acquire). */
+	uint32_t seqs[SEQS_PER_STRIPE];
 } __attribute__((aligned(64)));
+
+_Static_assert(SEQS_PER_STRIPE >= 2, "a stripe's line holds its sequences");
+_Static_assert(sizeof(struct stripe) == 64, "a stripe is one cache line");
 
 struct bucket_index {
 	struct kvf__index base;
 	struct bucket_table *table; /* RCU-published, see I4 */
-	/* Records, less what stripes hold pending (count_change()); atomic. */
-	uint64_t count;
 	pthread_mutex_t resize_lock;
+	/* Records, less what stripes hold pending (count_change()); atomic.
+	 * Its own line: every operation reads ->table. */
+	uint64_t count __attribute__((aligned(64)));
 	struct stripe stripes[NR_STRIPES];
-	/* Inserts per hash group; written under the group's stripe lock
-	 * (release), read anywhere (acquire). */
-	uint32_t seqs[NR_SEQS] __attribute__((aligned(64)));
 };
-
-_Static_assert(NR_SEQS % NR_STRIPES == 0,
-	       "an insert sequence belongs to one stripe");
 
 static struct bucket_index *bucket_index_of(struct kvf__index *idx)
 {
@@ -487,10 +509,10 @@ static struct stripe *stripe_of(struct bucket_index *bi, uint64_t hash)
 	return &bi->stripes[(hash >> 20) % NR_STRIPES];
 }
 
-/* The same bits as stripe_of() and more: one stripe guards each. */
+/* A group of stripe_of(@hash), by the next bits: its stripe guards it. */
 static uint32_t *seq_of(struct bucket_index *bi, uint64_t hash)
 {
-	return &bi->seqs[(hash >> 20) % NR_SEQS];
+	return &stripe_of(bi, hash)->seqs[(hash >> 28) % SEQS_PER_STRIPE];
 }
 
 static void unlock_stripe(struct bucket_index *bi, uint64_t hash)
@@ -596,7 +618,7 @@ static void count_change(struct bucket_index *bi, struct bucket_table *t,
 		__atomic_fetch_add(&bi->count, (uint64_t)p, __ATOMIC_RELAXED);
 		p = 0;
 	}
-	__atomic_store_n(&s->pending, p, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->pending, (int32_t)p, __ATOMIC_RELAXED);
 }
 
 /* Records in the index: the count and every stripe's pending changes. */
@@ -788,8 +810,9 @@ static void bucket_lookup_batch(struct kvf__index *idx, size_t n,
  * key again under the stripe lock: a second probe of a key that the
  * batch's lock-free lookup had just missed, a third of an insert's
  * instructions. Instead, every insert moves a counter of its hash's
- * group (seq_of(): 4096 groups, each inside one stripe) under the stripe
- * lock, after its slot claim and with a release store; a caller reads the
+ * group (seq_of(): four groups per stripe on x86-64, as many as fit in
+ * the stripe's line beside its lock) under the stripe lock, after its
+ * slot claim and with a release store; a caller reads the
  * counters (acquire) before its lookup. If under the lock the counter
  * still holds what was read, no record of the group was inserted since,
  * in particular none of this key (same hash, same group), and the
@@ -798,7 +821,11 @@ static void bucket_lookup_batch(struct kvf__index *idx, size_t n,
  * and replaces do not move counters: neither makes a missing key
  * present. A resize copies records without inserting. At 32 bits the
  * counter would have to wrap through 2^32 inserts of one group between
- * a caller's read and its insert to be fooled.
+ * a caller's read and its insert to be fooled. Fewer groups than the
+ * 4096 they were (16 to a line of their own, shared by 16 stripes) mean
+ * more inserts find their group moved, by the other thread or by an
+ * earlier key of their own batch (about 6% of a 128-key batch's keys),
+ * and look again; the look is at lines the probe has just read.
  */
 static void bucket_insert_seqs(struct kvf__index *idx, size_t n,
 			       const uint64_t *hashes, uint32_t *seqs)

@@ -1525,7 +1525,7 @@ def sc_held_apart(_):
         mount(c1)
         check(put(c1, "ha0"), "a put with the standby running")
         check(exist(c2, ["ha0"]) == [True], "the other client sees it")
-        m2.p.send_signal(signal.SIGSTOP)
+        freeze(m2)
         held = []
         t = threading.Thread(target=lambda: held.append(put(c1, "ha1")),
                              daemon=True)
@@ -1549,6 +1549,154 @@ def sc_held_apart(_):
         check(exist(c2, ["ha1"]) == [True], "ha1 complete")
 
 
+def send(c, method, *args):
+    """Send one request without reading its answer; its seq_num."""
+    info = c.table[method]
+    body = mc.encode(info["req"], list(args) if len(args) > 1 else args[0])
+    seq = c.seq
+    c.s.sendall(struct.pack("<BBBBIIII", 21, 0, 0, 0, seq, info["id"],
+                            len(body), 0) + body)
+    c.seq += 1
+    return seq
+
+
+def answer(c, method):
+    """The next answer on @c, read as @method's: (seq_num, decoded)."""
+    _, _, err, _, seq, length, alen = struct.unpack("<BBBBIII", c._recv(16))
+    body = c._recv(length + alen)
+    check(not err, "transport error %d on %s" % (err, method))
+    return seq, mc.mcwp.decode_body(body[:length],
+                                    c.table[method]["resp"])["decoded"]
+
+
+def leader_seq(m):
+    return m.http("/health")["replication"]["last_seq"]
+
+
+def freeze(m):
+    """SIGSTOP @m and wait until every thread of it is stopped (a
+    thread of a loaded machine may otherwise still run a little)."""
+    m.p.send_signal(signal.SIGSTOP)
+
+    def stopped():
+        d = "/proc/%d/task" % m.p.pid
+        for t in os.listdir(d):
+            try:
+                with open(os.path.join(d, t, "stat")) as f:
+                    state = f.read().rsplit(")", 1)[1].split()[0]
+            except OSError:
+                continue  # the thread ended
+            if state not in "tT":
+                return False
+        return True
+
+    wait_for(stopped, "the standby stopped")
+
+
+def pipeline_held(m, c, keys):
+    """PutEnd of @keys (started already) on @c one after the other, each
+    sent once the one before is journaled (so each comes in its own
+    read, while the answers before it wait for the stopped standby);
+    their seq_nums."""
+    seqs = []
+    for k in keys:
+        before = leader_seq(m)
+        seqs.append(send(c, "PutEnd", ME, [k, None], 0, "default"))
+        wait_for(lambda: leader_seq(m) > before,
+                 "%s's PutEnd journaled while the answers before it "
+                 "wait" % k)
+    return seqs
+
+
+def start_puts(c, keys):
+    for k in keys:
+        r = c.call("PutStart", ME, k, 1000, CFG, "default")
+        check("ok" in r["decoded"], "PutStart %s: %r" % (k, r))
+
+
+# one RPC thread (so another client shares the parking one) and a sync
+# timeout no frozen standby reaches
+PARKED = (1, (0,), ("--rpc_thread_num", "1", "--ha_sync_timeout_ms", "60000"))
+
+
+def held_pipeline(m1, m2, prefix):
+    """A client of the leader @m1 that put PREFIX0 and started PREFIX1-3,
+    @m2 (the standby) frozen, then PutEnd of PREFIX1-3 pipelined on it
+    (pipeline_held()): the client and their seq_nums."""
+    m2.wait_said("following the leader")
+    c = client(m1)
+    mount(c)
+    check(put(c, prefix + "0"), "a put with the standby running")
+    keys = [prefix + str(i) for i in (1, 2, 3)]
+    start_puts(c, keys)
+    freeze(m2)
+    return c, pipeline_held(m1, c, keys)
+
+
+def sc_parked_order(_):
+    """Answers held for a stopped standby are parked, not waited for:
+    the same connection's next requests are read and journaled and
+    another client of the one RPC thread is served meanwhile; nothing of
+    the first connection is answered (not even a read that waited for
+    nothing) until the standby is back; then all are, in order."""
+    with cluster(*PARKED) as (etcd, m1, m2):
+        try:
+            c, seqs = held_pipeline(m1, m2, "po")
+            seqs.append(send(c, "BatchExistKey", ["po0"], "default"))
+            c2 = client(m1)
+            check(exist(c2, ["po0"]) == [True],
+                  "another client of the RPC thread answered meanwhile")
+            c.s.settimeout(1)
+            try:
+                early = c.s.recv(16)
+            except socket.timeout:
+                early = None
+            check(not early, "answered before the standby acknowledged: "
+                  "%r" % (early,))
+        finally:
+            m2.p.send_signal(signal.SIGCONT)
+        c.s.settimeout(60)
+        got = [answer(c, "PutEnd") for _ in range(3)]
+        got.append(answer(c, "BatchExistKey"))
+        check([g[0] for g in got] == seqs,
+              "answers in request order: %r, sent %r"
+              % ([g[0] for g in got], seqs))
+        check(all("ok" in g[1] for g in got[:3]), "PutEnds acknowledged:"
+              " %r" % ([g[1] for g in got[:3]],))
+        check([x.get("ok") for x in got[3][1]] == [True],
+              "the read behind them: %r" % (got[3][1],))
+        check(put(c, "po4"), "the connection goes on")
+        check(exist(c2, ["po1", "po2", "po3", "po4"]) == [True] * 4,
+              "all complete")
+
+
+def sc_parked_fenced(_):
+    """A leader fenced while answers are parked for a stopped standby
+    never sends them: the connection closes unanswered."""
+    with cluster(*PARKED) as (etcd, m1, m2):
+        try:
+            c, _ = held_pipeline(m1, m2, "pf")
+            etcd.signal(0, signal.SIGSTOP)  # no renewal: it fences itself
+            try:
+                m1.wait_said("RPC port closed")
+                got = b""
+                c.s.settimeout(30)
+                try:
+                    while True:
+                        b = c.s.recv(4096)
+                        if not b:
+                            break
+                        got += b
+                except OSError:
+                    pass
+                check(not got, "a fenced leader sent parked answers: %r"
+                      % (got[:64],))
+            finally:
+                etcd.signal(0, signal.SIGCONT)
+        finally:
+            m2.p.send_signal(signal.SIGCONT)
+
+
 SCENARIOS = {
     "flags": sc_flags,
     "election": sc_election,
@@ -1569,6 +1717,8 @@ SCENARIOS = {
     "handover": sc_handover,
     "lone_expiry": sc_lone_expiry,
     "held_apart": sc_held_apart,
+    "parked_order": sc_parked_order,
+    "parked_fenced": sc_parked_fenced,
 }
 
 

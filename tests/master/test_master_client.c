@@ -4,7 +4,11 @@
  * project's own C client (client/client.h): the client flow with batch
  * RPCs, pipelined requests answered by seq_num, and the revision check
  * (a client of the other tabled Mooncake revision is refused per request
- * with invalid_rpc_arguments, the connection staying usable).
+ * with invalid_rpc_arguments, the connection staying usable), and the
+ * replica descriptors of BatchPutStart and BatchGetReplicaList: each names
+ * the segment its replica is on, with a batch's replicas alternating
+ * between two segments and after one is unmounted and another mounted
+ * under its name.
  *
  * The master runs as a child process on an ephemeral loopback port (read
  * from its stdout); KVF_MASTER_BIN overrides ./kvforge-master.
@@ -296,6 +300,144 @@ static void test_client_flow(void **state)
 	kvf_client_close(c);
 }
 
+/* Whether @d lies in @seg and carries its endpoint and protocol. */
+static bool desc_on(const struct kvf_msg_desc *d,
+		    const struct kvf_msg_segment *seg)
+{
+	return d->addr >= seg->base &&
+	       d->addr + d->size <= seg->base + seg->size &&
+	       d->endpoint.len == seg->te_endpoint.len &&
+	       !memcmp(d->endpoint.data, seg->te_endpoint.data,
+		       d->endpoint.len) &&
+	       d->protocol.len == seg->protocol.len &&
+	       !memcmp(d->protocol.data, seg->protocol.data, d->protocol.len);
+}
+
+/*
+ * BatchPutStart of @n keys "<prefix><i>" with two replicas on @a and @b:
+ * every item has one descriptor on each, with that segment's endpoint and
+ * protocol, however the replicas alternate between the segments within
+ * the answer. Then ended and, through BatchGetReplicaList, the same.
+ */
+static void put_two_replicas(struct kvf_client *c, struct kvf_uuid me,
+			     const char *prefix, size_t n,
+			     const struct kvf_msg_segment *sa,
+			     const struct kvf_msg_segment *sb)
+{
+	char names[16][16];
+	struct kvf_key keys[16];
+	uint64_t sizes[16];
+	struct kvf_msg_req q;
+	struct answer a;
+
+	assert_true(n <= 16);
+	for (size_t i = 0; i < n; i++) {
+		snprintf(names[i], sizeof(names[i]), "%s%zu", prefix, i);
+		keys[i] = key(names[i]);
+		sizes[i] = 4096 * (i % 3 + 1);
+	}
+	q = (struct kvf_msg_req){.rpc = KVF_RPC_BatchPutStart,
+				 .client_id = me,
+				 .keys = keys,
+				 .nkeys = n,
+				 .vals = sizes,
+				 .nvals = n,
+				 .tenant = dflt};
+	q.config.replica_num = 2;
+	for (int rpc = 0; rpc < 2; rpc++) {
+		call(c, &q, &a);
+		assert_int_equal(a.r.n, n);
+		for (size_t i = 0; i < n; i++) {
+			const struct kvf_msg_desc *d = a.items[i].descs;
+
+			assert_int_equal(a.items[i].code, 0);
+			assert_int_equal(a.items[i].n, 2);
+			assert_int_equal(d[0].size, sizes[i]);
+			assert_int_equal(d[1].size, sizes[i]);
+			assert_int_equal(d[0].status,
+					 rpc ? KVF_MC_REPLICA_COMPLETE
+					     : KVF_MC_REPLICA_PROCESSING);
+			assert_int_equal(d[1].status, d[0].status);
+			assert_true(
+				(desc_on(&d[0], sa) && desc_on(&d[1], sb)) ||
+				(desc_on(&d[0], sb) && desc_on(&d[1], sa)));
+		}
+		if (!rpc) {
+			struct kvf_msg_req e = {.rpc = KVF_RPC_BatchPutEnd,
+						.client_id = me,
+						.keys = keys,
+						.nkeys = n,
+						.replica_type = 4,
+						.tenant = dflt};
+
+			call(c, &e, &a);
+			for (size_t i = 0; i < n; i++)
+				assert_int_equal(a.items[i].code, 0);
+		}
+		q = (struct kvf_msg_req){.rpc = KVF_RPC_BatchGetReplicaList,
+					 .keys = keys,
+					 .nkeys = n,
+					 .tenant = dflt};
+	}
+}
+
+/* Segment @n of test_client_descriptors' client. */
+static struct kvf_msg_segment segment(uint64_t n, const char *name,
+				      uint64_t base, uint64_t size,
+				      const char *endpoint,
+				      const char *protocol)
+{
+	return (struct kvf_msg_segment){
+		.id = {0xA5, n},
+		.name = {name, strlen(name)},
+		.base = base,
+		.size = size,
+		.te_endpoint = {endpoint, strlen(endpoint)},
+		.protocol = {protocol, strlen(protocol)},
+	};
+}
+
+/*
+ * Descriptors name the segment each replica is on, also after a segment
+ * is unmounted and another is mounted in its place under the same name
+ * with another address range and endpoint: the old one's endpoint must
+ * not show up in any later answer.
+ */
+static void test_client_descriptors(void **state)
+{
+	struct kvf_uuid me = {0xA1, 0xA2};
+	struct kvf_msg_segment sa = segment(1, "d-seg-a", 0x7C0000000000ULL,
+					    64 * MIB, "10.0.0.1:1111", "tcp");
+	struct kvf_msg_segment sb = segment(2, "d-seg-b", 0x7D0000000000ULL,
+					    64 * MIB, "10.0.0.2:22222", "rdma");
+	struct kvf_msg_segment sb2 = segment(3, "d-seg-b", 0x7E0000000000ULL,
+					     32 * MIB, "10.0.0.3:3", "tcp");
+	struct kvf_client *c = connect_latest();
+	struct kvf_msg_req q;
+	struct answer a;
+
+	(void)state;
+	mount(c, me, &sa);
+	mount(c, me, &sb);
+	put_two_replicas(c, me, "desc-", 12, &sa, &sb);
+	q = (struct kvf_msg_req){.rpc = KVF_RPC_UnmountSegment,
+				 .client_id = me,
+				 .segment_id = sb.id};
+	assert_int_equal(call(c, &q, &a)->code, 0);
+	mount(c, me, &sb2);
+	put_two_replicas(c, me, "desc2-", 12, &sa, &sb2);
+	q = (struct kvf_msg_req){
+		.rpc = KVF_RPC_RemoveAll, .force = true, .tenant = dflt};
+	call(c, &q, &a);
+	q = (struct kvf_msg_req){.rpc = KVF_RPC_UnmountSegment,
+				 .client_id = me,
+				 .segment_id = sa.id};
+	assert_int_equal(call(c, &q, &a)->code, 0);
+	q.segment_id = sb2.id;
+	assert_int_equal(call(c, &q, &a)->code, 0);
+	kvf_client_close(c);
+}
+
 /* Many requests in flight on one connection, each answer by its seq. */
 static void test_client_pipeline(void **state)
 {
@@ -369,6 +511,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_client_flow),
 		cmocka_unit_test(test_client_pipeline),
+		cmocka_unit_test(test_client_descriptors),
 		cmocka_unit_test(test_client_other_revision),
 	};
 

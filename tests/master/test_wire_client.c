@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * tests/master/test_wire_client.c - the C client (client/client.h) and the
- * load generator (kvforge-bench --master) against a stand-in master.
+ * load generator (kvforge-bench --master, all phases or those --phases
+ * names) against a stand-in master.
  *
  * The stand-in is built from the codec only: it answers every request of
  * the bench's flow with fixed, well-formed values, and it answers the
@@ -385,8 +386,9 @@ static void test_timeout(void **state)
 }
 
 /* Run kvforge-bench --master against the stand-in with @extra options
- * (NULL-terminated, at most 4); return its JSON output. */
-static char *run_bench(struct fake *f, const char *const *extra)
+ * (NULL-terminated, at most 4); return its output, its exit status in
+ * @code. */
+static char *run_bench_code(struct fake *f, const char *const *extra, int *code)
 {
 	char master[32], out[] = "/tmp/kvf-bench-XXXXXX";
 	int fd = mkstemp(out), status;
@@ -425,7 +427,7 @@ static char *run_bench(struct fake *f, const char *const *extra)
 	}
 	assert_int_equal(waitpid(pid, &status, 0), pid);
 	assert_true(WIFEXITED(status));
-	assert_int_equal(WEXITSTATUS(status), 0);
+	*code = WEXITSTATUS(status);
 	fp = fdopen(fd, "r");
 	assert_non_null(fp);
 	fseek(fp, 0, SEEK_END);
@@ -436,6 +438,16 @@ static char *run_bench(struct fake *f, const char *const *extra)
 	assert_int_equal(fread(json, 1, (size_t)n, fp), (size_t)n);
 	fclose(fp);
 	unlink(out);
+	return json;
+}
+
+/* run_bench_code() that must exit 0; its JSON output. */
+static char *run_bench(struct fake *f, const char *const *extra)
+{
+	int code;
+	char *json = run_bench_code(f, extra, &code);
+
+	assert_int_equal(code, 0);
 	return json;
 }
 
@@ -488,6 +500,36 @@ static void test_bench_paced(void **state)
 	free(json);
 }
 
+/* --phases runs the phases named and no other; a list that names an
+ * unknown phase, or get without put, is refused before any request. */
+static void test_bench_phases(void **state)
+{
+	static const char *const extra[] = {"--phases", "put,remove", NULL};
+	static const char *const bad[][3] = {
+		{"--phases", "get", NULL},
+		{"--phases", "put,gets", NULL},
+		{"--phases", "", NULL},
+	};
+	char *json = run_bench(*state, extra);
+	int code;
+
+	for (const char *s = "batch_put_start\0batch_put_end\0batch_remove\0";
+	     *s; s += strlen(s) + 1)
+		if (!strstr(json, s))
+			fail_msg("no %s in %s", s, json);
+	assert_null(strstr(json, "batch_get_replica_list"));
+	assert_null(strstr(json, "batch_exist_key"));
+	assert_int_equal(count_of(json, "\"failed_items\": 0}"), 2);
+	assert_int_equal(count_of(json, "\"keys\": 3000,"), 2);
+	free(json);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		json = run_bench_code(*state, bad[i], &code);
+		assert_int_not_equal(code, 0);
+		assert_null(strstr(json, "batch_put_start"));
+		free(json);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -497,6 +539,7 @@ int main(void)
 		cmocka_unit_test(test_timeout),
 		cmocka_unit_test(test_bench),
 		cmocka_unit_test(test_bench_paced),
+		cmocka_unit_test(test_bench_phases),
 	};
 
 	return cmocka_run_group_tests(tests, fake_start, fake_stop);

@@ -15,6 +15,9 @@
  *    grows several times per round while readers run;
  *  - a scanner: foreach must visit every stable record exactly once, also
  *    across resizes.
+ * test_insert_race: two put-shaped writers race insert_since for the same
+ * keys (and insert their own), audited for one record per key and an
+ * exact count after every pass.
  * Threads count failures (cmocka asserts only in the main thread).
  * Runtime: KVF_STRESS_SECONDS (default 2) split over the implementations
  * and rounds; it is time-bounded, so sanitizer builds do fewer operations.
@@ -400,12 +403,181 @@ static void test_concurrent(void **state)
 	assert_true(r.lookups > 0 && r.writes > 0);
 }
 
+/*
+ * Two put-shaped writers at once: each takes batches of keys, reads their
+ * insert sequences, looks the batch up and inserts what it missed with
+ * kvf__index_insert_since(), as put_start does; then removes what it
+ * inserted. Both go over the same shared keys, batch by batch, and over
+ * disjoint keys of their own. Both look a shared batch up before either
+ * inserts (a barrier between), so each shared key is missed by both and
+ * inserted by both, one in the batch's order and one in reverse: every
+ * shared key must be won once, by one writer, and the other handed the
+ * winner's record, through the sequences alone. The count, kept per
+ * stripe, must be exact after every pass.
+ */
+#define RACE_SHARED 4096
+#define RACE_OWN 2048 /* per writer, after the shared ids */
+#define RACE_BATCH 64
+#define RACE_PASSES 12
+
+_Static_assert(RACE_SHARED + 2 * RACE_OWN <= NR_KEYS, "race key ids");
+
+struct racer {
+	struct run *run;
+	pthread_barrier_t *go;	  /* with the main thread */
+	pthread_barrier_t *looked; /* the two writers */
+	unsigned nr;
+	unsigned long won[RACE_PASSES];
+	struct kvf__object *mine[NR_KEYS]; /* what this writer inserted */
+};
+
+/*
+ * Insert ids[0..n) put-style; count what this writer won. With @meet,
+ * wait for the other writer between the lookup and the inserts, and
+ * insert in reverse order if this is the second writer.
+ */
+static void race_batch(struct racer *w, unsigned pass, const unsigned *ids,
+		       size_t n, bool meet)
+{
+	struct kvf_key k[RACE_BATCH];
+	uint64_t h[RACE_BATCH];
+	uint32_t seq[RACE_BATCH];
+	struct kvf__object *out[RACE_BATCH];
+	struct kvf__index *idx = w->run->idx;
+
+	for (size_t i = 0; i < n; i++) {
+		k[i] = (struct kvf_key){keys[ids[i]].data, keys[ids[i]].len};
+		h[i] = keys[ids[i]].hash;
+	}
+	kvf__rcu_read_lock();
+	kvf__index_insert_seqs(idx, n, h, seq);
+	kvf__index_lookup_batch(idx, n, h, k, out);
+	read_unlock();
+	if (meet)
+		pthread_barrier_wait(w->looked);
+	kvf__rcu_read_lock();
+	for (size_t j = 0; j < n; j++) {
+		size_t i = meet && w->nr ? n - 1 - j : j;
+		struct kvf__object *o, *found;
+
+		if (out[i])
+			continue; /* the other writer's, checked below */
+		o = record_new(ids[i]);
+		found = kvf__index_insert_since(idx, o, h[i], seq[i]);
+		if (found) {
+			if (found->owner != ids[i])
+				report_failure(w->run, "insert found another key",
+					       ids[i]);
+			kvf__object_free(o);
+			continue;
+		}
+		w->mine[ids[i]] = o;
+		w->won[pass]++;
+	}
+	read_unlock();
+}
+
+static void *race_writer(void *arg)
+{
+	struct racer *w = arg;
+	unsigned own0 = RACE_SHARED + w->nr * RACE_OWN;
+	unsigned ids[RACE_BATCH];
+
+	kvf__rcu_ensure_registered();
+	for (unsigned pass = 0; pass < RACE_PASSES; pass++) {
+		pthread_barrier_wait(w->go);
+		/* Shared batches in one order for both, own keys between. */
+		for (unsigned b = 0; b < RACE_SHARED / RACE_BATCH; b++) {
+			for (unsigned i = 0; i < RACE_BATCH; i++)
+				ids[i] = b * RACE_BATCH + i;
+			race_batch(w, pass, ids, RACE_BATCH, true);
+			for (unsigned i = 0; i < RACE_BATCH / 2; i++)
+				ids[i] = own0 + (b * RACE_BATCH / 2 + i) %
+							RACE_OWN;
+			race_batch(w, pass, ids, RACE_BATCH / 2, false);
+		}
+		pthread_barrier_wait(w->go); /* the main thread audits */
+		pthread_barrier_wait(w->go);
+		kvf__rcu_read_lock();
+		for (unsigned id = 0; id < NR_KEYS; id++) {
+			if (!w->mine[id])
+				continue;
+			if (rem(w->run->idx, w->mine[id]) != KVF_OK)
+				report_failure(w->run, "remove of a won key",
+					       id);
+			record_retire(w->mine[id]);
+			w->mine[id] = NULL;
+		}
+		read_unlock();
+	}
+	return NULL;
+}
+
+static void test_insert_race(void **state)
+{
+	struct run r = {.ops = *state};
+	struct racer *w = calloc(2, sizeof(*w));
+	pthread_barrier_t go, looked;
+	pthread_t t[2];
+	unsigned long bad = 0;
+
+	assert_non_null(w);
+	kvf__rcu_ensure_registered();
+	record_hooked = r.ops->hooked;
+	assert_int_equal(r.ops->create(1, &r.idx), KVF_OK); /* it grows */
+	pthread_barrier_init(&go, NULL, 3);
+	pthread_barrier_init(&looked, NULL, 2);
+	for (unsigned i = 0; i < 2; i++) {
+		w[i] = (struct racer){
+			.run = &r, .go = &go, .looked = &looked, .nr = i};
+		assert_int_equal(pthread_create(&t[i], NULL, race_writer, &w[i]),
+				 0);
+	}
+	/* Audits count their failures: the writers must get to the end. */
+	for (unsigned pass = 0; pass < RACE_PASSES; pass++) {
+		pthread_barrier_wait(&go);
+		pthread_barrier_wait(&go);
+		/* Both done inserting: one record per key, exact count. */
+		for (unsigned id = 0; id < RACE_SHARED; id++)
+			bad += (w[0].mine[id] != NULL) ==
+			       (w[1].mine[id] != NULL);
+		for (unsigned i = 0; i < 2; i++) {
+			unsigned lo = RACE_SHARED + i * RACE_OWN;
+
+			for (unsigned id = RACE_SHARED; id < NR_KEYS; id++)
+				bad += (w[i].mine[id] != NULL) !=
+				       (id >= lo && id < lo + RACE_OWN);
+		}
+		bad += w[0].won[pass] + w[1].won[pass] !=
+		       RACE_SHARED + 2 * RACE_OWN;
+		bad += kvf__index_count(r.idx) != RACE_SHARED + 2 * RACE_OWN;
+		pthread_barrier_wait(&go);
+	}
+	for (unsigned i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+	kvf__rcu_barrier();
+	assert_int_equal(bad, 0);
+	assert_int_equal(r.errors, 0);
+	assert_int_equal(kvf__index_count(r.idx), 0);
+	kvf__index_destroy(r.idx);
+	pthread_barrier_destroy(&go);
+	pthread_barrier_destroy(&looked);
+	fprintf(stderr, "%s: shared keys won %lu / %lu in the last pass\n",
+		r.ops->name, w[0].won[RACE_PASSES - 1] - RACE_OWN,
+		w[1].won[RACE_PASSES - 1] - RACE_OWN);
+	free(w);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_prestate(test_concurrent,
 					  (void *)&kvf__index_bucket_ops),
 		cmocka_unit_test_prestate(test_concurrent,
+					  (void *)&kvf__index_lfht_ops),
+		cmocka_unit_test_prestate(test_insert_race,
+					  (void *)&kvf__index_bucket_ops),
+		cmocka_unit_test_prestate(test_insert_race,
 					  (void *)&kvf__index_lfht_ops),
 	};
 

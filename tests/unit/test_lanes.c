@@ -96,6 +96,29 @@ static void test_threads_split_then_idle(void **state)
 	assert_int_equal(other.lane, 1);
 }
 
+/*
+ * A putting thread that the scheduler kept off its CPU for tens of
+ * milliseconds (common on a shared 2-vCPU guest) is not idle: the other
+ * thread keeps to its own lane meanwhile, and both keep their lanes.
+ */
+static void test_descheduled_thread_keeps_its_lane(void **state)
+{
+	const uint64_t t0 = 100 * KVF__LANE_IDLE_NS, ms = 1000 * 1000;
+	struct kvf__placer me, other;
+
+	(void)state;
+	memset(&lanes, 0, sizeof(lanes));
+	me = join_here(t0);
+	other = join_from_new_thread(t0 + 10);
+	assert_int_equal(other.lane, 1);
+	for (uint64_t gap = 10 * ms; gap <= 200 * ms; gap += 10 * ms) {
+		me = join_here(t0 + 10 + gap);
+		assert_int_equal(me.lanes, 2);
+		assert_int_equal(me.lane, 0);
+	}
+	assert_int_equal(__builtin_popcountll(lanes.held), 2);
+}
+
 static void test_all_bits_held(void **state)
 {
 	struct kvf__placer p;
@@ -200,6 +223,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_lone_thread_has_every_segment),
 		cmocka_unit_test(test_threads_split_then_idle),
+		cmocka_unit_test(test_descheduled_thread_keeps_its_lane),
 		cmocka_unit_test(test_all_bits_held),
 		cmocka_unit_test(test_thread_alternating_sets),
 		cmocka_unit_test(test_returning_thread_does_not_share),

@@ -46,6 +46,7 @@ struct bench_opts {
 	double seconds;          /* --seconds: timed phases; 0 = by --rounds */
 	double rate;             /* --rate: keys/s offered; 0 = closed loop */
 	const char *mooncake_abi; /* --mooncake-abi; NULL = the newest */
+	const char *phases;      /* --phases: master phases run; NULL = all */
 	/* --workload trace (trace.c; defaults in docs/benchmarks.md) */
 	const char *trace;       /* --trace FILE */
 	double speed;            /* --speed X: X times the trace's pace; 0 = flat out */

@@ -183,6 +183,9 @@ static void usage(FILE *f)
 		"                      connection (default 4)\n"
 		"  --seconds S         master: run get and exist S seconds each\n"
 		"                      (default: --rounds passes over the keys)\n"
+		"  --phases LIST       master: the phases run, of put,get,exist,\n"
+		"                      remove, in that order (default all;\n"
+		"                      get and exist need put)\n"
 		"  --rate KEYS         master: offer KEYS keys/s in all, on a\n"
 		"                      fixed schedule (default: as fast as the\n"
 		"                      pipelines allow)\n"
@@ -328,6 +331,7 @@ static void parse_options(int argc, char **argv, struct bench_opts *o)
 		{ "tp", required_argument, NULL, 1006 },
 		{ "page-tokens", required_argument, NULL, 1007 },
 		{ "kv-bytes-per-token", required_argument, NULL, 1008 },
+		{ "phases", required_argument, NULL, 1009 },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -383,6 +387,7 @@ static void parse_options(int argc, char **argv, struct bench_opts *o)
 		case 1006: o->tp = (uint32_t)parse_u64(optarg); break;
 		case 1007: o->page_tokens = (uint32_t)parse_u64(optarg); break;
 		case 1008: o->kv_bytes_per_token = parse_u64(optarg); break;
+		case 1009: o->phases = optarg; break;
 		case 'l':
 			for (size_t i = 0; i < NR_WORKLOADS; i++)
 				printf("%-12s %s\n", workloads[i].name,

@@ -80,11 +80,40 @@ struct mb_run {
 	unsigned failovers;
 	double failover_ms_max;
 	uint64_t run_id;
+	unsigned phases; /* --phases: a bit per enum mb_phase */
 	struct kvf_uuid client_id;
 	struct kvf_msg_segment seg;
 	struct kvf__rdma_dev *dev; /* --transport rdma; NULL: TCP */
 	atomic_bool stop_ping;
 };
+
+/*
+ * --phases: a bit per enum mb_phase named in @list (comma separated), all
+ * of them for NULL; 0 for a name not known or a get or exist without put.
+ */
+static unsigned parse_phases(const char *list)
+{
+	unsigned mask = 0;
+
+	if (!list)
+		return (1u << MB__PHASES) - 1;
+	while (*list) {
+		size_t len = strcspn(list, ",");
+		int p;
+
+		for (p = 0; p < MB__PHASES; p++)
+			if (strlen(phase_names[p]) == len &&
+			    !strncmp(list, phase_names[p], len))
+				break;
+		if (p == MB__PHASES)
+			return 0;
+		mask |= 1u << p;
+		list += len + (list[len] == ',');
+	}
+	if ((mask & (1u << MB_GET | 1u << MB_EXIST)) && !(mask & 1u << MB_PUT))
+		return 0;
+	return mask;
+}
 
 /* One connection and its thread's view of a phase. */
 struct mb_conn {
@@ -714,6 +743,15 @@ static int run_init(struct mb_run *run, const struct bench_opts *o,
 				"etcd://HOST:PORT[;HOST:PORT...] required\n");
 		return KVF_ERR_INVALID_ARGUMENT;
 	}
+	run->phases = parse_phases(o->phases);
+	if (!run->phases) {
+		fprintf(stderr,
+			"kvforge-bench: --phases: a list of put, get, exist, "
+			"remove (get and exist need put)\n");
+		kvf_client_master_free(run->master);
+		run->master = NULL;
+		return KVF_ERR_INVALID_ARGUMENT;
+	}
 	run->abi = kvf_abi_find(o->mooncake_abi);
 	if (!run->abi) {
 		fprintf(stderr, "kvforge-bench: unknown --mooncake-abi '%s'\n",
@@ -859,7 +897,8 @@ static int run_conns(struct mb_run *run, struct bench_results *r)
 		return rc;
 	}
 	for (int ph = 0; ph < MB__PHASES && !rc; ph++)
-		rc = run_phase(run, conns, (enum mb_phase)ph, r);
+		if (run->phases & 1u << ph)
+			rc = run_phase(run, conns, (enum mb_phase)ph, r);
 	run_stop(run, conns[0].c, pinger, !rc);
 	record_failovers(run, conns, r);
 	close_conns(conns, o->connections);
