@@ -2097,7 +2097,7 @@ static bool slab_collect(const struct kvf__segalloc *a, uint64_t base,
 	uint32_t i = (uint32_t)((rel + s->size - 1) / s->size);
 
 	for (; i < s->k && *k < max; i++) {
-		if (!(s->words[i / 64] & (1ULL << (i % 64))))
+		if (!slab_held(s, i))
 			continue;
 		out[(*k)++] = (struct kvf__segalloc_block){
 			s->base + i * s->size, s->size, s->tag[i] };
@@ -2280,8 +2280,7 @@ static void check_slab_tree(const struct kvf__segalloc *a,
 				kvf__die("slab %#llx not in the directory",
 					 (unsigned long long)off);
 			for (uint32_t j = 0; j < s->k; j++) {
-				uint64_t bit = 1ULL << (j % 64);
-				bool u = s->words[j / 64] & bit;
+				bool u = slab_held(s, j);
 
 				held += u;
 				if ((!u && s->tag[j]) ||
