@@ -427,7 +427,8 @@ static void *thread_main(void *arg)
 
 	for (;;) {
 		int n = epoll_wait(t->epfd, evs, MAX_EVENTS,
-				   t->parked ? 100 : 1000);
+				   t->parked ? (int)(PARK_CHECK_NS / 1000000)
+					     : 1000);
 		bool acked = false;
 		uint64_t now;
 
