@@ -15,12 +15,13 @@
  * image has been read (reserve_image()); the log's as they come.
  *
  * Cost: one index insertion per recovered object (a put is inserted
- * first; only a clash, which the image never has, costs more). Image puts
- * are inserted IMAGE_AHEAD records after they were read, their home
- * buckets prefetched meanwhile (stage_put()): the image comes in key-hash
- * order, which the index's home buckets scramble, so inserting each at
- * once waited for a cold line per object. The log's puts are applied as they
- * come: other records between them depend on their order.
+ * first; only a clash, which the image never has, costs more). Puts are
+ * inserted up to PUTS_AHEAD puts after they were read, their home
+ * buckets prefetched meanwhile (stage_put()): keys come in key-hash order
+ * (the image) or in the order they were put (the log), which the index's
+ * home buckets scramble, so inserting each at once waited for a cold line
+ * per object. Any other record first inserts every staged put, so it
+ * sees the state the log's order gives.
  *
  * The image's replicas are sorted by (segment, offset) with a radix sort
  * (engine/replay_sort.c).
@@ -64,8 +65,8 @@
  * first, apply_mount() refuses one after them).
  */
 
-/* Image puts read but not yet inserted, oldest first (stage_put()). */
-#define IMAGE_AHEAD 8
+/* Puts read but not yet inserted, oldest first (stage_put()). */
+#define PUTS_AHEAD 8
 
 struct staged {
 	struct kvf__object *o;
@@ -82,7 +83,7 @@ struct replay {
 	bool in_log; /* the image is done: reserve replicas as they come */
 	struct kvf__replay_range *pend;
 	size_t nr_pend, cap_pend;
-	struct staged ahead[IMAGE_AHEAD];
+	struct staged ahead[PUTS_AHEAD];
 	unsigned nr_ahead, first_ahead;
 	uint64_t seq;  /* the record being applied */
 	bool reported; /* the refusal is logged already */
@@ -261,18 +262,20 @@ static void count_recovered(struct replay *rp, const struct kvf__object *o)
 static void refuse(const struct replay *rp, enum kvf__jrec_type type,
 		   const char *key, size_t key_len, uint64_t seq);
 
-/*
- * Insert the image put @st, read IMAGE_AHEAD records ago. The image holds
- * a key once, so a clash is a damaged image; the refusal names @st's
- * record, not the one being read.
- */
-static int insert_staged(struct replay *rp, const struct staged *st)
+/* Name staged put @st in the refusal (not the record being read). */
+static void refuse_staged(struct replay *rp, const struct staged *st)
+{
+	refuse(rp, KVF__JREC_OBJECT_PUT, kvf__object_key(st->o),
+	       st->o->key_len, st->seq);
+	rp->reported = true;
+}
+
+/* Insert image put @st; the image holds a key once: a clash is damage. */
+static int insert_image_put(struct replay *rp, const struct staged *st)
 {
 	if (kvf__index_insert_unique(rp->e->index, st->o, st->hash)) {
 		rp->why = "key twice in the image";
-		refuse(rp, KVF__JREC_OBJECT_PUT, kvf__object_key(st->o),
-		       st->o->key_len, st->seq);
-		rp->reported = true;
+		refuse_staged(rp, st);
 		kvf__object_free(st->o);
 		return KVF_ERR_JOURNAL_CORRUPT;
 	}
@@ -280,34 +283,72 @@ static int insert_staged(struct replay *rp, const struct staged *st)
 	return KVF_OK;
 }
 
+/*
+ * Insert log put @st, replacing an object with its key, and reserve its
+ * replicas; on failure it is retired again.
+ */
+static int insert_log_put(struct replay *rp, const struct staged *st)
+{
+	struct kvf_engine *e = rp->e;
+	struct kvf__object *old;
+	int ret;
+
+	old = kvf__index_insert_unique(e->index, st->o, st->hash);
+	if (old) {
+		ret = drop_object(rp, old, st->hash);
+		if (kvf__index_insert_unique(e->index, st->o, st->hash))
+			kvf__die("replay: key present after it was dropped");
+		if (ret)
+			goto err;
+	}
+	ret = reserve_replicas(rp, st->o, st->hash);
+	if (ret)
+		goto err;
+	count_recovered(rp, st->o);
+	return KVF_OK;
+
+err:
+	if (ret == KVF_ERR_JOURNAL_CORRUPT)
+		refuse_staged(rp, st);
+	kvf__object_retire(e, st->o, st->hash, &rp->rc);
+	return ret;
+}
+
+/* Insert put @st, read up to PUTS_AHEAD records ago. */
+static int insert_staged(struct replay *rp, const struct staged *st)
+{
+	return rp->in_log ? insert_log_put(rp, st) : insert_image_put(rp, st);
+}
+
 /* Take the oldest staged put out of the ring and insert it. */
 static int insert_oldest(struct replay *rp)
 {
 	struct staged st = rp->ahead[rp->first_ahead];
 
-	rp->first_ahead = (rp->first_ahead + 1) % IMAGE_AHEAD;
+	rp->first_ahead = (rp->first_ahead + 1) % PUTS_AHEAD;
 	rp->nr_ahead--;
 	return insert_staged(rp, &st);
 }
 
 /*
- * Stage image put @o, its replicas in table slots @slots: defer them,
- * warm the lines its insert takes and insert it IMAGE_AHEAD puts later
- * (or at the image's end, drain_staged()). On failure @o is freed.
+ * Stage put @o, its replicas in table slots @slots: defer them (in the
+ * image), warm the lines its insert takes and insert it PUTS_AHEAD puts
+ * later (or before the next record that is not a put, drain_staged()).
+ * On failure @o is freed.
  */
 static int stage_put(struct replay *rp, struct kvf__object *o, uint64_t hash,
 		     const uint32_t *slots)
 {
-	int ret = defer_replicas(rp, o, hash, slots);
+	int ret = rp->in_log ? KVF_OK : defer_replicas(rp, o, hash, slots);
 
-	if (!ret && rp->nr_ahead == IMAGE_AHEAD)
+	if (!ret && rp->nr_ahead == PUTS_AHEAD)
 		ret = insert_oldest(rp);
 	if (ret) {
 		kvf__object_free(o);
 		return ret;
 	}
 	kvf__index_prefetch_write(rp->e->index, hash);
-	rp->ahead[(rp->first_ahead + rp->nr_ahead++) % IMAGE_AHEAD] =
+	rp->ahead[(rp->first_ahead + rp->nr_ahead++) % PUTS_AHEAD] =
 		(struct staged){o, hash, rp->seq};
 	return KVF_OK;
 }
@@ -329,25 +370,26 @@ static void free_staged(struct replay *rp)
 {
 	while (rp->nr_ahead) {
 		kvf__object_free(rp->ahead[rp->first_ahead].o);
-		rp->first_ahead = (rp->first_ahead + 1) % IMAGE_AHEAD;
+		rp->first_ahead = (rp->first_ahead + 1) % PUTS_AHEAD;
 		rp->nr_ahead--;
 	}
 }
 
 /*
- * OBJECT_PUT replaces any object with the same key. The record is inserted
- * first (one index operation when the key is new, the common case); a
- * clash drops the old object and inserts again. Replicas are reserved at
- * once in the log; image objects' replicas are reserved together at the
- * end of the image, where the image's key uniqueness makes a clash a
- * damaged journal.
+ * OBJECT_PUT replaces any object with the same key. The record is built
+ * and staged; when inserted (stage_put()) it goes in first (one index
+ * operation when the key is new, the common case) and a clash drops the
+ * old object and inserts again. Replicas are reserved on insertion in
+ * the log; image objects' replicas are reserved together at the end of
+ * the image, where the image's key uniqueness makes a clash a damaged
+ * journal.
  */
 static int apply_put(struct replay *rp, const struct kvf__jrec *r)
 {
 	struct kvf_engine *e = rp->e;
 	uint64_t hash = kvf__key_hash(r->obj.key, r->obj.key_len);
 	uint32_t slots[KVF_MAX_REPLICAS];
-	struct kvf__object *old, *o;
+	struct kvf__object *o;
 	int ret;
 
 	/* No segment holds more (put_start refuses larger objects). */
@@ -364,25 +406,7 @@ static int apply_put(struct replay *rp, const struct kvf__jrec *r)
 	ret = set_replicas(rp, o, r, slots);
 	if (ret)
 		goto err_free;
-	if (!rp->in_log)
-		return stage_put(rp, o, hash, slots);
-	old = kvf__index_insert_unique(e->index, o, hash);
-	if (old) {
-		ret = drop_object(rp, old, hash);
-		if (kvf__index_insert_unique(e->index, o, hash))
-			kvf__die("replay: key present after it was dropped");
-		if (ret) {
-			kvf__object_retire(e, o, hash, &rp->rc);
-			return ret;
-		}
-	}
-	ret = reserve_replicas(rp, o, hash);
-	if (ret) {
-		kvf__object_retire(e, o, hash, &rp->rc);
-		return ret;
-	}
-	count_recovered(rp, o);
-	return KVF_OK;
+	return stage_put(rp, o, hash, slots);
 
 err_free:
 	kvf__object_free(o);
@@ -561,6 +585,12 @@ static int apply_one(struct replay *rp, const struct kvf__jrec *r)
 	struct kvf_engine *e = rp->e;
 	int ret;
 
+	/* Every other record sees the puts before it applied. */
+	if (r->type != KVF__JREC_OBJECT_PUT) {
+		ret = drain_staged(rp);
+		if (ret)
+			return ret;
+	}
 	switch (r->type) {
 	case KVF__JREC_SEGMENT_MOUNT:
 		return apply_mount(rp, r);
@@ -655,6 +685,8 @@ int kvf__engine_recover(struct kvf_engine *e)
 
 	pthread_mutex_lock(&e->seg_lock);
 	ret = kvf__journal_replay(e->journal, &ops, &rp);
+	if (!ret)
+		ret = drain_staged(&rp); /* the log's last puts */
 	free_staged(&rp); /* left over if the image pass failed */
 	kvf__reclaim_flush(&rp.rc);
 	pthread_mutex_unlock(&e->seg_lock);

@@ -424,6 +424,52 @@ static void test_image_refused(void **state)
 	free(f);
 }
 
+static void capture_log(void *ctx, int level, const char *msg)
+{
+	char *last = ctx;
+
+	(void)level;
+	snprintf(last, 512, "%s", msg);
+}
+
+/*
+ * A refused put is named by its own key and sequence even when puts read
+ * after it were waiting to be inserted: put "bad" (sequence 7) lands on
+ * "p1"'s space, and twelve more puts follow it in the log.
+ */
+static void test_refusal_names_its_put(void **state)
+{
+	static char keys[20][8];
+	static uint64_t offs[20][1];
+	struct kvf__jrec recs[20];
+	char last[512] = "";
+	struct kvf_config cfg;
+	struct kvf_engine *e = NULL;
+	size_t n = 0;
+	char *dir;
+
+	(void)state;
+	recs[n++] = mount_rec(SEG_A);
+	for (unsigned i = 0; i < 18; i++) {
+		snprintf(keys[i], sizeof(keys[i]), i == 5 ? "bad" : "p%u", i);
+		offs[i][0] = (i == 5 ? 1 : i) * 4096;
+		recs[n] = obj_rec(KVF__JREC_OBJECT_PUT, keys[i], 1, seg_a,
+				  offs[i]);
+		n++;
+	}
+	dir = write_journal(recs, n);
+	kvf_config_init(&cfg);
+	cfg.durability = KVF_DURABILITY_STRICT;
+	cfg.data_dir = dir;
+	cfg.background = false;
+	cfg.log = capture_log;
+	cfg.log_ctx = last;
+	assert_int_equal(kvf_engine_open(&cfg, &e), KVF_ERR_JOURNAL_CORRUPT);
+	print_message("%s\n", last);
+	assert_non_null(strstr(last, "OBJECT_PUT (sequence 7, key bad)"));
+	free(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -431,6 +477,7 @@ int main(void)
 		cmocka_unit_test(test_valid_order_opens),
 		cmocka_unit_test(test_image_recovers_in_place),
 		cmocka_unit_test(test_image_refused),
+		cmocka_unit_test(test_refusal_names_its_put),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
