@@ -224,6 +224,19 @@ bool kvf_repl_may_campaign(void *ctx);
 void kvf_repl_hold_begin(void);
 
 /**
+ * kvf_repl_hold_note_latest() - in a hold, make the held answers wait
+ * also for every record committed so far: a PutStart that placed
+ * something calls it after placing, so its answer never hands out space
+ * whose freeing (another connection's remove, an eviction) the sync
+ * standbys have not acknowledged (docs/ha.md). Nothing is noted outside
+ * a hold, without a leader or sync standbys, or when the standbys
+ * already hold every record.
+ * Context: any thread; takes the leader's mutex briefly; never blocks
+ * on standbys.
+ */
+void kvf_repl_hold_note_latest(void);
+
+/**
  * kvf_repl_hold_drop() - end the hold without waiting: the held answers
  * will never be sent (their connection closes). Never blocks.
  */

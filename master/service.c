@@ -35,6 +35,7 @@
 
 #include "base/clock.h"
 #include "ha/election.h"
+#include "ha/replication.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -630,6 +631,14 @@ static void do_put_start(struct call *c, bool upsert)
 	redo_duplicates(c, put_one);
 	if (upsert)
 		upsert_existing(c);
+	/* the answer must not hand out space freed by a record the sync
+	 * standbys do not hold yet (kvf_repl_hold_note_latest()) */
+	for (size_t i = 0; i < c->req.nkeys; i++) {
+		if (s->status[i] == KVF_OK) {
+			kvf_repl_hold_note_latest();
+			break;
+		}
+	}
 	if (c->svc->o.metrics)
 		kvf_metrics_value_sizes(c->svc->o.metrics, c->req.vals,
 					s->status, c->req.nkeys);

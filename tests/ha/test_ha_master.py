@@ -1697,6 +1697,46 @@ def sc_parked_fenced(_):
             m2.p.send_signal(signal.SIGCONT)
 
 
+def sc_freed_space(_):
+    """A PutStart never hands out space whose freeing the standbys have
+    not acknowledged: with one segment that holds one object, client A's
+    Remove of it is held for the stopped standby, and client B's PutStart
+    of an object of the same size (which only that space fits) is held
+    too, not answered with the space the standby still lists; once the
+    standby is back both are answered."""
+    size = 1 << 20
+    with cluster(*PARKED) as (etcd, m1, m2):
+        m2.wait_said("following the leader")
+        a, b = client(m1), client(m1)
+        mount(a, size)
+        check(put(a, "fx", size), "X put with the standby running")
+        before = leader_seq(m1)
+        try:
+            freeze(m2)
+            send(a, "Remove", "fx", False, "default")
+            wait_for(lambda: leader_seq(m1) > before,
+                     "X's removal journaled while the standby is stopped")
+            send(b, "PutStart", ME, "fy", size, CFG, "default")
+            b.s.settimeout(2)
+            try:
+                early = b.s.recv(16)
+            except socket.timeout:
+                early = None
+            check(not early, "PutStart answered with space whose freeing "
+                  "the standby has not acknowledged: %r" % (early,))
+        finally:
+            m2.p.send_signal(signal.SIGCONT)
+        a.s.settimeout(60)
+        b.s.settimeout(60)
+        _, r = answer(a, "Remove")
+        check("ok" in r, "X's removal acknowledged: %r" % (r,))
+        _, r = answer(b, "PutStart")
+        check("ok" in r, "Y's PutStart answered: %r" % (r,))
+        r = b.call("PutEnd", ME, ["fy", None], 0, "default")
+        check("ok" in r["decoded"], "Y's PutEnd: %r" % (r,))
+        check(exist(b, ["fx", "fy"]) == [False, True], "X gone, Y there")
+
+
 SCENARIOS = {
     "flags": sc_flags,
     "election": sc_election,
@@ -1719,6 +1759,7 @@ SCENARIOS = {
     "held_apart": sc_held_apart,
     "parked_order": sc_parked_order,
     "parked_fenced": sc_parked_fenced,
+    "freed_space": sc_freed_space,
 }
 
 
