@@ -605,6 +605,13 @@ static int tap_wait(void *ctx, uint64_t last_seq)
  */
 static _Atomic(struct kvf_repl_leader *) leading;
 
+int kvf_repl_hold_admit(void)
+{
+	struct kvf_repl_leader *l = atomic_load(&leading);
+
+	return l && hold.on ? tap_admit(l) : KVF_OK;
+}
+
 /*
  * Why a PutStart waits (docs/ha.md): the space it places may have been
  * freed a moment ago by another connection's remove (or by an eviction)

@@ -606,6 +606,7 @@ static void do_put_start(struct call *c, bool upsert)
 {
 	struct kvf_service_scratch *s = c->s;
 	struct put_state ps;
+	int rc;
 
 	if (c->rpc == KVF_RPC_PutStart || c->rpc == KVF_RPC_UpsertStart) {
 		single_key(c);
@@ -615,6 +616,13 @@ static void do_put_start(struct call *c, bool upsert)
 	}
 	if (c->req.nvals != c->req.nkeys || !put_config(c, &ps.pc, ps.ids)) {
 		answer_error(c, KVF_MC_INVALID_PARAMS);
+		return;
+	}
+	/* refused like a mutation: its answer would wait for standbys
+	 * that are not there (kvf_repl_hold_note_latest() below) */
+	rc = kvf_repl_hold_admit();
+	if (rc) {
+		answer_status(c, rc);
 		return;
 	}
 	ps.client = kvf_registry_id(c->req.client_id);

@@ -703,8 +703,8 @@ def sc_replication(_):
         lost = [k for k, f in zip(acked, found) if f is not True]
         check(not lost, "%d of %d acknowledged objects lost: %r"
               % (len(lost), len(acked), lost[:5]))
-        # alone now: with --ha_sync_standbys 1 it refuses mutations
-        # (PutStart journals nothing; PutEnd is refused)
+        # alone now: with --ha_sync_standbys 1 it refuses mutations,
+        # and PutStart, whose answer would wait for a standby
         check(not put(c2, "alone"), "a lone leader refuses")
         check(m2.http("/health")["replication"]["standbys"] == 0,
               "no standby")
@@ -1699,7 +1699,7 @@ def sc_parked_fenced(_):
 
 def sc_freed_space(_):
     """A PutStart never hands out space whose freeing the standbys have
-    not acknowledged: with one segment that holds one object, client A's
+    not acknowledged: with one segment that fits one object, client A's
     Remove of it is held for the stopped standby, and client B's PutStart
     of an object of the same size (which only that space fits) is held
     too, not answered with the space the standby still lists; once the
@@ -1708,7 +1708,9 @@ def sc_freed_space(_):
     with cluster(*PARKED) as (etcd, m1, m2):
         m2.wait_said("following the leader")
         a, b = client(m1), client(m1)
-        mount(a, size)
+        # one and a half objects: X alone is below the eviction
+        # watermark (the master does not evict it meanwhile)
+        mount(a, size * 3 // 2)
         check(put(a, "fx", size), "X put with the standby running")
         before = leader_seq(m1)
         try:
