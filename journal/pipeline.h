@@ -50,8 +50,6 @@ struct kvf__flow {
 	uint64_t durable_seq;
 	uint64_t pending_bytes; /* payload bytes not moved into LMDB yet */
 	uint64_t pending_since; /* ns of the oldest of them, 0: none */
-	uint64_t pf_to;         /* file @cur is populated up to here */
-	int pf_want;            /* the writer should populate ahead */
 	int sync_now;           /* an appender waits for a file to be freed */
 	int drain;              /* someone waits for everything to move */
 	int direct;             /* an oversize append owns the order */
@@ -231,7 +229,6 @@ void kvf__flow_direct_end(struct kvf__journal *j, int rc);
 bool kvf__flow_move_due(struct kvf__journal *j, uint64_t now,
 			uint64_t *deadline);
 int kvf__flow_move(struct kvf__journal *j);
-void kvf__flow_serve_prefault(struct kvf__journal *j);
 /* With @mu held: the syncer's part (drops @mu meanwhile) and outcome. */
 int kvf__flow_sync(struct kvf__journal *j);
 void kvf__flow_synced(struct kvf__journal *j, uint64_t seq, int rc);

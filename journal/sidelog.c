@@ -38,23 +38,18 @@
  * refused); a skip frame LMDB lacks ends the chain (only an OS crash
  * leaves one). docs/journal.md has the verdicts and their reasons.
  *
- * Writing frames: BOUNDED copies a frame into the mapping (no system
- * call on the caller's path). STRICT writes it with pwritev() instead:
- * on ext4 here an fdatasync() after stores through a shared mapping took
- * 200-250 us and after pwrite() of the same 12 KB 90-100 us (pages
- * dirtied through page tables cost the sync a second device flush), and
- * STRICT pays a sync per batch. For BOUNDED, whose syncs are off the
- * caller's path, pwritev() measured the same put throughput as the
- * stores, four interleaved runs each. Both land in the same page cache,
- * so moves and recovery read frames through the mapping either way.
- *
- * Page tables (see docs/journal.md): writing back a dirty page that is
- * mapped writable write-protects it, one TLB flush (an IPI to the
- * appending CPU) per page, and the next store faults. So the pipeline
- * unmaps what appends will not touch again before each periodic sync
- * (kvf__sidelog_zap(): pages stay in the page cache, dirty), and keeps a
- * window ahead of the append position populated writable
- * (kvf__sidelog_prefault()).
+ * Writing frames: both modes write a frame with pwritev(); the file's
+ * mapping is only read (moves, recovery), so the appending thread never
+ * stores through page tables. Stores through the shared mapping cost
+ * more than the system call here: a sync (or the kernel's own writeback)
+ * of a page mapped writable write-protects it, one TLB flush per page,
+ * and the next store into it faults; keeping the pages mapped
+ * (populating ahead, unmapping behind) moved that work to other threads
+ * and the page-table lock; and even with every page populated, the
+ * stores took about five times the pwritev()'s time on the appending
+ * thread (perf, docs/journal.md). For STRICT, an fdatasync() after
+ * stores through the mapping also took 200-250 us against 90-100 us after
+ * pwrite() of the same 12 KB on ext4 here (a second device flush).
  *
  * No threads and no locks here: the caller serialises every call that
  * changes a struct kvf__sidelog; the mappings are fixed between open and
@@ -124,33 +119,6 @@ uint64_t kvf__sidelog_hash(const struct kvf__jbatch *b)
 }
 
 /*
- * Copy a frame's payload into the mapping with non-temporal stores where
- * the CPU has them: nobody on this core reads it again (the writer thread
- * moves it, milliseconds later, on another one), and 12 KB of side log
- * per 128-record batch pushed the put path's own data out of the caches
- * (perf: allocator, index and arena functions ~25 ns per key slower with
- * the journal on). @dst is 8-byte aligned (frames are). The stores are
- * fenced before the caller publishes the frame.
- */
-static void copy_stream(uint8_t *dst, const uint8_t *src, size_t len)
-{
-#if defined(__x86_64__) && !defined(KVF_NO_STREAM_COPY)
-	size_t n = len / 8;
-
-	for (size_t i = 0; i < n; i++) {
-		long long v;
-
-		memcpy(&v, src + 8 * i, 8);
-		__builtin_ia32_movnti64((long long *)(void *)(dst + 8 * i), v);
-	}
-	memcpy(dst + 8 * n, src + 8 * n, len - 8 * n);
-	__builtin_ia32_sfence();
-#else
-	memcpy(dst, src, len);
-#endif
-}
-
-/*
  * Write a frame with pwritev(): see "Writing frames" above. Whatever the
  * call did not write (an error, a short write) is stored through the
  * mapping instead, so the frame is in the page cache either way and a
@@ -189,15 +157,9 @@ void kvf__sidelog_put(struct kvf__sidelog *sl, int file,
 		.nr_recs = (uint32_t)req->nr_recs,
 		.nr_frames = req->nr_frames,
 	};
-	uint8_t *p = f->map + f->end;
 
 	h.check = hdr_check(&h, hash, f->key);
-	if (sl->strict) { /* see "Writing frames" above */
-		write_frame(f, &h, req);
-	} else {
-		memcpy(p, &h, sizeof(h));
-		copy_stream(p + KVF__SIDELOG_HDR, req->buf, req->len);
-	}
+	write_frame(f, &h, req); /* see "Writing frames" above */
 	f->end += kvf__sidelog_frame_bytes(req->len);
 	f->hi_seq = first_seq + req->nr_recs - 1;
 	f->dirty = 1;
@@ -217,7 +179,6 @@ void kvf__sidelog_reuse(struct kvf__sidelog *sl, int file)
 {
 	sl->f[file].end = KVF__SIDELOG_DATA;
 	sl->f[file].hi_seq = 0;
-	sl->f[file].zap_to = 0;
 }
 
 /*
@@ -926,7 +887,6 @@ int kvf__sidelog_open(struct kvf__sidelog *sl, const char *dir, uint64_t id,
 		sl->f[i].end = KVF__SIDELOG_DATA;
 		sl->f[i].hi_seq = 0;
 		sl->f[i].dirty = 0;
-		sl->f[i].zap_to = 0;
 	}
 	return rc;
 }
@@ -941,28 +901,6 @@ void kvf__sidelog_close(struct kvf__sidelog *sl)
 		sl->f[i].map = NULL;
 		sl->f[i].fd = -1;
 	}
-}
-
-/* --- Page tables: populate ahead, unmap behind. --- */
-
-void kvf__sidelog_prefault(struct kvf__sidelog *sl, int file, uint64_t from,
-			   uint64_t to)
-{
-	if (to > sl->size)
-		to = sl->size;
-	from &= ~(uint64_t)4095;
-	if (from < to)
-		madvise(sl->f[file].map + from, to - from,
-			MADV_POPULATE_WRITE);
-}
-
-void kvf__sidelog_zap(struct kvf__sidelog *sl, int file, uint64_t from,
-		      uint64_t to)
-{
-	from &= ~(uint64_t)4095;
-	to &= ~(uint64_t)4095;
-	if (from < to)
-		madvise(sl->f[file].map + from, to - from, MADV_DONTNEED);
 }
 
 int kvf__sidelog_sync_file(struct kvf__sidelog *sl, int file)

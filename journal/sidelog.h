@@ -29,7 +29,6 @@ struct kvf__sidelog_file {
 	uint8_t *map;    /* the whole file, MAP_SHARED; fixed while open */
 	uint64_t end;    /* end of the last frame written since (re)use */
 	uint64_t hi_seq; /* last sequence written since (re)use, 0: none */
-	uint64_t zap_to; /* unmapped below this (kvf__sidelog_zap()) */
 	uint64_t key;    /* check key of this open's frames */
 	int dirty;       /* written since the last kvf__sidelog_sync_file() */
 };
@@ -37,7 +36,7 @@ struct kvf__sidelog_file {
 /* The side log, open for appends. */
 struct kvf__sidelog {
 	uint64_t size; /* bytes per file */
-	bool strict;   /* frames are written by pwritev (sidelog.c says why) */
+	bool strict;   /* STRICT: the pipeline syncs each frame */
 	struct kvf__sidelog_file f[2];
 };
 
@@ -178,12 +177,6 @@ int kvf__sidelog_open(struct kvf__sidelog *sl, const char *dir, uint64_t id,
 		      const struct kvf__sidelog_src s[2], uint64_t boot);
 void kvf__sidelog_close(struct kvf__sidelog *sl);
 
-/* Populate [@from, @to) of file @file writable (MADV_POPULATE_WRITE). */
-void kvf__sidelog_prefault(struct kvf__sidelog *sl, int file, uint64_t from,
-			   uint64_t to);
-/* Drop the page-table entries of [@from, @to) of file @file. */
-void kvf__sidelog_zap(struct kvf__sidelog *sl, int file, uint64_t from,
-		      uint64_t to);
 /* fdatasync() file @file: 0 or an errno value. */
 int kvf__sidelog_sync_file(struct kvf__sidelog *sl, int file);
 

@@ -10,8 +10,9 @@
  * half again the in-memory put path. A process crash only needs the
  * acknowledged bytes in the page cache, and stores into a MAP_SHARED
  * mapping of a file are in the page cache the moment they are made. So an
- * append copies its encoded batch into a mapped, preallocated side log
- * file (sidelog.c: the format) and returns; the writer thread later moves
+ * append writes its encoded batch into a preallocated side log file with
+ * one pwritev() (sidelog.c: the format, and why not stores into its
+ * mapping) and returns; the writer thread later moves
  * the same frames into the LMDB log, many batches per transaction
  * (kvf__flow_move()). STRICT appends also sync the side log before they
  * return (kvf__flow_strict_sync(): group sync).
@@ -27,10 +28,6 @@
  * put into the LMDB log and synced; then each file gets a header for a
  * new epoch and appends start again at wal-0.log. A crash anywhere in
  * this is harmless: frames already in LMDB are skipped.
- *
- * Page tables: before each periodic sync the syncer unmaps what appends
- * will not touch again, and the writer thread keeps a window ahead of the
- * append position populated writable (sidelog.c says why).
  *
  * Locking: struct kvf__flow and struct kvf__sidelog are under the
  * journal's @mu; the mappings are fixed between open and close.
@@ -255,10 +252,6 @@ void kvf__flow_close(struct kvf__journal *j)
 #define MOVE_NS (20ull * 1000000)
 /* After a failed move, retry no sooner than this. */
 #define MOVE_RETRY_NS (10ull * 1000000)
-/* Keep this much of the current file populated ahead of the appends. */
-#define PF_WINDOW (1ull << 20)
-/* Before a sync, unmap what lies more than this behind the appends. */
-#define ZAP_MARGIN (256ull << 10)
 
 /*
  * With @mu held: is there room for @bytes at the append position? Switches
@@ -292,20 +285,7 @@ static bool room(struct kvf__journal *j, uint64_t bytes)
 	}
 	w->cur = !w->cur;
 	kvf__sidelog_reuse(&j->sl, w->cur);
-	w->pf_to = 0;
 	return true;
-}
-
-/* With @mu held: ask the writer to populate ahead when it is time. */
-static void want_prefault(struct kvf__journal *j)
-{
-	struct kvf__flow *w = &j->flow;
-
-	if (j->sl.strict || w->pf_to >= j->sl.size || w->pf_want ||
-	    j->sl.f[w->cur].end + PF_WINDOW / 2 <= w->pf_to)
-		return;
-	w->pf_want = 1;
-	pthread_cond_signal(&j->work_cv);
 }
 
 /*
@@ -375,7 +355,6 @@ int kvf__flow_append(struct kvf__journal *j, struct kvf__jreq *req,
 			   w->pending_bytes - bytes < MOVE_BYTES) {
 			pthread_cond_signal(&j->work_cv);
 		}
-		want_prefault(j);
 		kvf__mark_dirty(j);
 	}
 	return rc;
@@ -664,56 +643,25 @@ int kvf__flow_move(struct kvf__journal *j)
 	return rc;
 }
 
-/* With @mu held: populate ahead of the appends (the writer thread). */
-void kvf__flow_serve_prefault(struct kvf__journal *j)
-{
-	struct kvf__flow *w = &j->flow;
-	int file = w->cur;
-	uint64_t from = j->sl.f[file].end, to = from + PF_WINDOW;
-
-	if (to > j->sl.size)
-		to = j->sl.size;
-	w->pf_want = 0;
-	if (w->pf_to > from)
-		from = w->pf_to;
-	w->pf_to = to;
-	pthread_mutex_unlock(&j->mu);
-	kvf__sidelog_prefault(&j->sl, file, from, to);
-	pthread_mutex_lock(&j->mu);
-}
-
 /* --- Syncing (the syncer thread). --- */
 
 /*
- * With @mu held, for the periodic sync: the side log's part. Unmaps what
- * appends are done with and fdatasync()s the files written since the last
- * sync. Returns 0 or an errno value. Drops @mu meanwhile.
+ * With @mu held, for the periodic sync: the side log's part, fdatasync()
+ * of the files written since the last sync. Returns 0 or an errno value.
+ * Drops @mu meanwhile.
  */
 int kvf__flow_sync(struct kvf__journal *j)
 {
-	struct kvf__flow *w = &j->flow;
-	uint64_t zfrom[2], zto[2];
 	int dirty[2], rc = 0;
 
 	for (int i = 0; i < 2; i++) {
-		struct kvf__sidelog_file *f = &j->sl.f[i];
-		uint64_t to = f->end;
-
-		if (i == w->cur)
-			to = to > ZAP_MARGIN ? to - ZAP_MARGIN : 0;
-		zfrom[i] = f->zap_to;
-		zto[i] = to;
-		if (to > f->zap_to)
-			f->zap_to = to & ~(uint64_t)4095;
-		dirty[i] = f->dirty;
-		f->dirty = 0;
+		dirty[i] = j->sl.f[i].dirty;
+		j->sl.f[i].dirty = 0;
 	}
 	pthread_mutex_unlock(&j->mu);
-	for (int i = 0; i < 2; i++) {
-		kvf__sidelog_zap(&j->sl, i, zfrom[i], zto[i]);
+	for (int i = 0; i < 2; i++)
 		if (dirty[i] && !rc)
 			rc = kvf__sidelog_sync_file(&j->sl, i);
-	}
 	pthread_mutex_lock(&j->mu);
 	if (rc)
 		for (int i = 0; i < 2; i++)
@@ -723,9 +671,7 @@ int kvf__flow_sync(struct kvf__journal *j)
 
 /*
  * With @mu held, after a periodic sync that started when LMDB's log ended
- * at @seq: record the outcome, wake appenders waiting for a free file, and
- * have the window ahead populated again (the sync wrote it back and
- * write-protected it).
+ * at @seq: record the outcome and wake appenders waiting for a free file.
  */
 void kvf__flow_synced(struct kvf__journal *j, uint64_t seq, int rc)
 {
@@ -736,9 +682,4 @@ void kvf__flow_synced(struct kvf__journal *j, uint64_t seq, int rc)
 	w->sync_err = rc ? kvf__journal_status(rc) : 0;
 	w->sync_gen++;
 	pthread_cond_broadcast(&w->cv);
-	if (!rc && w->pf_to && !j->sl.strict) {
-		w->pf_to = 0;
-		w->pf_want = 1;
-		pthread_cond_signal(&j->work_cv);
-	}
 }

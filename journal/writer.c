@@ -518,8 +518,6 @@ static void *writer_main(void *arg)
 			serve_fold(j); /* release() reserved the slot for us */
 		} else if (j->pf.pending && !j->stop) {
 			prefault(j); /* needs no slot */
-		} else if (j->flow.pf_want && !j->stop) {
-			kvf__flow_serve_prefault(j); /* needs no slot */
 		} else if (j->grp.busy) {
 			pthread_cond_wait(&j->work_cv, &j->mu);
 		} else if (j->grp.head) {

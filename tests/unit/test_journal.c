@@ -1047,6 +1047,123 @@ static void test_side_log_damage(void **state)
 }
 
 /*
+ * The frame of wal-@i.log whose first sequence is @seq: its offset and
+ * payload length. False if there is none.
+ */
+static bool find_frame(const char *dir, int i, uint64_t seq, uint64_t *off,
+		       uint32_t *len)
+{
+	uint64_t offs[256], seqs[256];
+	int n = frames_of(dir, i, offs, seqs, 256);
+	char p[700];
+	int fd;
+
+	for (int k = 0; k < n; k++) {
+		if (seqs[k] != seq)
+			continue;
+		snprintf(p, sizeof(p), "%s/wal-%d.log", dir, i);
+		fd = open(p, O_RDONLY);
+		assert_true(fd >= 0);
+		assert_int_equal(pread(fd, len, 4, (off_t)offs[k] + 4), 4);
+		close(fd);
+		*off = offs[k];
+		return true;
+	}
+	return false;
+}
+
+/*
+ * Appends write frames with pwritev() into side log files that are reused
+ * in place, so a process that dies inside the call leaves the last frame
+ * cut short: its first part written, the rest still holding the bytes of
+ * the file's earlier use in the same open, frames with lower sequences
+ * that already went to LMDB. Here a crash after the files wrapped several
+ * times, with a complete older frame (from the other file; both share the
+ * open's check key) over the last frame's second half and another right
+ * after it: recovery
+ * drops the torn, unacknowledged frame and keeps everything before it,
+ * and the valid older frames are neither chained nor taken for damage
+ * (a later frame, or a successor showing the torn frame was complete).
+ */
+static void test_side_log_torn_reused(void **state)
+{
+	struct tctx *t = *state;
+	struct kvf__journal_config cfg =
+		test_cfg(t->dir, KVF_DURABILITY_BOUNDED, UINT64_MAX, 0);
+	const int batches = 60;
+	uint64_t ends[60], off = 0, old_off, offs[4], seqs[4], last;
+	uint32_t len = 0, old_len;
+	struct jgen before_last;
+	struct kvf__journal *j;
+	int x = -1;
+
+	cfg.wal_bytes = 64 << 10;
+	crash_after_appends(t, &cfg, batches, 64, 1);
+	for (int b = 0; b < batches; b++) {
+		if (b == batches - 1) {
+			memcpy(&before_last, &t->g, sizeof(before_last));
+			jm_own_copy(&before_last.m);
+		}
+		jgen_batch(&t->g, 64, 1);
+		ends[b] = (b ? ends[b - 1] : 0) + t->g.n;
+	}
+	/* Both files were reused: neither starts at sequence 1 any more. */
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(frames_of(t->dir, i, offs, seqs, 1), 1);
+		assert_true(seqs[0] > 1);
+	}
+	for (int i = 0; i < 2 && x < 0; i++)
+		if (find_frame(t->dir, i, ends[batches - 2] + 1, &off, &len))
+			x = i;
+	assert_true(x >= 0);
+	last = lmdb_last_seq(t->dir);
+	if (last <= ends[batches - 2]) {
+		char p[700], buf[64 << 10];
+		uint64_t cut = (off + KVF__SIDELOG_HDR + len / 2) & ~7ull;
+		int fd;
+
+		/* The other file's first frame, older than everything here. */
+		assert_int_equal(frames_of(t->dir, !x, offs, seqs, 1), 1);
+		assert_true(seqs[0] < ends[batches - 2] + 1);
+		assert_true(find_frame(t->dir, !x, seqs[0], &old_off,
+				       &old_len));
+		old_len += KVF__SIDELOG_HDR;
+		assert_true(cut + old_len <= cfg.wal_bytes);
+		snprintf(p, sizeof(p), "%s/wal-%d.log", t->dir, !x);
+		fd = open(p, O_RDONLY);
+		assert_true(fd >= 0);
+		assert_int_equal(pread(fd, buf, old_len, (off_t)old_off),
+				 (ssize_t)old_len);
+		close(fd);
+		snprintf(p, sizeof(p), "%s/wal-%d.log", t->dir, x);
+		fd = open(p, O_WRONLY);
+		assert_true(fd >= 0);
+		assert_int_equal(pwrite(fd, buf, old_len, (off_t)cut),
+				 (ssize_t)old_len);
+		/*
+		 * And one right after the torn frame, where a frame of the
+		 * earlier use often begins (equal batches, equal frames).
+		 */
+		cut = off + KVF__SIDELOG_HDR + ((len + 7) & ~7u);
+		if (cut + old_len <= cfg.wal_bytes)
+			assert_int_equal(pwrite(fd, buf, old_len, (off_t)cut),
+					 (ssize_t)old_len);
+		close(fd);
+		jm_free(&t->g.m);
+		t->g = before_last;
+	} else {
+		fprintf(stderr, "# the last batch reached LMDB before the "
+			"crash: nothing to tear\n");
+		jm_free(&before_last.m);
+	}
+	j = jopen(t->dir); /* recovers */
+	j = reopen_check(t, j); /* the torn frame is dropped, nothing else */
+	append_batches(t, j, 3, 64, 1);
+	j = reopen_check(t, j);
+	kvf__journal_close(j);
+}
+
+/*
  * A damaged frame whose successor was being written when the process
  * died (its payload torn): the successor's header shows the damaged frame
  * was complete, hence acknowledged, so the journal is refused naming it
@@ -1320,6 +1437,7 @@ int main(void)
 		T(test_big_keys),
 		T(test_tmpfs_full),
 		T(test_side_log_crash),
+		T(test_side_log_torn_reused),
 		T(test_side_log_foreign),
 		T(test_side_log_geometry),
 		T(test_side_log_files_changed),
