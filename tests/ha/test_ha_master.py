@@ -1608,6 +1608,17 @@ def pipeline_held(m, c, keys):
     return seqs
 
 
+def check_unanswered(c, secs, what):
+    """Nothing arrives on @c within @secs seconds (the socket's timeout
+    stays @secs: the caller sets its next one)."""
+    c.s.settimeout(secs)
+    try:
+        early = c.s.recv(16)
+    except socket.timeout:
+        early = None
+    check(not early, "%s: %r" % (what, early))
+
+
 def start_puts(c, keys):
     for k in keys:
         r = c.call("PutStart", ME, k, 1000, CFG, "default")
@@ -1646,13 +1657,8 @@ def sc_parked_order(_):
             c2 = client(m1)
             check(exist(c2, ["po0"]) == [True],
                   "another client of the RPC thread answered meanwhile")
-            c.s.settimeout(1)
-            try:
-                early = c.s.recv(16)
-            except socket.timeout:
-                early = None
-            check(not early, "answered before the standby acknowledged: "
-                  "%r" % (early,))
+            check_unanswered(c, 1, "answered before the standby "
+                             "acknowledged")
         finally:
             m2.p.send_signal(signal.SIGCONT)
         c.s.settimeout(60)
@@ -1719,13 +1725,8 @@ def sc_freed_space(_):
             wait_for(lambda: leader_seq(m1) > before,
                      "X's removal journaled while the standby is stopped")
             send(b, "PutStart", ME, "fy", size, CFG, "default")
-            b.s.settimeout(2)
-            try:
-                early = b.s.recv(16)
-            except socket.timeout:
-                early = None
-            check(not early, "PutStart answered with space whose freeing "
-                  "the standby has not acknowledged: %r" % (early,))
+            check_unanswered(b, 2, "PutStart answered with space whose "
+                             "freeing the standby has not acknowledged")
         finally:
             m2.p.send_signal(signal.SIGCONT)
         a.s.settimeout(60)
