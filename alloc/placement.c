@@ -586,7 +586,7 @@ void kvf__place_undo(struct kvf__segalloc *const *segs,
 /*
  * A run of one-replica objects of one size, as place_frag_aware() would
  * place them one after another: the remembered best fit while it fits,
- * else an exact fit for one object, else the pass. Each segment chosen
+ * else an exact fit for one object (which ends the run), else the pass. Each segment chosen
  * takes as many of the run as it holds under one hold of its lock
  * (kvf__segalloc_try_alloc_many()): it stays the best fit while it
  * fits, since it only shrinks. Everything that is not a first choice
@@ -617,12 +617,18 @@ uint32_t kvf__place_run(enum kvf_placement_strategy strategy,
 		if (remembered) {
 			i = m->seg;
 		} else {
+			/*
+			 * An exact fit ends the run: in the steady state each
+			 * put takes the block a remove just parked, and those
+			 * puts, one at a time, let each pop's prefetch of the
+			 * next parked block and record land during a put's
+			 * other work (docs/placement.md, "Runs of one size").
+			 */
 			c.tag = tags[done];
 			if (exact_fit(&c) == KVF_OK) {
 				seg[done] = one.seg[0];
 				offset[done++] = one.offset[0];
-				one.count = 0;
-				continue;
+				break;
 			}
 			i = best_fit_segment(&c);
 			if (i == UINT32_MAX)

@@ -106,9 +106,11 @@ int kvf__place(enum kvf_placement_strategy strategy,
  * this way (other strategies place nothing here).
  * @seg, @offset: where object k went, for k below the result.
  *
- * Returns how many were placed, a prefix of the run: it stops where
- * kvf__place() would have to fall back (a busy allocator, no candidate
- * in the window, an allocation that failed) and leaves the rest, and any
+ * Returns how many were placed, a prefix of the run: it stops after an
+ * exact fit (a parked block of the size, which the steady state's puts
+ * take one at a time) and where kvf__place() would have to fall back (a
+ * busy allocator, no candidate in the window, an allocation that
+ * failed), and leaves the rest, and any
  * error, to kvf__place(), one object at a time. What it placed is the
  * caller's to free (kvf__segalloc_free). Thread-safe as kvf__place().
  */
