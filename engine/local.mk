@@ -10,6 +10,8 @@ libkvforge_core_la_SOURCES += \
 	engine/buffers.c \
 	engine/journal_glue.c \
 	engine/recovery.c \
+	engine/replay_sort.h \
+	engine/replay_sort.c \
 	engine/evict.c \
 	engine/remove.h \
 	engine/remove.c

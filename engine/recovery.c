@@ -15,7 +15,16 @@
  * image has been read (reserve_image()); the log's as they come.
  *
  * Cost: one index insertion per recovered object (a put is inserted
- * first; only a clash, which the image never has, costs more).
+ * first; only a clash, which the image never has, costs more). Puts are
+ * inserted up to PUTS_AHEAD puts after they were read, their home
+ * buckets prefetched meanwhile (stage_put()): keys come in key-hash order
+ * (the image) or in the order they were put (the log), which the index's
+ * home buckets scramble, so inserting each at once waited for a cold line
+ * per object. Any other record first inserts every staged put, so it
+ * sees the state the log's order gives.
+ *
+ * The image's replicas are sorted by (segment, offset) with a radix sort
+ * (engine/replay_sort.c).
  *
  * Time: records carry the object's stamp on the engine clock (the soft
  * pin deadline of a pinned object, the put time of another), and replay
@@ -43,19 +52,26 @@
 
 #include "base/die.h"
 #include "engine/internal.h"
+#include "engine/replay_sort.h"
 #include "metadata/objstate.h"
 #include "journal/journal.h"
 #include "metadata/hash.h"
 
 /*
- * A replica of an image object, reserved at the end of the image pass in
- * address order (see reserve_image()).
+ * The image's replicas are reserved at the end of the image pass in
+ * address order (see reserve_image()); a struct kvf__replay_range's slot
+ * is its segment's index in the segment table, which no record changes
+ * between the image's puts and its end (the image holds its mounts
+ * first, apply_mount() refuses one after them).
  */
-struct pending {
-	struct kvf__segment *seg;
-	uint64_t offset;
-	uint64_t size;
-	uint64_t tag;
+
+/* Puts read but not yet inserted, oldest first (stage_put()). */
+#define PUTS_AHEAD 8
+
+struct staged {
+	struct kvf__object *o;
+	uint64_t hash;
+	uint64_t seq;
 };
 
 struct replay {
@@ -65,8 +81,12 @@ struct replay {
 	uint64_t objects;
 	struct kvf__reclaim rc;
 	bool in_log; /* the image is done: reserve replicas as they come */
-	struct pending *pend;
+	struct kvf__replay_range *pend;
 	size_t nr_pend, cap_pend;
+	struct staged ahead[PUTS_AHEAD];
+	unsigned nr_ahead, first_ahead;
+	uint64_t seq;  /* the record being applied */
+	bool reported; /* the refusal is logged already */
 };
 
 static struct kvf__object *find(struct kvf_engine *e, const char *key,
@@ -125,6 +145,10 @@ static int apply_mount(struct replay *rp, const struct kvf__jrec *r)
 	if (r->mount.name_len > KVF_SEGMENT_NAME_MAX ||
 	    r->mount.endpoint_len > KVF_ENDPOINT_MAX)
 		return corrupt(rp, "segment name or endpoint too long");
+	/* The image's objects and their deferred replicas name segments
+	 * by table slot: no mount may move them. */
+	if (!rp->in_log && (rp->nr_pend || rp->nr_ahead))
+		return corrupt(rp, "segment mount after the image's objects");
 	memcpy(name, r->mount.name, r->mount.name_len);
 	name[r->mount.name_len] = 0;
 	memcpy(endpoint, r->mount.endpoint, r->mount.endpoint_len);
@@ -138,20 +162,22 @@ static int apply_mount(struct replay *rp, const struct kvf__jrec *r)
 }
 
 /*
- * Point @o's replicas at their segments (nothing is reserved). Returns
+ * Point @o's replicas at their segments (nothing is reserved), and fill
+ * @slots (if not NULL) with their segments' table slots. Returns
  * KVF_ERR_JOURNAL_CORRUPT for an unknown segment or two replicas in one
  * (placement never puts two in one segment; an unmount drops one).
  */
 static int set_replicas(struct replay *rp, struct kvf__object *o,
-			const struct kvf__jrec *r)
+			const struct kvf__jrec *r, uint32_t *slots)
 {
 	struct kvf__replica *rep = kvf__object_replicas(o);
+	uint32_t slot;
 
 	for (unsigned i = 0; i < r->obj.nr_replicas; i++) {
 		struct kvf__segment *seg;
 
 		seg = kvf__seg_find(rp->e->segs, r->obj.replicas[i].segment_id,
-				    NULL);
+				    &slot);
 		if (!seg)
 			return corrupt(rp, "replica in a segment not mounted");
 		for (unsigned j = 0; j < i; j++)
@@ -160,6 +186,8 @@ static int set_replicas(struct replay *rp, struct kvf__object *o,
 		if (r->obj.replicas[i].offset > KVF__REPLICA_OFFSET_MAX)
 			return corrupt(rp, "replica offset out of range");
 		kvf__replica_set(&rep[i], seg, r->obj.replicas[i].offset);
+		if (slots)
+			slots[i] = slot;
 	}
 	return KVF_OK;
 }
@@ -186,15 +214,16 @@ static int reserve_replicas(struct replay *rp, struct kvf__object *o,
 	return KVF_OK;
 }
 
-/* Remember @o's replicas for reserve_image(). */
-static int defer_replicas(struct replay *rp, struct kvf__object *o,
-			  uint64_t hash)
+/* Remember @o's replicas, in table slots @slots, for reserve_image(). */
+static int defer_replicas(struct replay *rp, const struct kvf__object *o,
+			  uint64_t hash, const uint32_t *slots)
 {
-	const struct kvf__replica *rep = kvf__object_replicas(o);
+	const struct kvf__replica *rep = kvf__object_replicas_const(o);
 
 	if (rp->nr_pend + o->nr_replicas > rp->cap_pend) {
 		size_t cap = rp->cap_pend ? 2 * rp->cap_pend : 65536;
-		struct pending *p = realloc(rp->pend, cap * sizeof(*p));
+		struct kvf__replay_range *p =
+			realloc(rp->pend, cap * sizeof(*p));
 
 		if (!p)
 			return KVF_ERR_NO_MEMORY;
@@ -202,9 +231,8 @@ static int defer_replicas(struct replay *rp, struct kvf__object *o,
 		rp->cap_pend = cap;
 	}
 	for (unsigned i = 0; i < o->nr_replicas; i++)
-		rp->pend[rp->nr_pend++] = (struct pending){
-			kvf__replica_seg(&rep[i]), kvf__replica_offset(&rep[i]),
-			o->size, hash};
+		rp->pend[rp->nr_pend++] = (struct kvf__replay_range){
+			kvf__replica_offset(&rep[i]), o->size, hash, slots[i]};
 	return KVF_OK;
 }
 
@@ -223,19 +251,145 @@ static uint64_t restored_stamp(const struct replay *rp,
 	return recorded < latest ? recorded : latest;
 }
 
+/* @o, in the index with its replicas held, is one more recovered object. */
+static void count_recovered(struct replay *rp, const struct kvf__object *o)
+{
+	kvf__count_add(&rp->e->nr_complete, 1);
+	kvf__count_add(&rp->e->nr_soft_pinned, kvf__soft_pinned(o));
+	rp->objects++;
+}
+
+static void refuse(const struct replay *rp, enum kvf__jrec_type type,
+		   const char *key, size_t key_len, uint64_t seq);
+
+/* Name staged put @st in the refusal (not the record being read). */
+static void refuse_staged(struct replay *rp, const struct staged *st)
+{
+	refuse(rp, KVF__JREC_OBJECT_PUT, kvf__object_key(st->o),
+	       st->o->key_len, st->seq);
+	rp->reported = true;
+}
+
+/* Insert image put @st; the image holds a key once: a clash is damage. */
+static int insert_image_put(struct replay *rp, const struct staged *st)
+{
+	if (kvf__index_insert_unique(rp->e->index, st->o, st->hash)) {
+		rp->why = "key twice in the image";
+		refuse_staged(rp, st);
+		kvf__object_free(st->o);
+		return KVF_ERR_JOURNAL_CORRUPT;
+	}
+	count_recovered(rp, st->o);
+	return KVF_OK;
+}
+
 /*
- * OBJECT_PUT replaces any object with the same key. The record is inserted
- * first (one index operation when the key is new, the common case); a
- * clash drops the old object and inserts again. Replicas are reserved at
- * once in the log; image objects' replicas are reserved together at the
- * end of the image, where the image's key uniqueness makes a clash a
- * damaged journal.
+ * Insert log put @st, replacing an object with its key, and reserve its
+ * replicas; on failure it is retired again.
+ */
+static int insert_log_put(struct replay *rp, const struct staged *st)
+{
+	struct kvf_engine *e = rp->e;
+	struct kvf__object *old;
+	int ret;
+
+	old = kvf__index_insert_unique(e->index, st->o, st->hash);
+	if (old) {
+		ret = drop_object(rp, old, st->hash);
+		if (kvf__index_insert_unique(e->index, st->o, st->hash))
+			kvf__die("replay: key present after it was dropped");
+		if (ret)
+			goto err;
+	}
+	ret = reserve_replicas(rp, st->o, st->hash);
+	if (ret)
+		goto err;
+	count_recovered(rp, st->o);
+	return KVF_OK;
+
+err:
+	if (ret == KVF_ERR_JOURNAL_CORRUPT)
+		refuse_staged(rp, st);
+	kvf__object_retire(e, st->o, st->hash, &rp->rc);
+	return ret;
+}
+
+/* Insert put @st, read up to PUTS_AHEAD records ago. */
+static int insert_staged(struct replay *rp, const struct staged *st)
+{
+	return rp->in_log ? insert_log_put(rp, st) : insert_image_put(rp, st);
+}
+
+/* Take the oldest staged put out of the ring and insert it. */
+static int insert_oldest(struct replay *rp)
+{
+	struct staged st = rp->ahead[rp->first_ahead];
+
+	rp->first_ahead = (rp->first_ahead + 1) % PUTS_AHEAD;
+	rp->nr_ahead--;
+	return insert_staged(rp, &st);
+}
+
+/*
+ * Stage put @o, its replicas in table slots @slots: defer them (in the
+ * image), warm the lines its insert takes and insert it PUTS_AHEAD puts
+ * later (or before the next record that is not a put, drain_staged()).
+ * On failure @o is freed.
+ */
+static int stage_put(struct replay *rp, struct kvf__object *o, uint64_t hash,
+		     const uint32_t *slots)
+{
+	int ret = rp->in_log ? KVF_OK : defer_replicas(rp, o, hash, slots);
+
+	if (!ret && rp->nr_ahead == PUTS_AHEAD)
+		ret = insert_oldest(rp);
+	if (ret) {
+		kvf__object_free(o);
+		return ret;
+	}
+	kvf__index_prefetch_write(rp->e->index, hash);
+	rp->ahead[(rp->first_ahead + rp->nr_ahead++) % PUTS_AHEAD] =
+		(struct staged){o, hash, rp->seq};
+	return KVF_OK;
+}
+
+/* Insert every staged put, oldest first; stops at the first failure. */
+static int drain_staged(struct replay *rp)
+{
+	int ret = KVF_OK;
+
+	kvf__rcu_read_lock();
+	while (rp->nr_ahead && !ret)
+		ret = insert_oldest(rp);
+	kvf__rcu_read_unlock();
+	return ret;
+}
+
+/* Free staged puts a failed replay left (never inserted). */
+static void free_staged(struct replay *rp)
+{
+	while (rp->nr_ahead) {
+		kvf__object_free(rp->ahead[rp->first_ahead].o);
+		rp->first_ahead = (rp->first_ahead + 1) % PUTS_AHEAD;
+		rp->nr_ahead--;
+	}
+}
+
+/*
+ * OBJECT_PUT replaces any object with the same key. The record is built
+ * and staged; when inserted (stage_put()) it goes in first (one index
+ * operation when the key is new, the common case) and a clash drops the
+ * old object and inserts again. Replicas are reserved on insertion in
+ * the log; image objects' replicas are reserved together at the end of
+ * the image, where the image's key uniqueness makes a clash a damaged
+ * journal.
  */
 static int apply_put(struct replay *rp, const struct kvf__jrec *r)
 {
 	struct kvf_engine *e = rp->e;
 	uint64_t hash = kvf__key_hash(r->obj.key, r->obj.key_len);
-	struct kvf__object *old, *o;
+	uint32_t slots[KVF_MAX_REPLICAS];
+	struct kvf__object *o;
 	int ret;
 
 	/* No segment holds more (put_start refuses larger objects). */
@@ -249,32 +403,10 @@ static int apply_put(struct replay *rp, const struct kvf__jrec *r)
 	o->flags |= r->obj.flags & (KVF__OBJ_HARD_PIN | KVF__OBJ_SOFT_PIN);
 	o->stamp = restored_stamp(rp, o, r->obj.soft_pin_deadline_ns);
 	o->state = KVF__OBJ_COMPLETE;
-	ret = set_replicas(rp, o, r);
+	ret = set_replicas(rp, o, r, slots);
 	if (ret)
 		goto err_free;
-	old = kvf__index_insert_unique(e->index, o, hash);
-	if (old) {
-		ret = corrupt(rp, "key twice in the image");
-		if (!rp->in_log)
-			goto err_free;
-		ret = drop_object(rp, old, hash);
-		if (kvf__index_insert_unique(e->index, o, hash))
-			kvf__die("replay: key present after it was dropped");
-		if (ret) {
-			kvf__object_retire(e, o, hash, &rp->rc);
-			return ret;
-		}
-	}
-	ret = rp->in_log ? reserve_replicas(rp, o, hash) :
-			   defer_replicas(rp, o, hash);
-	if (ret) {
-		kvf__object_retire(e, o, hash, &rp->rc);
-		return ret;
-	}
-	kvf__count_add(&e->nr_complete, 1);
-	kvf__count_add(&e->nr_soft_pinned, kvf__soft_pinned(o));
-	rp->objects++;
-	return KVF_OK;
+	return stage_put(rp, o, hash, slots);
 
 err_free:
 	kvf__object_free(o);
@@ -321,7 +453,7 @@ static int apply_replicas(struct replay *rp, const struct kvf__jrec *r)
 	kvf__object_set_putter(o, kvf__object_putter(old));
 	o->flags = old->flags;
 	o->stamp = old->stamp;
-	ret = set_replicas(rp, o, r);
+	ret = set_replicas(rp, o, r, NULL);
 	if (!ret && !replicas_subset(o, old))
 		ret = corrupt(rp, "replica set not a subset of the object's");
 	if (ret) {
@@ -421,23 +553,31 @@ static void show_key(char *out, const char *key, size_t len)
 /*
  * The open is refused: say which record and why through the log (the
  * status alone cannot name the record, and an open that fails returns no
- * engine to ask).
+ * engine to ask). @key is NULL for a record that names no object.
  */
+static void refuse(const struct replay *rp, enum kvf__jrec_type type,
+		   const char *key, size_t key_len, uint64_t seq)
+{
+	char shown[4 * KEY_SHOWN + 4] = "";
+
+	if (key)
+		show_key(shown, key, key_len);
+	kvf__log(rp->e->cfg.log, rp->e->cfg.log_ctx, KVF_LOG_ERROR,
+		 "journal %s record %s (sequence %llu%s%s): %s; "
+		 "refusing to open",
+		 rp->in_log ? "log" : "image", jrec_name(type),
+		 (unsigned long long)seq, key ? ", key " : "", shown, rp->why);
+}
+
 static void report_refusal(const struct replay *rp, const struct kvf__jrec *r,
 			   uint64_t seq)
 {
 	bool obj = r->type == KVF__JREC_OBJECT_PUT ||
 		   r->type == KVF__JREC_OBJECT_REPLICAS ||
 		   r->type == KVF__JREC_OBJECT_REMOVE;
-	char key[4 * KEY_SHOWN + 4] = "";
 
-	if (obj)
-		show_key(key, r->obj.key, r->obj.key_len);
-	kvf__log(rp->e->cfg.log, rp->e->cfg.log_ctx, KVF_LOG_ERROR,
-		 "journal %s record %s (sequence %llu%s%s): %s; "
-		 "refusing to open",
-		 rp->in_log ? "log" : "image", jrec_name(r->type),
-		 (unsigned long long)seq, obj ? ", key " : "", key, rp->why);
+	refuse(rp, r->type, obj ? r->obj.key : NULL, obj ? r->obj.key_len : 0,
+	       seq);
 }
 
 static int apply_one(struct replay *rp, const struct kvf__jrec *r)
@@ -445,6 +585,12 @@ static int apply_one(struct replay *rp, const struct kvf__jrec *r)
 	struct kvf_engine *e = rp->e;
 	int ret;
 
+	/* Every other record sees the puts before it applied. */
+	if (r->type != KVF__JREC_OBJECT_PUT) {
+		ret = drain_staged(rp);
+		if (ret)
+			return ret;
+	}
 	switch (r->type) {
 	case KVF__JREC_SEGMENT_MOUNT:
 		return apply_mount(rp, r);
@@ -468,50 +614,58 @@ static int apply_record(void *arg, const struct kvf__jrec *r, uint64_t seq)
 	int ret;
 
 	rp->why = NULL;
+	rp->seq = seq;
 	ret = apply_one(rp, r);
-	if (ret == KVF_ERR_JOURNAL_CORRUPT)
+	if (ret == KVF_ERR_JOURNAL_CORRUPT && !rp->reported)
 		report_refusal(rp, r, seq);
 	return ret;
 }
 
-static int cmp_pending(const void *a, const void *b)
+/* Reserve the sorted ranges @p; a range not free is a damaged image. */
+static int reserve_sorted(struct replay *rp, const struct kvf__replay_range *p,
+			  size_t n)
 {
-	const struct pending *x = a, *y = b;
+	struct kvf__seg_table *segs = rp->e->segs;
 
-	if (x->seg != y->seg)
-		return (uintptr_t)x->seg < (uintptr_t)y->seg ? -1 : 1;
-	return (x->offset > y->offset) - (x->offset < y->offset);
+	for (size_t i = 0; i < n; i++) {
+		struct kvf__segment *seg = segs->seg[p[i].slot];
+
+		if (kvf__segalloc_reserve_tagged(seg->alloc, p[i].offset,
+						 p[i].size, p[i].tag) == KVF_OK)
+			continue;
+		kvf__log(rp->e->cfg.log, rp->e->cfg.log_ctx, KVF_LOG_ERROR,
+			 "journal image: replica at segment %llu offset %#llx "
+			 "is outside its segment or overlaps another; "
+			 "refusing to open",
+			 (unsigned long long)seg->id,
+			 (unsigned long long)p[i].offset);
+		return KVF_ERR_JOURNAL_CORRUPT;
+	}
+	return KVF_OK;
 }
 
 /*
- * End of the image: reserve its replicas in (segment, address) order.
- * Reserving in the image's order (key-hash order, random addresses)
- * splits free regions everywhere and makes every reservation a random
- * walk of a large tree; in address order each one trims the front of the
- * region the previous one left. A range not free (overlap) is a damaged
- * journal, as in the log.
+ * End of the image: insert the staged puts, then reserve the image's
+ * replicas in (segment, address) order. Reserving in the image's order
+ * (key-hash order, random addresses) splits free regions everywhere and makes
+ * every reservation a random walk of a large tree; in address order each
+ * one trims the front of the region the previous one left. A range not
+ * free (overlap) is a damaged journal, as in the log.
  */
 static int reserve_image(void *arg)
 {
 	struct replay *rp = arg;
-	int ret = KVF_OK;
+	struct kvf__replay_range *tmp = NULL, *sorted = rp->pend;
+	int ret = drain_staged(rp);
 
-	if (rp->nr_pend) /* qsort(NULL, 0) is undefined */
-		qsort(rp->pend, rp->nr_pend, sizeof(*rp->pend), cmp_pending);
-	for (size_t i = 0; i < rp->nr_pend && !ret; i++)
-		if (kvf__segalloc_reserve_tagged(rp->pend[i].seg->alloc,
-						 rp->pend[i].offset,
-						 rp->pend[i].size,
-						 rp->pend[i].tag) != KVF_OK) {
-			kvf__log(rp->e->cfg.log, rp->e->cfg.log_ctx,
-				 KVF_LOG_ERROR,
-				 "journal image: replica at segment %llu "
-				 "offset %#llx is outside its segment or "
-				 "overlaps another; refusing to open",
-				 (unsigned long long)rp->pend[i].seg->id,
-				 (unsigned long long)rp->pend[i].offset);
-			ret = KVF_ERR_JOURNAL_CORRUPT;
-		}
+	if (!ret && rp->nr_pend) {
+		tmp = malloc(rp->nr_pend * sizeof(*tmp));
+		sorted = tmp ? kvf__replay_sort(rp->pend, tmp, rp->nr_pend)
+			     : NULL;
+		ret = sorted ? reserve_sorted(rp, sorted, rp->nr_pend)
+			     : KVF_ERR_NO_MEMORY;
+	}
+	free(tmp);
 	free(rp->pend);
 	rp->pend = NULL;
 	rp->nr_pend = rp->cap_pend = 0;
@@ -531,9 +685,12 @@ int kvf__engine_recover(struct kvf_engine *e)
 
 	pthread_mutex_lock(&e->seg_lock);
 	ret = kvf__journal_replay(e->journal, &ops, &rp);
+	if (!ret)
+		ret = drain_staged(&rp); /* the log's last puts */
+	free_staged(&rp); /* left over if the image pass failed */
 	kvf__reclaim_flush(&rp.rc);
 	pthread_mutex_unlock(&e->seg_lock);
-	free(rp.pend); /* left over if the image pass failed */
+	free(rp.pend);
 	e->recovered_objects = (uint64_t)__atomic_load_n(&e->nr_complete,
 							 __ATOMIC_RELAXED);
 	e->recovery_ns = kvf__now(e) - t0;

@@ -79,6 +79,12 @@ check_PROGRAMS += tests/unit/test_replay_refusal
 UNIT_TESTS += tests/unit/test_replay_refusal
 tests_unit_test_replay_refusal_CFLAGS = $(KVF_TEST_CFLAGS)
 tests_unit_test_replay_refusal_LDADD = $(KVF_TEST_LIBS)
+
+# The image replicas' radix sort against a stable comparison sort.
+check_PROGRAMS += tests/unit/test_replay_sort
+UNIT_TESTS += tests/unit/test_replay_sort
+tests_unit_test_replay_sort_CFLAGS = $(KVF_TEST_CFLAGS)
+tests_unit_test_replay_sort_LDADD = $(KVF_TEST_LIBS)
 endif
 
 # Embedding: the log callback, and a host that uses urcu-memb itself
