@@ -528,34 +528,28 @@ static void test_remove_frees_grouped(void **state)
 	assert_int_equal(segments_used(f->e), bytes);
 }
 
-struct span {
-	uint64_t seg, addr, size;
-};
-
-static int span_cmp(const void *x, const void *y)
-{
-	const struct span *a = x, *b = y;
-
-	if (a->seg != b->seg)
-		return a->seg < b->seg ? -1 : 1;
-	return a->addr < b->addr ? -1 : a->addr > b->addr;
-}
-
-/* Note the replicas of every OK item of a put_start; bytes they hold. */
-static uint64_t note_spans(const struct kvf_replicas *out,
+/*
+ * Keep the one replica of every OK item of a put_start in @kept (@nr so
+ * far), asserting it overlaps none kept before; the bytes they hold.
+ */
+static uint64_t keep_apart(const struct kvf_replicas *out,
 			   const enum kvf_status *st, size_t n,
-			   struct span *sp, size_t *nr)
+			   struct kvf_replica_desc *kept, size_t *nr)
 {
 	uint64_t bytes = 0;
 
 	for (size_t i = 0; i < n; i++) {
+		const struct kvf_replica_desc *d = &out[i].replica[0];
+
 		if (st[i] != KVF_OK)
 			continue;
 		assert_int_equal(out[i].count, 1);
-		sp[(*nr)++] = (struct span){ out[i].replica[0].segment_id,
-					     out[i].replica[0].addr,
-					     out[i].replica[0].size };
-		bytes += out[i].replica[0].size;
+		for (size_t j = 0; j < *nr; j++)
+			assert_true(kept[j].segment_id != d->segment_id ||
+				    kept[j].addr + kept[j].size <= d->addr ||
+				    d->addr + d->size <= kept[j].addr);
+		kept[(*nr)++] = *d;
+		bytes += d->size;
 	}
 	return bytes;
 }
@@ -578,7 +572,7 @@ static void test_put_start_runs(void **state)
 	struct kvf_put_config cfg = { .replica_num = 1 };
 	struct kvf_replicas out[128];
 	enum kvf_status st[128];
-	struct span sp[256];
+	struct kvf_replica_desc kept[256];
 	size_t nr = 0, no_space = 0;
 
 	assert_int_equal(put_complete(f->e, C1, "exists", MIB, 1), KVF_OK);
@@ -616,17 +610,12 @@ static void test_put_start_runs(void **state)
 				no_space++;
 			}
 		}
-		bytes += note_spans(out, st, 128, sp, &nr);
+		bytes += keep_apart(out, st, 128, kept, &nr);
 		assert_int_equal(stats_of(f->e).used_bytes, bytes);
 		assert_int_equal(segments_used(f->e), bytes);
 	}
 	/* The second batch filled both segments and refused the rest. */
 	assert_true(no_space > 0 && no_space < 128);
-	qsort(sp, nr, sizeof(sp[0]), span_cmp);
-	for (size_t i = 1; i < nr; i++)
-		if (sp[i].seg == sp[i - 1].seg)
-			assert_true(sp[i - 1].addr + sp[i - 1].size <=
-				    sp[i].addr);
 	for (int b = 0; b < 2; b++) {
 		for (int i = 0; i < 128; i++)
 			keys[i] = key_of(names[b][i]);
