@@ -509,6 +509,19 @@ static struct lane placer_lane(const struct kvf__placer *p, uint32_t nr)
 	return (struct lane){ first, lanes, (nr - first + lanes - 1) / lanes };
 }
 
+/* @c places for @p: its lane, its memo still of that lane. */
+static void placer_enter(struct ctx *c, struct kvf__placer *p)
+{
+	c->rng = &p->rng;
+	c->placer = p;
+	c->lane = placer_lane(p, c->nr);
+	if (p->memo_lane != p->lane || p->memo_lanes != p->lanes) {
+		kvf__placer_forget(p);
+		p->memo_lane = p->lane;
+		p->memo_lanes = p->lanes;
+	}
+}
+
 int kvf__place(enum kvf_placement_strategy strategy,
 	       struct kvf__segalloc *const *segs, uint32_t nr_segs,
 	       const struct kvf__place_request *req, struct kvf__placer *p,
@@ -524,14 +537,7 @@ int kvf__place(enum kvf_placement_strategy strategy,
 		return KVF_ERR_INVALID_PARAMS;
 	c.size = req->size;
 	c.tag = req->tag;
-	c.rng = &p->rng;
-	c.placer = p;
-	c.lane = placer_lane(p, nr_segs);
-	if (p->memo_lane != p->lane || p->memo_lanes != p->lanes) {
-		kvf__placer_forget(p);
-		p->memo_lane = p->lane;
-		p->memo_lanes = p->lanes;
-	}
+	placer_enter(&c, p);
 	res->count = 0;
 	res->fallbacks = 0;
 	if (nr_segs < req->replica_num)
@@ -575,4 +581,69 @@ void kvf__place_undo(struct kvf__segalloc *const *segs,
 {
 	for (uint32_t k = 0; k < res->count; k++)
 		kvf__segalloc_free(segs[res->seg[k]], res->offset[k], req->size);
+}
+
+/*
+ * A run of one-replica objects of one size, as place_frag_aware() would
+ * place them one after another: the remembered best fit while it fits,
+ * else an exact fit for one object (which ends the run), else the pass. Each segment chosen
+ * takes as many of the run as it holds under one hold of its lock
+ * (kvf__segalloc_try_alloc_many()): it stays the best fit while it
+ * fits, since it only shrinks. Everything that is not a first choice
+ * (a busy allocator, a window that holds nothing, a stale maximum) ends
+ * the run: kvf__place() knows those fallbacks.
+ */
+uint32_t kvf__place_run(enum kvf_placement_strategy strategy,
+			struct kvf__segalloc *const *segs, uint32_t nr_segs,
+			uint64_t size, uint32_t n, const uint64_t *tags,
+			struct kvf__placer *p, uint32_t *seg, uint64_t *offset)
+{
+	struct kvf__place_result one = { .count = 0 };
+	struct ctx c = { .segs = segs, .nr = nr_segs, .size = size,
+			 .res = &one };
+	uint32_t done = 0;
+
+	if (strategy != KVF_PLACEMENT_FRAGMENTATION_AWARE || !p || !p->rng ||
+	    !size || !nr_segs || !segs || (n && (!tags || !seg || !offset)))
+		return 0;
+	placer_enter(&c, p);
+	while (done < n) {
+		struct kvf__placer_memo *m = memo_find(&c);
+		bool remembered = m && m->seg < nr_segs && segs[m->seg] &&
+				  kvf__segalloc_may_fit(segs[m->seg], size);
+		uint32_t i;
+		int got;
+
+		if (remembered) {
+			i = m->seg;
+		} else {
+			/*
+			 * An exact fit ends the run: in the steady state each
+			 * put takes the block a remove just parked, and those
+			 * puts, one at a time, let each pop's prefetch of the
+			 * next parked block and record land during a put's
+			 * other work (docs/placement.md, "Runs of one size").
+			 */
+			c.tag = tags[done];
+			if (exact_fit(&c) == KVF_OK) {
+				seg[done] = one.seg[0];
+				offset[done++] = one.offset[0];
+				break;
+			}
+			i = best_fit_segment(&c);
+			if (i == UINT32_MAX)
+				break;
+		}
+		got = kvf__segalloc_try_alloc_many(segs[i], size, n - done,
+						   tags + done, offset + done);
+		if (got <= 0)
+			break;
+		for (uint32_t k = 0; k < (uint32_t)got; k++)
+			seg[done + k] = i;
+		done += (uint32_t)got;
+		memo_after_alloc(&c, i);
+		if (!remembered)
+			memo_note(&c, m, 0, i);
+	}
+	return done;
 }

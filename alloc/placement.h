@@ -98,6 +98,28 @@ int kvf__place(enum kvf_placement_strategy strategy,
 	       struct kvf__place_result *res);
 
 /*
+ * kvf__place_run() - place up to @n objects of @size bytes, one replica
+ * each, no preferred segments (object k tagged @tags[k]), as @n calls of
+ * kvf__place() under @strategy would one after another, but with one
+ * best-fit decision and one hold of the chosen allocator's lock for as
+ * many of them as that segment holds. Only fragmentation_aware is run
+ * this way (other strategies place nothing here).
+ * @seg, @offset: where object k went, for k below the result.
+ *
+ * Returns how many were placed, a prefix of the run: it stops after an
+ * exact fit (a parked block of the size, which the steady state's puts
+ * take one at a time) and where kvf__place() would have to fall back (a
+ * busy allocator, no candidate in the window, an allocation that
+ * failed), and leaves the rest, and any
+ * error, to kvf__place(), one object at a time. What it placed is the
+ * caller's to free (kvf__segalloc_free). Thread-safe as kvf__place().
+ */
+uint32_t kvf__place_run(enum kvf_placement_strategy strategy,
+			struct kvf__segalloc *const *segs, uint32_t nr_segs,
+			uint64_t size, uint32_t n, const uint64_t *tags,
+			struct kvf__placer *p, uint32_t *seg, uint64_t *offset);
+
+/*
  * kvf__placer_init() - a fresh one-lane placer for stream @stream of
  * @seed: the same seed and stream give the same sequence of choices (for
  * one thread); distinct streams of one seed are independent. Pure.

@@ -2378,6 +2378,13 @@ static void publish(struct kvf__segalloc *a)
 	atomic_store_explicit(&a->nr_allocs, a->allocs, memory_order_release);
 }
 
+/* Whether the largest_free publish() would give now holds @need. */
+static bool published_fit(const struct kvf__segalloc *a, uint64_t need)
+{
+	return a->largest >= need || reuse_largest(a) >= need ||
+	       largest_listed(a, true) >= need;
+}
+
 /* ---- API ---- */
 
 int kvf__segalloc_create(uint64_t size, uint64_t alignment,
@@ -2464,16 +2471,20 @@ void kvf__segalloc_destroy(struct kvf__segalloc *a)
 	free(a);
 }
 
-/* With the lock held: allocate @need (rounded) bytes. */
+/*
+ * With the lock held: allocate @need (rounded) bytes. With @pub false the
+ * caller publishes (kvf__segalloc_try_alloc_many(): once for a run).
+ */
 static int alloc_locked(struct kvf__segalloc *a, uint64_t need, uint64_t tag,
-			uint64_t *offset)
+			uint64_t *offset, bool pub)
 {
 	int rc;
 
 	if (a->reuse.limit && reuse_take(a, need, tag, offset)) {
 		a->free_bytes -= need;
 		a->allocs++;
-		publish(a);
+		if (pub)
+			publish(a);
 		return KVF_OK;
 	}
 	/*
@@ -2499,7 +2510,7 @@ static int alloc_locked(struct kvf__segalloc *a, uint64_t need, uint64_t tag,
 	if (a->largest < need)
 		return KVF_ERR_NO_SPACE;
 	rc = tree_alloc(a, need, USED, tag, offset);
-	if (!rc)
+	if (!rc && pub)
 		publish(a);
 	return rc;
 }
@@ -2570,9 +2581,39 @@ static int alloc_entry(struct kvf__segalloc *a, uint64_t size, uint64_t tag,
 		return KVF_ERR_BUSY;
 	if (wait)
 		pthread_mutex_lock(&a->lock);
-	rc = alloc_locked(a, need, tag, offset);
+	rc = alloc_locked(a, need, tag, offset, true);
 	pthread_mutex_unlock(&a->lock);
 	return rc;
+}
+
+int kvf__segalloc_try_alloc_many(struct kvf__segalloc *a, uint64_t size,
+				 uint32_t n, const uint64_t *tags,
+				 uint64_t *offsets)
+{
+	uint64_t need;
+	uint32_t k = 0;
+
+	if (!size || (n && (!tags || !offsets)))
+		return KVF_ERR_INVALID_PARAMS;
+	need = rounded(a, size);
+	if (!need || !n)
+		return 0;
+	if (pthread_mutex_trylock(&a->lock))
+		return KVF_ERR_BUSY;
+	/*
+	 * Each block after the first only where the figure publish() would
+	 * have given says it fits, as a caller checking
+	 * kvf__segalloc_may_fit() before each alloc would: past that, the
+	 * tree could serve it only by breaking slabs up, and another
+	 * segment may hold it whole.
+	 */
+	while (k < n && (!k || published_fit(a, need)) &&
+	       alloc_locked(a, need, tags[k], &offsets[k], false) == KVF_OK)
+		k++;
+	if (k)
+		publish(a);
+	pthread_mutex_unlock(&a->lock);
+	return (int)k;
 }
 
 int kvf__segalloc_alloc_tagged(struct kvf__segalloc *a, uint64_t size,

@@ -88,6 +88,21 @@ int kvf__segalloc_try_alloc_tagged(struct kvf__segalloc *a, uint64_t size,
 				   uint64_t tag, uint64_t *offset);
 
 /*
+ * kvf__segalloc_try_alloc_many() - what @n calls of
+ * kvf__segalloc_try_alloc_tagged() of @size bytes would give, one after
+ * another (block k tagged @tags[k], its offset in @offsets[k]), under one
+ * hold of the lock and one publish of the allocator's figures. Stops at
+ * the first block that cannot be allocated (no space, no memory for
+ * bookkeeping: that call changes nothing). Returns how many were
+ * allocated (0..@n, a prefix), KVF_ERR_BUSY at once, nothing changed,
+ * if another thread holds the lock, KVF_ERR_INVALID_PARAMS for size 0 or
+ * NULL arrays. O(@n log blocks).
+ */
+int kvf__segalloc_try_alloc_many(struct kvf__segalloc *a, uint64_t size,
+				 uint32_t n, const uint64_t *tags,
+				 uint64_t *offsets);
+
+/*
  * kvf__segalloc_try_take_parked() - the fast path of alloc alone: hand
  * @tag's owner a block of exactly @size rounded up to the alignment from
  * its reuse list, the newest parked one. KVF_ERR_NO_SPACE, nothing

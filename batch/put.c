@@ -53,7 +53,16 @@ struct put_ctx {
 	/* Insert sequences read before the probe, or NULL (no memory). */
 	uint32_t *seq;
 	uint32_t stack_seq[KVF__BATCH_STACK];
+	/*
+	 * Items placed ahead by place_runs(): item i's replica at @pre_off[i]
+	 * of segment slot @pre_seg[i] (NO_PRE: none, or taken by its record).
+	 * NULL when nothing was placed ahead.
+	 */
+	uint32_t *pre_seg;
+	uint64_t *pre_off;
 };
+
+#define NO_PRE UINT32_MAX
 
 /*
  * The batch's own placer, on its own stream of the engine's seed, in
@@ -111,10 +120,17 @@ static int make_record(struct put_ctx *c, size_t i, struct kvf__object **out)
 	struct kvf__object *o;
 	int ret;
 
-	ret = kvf__place(e->cfg.placement, c->segs->alloc, c->segs->nr, &req,
-			 &c->placer, &res);
-	if (ret)
-		return ret;
+	if (c->pre_seg && c->pre_seg[i] != NO_PRE) {
+		res.count = 1;
+		res.seg[0] = c->pre_seg[i];
+		res.offset[0] = c->pre_off[i];
+		c->pre_seg[i] = NO_PRE;
+	} else {
+		ret = kvf__place(e->cfg.placement, c->segs->alloc, c->segs->nr,
+				 &req, &c->placer, &res);
+		if (ret)
+			return ret;
+	}
 	o = kvf__index_object_new(e->index, e->arena, c->b.keys[i].data,
 				  c->b.keys[i].len, res.count);
 	if (!o) {
@@ -227,6 +243,86 @@ static int start_one(struct put_ctx *c, size_t i)
 	return KVF_ERR_BUSY;
 }
 
+/*
+ * Sizes a batch's runs are gathered for; items of any further size are
+ * placed one by one. A serving stack puts one or two sizes.
+ */
+#define RUN_SIZES 4
+
+/* Scratch of place_runs() for one size: items, tags, where they went. */
+struct run_scratch {
+	uint32_t item[KVF__BATCH_STACK];
+	uint64_t tag[KVF__BATCH_STACK];
+	uint32_t seg[KVF__BATCH_STACK];
+	uint64_t off[KVF__BATCH_STACK];
+};
+
+/*
+ * Place ahead, a run per size, the items put_start will make new records
+ * for (the probe missed their key) when each takes one replica and no
+ * preferred segment: one best-fit decision and one allocator lock hold
+ * for as many of a size as the chosen segment holds (kvf__place_run())
+ * instead of a kvf__place() call each. Sizes are taken in the order the
+ * batch first names them; each item is still a best fit when it is
+ * placed, as kvf__place() would choose in that order. Items the runs
+ * leave (a fallback, a further size) go through kvf__place() as before.
+ */
+static void place_runs(struct put_ctx *c, struct run_scratch *rs,
+		       uint32_t *pre_seg, uint64_t *pre_off)
+{
+	struct kvf_engine *e = c->b.e;
+	uint64_t size[RUN_SIZES];
+	uint32_t nr_sizes = 0, placed = 0;
+	size_t n = c->b.n;
+
+	for (size_t i = 0; i < n; i++) {
+		pre_seg[i] = NO_PRE;
+		if (c->b.status[i] != KVF_OK || c->b.obj[i] || !c->sizes[i] ||
+		    c->sizes[i] > KVF__OBJECT_SIZE_MAX)
+			continue;
+		for (uint32_t s = 0; s < nr_sizes; s++)
+			if (size[s] == c->sizes[i])
+				goto known;
+		if (nr_sizes < RUN_SIZES)
+			size[nr_sizes++] = c->sizes[i];
+known:;
+	}
+	for (uint32_t s = 0; s < nr_sizes; s++) {
+		uint32_t k = 0, got;
+
+		for (size_t i = 0; i < n; i++) {
+			if (c->sizes[i] != size[s] ||
+			    c->b.status[i] != KVF_OK || c->b.obj[i])
+				continue;
+			rs->item[k] = (uint32_t)i;
+			rs->tag[k++] = c->b.hash[i];
+		}
+		if (k < 2)
+			continue;
+		got = kvf__place_run(e->cfg.placement, c->segs->alloc,
+				     c->segs->nr, size[s], k, rs->tag,
+				     &c->placer, rs->seg, rs->off);
+		for (uint32_t j = 0; j < got; j++) {
+			pre_seg[rs->item[j]] = rs->seg[j];
+			pre_off[rs->item[j]] = rs->off[j];
+		}
+		placed += got;
+	}
+	if (placed) {
+		c->pre_seg = pre_seg;
+		c->pre_off = pre_off;
+	}
+}
+
+/* Give back what place_runs() placed for items that made no record. */
+static void unplace_leftovers(struct put_ctx *c)
+{
+	for (size_t i = 0; c->pre_seg && i < c->b.n; i++)
+		if (c->pre_seg[i] != NO_PRE)
+			kvf__segalloc_free(c->segs->alloc[c->pre_seg[i]],
+					   c->pre_off[i], c->sizes[i]);
+}
+
 /* Upstream's PutStart allocation failures: @n items not placed. */
 static void count_alloc_failures(struct kvf_engine *e, uint64_t n)
 {
@@ -244,6 +340,9 @@ enum kvf_status kvf_batch_put_start(struct kvf_engine *e, uint64_t client_id,
 	struct put_ctx c = { .client_id = client_id,
 			     .putter = kvf__putter_of(client_id),
 			     .sizes = sizes, .cfg = cfg, .out = out };
+	struct run_scratch rs;
+	uint32_t pre_seg[KVF__BATCH_STACK];
+	uint64_t pre_off[KVF__BATCH_STACK];
 	uint64_t unplaced = 0;
 	int ret;
 
@@ -283,6 +382,9 @@ enum kvf_status kvf_batch_put_start(struct kvf_engine *e, uint64_t client_id,
 	kvf__batch_probe(&c.b);
 	c.now = kvf__now(e);
 	batch_placer(e, &c.placer);
+	if (n <= KVF__BATCH_STACK && cfg->replica_num == 1 &&
+	    !c.nr_preferred)
+		place_runs(&c, &rs, pre_seg, pre_off);
 	for (size_t i = 0; i < n; i++) {
 		if (i + KVF__INDEX_WRITE_AHEAD < n)
 			kvf__index_prefetch_write(
@@ -295,6 +397,7 @@ enum kvf_status kvf_batch_put_start(struct kvf_engine *e, uint64_t client_id,
 			unplaced++;
 		}
 	}
+	unplace_leftovers(&c);
 	kvf__rcu_read_unlock();
 	if (c.seq != c.stack_seq)
 		free(c.seq);

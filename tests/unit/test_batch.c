@@ -12,6 +12,7 @@
 
 #define C1 101
 #define C2 202
+#define KIB 1024ULL
 
 static int setup_two_segments(void **state)
 {
@@ -527,6 +528,106 @@ static void test_remove_frees_grouped(void **state)
 	assert_int_equal(segments_used(f->e), bytes);
 }
 
+/*
+ * Keep the one replica of every OK item of a put_start in @kept (@nr so
+ * far), asserting it overlaps none kept before; the bytes they hold.
+ */
+static uint64_t keep_apart(const struct kvf_replicas *out,
+			   const enum kvf_status *st, size_t n,
+			   struct kvf_replica_desc *kept, size_t *nr)
+{
+	uint64_t bytes = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		const struct kvf_replica_desc *d = &out[i].replica[0];
+
+		if (st[i] != KVF_OK)
+			continue;
+		assert_int_equal(out[i].count, 1);
+		for (size_t j = 0; j < *nr; j++)
+			assert_true(kept[j].segment_id != d->segment_id ||
+				    kept[j].addr + kept[j].size <= d->addr ||
+				    d->addr + d->size <= kept[j].addr);
+		kept[(*nr)++] = *d;
+		bytes += d->size;
+	}
+	return bytes;
+}
+
+/*
+ * put_start places a batch's one-replica items a run per size
+ * (kvf__place_run); items it must not place (errors, existing keys) are
+ * left out, items of a size met once go alone, and a batch that runs
+ * out of space places a prefix and refuses the rest with NO_SPACE. Every
+ * placed replica is its record's alone (no two overlap) and the
+ * segments hold exactly the live records' bytes; removing them all
+ * leaves nothing used.
+ */
+static void test_put_start_runs(void **state)
+{
+	struct fixture *f = *state;
+	static char names[2][128][16];
+	struct kvf_key keys[128];
+	uint64_t sizes[128], bytes = 2 * MIB;
+	struct kvf_put_config cfg = { .replica_num = 1 };
+	struct kvf_replicas out[128];
+	enum kvf_status st[128];
+	struct kvf_replica_desc kept[256];
+	size_t nr = 0, no_space = 0;
+
+	assert_int_equal(put_complete(f->e, C1, "exists", MIB, 1), KVF_OK);
+	assert_int_equal(put1(f->e, C1, "pending", MIB, 1, NULL), KVF_OK);
+	for (int b = 0; b < 2; b++) {
+		for (int i = 0; i < 128; i++) {
+			snprintf(names[b][i], 16, "r%d-%d", b, i);
+			keys[i] = key_of(names[b][i]);
+			sizes[i] = b ? MIB :
+				       i % 4 == 3 ? 300 * KIB : 700 * KIB;
+		}
+		if (b == 0) {
+			keys[10] = key_of("exists");
+			keys[20] = key_of("pending");
+			keys[31] = keys[30];
+			sizes[40] = 0;
+			sizes[50] = 65 * MIB;
+			sizes[60] = 12 * KIB;
+		}
+		assert_int_equal(kvf_batch_put_start(f->e, C1, keys, sizes,
+						     128, &cfg, out, st),
+				 KVF_ERR_PARTIAL);
+		for (int i = 0; b == 0 && i < 128; i++)
+			assert_int_equal(st[i],
+					 i == 10 || i == 20 ?
+						 KVF_ERR_OBJECT_ALREADY_EXISTS :
+					 i == 30 || i == 31 ?
+						 KVF_ERR_DUPLICATE_KEY :
+					 i == 40 || i == 50 ?
+						 KVF_ERR_INVALID_PARAMS :
+						 KVF_OK);
+		for (int i = 0; b == 1 && i < 128; i++) {
+			if (st[i] != KVF_OK) {
+				assert_int_equal(st[i], KVF_ERR_NO_SPACE);
+				no_space++;
+			}
+		}
+		bytes += keep_apart(out, st, 128, kept, &nr);
+		assert_int_equal(stats_of(f->e).used_bytes, bytes);
+		assert_int_equal(segments_used(f->e), bytes);
+	}
+	/* The second batch filled both segments and refused the rest. */
+	assert_true(no_space > 0 && no_space < 128);
+	for (int b = 0; b < 2; b++) {
+		for (int i = 0; i < 128; i++)
+			keys[i] = key_of(names[b][i]);
+		kvf_batch_put_end(f->e, C1, keys, 128, st);
+		kvf_batch_remove(f->e, keys, 128, true, st);
+	}
+	assert_int_equal(remove1(f->e, "exists", true), KVF_OK);
+	assert_int_equal(revoke1(f->e, C1, "pending"), KVF_OK);
+	assert_int_equal(stats_of(f->e).used_bytes, 0);
+	assert_int_equal(segments_used(f->e), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -569,6 +670,9 @@ int main(void)
 						setup_two_segments,
 						fixture_teardown),
 		cmocka_unit_test_setup_teardown(test_remove_all_and_prefix,
+						setup_two_segments,
+						fixture_teardown),
+		cmocka_unit_test_setup_teardown(test_put_start_runs,
 						setup_two_segments,
 						fixture_teardown),
 	};

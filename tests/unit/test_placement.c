@@ -472,6 +472,144 @@ static void test_memo_is_best_fit(void **state)
 	assert_true(remembered > 1000);
 }
 
+/*
+ * A run (kvf__place_run) places what kvf__place() one object after
+ * another would: two pools built alike, two placers on the same stream,
+ * runs of one size (1 to 40 objects, three sizes, so runs of one size
+ * follow runs of another and the memo's drops matter) with some objects
+ * freed between runs (each free followed by kvf__placer_forget() in
+ * both), until a run stops short; every object of a run lands where the
+ * single placements put theirs, at the same offset. Small segments, so
+ * runs cross from a full segment into the next best fit, and sizes the
+ * allocator gives slabs to.
+ */
+static void test_run_places_as_singles(void **state)
+{
+	static const uint64_t sizes[3] = { 640 * KiB, MiB + 128 * KiB,
+					   64 * KiB };
+	struct kvf__placer one, run;
+	uint64_t rng = 0x9e3779b97f4a7c15ULL;
+	struct pool a, b;
+	struct obj {
+		uint32_t seg;
+		uint64_t off, size;
+	} *live = calloc(4096, sizeof(*live));
+	uint32_t nr_live = 0, runs = 0, crossed = 0;
+
+	(void)state;
+	assert_non_null(live);
+	pool_init(&a, 8, 128 * MiB);
+	pool_init(&b, 8, 128 * MiB);
+	kvf__placer_init(&one, 9, 1);
+	kvf__placer_init(&run, 9, 1);
+	for (;;) {
+		uint64_t size = sizes[kvf__xorshift64s(&rng) % 3];
+		uint32_t n = 1 + kvf__xorshift64s(&rng) % 40, got;
+		uint64_t tags[40], off[40];
+		uint32_t seg[40];
+
+		if (nr_live > 8 && kvf__xorshift64s(&rng) % 3 == 0) {
+			for (int f = 0; f < 4; f++) {
+				uint32_t v = kvf__xorshift64s(&rng) % nr_live;
+
+				kvf__segalloc_free(a.seg[live[v].seg],
+						   live[v].off, live[v].size);
+				kvf__segalloc_free(b.seg[live[v].seg],
+						   live[v].off, live[v].size);
+				live[v] = live[--nr_live];
+			}
+			kvf__placer_forget(&one);
+			kvf__placer_forget(&run);
+		}
+		for (uint32_t k = 0; k < n; k++)
+			tags[k] = kvf__xorshift64s(&rng);
+		got = kvf__place_run(KVF_PLACEMENT_FRAGMENTATION_AWARE, b.seg,
+				     b.n, size, n, tags, &run, seg, off);
+		assert_true(got <= n);
+		for (uint32_t k = 0; k < got; k++) {
+			struct kvf__place_request req = { .size = size,
+							  .replica_num = 1,
+							  .tag = tags[k] };
+			struct kvf__place_result res;
+
+			assert_int_equal(kvf__place(KVF_PLACEMENT_FRAGMENTATION_AWARE,
+						    a.seg, a.n, &req, &one,
+						    &res),
+					 KVF_OK);
+			assert_int_equal(res.seg[0], seg[k]);
+			assert_int_equal(res.offset[0], off[k]);
+			crossed += k && seg[k] != seg[k - 1];
+			assert_true(nr_live < 4096);
+			live[nr_live++] = (struct obj){ seg[k], off[k], size };
+		}
+		runs++;
+		if (got < n)
+			break;
+	}
+	/* Both pools hold the same: the singles agree where the run ended. */
+	for (uint32_t i = 0; i < a.n; i++)
+		assert_int_equal(kvf__segalloc_free_bytes(a.seg[i]),
+				 kvf__segalloc_free_bytes(b.seg[i]));
+	print_message("# %u runs, %u crossed to another segment\n", runs,
+		      crossed);
+	assert_true(runs > 50);
+	assert_true(crossed > 0);
+	/* Only fragmentation_aware runs; a run of none places none. */
+	{
+		uint64_t tag = 1, off1;
+		uint32_t seg1;
+
+		assert_int_equal(kvf__place_run(KVF_PLACEMENT_RANDOM, b.seg,
+						b.n, 64 * KiB, 1, &tag, &one,
+						&seg1, &off1),
+				 0);
+	}
+	pool_fini(&a);
+	pool_fini(&b);
+	free(live);
+}
+
+/*
+ * A run that leaves its segment tighter than another size's remembered
+ * best fit drops that memo, as single placements do: 64 KiB goes to
+ * segment 0 (1 MiB free, the tighter), 1152 KiB then fits only segment 1
+ * (1252 KiB free) and leaves 100 KiB there, so the next 64 KiB run
+ * starts in segment 1 and, once that is too small, goes on in segment 0.
+ */
+static void test_run_drops_undercut_memo(void **state)
+{
+	uint64_t tags[2] = { 1, 2 }, off[2], o;
+	struct kvf__placer pl;
+	uint32_t seg[2];
+	struct pool p;
+
+	(void)state;
+	pool_init(&p, 2, 4 * MiB);
+	kvf__placer_init(&pl, 4, 0);
+	assert_int_equal(kvf__segalloc_alloc_tagged(p.seg[0], 3 * MiB, 9, &o),
+			 KVF_OK);
+	assert_int_equal(kvf__segalloc_alloc_tagged(p.seg[1], 2844 * KiB, 9,
+						    &o),
+			 KVF_OK);
+	assert_int_equal(kvf__place_run(KVF_PLACEMENT_FRAGMENTATION_AWARE,
+					p.seg, p.n, 64 * KiB, 1, tags, &pl, seg,
+					off),
+			 1);
+	assert_int_equal(seg[0], 0);
+	assert_int_equal(kvf__place_run(KVF_PLACEMENT_FRAGMENTATION_AWARE,
+					p.seg, p.n, 1152 * KiB, 1, tags, &pl,
+					seg, off),
+			 1);
+	assert_int_equal(seg[0], 1);
+	assert_int_equal(kvf__place_run(KVF_PLACEMENT_FRAGMENTATION_AWARE,
+					p.seg, p.n, 64 * KiB, 2, tags, &pl, seg,
+					off),
+			 2);
+	assert_int_equal(seg[0], 1);
+	assert_int_equal(seg[1], 0);
+	pool_fini(&p);
+}
+
 /* Place @req with fragmentation_aware; the segment its replica went to. */
 static uint32_t placed_in(struct pool *p, const struct kvf__place_request *req,
 			  struct kvf__placer *pl)
@@ -699,6 +837,8 @@ int main(void)
 		cmocka_unit_test(test_exact_fit),
 		cmocka_unit_test(test_placer_lanes),
 		cmocka_unit_test(test_memo_is_best_fit),
+		cmocka_unit_test(test_run_places_as_singles),
+		cmocka_unit_test(test_run_drops_undercut_memo),
 		cmocka_unit_test(test_exact_fit_fast_path),
 		cmocka_unit_test(test_exact_fit_keeps_fill),
 	};

@@ -1731,6 +1731,53 @@ static void test_slab_broken_under_pressure(void **state)
 }
 
 /*
+ * kvf__segalloc_try_alloc_many() gives a run of blocks as single allocs
+ * would, and stops where a caller checking the published largest region
+ * before each alloc would stop: here the run's first block takes the
+ * one free 1536-byte block, and the second is not made by breaking up
+ * the slab whose two adjacent free 1 KiB slots would hold it (the
+ * published figure, 1 KiB, says it does not fit).
+ */
+static void test_alloc_many_stops_at_published(void **state)
+{
+	struct kvf__segalloc *a;
+	struct live *lv = calloc(16384, sizeof(*lv));
+	uint64_t o, p, n = 0, h, tags[3] = { 7, 8, 9 }, offs[3];
+
+	(void)state;
+	assert_non_null(lv);
+	assert_int_equal(kvf__segalloc_create(16 * MiB, 64, &a), KVF_OK);
+	assert_int_equal(kvf__segalloc_try_alloc_many(a, 0, 1, tags, offs),
+			 KVF_ERR_INVALID_PARAMS);
+	assert_int_equal(kvf__segalloc_try_alloc_many(a, 64, 0, tags, offs),
+			 0);
+	assert_int_equal(kvf__segalloc_alloc_tagged(a, 1536, 1, &p), KVF_OK);
+	while (kvf__segalloc_alloc_tagged(a, 1024, n + 2, &o) == KVF_OK) {
+		lv[n] = (struct live){ o, 1024, 1024, n + 2 };
+		n++;
+	}
+	assert_true(kvf__segalloc_nr_slabs(a, NULL) >= 1);
+	h = n / 2;
+	assert_int_equal(lv[h + 1].off, lv[h].off + 1024);
+	kvf__segalloc_free(a, p, 1536);
+	kvf__segalloc_free(a, lv[h].off, 1024);
+	kvf__segalloc_free(a, lv[h + 1].off, 1024);
+	/* Slab slots: the pair did not merge into a 2 KiB free block. */
+	assert_int_equal(kvf__segalloc_largest_free(a), 1536);
+	assert_int_equal(kvf__segalloc_try_alloc_many(a, 1536, 3, tags, offs),
+			 1);
+	assert_int_equal(offs[0], p);
+	assert_int_equal(slabs_broken(a), 0);
+	assert_int_equal(kvf__segalloc_largest_free(a), 1024);
+	/* A single alloc of it, not checked first, breaks the slab up. */
+	assert_int_equal(kvf__segalloc_alloc_tagged(a, 1536, 10, &o), KVF_OK);
+	assert_int_equal(o, lv[h].off);
+	assert_int_equal(slabs_broken(a), 1);
+	kvf__segalloc_destroy(a);
+	free(lv);
+}
+
+/*
  * A size that loses its slot (here: the reuse lists turned off) breaks
  * its partial slabs up at once; its full slabs drain, and one that gets a
  * free slot is broken up like any other when the tree runs out. In the
@@ -1878,6 +1925,7 @@ int main(void)
 		cmocka_unit_test(test_slab_empty_returns),
 		cmocka_unit_test(test_slab_bad_frees),
 		cmocka_unit_test(test_slab_broken_under_pressure),
+		cmocka_unit_test(test_alloc_many_stops_at_published),
 		cmocka_unit_test(test_slab_pressure_churn),
 		cmocka_unit_test(test_slab_orphaned),
 	};
