@@ -596,6 +596,56 @@ static int tap_wait(void *ctx, uint64_t last_seq)
 	return sync_wait(l, -1, last_seq);
 }
 
+/*
+ * The leader whose tap is installed (NULL: none), for
+ * kvf_repl_hold_note_latest(), whose callers (a PutStart) append nothing
+ * and so never meet the tap. Set once the tap is in, cleared before it
+ * is taken out; the RPC threads, its only readers, end before
+ * kvf_repl_lead_stop(), so the leader outlives every use.
+ */
+static _Atomic(struct kvf_repl_leader *) leading;
+
+int kvf_repl_hold_admit(void)
+{
+	struct kvf_repl_leader *l = atomic_load(&leading);
+
+	return l && hold.on ? tap_admit(l) : KVF_OK;
+}
+
+/*
+ * Why a PutStart waits (docs/ha.md): the space it places may have been
+ * freed a moment ago by another connection's remove (or by an eviction)
+ * whose record the sync standbys do not hold yet. Should this leader
+ * die then, the new one still lists that object, while the PutStart's
+ * client has written over its space. So the answer waits for every
+ * record committed so far.
+ * That covers the free: a remover appends its record (committed(),
+ * which raises last_seq under mu, runs inside the append), and only
+ * after the append returns unlinks and frees the replicas
+ * (engine/remove.c, shared by removes, evictions and sweeps); the
+ * allocation that reuses the space comes after that free (the
+ * allocator's lock orders them), and this read of last_seq under mu
+ * after the allocation. A whole segment goes only after its unmount is
+ * journaled, and is not there to allocate from any more.
+ */
+void kvf_repl_hold_note_latest(void)
+{
+	struct kvf_repl_leader *l = atomic_load(&leading);
+	uint64_t seq;
+
+	if (!l || !l->o.sync_standbys || !hold.on)
+		return;
+	pthread_mutex_lock(&l->mu);
+	seq = l->last_seq;
+	/* the standbys hold it all: nothing to wait for (a fenced leader
+	 * parks it anyway: kvf_repl_park_check() then never sends it) */
+	if (sync_point(l) >= seq && !atomic_load(&l->aborted))
+		seq = 0;
+	pthread_mutex_unlock(&l->mu);
+	if (seq)
+		(void)tap_wait(l, seq);
+}
+
 /* ---- the sync set ------------------------------------------------------ */
 
 /* Publish @members (comma-separated) as the sync set, if still leading. */
@@ -1604,6 +1654,7 @@ int kvf_repl_lead_start(const struct kvf_repl_options *o,
 	}
 	tap.ctx = l;
 	kvf__journal_set_tap(j, &tap);
+	atomic_store(&leading, l);
 	ret = publish(l, port, lease);
 	if (ret) {
 		fprintf(stderr,
@@ -1689,6 +1740,8 @@ void kvf_repl_lead_stop(struct kvf_repl_leader *l)
 	if (!l)
 		return;
 	kvf_repl_lead_abort(l);
+	atomic_compare_exchange_strong(&leading, &(struct kvf_repl_leader *){l},
+				       NULL);
 	kvf__journal_set_tap(l->j, NULL);
 	pthread_mutex_lock(&l->mu);
 	l->stop = true;

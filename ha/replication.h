@@ -224,6 +224,32 @@ bool kvf_repl_may_campaign(void *ctx);
 void kvf_repl_hold_begin(void);
 
 /**
+ * kvf_repl_hold_admit() - in a hold, would the leader take a client's
+ * mutation now? A PutStart asks before placing anything: it is refused
+ * like a mutation while fewer than --ha_sync_standbys standbys are
+ * connected (not in degrade mode), or once the leadership was aborted,
+ * rather than placed and then held for an acknowledgement that cannot
+ * come in time.
+ * Return: %KVF_OK (also outside a hold, without a leader or sync
+ * standbys), %KVF_ERR_JOURNAL (refused) or %KVF_ERR_CLOSED (aborted).
+ * Context: any thread; takes the leader's mutex briefly.
+ */
+int kvf_repl_hold_admit(void);
+
+/**
+ * kvf_repl_hold_note_latest() - in a hold, make the held answers wait
+ * also for every record committed so far: a PutStart that placed
+ * something calls it after placing, so its answer never hands out space
+ * whose freeing (another connection's remove, an eviction) the sync
+ * standbys have not acknowledged (docs/ha.md). Nothing is noted outside
+ * a hold, without a leader or sync standbys, or when the standbys
+ * already hold every record.
+ * Context: any thread; takes the leader's mutex briefly; never blocks
+ * on standbys.
+ */
+void kvf_repl_hold_note_latest(void);
+
+/**
  * kvf_repl_hold_drop() - end the hold without waiting: the held answers
  * will never be sent (their connection closes). Never blocks.
  */

@@ -35,6 +35,7 @@
 
 #include "base/clock.h"
 #include "ha/election.h"
+#include "ha/replication.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -605,6 +606,7 @@ static void do_put_start(struct call *c, bool upsert)
 {
 	struct kvf_service_scratch *s = c->s;
 	struct put_state ps;
+	int rc;
 
 	if (c->rpc == KVF_RPC_PutStart || c->rpc == KVF_RPC_UpsertStart) {
 		single_key(c);
@@ -614,6 +616,13 @@ static void do_put_start(struct call *c, bool upsert)
 	}
 	if (c->req.nvals != c->req.nkeys || !put_config(c, &ps.pc, ps.ids)) {
 		answer_error(c, KVF_MC_INVALID_PARAMS);
+		return;
+	}
+	/* refused like a mutation: its answer would wait for standbys
+	 * that are not there (kvf_repl_hold_note_latest() below) */
+	rc = kvf_repl_hold_admit();
+	if (rc) {
+		answer_status(c, rc);
 		return;
 	}
 	ps.client = kvf_registry_id(c->req.client_id);
@@ -630,6 +639,14 @@ static void do_put_start(struct call *c, bool upsert)
 	redo_duplicates(c, put_one);
 	if (upsert)
 		upsert_existing(c);
+	/* the answer must not hand out space freed by a record the sync
+	 * standbys do not hold yet (kvf_repl_hold_note_latest()) */
+	for (size_t i = 0; i < c->req.nkeys; i++) {
+		if (s->status[i] == KVF_OK) {
+			kvf_repl_hold_note_latest();
+			break;
+		}
+	}
 	if (c->svc->o.metrics)
 		kvf_metrics_value_sizes(c->svc->o.metrics, c->req.vals,
 					s->status, c->req.nkeys);

@@ -703,8 +703,8 @@ def sc_replication(_):
         lost = [k for k, f in zip(acked, found) if f is not True]
         check(not lost, "%d of %d acknowledged objects lost: %r"
               % (len(lost), len(acked), lost[:5]))
-        # alone now: with --ha_sync_standbys 1 it refuses mutations
-        # (PutStart journals nothing; PutEnd is refused)
+        # alone now: with --ha_sync_standbys 1 it refuses mutations,
+        # and PutStart, whose answer would wait for a standby
         check(not put(c2, "alone"), "a lone leader refuses")
         check(m2.http("/health")["replication"]["standbys"] == 0,
               "no standby")
@@ -1608,6 +1608,17 @@ def pipeline_held(m, c, keys):
     return seqs
 
 
+def check_unanswered(c, secs, what):
+    """Nothing arrives on @c within @secs seconds (the socket's timeout
+    stays @secs: the caller sets its next one)."""
+    c.s.settimeout(secs)
+    try:
+        early = c.s.recv(16)
+    except socket.timeout:
+        early = None
+    check(not early, "%s: %r" % (what, early))
+
+
 def start_puts(c, keys):
     for k in keys:
         r = c.call("PutStart", ME, k, 1000, CFG, "default")
@@ -1646,13 +1657,8 @@ def sc_parked_order(_):
             c2 = client(m1)
             check(exist(c2, ["po0"]) == [True],
                   "another client of the RPC thread answered meanwhile")
-            c.s.settimeout(1)
-            try:
-                early = c.s.recv(16)
-            except socket.timeout:
-                early = None
-            check(not early, "answered before the standby acknowledged: "
-                  "%r" % (early,))
+            check_unanswered(c, 1, "answered before the standby "
+                             "acknowledged")
         finally:
             m2.p.send_signal(signal.SIGCONT)
         c.s.settimeout(60)
@@ -1697,6 +1703,43 @@ def sc_parked_fenced(_):
             m2.p.send_signal(signal.SIGCONT)
 
 
+def sc_freed_space(_):
+    """A PutStart never hands out space whose freeing the standbys have
+    not acknowledged: with one segment that fits one object, client A's
+    Remove of it is held for the stopped standby, and client B's PutStart
+    of an object of the same size (which only that space fits) is held
+    too, not answered with the space the standby still lists; once the
+    standby is back both are answered."""
+    size = 1 << 20
+    with cluster(*PARKED) as (etcd, m1, m2):
+        m2.wait_said("following the leader")
+        a, b = client(m1), client(m1)
+        # one and a half objects: X alone is below the eviction
+        # watermark (the master does not evict it meanwhile)
+        mount(a, size * 3 // 2)
+        check(put(a, "fx", size), "X put with the standby running")
+        before = leader_seq(m1)
+        try:
+            freeze(m2)
+            send(a, "Remove", "fx", False, "default")
+            wait_for(lambda: leader_seq(m1) > before,
+                     "X's removal journaled while the standby is stopped")
+            send(b, "PutStart", ME, "fy", size, CFG, "default")
+            check_unanswered(b, 2, "PutStart answered with space whose "
+                             "freeing the standby has not acknowledged")
+        finally:
+            m2.p.send_signal(signal.SIGCONT)
+        a.s.settimeout(60)
+        b.s.settimeout(60)
+        _, r = answer(a, "Remove")
+        check("ok" in r, "X's removal acknowledged: %r" % (r,))
+        _, r = answer(b, "PutStart")
+        check("ok" in r, "Y's PutStart answered: %r" % (r,))
+        r = b.call("PutEnd", ME, ["fy", None], 0, "default")
+        check("ok" in r["decoded"], "Y's PutEnd: %r" % (r,))
+        check(exist(b, ["fx", "fy"]) == [False, True], "X gone, Y there")
+
+
 SCENARIOS = {
     "flags": sc_flags,
     "election": sc_election,
@@ -1719,6 +1762,7 @@ SCENARIOS = {
     "held_apart": sc_held_apart,
     "parked_order": sc_parked_order,
     "parked_fenced": sc_parked_fenced,
+    "freed_space": sc_freed_space,
 }
 
 
