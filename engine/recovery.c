@@ -57,14 +57,6 @@
 #include "journal/journal.h"
 #include "metadata/hash.h"
 
-/*
- * The image's replicas are reserved at the end of the image pass in
- * address order (see reserve_image()); a struct kvf__replay_range's slot
- * is its segment's index in the segment table, which no record changes
- * between the image's puts and its end (the image holds its mounts
- * first, apply_mount() refuses one after them).
- */
-
 /* Puts read but not yet inserted, oldest first (stage_put()). */
 #define PUTS_AHEAD 8
 
@@ -81,6 +73,12 @@ struct replay {
 	uint64_t objects;
 	struct kvf__reclaim rc;
 	bool in_log; /* the image is done: reserve replicas as they come */
+	/*
+	 * The image's replicas, reserved at its end in address order
+	 * (reserve_image()); a range's slot is its segment's index in the
+	 * segment table, which no record changes between the image's puts
+	 * and its end (its mounts come first: apply_mount()).
+	 */
 	struct kvf__replay_range *pend;
 	size_t nr_pend, cap_pend;
 	struct staged ahead[PUTS_AHEAD];
@@ -145,9 +143,9 @@ static int apply_mount(struct replay *rp, const struct kvf__jrec *r)
 	if (r->mount.name_len > KVF_SEGMENT_NAME_MAX ||
 	    r->mount.endpoint_len > KVF_ENDPOINT_MAX)
 		return corrupt(rp, "segment name or endpoint too long");
-	/* The image's objects and their deferred replicas name segments
-	 * by table slot: no mount may move them. */
-	if (!rp->in_log && (rp->nr_pend || rp->nr_ahead))
+	/* The image's deferred replicas name segments by table slot: no
+	 * mount may move them (staged puts were inserted: apply_one()). */
+	if (!rp->in_log && rp->nr_pend)
 		return corrupt(rp, "segment mount after the image's objects");
 	memcpy(name, r->mount.name, r->mount.name_len);
 	name[r->mount.name_len] = 0;
@@ -320,13 +318,21 @@ static int insert_staged(struct replay *rp, const struct staged *st)
 	return rp->in_log ? insert_log_put(rp, st) : insert_image_put(rp, st);
 }
 
-/* Take the oldest staged put out of the ring and insert it. */
-static int insert_oldest(struct replay *rp)
+/* Take the oldest staged put out of the ring. */
+static struct staged pop_oldest(struct replay *rp)
 {
 	struct staged st = rp->ahead[rp->first_ahead];
 
 	rp->first_ahead = (rp->first_ahead + 1) % PUTS_AHEAD;
 	rp->nr_ahead--;
+	return st;
+}
+
+/* Take the oldest staged put out of the ring and insert it. */
+static int insert_oldest(struct replay *rp)
+{
+	struct staged st = pop_oldest(rp);
+
 	return insert_staged(rp, &st);
 }
 
@@ -368,11 +374,8 @@ static int drain_staged(struct replay *rp)
 /* Free staged puts a failed replay left (never inserted). */
 static void free_staged(struct replay *rp)
 {
-	while (rp->nr_ahead) {
-		kvf__object_free(rp->ahead[rp->first_ahead].o);
-		rp->first_ahead = (rp->first_ahead + 1) % PUTS_AHEAD;
-		rp->nr_ahead--;
-	}
+	while (rp->nr_ahead)
+		kvf__object_free(pop_oldest(rp).o);
 }
 
 /*
