@@ -1,21 +1,20 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * journal/sidelog_flow.c - the pipeline's side log flow: acknowledge a
- * batch after a copy into the side log (BOUNDED) or after a pwritev() and
- * a group fdatasync (STRICT), then move it into LMDB off the caller's
- * path; recovery of the side log at open.
+ * batch after a pwritev() into the side log (BOUNDED), followed by a
+ * group fdatasync (STRICT), then move it into LMDB off the caller's path;
+ * recovery of the side log at open.
  *
  * Why: an LMDB commit writes ~7 pages through 5-8 system calls even with
  * MDB_NOSYNC; for a 128-record batch that was ~14 µs of the caller's CPU,
  * half again the in-memory put path. A process crash only needs the
- * acknowledged bytes in the page cache, and stores into a MAP_SHARED
- * mapping of a file are in the page cache the moment they are made. So an
- * append writes its encoded batch into a preallocated side log file with
- * one pwritev() (sidelog.c: the format, and why not stores into its
- * mapping) and returns; the writer thread later moves
- * the same frames into the LMDB log, many batches per transaction
- * (kvf__flow_move()). STRICT appends also sync the side log before they
- * return (kvf__flow_strict_sync(): group sync).
+ * acknowledged bytes in the page cache, where a write() to a file has put
+ * them when it returns. So an append writes its encoded batch into a
+ * preallocated side log file with one pwritev() (sidelog.c: the format,
+ * and why not stores into its mapping) and returns; the writer thread
+ * later moves the same frames into the LMDB log, many batches per
+ * transaction (kvf__flow_move()). STRICT appends also sync the side log
+ * before they return (kvf__flow_strict_sync(): group sync).
  *
  * Files: appends fill one file; when the next frame does not fit they
  * switch to the other, which is allowed only once every frame in it is
