@@ -34,16 +34,23 @@
 
 #define VARINT_MAX 10
 
-static size_t put_varint(uint8_t *p, uint64_t v)
+/*
+ * The encoder's steps, inlined into kvf__batch_encode()'s loop: out of
+ * line, their calls and the three switches per record (validate, bound,
+ * encode) were a third of its instructions (callgrind).
+ */
+#define ENC_INLINE static inline __attribute__((always_inline))
+
+ENC_INLINE size_t put_varint(uint8_t *p, uint64_t v)
 {
-	size_t n = 0;
+	uint8_t *q = p;
 
 	while (v >= 0x80) {
-		p[n++] = (uint8_t)(v | 0x80);
+		*q++ = (uint8_t)v | 0x80;
 		v >>= 7;
 	}
-	p[n++] = (uint8_t)v;
-	return n;
+	*q++ = (uint8_t)v;
+	return (size_t)(q - p);
 }
 
 struct reader {
@@ -100,7 +107,7 @@ static const char *get_bytes(struct reader *r, uint64_t min, uint64_t max,
 	return s;
 }
 
-static size_t put_bytes(uint8_t *p, const char *s, size_t len)
+ENC_INLINE size_t put_bytes(uint8_t *p, const char *s, size_t len)
 {
 	size_t n = put_varint(p, len);
 
@@ -114,7 +121,8 @@ static int has_replicas(enum kvf__jrec_type t)
 	return t == KVF__JREC_OBJECT_PUT || t == KVF__JREC_OBJECT_REPLICAS;
 }
 
-int kvf__jrec_validate(const struct kvf__jrec *rec)
+/* kvf__jrec_validate() and kvf__jrec_encoded_max(), for inlining. */
+ENC_INLINE int rec_validate(const struct kvf__jrec *rec)
 {
 	switch (rec->type) {
 	case KVF__JREC_SEGMENT_MOUNT:
@@ -145,7 +153,7 @@ int kvf__jrec_validate(const struct kvf__jrec *rec)
 	return KVF_ERR_INVALID_ARGUMENT;
 }
 
-size_t kvf__jrec_encoded_max(const struct kvf__jrec *rec)
+ENC_INLINE size_t rec_max(const struct kvf__jrec *rec)
 {
 	size_t n = 1;
 
@@ -167,7 +175,17 @@ size_t kvf__jrec_encoded_max(const struct kvf__jrec *rec)
 	return n;
 }
 
-static size_t put_replicas(uint8_t *p, const struct kvf__jrec *rec)
+int kvf__jrec_validate(const struct kvf__jrec *rec)
+{
+	return rec_validate(rec);
+}
+
+size_t kvf__jrec_encoded_max(const struct kvf__jrec *rec)
+{
+	return rec_max(rec);
+}
+
+ENC_INLINE size_t put_replicas(uint8_t *p, const struct kvf__jrec *rec)
 {
 	size_t n = 0;
 
@@ -179,7 +197,7 @@ static size_t put_replicas(uint8_t *p, const struct kvf__jrec *rec)
 	return n;
 }
 
-size_t kvf__jrec_encode(const struct kvf__jrec *rec, uint8_t *buf)
+ENC_INLINE size_t rec_encode(const struct kvf__jrec *rec, uint8_t *buf)
 {
 	uint8_t *p = buf;
 
@@ -215,6 +233,11 @@ size_t kvf__jrec_encode(const struct kvf__jrec *rec, uint8_t *buf)
 		break;
 	}
 	return (size_t)(p - buf);
+}
+
+size_t kvf__jrec_encode(const struct kvf__jrec *rec, uint8_t *buf)
+{
+	return rec_encode(rec, buf);
 }
 
 static void get_replicas(struct reader *r, struct kvf__jrec *rec)
@@ -338,22 +361,23 @@ int kvf__batch_encode(const struct kvf__jrec *recs, size_t n,
 	for (size_t i = 0; i < n; i++) {
 		size_t max;
 
-		if (kvf__jrec_validate(&recs[i]))
+		if (rec_validate(&recs[i]))
 			return KVF_ERR_INVALID_ARGUMENT;
-		max = kvf__jrec_encoded_max(&recs[i]);
+		max = rec_max(&recs[i]);
 		if (in_frame && (off - frame - 4 + max > KVF__FRAME_TARGET ||
 				 in_frame == KVF__FRAME_MAX_RECS)) {
 			frame_close(b->buf + frame, off - frame, in_frame);
 			in_frame = 0;
 		}
-		if (buf_reserve(b, off + 4 + KVF__FRAME_HDR + max))
+		if (off + 4 + KVF__FRAME_HDR + max > b->cap &&
+		    buf_reserve(b, off + 4 + KVF__FRAME_HDR + max))
 			return KVF_ERR_NO_MEMORY;
 		if (!in_frame) {
 			frame = off;
 			off += 4 + KVF__FRAME_HDR;
 			b->nr_frames++;
 		}
-		off += kvf__jrec_encode(&recs[i], b->buf + off);
+		off += rec_encode(&recs[i], b->buf + off);
 		in_frame++;
 	}
 	frame_close(b->buf + frame, off - frame, in_frame);
