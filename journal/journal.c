@@ -173,6 +173,8 @@ static int open_parts(struct kvf__journal *j)
 		rc = kvf__store_compact(&j->store, &j->st);
 	if (!rc)
 		j->map_size = j->store.map_size;
+	if (!rc)
+		kvf__flow_warm(j);
 	return rc;
 }
 

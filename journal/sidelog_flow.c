@@ -253,6 +253,24 @@ void kvf__flow_close(struct kvf__journal *j)
 #define MOVE_RETRY_NS (10ull * 1000000)
 
 /*
+ * At open, once the store is final (compaction reopens it): LMDB's pool of
+ * dirty page buffers filled for a move of twice MOVE_BYTES, which a move
+ * otherwise malloc()s and faults in on the writer thread, the first time a
+ * move is that large (kvf__store_warm_pages()).
+ */
+void kvf__flow_warm(struct kvf__journal *j)
+{
+	uint64_t bytes = 2ull * MOVE_BYTES;
+
+	if (!j->flow.on)
+		return;
+	/* No move is larger than both side log files. */
+	if (bytes > 2 * j->sl.size)
+		bytes = 2 * j->sl.size;
+	kvf__store_warm_pages(&j->store, bytes);
+}
+
+/*
  * With @mu held: is there room for @bytes at the append position? Switches
  * to the other file when the current one is full and the other is free
  * (everything in it moved into LMDB and synced there).

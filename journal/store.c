@@ -775,6 +775,38 @@ int kvf__store_end(struct kvf__store *s, MDB_txn *txn, int rc)
 	return rc == EIO ? classify_eio(s) : rc;
 }
 
+/*
+ * LMDB (without MDB_WRITEMAP) builds each dirty page in a malloc()ed
+ * buffer and keeps the buffers for later transactions, never giving them
+ * back; so the first moves of a process each malloc() fresh memory and
+ * fault every page of it in: 26-58% of the writer thread's samples during
+ * the first million puts (perf, kvforge-bench --durability bounded), on
+ * the vCPU the putting threads share. One transaction that dirties
+ * @bytes of log pages and is aborted fills that pool at open instead;
+ * nothing of it reaches the file, and the keys it used (beyond any
+ * sequence) are gone with it. Best effort: a failure only leaves the
+ * pool smaller.
+ */
+void kvf__store_warm_pages(struct kvf__store *s, uint64_t bytes)
+{
+	static const uint8_t frame[KVF__FRAME_TARGET];
+	uint64_t n = bytes / sizeof(frame);
+	MDB_val val = { sizeof(frame), (void *)frame };
+	uint8_t k[8];
+	MDB_val key = { sizeof(k), k };
+	MDB_txn *txn;
+	int rc;
+
+	if (s->writemap || mdb_txn_begin(s->env, NULL, 0, &txn))
+		return;
+	rc = 0;
+	for (uint64_t i = 0; i < n && !rc; i++) {
+		kvf__put_be64(k, UINT64_MAX - n + i);
+		rc = mdb_put(txn, s->dbs.log, &key, &val, MDB_APPEND);
+	}
+	mdb_txn_abort(txn);
+}
+
 int kvf__store_put_frames(MDB_txn *txn, MDB_dbi log, const uint8_t *buf,
 		    uint32_t nr_frames, uint64_t *seq, uint64_t *frames)
 {

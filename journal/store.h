@@ -135,6 +135,13 @@ int kvf__store_begin(struct kvf__store *s, MDB_txn **txn);
 int kvf__store_end(struct kvf__store *s, MDB_txn *txn, int rc);
 
 /*
+ * Fill LMDB's pool of dirty page buffers with about @bytes of log pages
+ * (one aborted transaction; nothing is written): store.c says why. No
+ * effect with MDB_WRITEMAP.
+ */
+void kvf__store_warm_pages(struct kvf__store *s, uint64_t bytes);
+
+/*
  * Put @nr_frames encoded log frames at @buf into the log (MDB_APPEND),
  * keyed from *@seq + 1; advances *@seq by their records and *@frames by
  * @nr_frames. An LMDB code.
