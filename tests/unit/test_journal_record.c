@@ -305,7 +305,8 @@ static void test_batch_bytes(void **state)
 			r->obj.size = big;
 			r->obj.flags = (uint8_t)(i % 4);
 			r->obj.soft_pin_deadline_ns = big * 3 + (uint64_t)i;
-			r->obj.nr_replicas = (uint8_t)(1 + i % KVF_MAX_REPLICAS);
+			r->obj.nr_replicas =
+				(uint8_t)(1 + i % KVF_MAX_REPLICAS);
 			for (int k = 0; k < r->obj.nr_replicas; k++)
 				r->obj.replicas[k] = (struct kvf__jreplica){
 					(uint64_t)k + big, big >> k };
