@@ -209,6 +209,7 @@ void kvf__writer_stop(struct kvf__journal *j);
  * make them ready for appends. A kvf_status or an errno/LMDB code.
  */
 int kvf__flow_open(struct kvf__journal *j);
+/* At open, after compaction: LMDB's page pool filled for moves (store.c). */
 void kvf__flow_warm(struct kvf__journal *j);
 void kvf__flow_close(struct kvf__journal *j);
 /* What the writer may move into LMDB: acknowledged (and, STRICT, synced). */
