@@ -102,7 +102,12 @@
  * them on inner nodes. A run of frees of neighbouring blocks in one leaf,
  * each after the one before it (a fill removed in order), is one merge
  * (free_run_locked()): one shift of the leaf's entries instead of one per
- * free, which took ~6% of a remove at 10M objects in memmove.
+ * free, which took ~6% of a remove at 10M objects in memmove. A free in
+ * a slab needs no descent but two dependent loads (the directory cell,
+ * the slab's head): the batch's cells are prefetched while the engine
+ * unlinks its records (kvf__segalloc_prefetch_free(), no lock), and the
+ * cells, then the heads, for the whole batch before the first free
+ * (prefetch_slabs()).
  *
  * Reuse lists (the fast path of alloc): a master's objects come in a
  * handful of sizes (KV-cache pages: one or two per model), and in steady
