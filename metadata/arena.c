@@ -164,7 +164,9 @@ struct tcache {
  * links the chains). An allocating thread whose run is empty takes a
  * whole chain under the lock and then pops its blocks without it, so
  * neither side takes the class lock per block. A class whose blocks are
- * smaller than two words keeps single blocks only.
+ * smaller than two words keeps single blocks only. A chained block's
+ * third word, where it has one, names the block FAR_AHEAD on: a hint for
+ * prefetching, never followed to anything but a prefetch.
  */
 #define CHAIN_MIN_BLOCK (2 * sizeof(void *))
 /*
