@@ -112,6 +112,7 @@ run_intree() {
 	fi
 }
 
+ha_packaging="flags replication failover_loop"
 for t in $tiers; do
 	case $t in
 	# The HA failover loop (tests/ha/test_ha_master.py failover_loop)
@@ -120,12 +121,17 @@ for t in $tiers; do
 	# each round runs, the same from the fourth on (by then a leader
 	# that joined as a replaced machine has been killed too): 4 there.
 	# intree and dist, whose binaries are the plain tier's built
-	# another way, run the loop's steps once more, 2 rounds.
+	# another way, catch packaging and build problems, not new
+	# behaviour: they run the HA scenarios that start every kind of
+	# process (masters, standbys, etcd, the bench, the captured client)
+	# and the loop's steps once more, 2 rounds, not the whole suite.
 	plain) KVF_HA_FAILOVERS=${KVF_HA_FAILOVERS:-50} run_tier plain build $fault ;;
 	asan) KVF_HA_FAILOVERS=${KVF_HA_FAILOVERS:-4} run_tier asan build-asan $fault --enable-sanitizers=address,undefined ;;
 	tsan) KVF_HA_FAILOVERS=${KVF_HA_FAILOVERS:-4} run_tier tsan build-tsan $fault --enable-sanitizers=thread ;;
-	intree) KVF_HA_FAILOVERS=${KVF_HA_FAILOVERS:-2} run_intree ;;
-	dist) KVF_HA_FAILOVERS=${KVF_HA_FAILOVERS:-2} run_dist ;;
+	intree) KVF_HA_FAILOVERS=${KVF_HA_FAILOVERS:-2} \
+		KVF_HA_SCENARIOS=${KVF_HA_SCENARIOS-$ha_packaging} run_intree ;;
+	dist) KVF_HA_FAILOVERS=${KVF_HA_FAILOVERS:-2} \
+		KVF_HA_SCENARIOS=${KVF_HA_SCENARIOS-$ha_packaging} run_dist ;;
 	fuzz)
 		if command -v clang >/dev/null; then
 			kvf_log "tier fuzz"

@@ -10,6 +10,9 @@ JSON gateway.
 
   test_ha_master.py MASTER_BINARY ETCD_BINARY SCENARIO...
 
+With no SCENARIO, those named in $KVF_HA_SCENARIOS (space-separated),
+else all of them.
+
 Scenarios:
   flags         bad HA flags are refused with a message (exit 2)
   election      one leader, key and value as upstream, view version in
@@ -1783,7 +1786,12 @@ def main():
     MASTER, ETCD = sys.argv[1], sys.argv[2]
     TTL = lease_ttl(MASTER)
     TABLE = mc.load_table()
-    names = sys.argv[3:] or list(SCENARIOS)
+    names = (sys.argv[3:] or os.environ.get("KVF_HA_SCENARIOS", "").split()
+             or list(SCENARIOS))
+    unknown = [n for n in names if n not in SCENARIOS]
+    if unknown:
+        print("FAIL unknown scenario(s): %s" % " ".join(unknown))
+        return 1
     for name in names:
         t = time.monotonic()
         try:
