@@ -381,7 +381,7 @@ struct slab {
 	uint32_t gen; /* of @cls when carved */
 	struct reuse_list *cls;
 	struct slab *prev, *next;
-	uint32_t *tag;    /* inside words[] */
+	uint32_t *tag;	  /* inside words[] */
 	uint64_t words[]; /* used[k/64 up], then tag[k] */
 };
 

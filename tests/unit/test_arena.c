@@ -200,6 +200,15 @@ static void threads_never_share_a_block(void **state)
 	kvf__arena_destroy(a);
 }
 
+/* Wait (a minute at most) for @a's reserve to hold @bytes. */
+static void wait_reserved(struct kvf__arena *a, uint64_t bytes)
+{
+	for (int i = 0; i < 60000 && kvf__arena_reserved_bytes(a) != bytes;
+	     i++)
+		usleep(1000);
+	assert_int_equal(kvf__arena_reserved_bytes(a), bytes);
+}
+
 /*
  * Chunks for the blocks asked for ahead are faulted in, then handed out
  * before any other chunk is mapped.
@@ -213,11 +222,8 @@ static void chunks_asked_ahead_come_first(void **state)
 
 	(void)state;
 	assert_int_equal(kvf__arena_create(true, 8 * per_chunk, &a), KVF_OK);
-	/* the prefault thread fills the reserve; allow it a minute */
-	for (int i = 0; i < 60000 && kvf__arena_reserved_bytes(a) < 8 * CHUNK;
-	     i++)
-		usleep(1000);
-	assert_int_equal(kvf__arena_reserved_bytes(a), 8 * CHUNK);
+	/* the prefault thread fills the reserve */
+	wait_reserved(a, 8 * CHUNK);
 	while (mapped < 3 * CHUNK) {
 		assert_non_null(kvf__arena_alloc(a, 96));
 		mapped = kvf__arena_mapped_bytes(a);
@@ -230,15 +236,6 @@ static void chunks_asked_ahead_come_first(void **state)
 	assert_int_equal(mapped, 3 * CHUNK);
 	assert_true(kvf__arena_reserved_bytes(a) <= 6 * CHUNK);
 	kvf__arena_destroy(a);
-}
-
-/* Wait (a minute at most) for @a's reserve to hold @bytes. */
-static void wait_reserved(struct kvf__arena *a, uint64_t bytes)
-{
-	for (int i = 0; i < 60000 && kvf__arena_reserved_bytes(a) != bytes;
-	     i++)
-		usleep(1000);
-	assert_int_equal(kvf__arena_reserved_bytes(a), bytes);
 }
 
 /*
