@@ -58,6 +58,17 @@ void kvf__segalloc_free_many(struct kvf__segalloc *a,
 			     const struct kvf__segalloc_range *r, size_t n);
 
 /*
+ * kvf__segalloc_prefetch_free() - start loading what a free of @offset
+ * will read first: the slab directory's cell that says whether a slab
+ * holds it (nothing for a segment without slabs). A batch remove calls it
+ * while it unlinks the batch's records, so that kvf__segalloc_free_many()
+ * later finds the cells cached. A hint only: takes no lock, reads nothing
+ * the lock guards, never blocks; @a must stay mounted meanwhile.
+ */
+void kvf__segalloc_prefetch_free(const struct kvf__segalloc *a,
+				 uint64_t offset);
+
+/*
  * kvf__segalloc_release() - kvf__segalloc_free() for ranges that come from
  * outside the engine (a journal being replayed): KVF_OK, or
  * KVF_ERR_INVALID_PARAMS with nothing changed when (@offset, @size) is not

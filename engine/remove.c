@@ -105,6 +105,21 @@ static size_t group_segment(struct kvf__segment **segs,
 	return k;
 }
 
+/*
+ * Start loading the allocator lines the free of @o's replicas reads first
+ * (a slab directory's cell each), while the batch is still unlinking: in
+ * a master's steady state they are cold, and the free under the
+ * allocator's lock would wait for each in turn.
+ */
+static void prefetch_frees(const struct kvf__object *o)
+{
+	const struct kvf__replica *rep = kvf__object_replicas_const(o);
+
+	for (unsigned k = 0; k < o->nr_replicas; k++)
+		kvf__segalloc_prefetch_free(kvf__replica_seg(&rep[k])->alloc,
+					    kvf__replica_offset(&rep[k]));
+}
+
 /* Free the replicas of every removed item, one allocator call per segment. */
 static void free_removed(struct kvf__object *const *obj,
 			 const enum kvf_status *status, size_t n)
@@ -174,6 +189,7 @@ int kvf__remove_claimed(struct kvf_engine *e, struct kvf__object **obj,
 			continue;
 		}
 		kvf__object_retire(e, obj[i], hash[i], &rc);
+		prefetch_frees(obj[i]);
 		kvf__obj_set(obj[i], KVF__OBJ_DEAD);
 		pinned += kvf__soft_pinned(obj[i]);
 		removed++;

@@ -1681,8 +1681,25 @@ static void free_slab_twice(struct kvf__segalloc *a)
 }
 
 /*
- * A slab's object freed off its start, with another size, or twice is a
- * broken invariant (abort), as for a block of the tree; journal replay's
+ * A batch with a slab's object and an offset far past the segment's end:
+ * the batch's walk ahead must not read a directory cell for it (a cell
+ * thousands of directories away faults), and the free dies as any free
+ * of a range the segment does not hold.
+ */
+static void free_many_beyond(struct kvf__segalloc *a)
+{
+	const struct kvf__segalloc_range r[2] = {
+		{ slab_obj, 900 },
+		{ kvf__segalloc_capacity(a) << 16, 900 },
+	};
+
+	kvf__segalloc_free_many(a, r, 2);
+}
+
+/*
+ * A slab's object freed off its start, with another size, or twice, or a
+ * batch of frees with a range past the segment's end, is a broken
+ * invariant (abort), as for a block of the tree; journal replay's
  * release says so and changes nothing. A reserve of exactly a free slot
  * takes it; one across slots finds no space.
  */
@@ -1702,6 +1719,7 @@ static void test_slab_bad_frees(void **state)
 	expect_death(free_slab_inside, a);
 	expect_death(free_slab_wrong_size, a);
 	expect_death(free_slab_twice, a);
+	expect_death(free_many_beyond, a);
 	free_before = kvf__segalloc_free_bytes(a);
 	assert_int_equal(kvf__segalloc_release(a, slab_obj + 64, 900),
 			 KVF_ERR_INVALID_PARAMS);
