@@ -158,7 +158,8 @@
  * directory cell long, at most capacity / SLAB_SHARE bytes) is held in
  * slabs once it was allocated SLAB_AFTER times since it took the slot. A slab is one used block of the tree (flag SLAB, tag 0) holding
  * k objects of that size: a bitmap says which are held, an array keeps
- * their tags (8 bytes per object against the tree's 16 per block). The
+ * the high halves of their tags (4 bytes per object against the tree's
+ * 16 per block; slab_tag()). The
  * per-segment directory (about 2^SLAB_CELLS_LOG cells of 16 bytes, made
  * at the first slab) finds an object's slab in O(1): a slab is at least a
  * cell long, so a cell meets at most two (the one covering its first
@@ -374,7 +375,8 @@ struct reuse {
 /*
  * A slab: @k objects of @size bytes from @base, one used block of the tree
  * (val k * size | USED | SLAB, tag 0). Bit i of used[] is set while object
- * i is held; tag[i] is object i's tag. On its class's partial list (@cls)
+ * i is held; tag[i] is bits 32-63 of object i's tag. On its class's
+ * partial list (@cls)
  * while @nfree > 0; @cls NULL once its size lost its class (it then only
  * drains).
  */
@@ -384,9 +386,26 @@ struct slab {
 	uint32_t gen; /* of @cls when carved */
 	struct reuse_list *cls;
 	struct slab *prev, *next;
-	uint64_t *tag;    /* inside words[] */
+	uint32_t *tag;	  /* inside words[] */
 	uint64_t words[]; /* used[k/64 up], then tag[k] */
 };
+
+/*
+ * What a slab keeps of a tag: its high half. The engine's tags are key
+ * hashes, and the bucket index finds a record from bits 32-63 of its
+ * hash alone (metadata/index_bucket.c), so 4 bytes per object do what
+ * 8 did; a slab object's tag reads back with its low half 0
+ * (slab_tag_of()). Callers re-check every owner a tag leads to.
+ */
+static inline uint32_t slab_tag(uint64_t tag)
+{
+	return (uint32_t)(tag >> 32);
+}
+
+static inline uint64_t slab_tag_of(const struct slab *s, uint32_t i)
+{
+	return (uint64_t)s->tag[i] << 32;
+}
 
 /*
  * The slab directory: cell c covers [c << shift, (c + 1) << shift). A slab
@@ -1675,8 +1694,8 @@ static inline uint32_t slab_words(uint32_t k)
 
 static size_t slab_bytes_of(uint32_t k)
 {
-	return sizeof(struct slab) +
-	       ((size_t)slab_words(k) + k) * sizeof(uint64_t);
+	return sizeof(struct slab) + (size_t)slab_words(k) * sizeof(uint64_t) +
+	       (size_t)k * sizeof(uint32_t);
 }
 
 /*
@@ -1795,7 +1814,7 @@ static uint64_t slab_pop(struct kvf__segalloc *a, struct slab *s,
 		w++;
 	i = w * 64 + (uint32_t)__builtin_ctzll(~used[w]);
 	used[w] |= 1ULL << (i % 64);
-	s->tag[i] = tag;
+	s->tag[i] = slab_tag(tag);
 	if (!--s->nfree) {
 		slab_list_del(a, s);
 		reuse_publish(a, s->cls);
@@ -1849,7 +1868,7 @@ static bool slab_carve(struct kvf__segalloc *a, struct reuse_list *rl)
 	s->size = rl->size;
 	s->k = k;
 	s->nfree = k;
-	s->tag = s->words + words;
+	s->tag = (uint32_t *)(s->words + words);
 	/* Bits past the last object read as held: slab_pop never takes them. */
 	if (k % 64)
 		s->words[words - 1] = ~0ULL << (k % 64);
@@ -2004,7 +2023,7 @@ static int slab_break(struct kvf__segalloc *a, struct slab *s)
 		j = slab_piece_end(s, i);
 		len = (uint64_t)(j - i) * s->size;
 		rep[0] = (struct blk){ cur, len | USED,
-				       slab_held(s, i) ? s->tag[i] : 0 };
+				       slab_held(s, i) ? slab_tag_of(s, i) : 0 };
 		rep[1] = (struct blk){ cur + len, (s->end - cur - len) | USED,
 				       0 };
 		replace(a, cur, rep, j < s->k ? 2 : 1);
@@ -2122,7 +2141,7 @@ static int slab_reserve(struct kvf__segalloc *a, struct slab *s, uint64_t off,
 	if (rel % s->size || need != s->size || (s->words[w] & bit))
 		return KVF_ERR_NO_SPACE;
 	s->words[w] |= bit;
-	s->tag[i] = tag;
+	s->tag[i] = slab_tag(tag);
 	if (!--s->nfree) {
 		struct reuse_list *rl = slab_class(s);
 
@@ -2152,7 +2171,7 @@ static bool slab_collect(const struct kvf__segalloc *a, uint64_t base,
 		if (!slab_held(s, i))
 			continue;
 		out[(*k)++] = (struct kvf__segalloc_block){
-			s->base + i * s->size, s->size, s->tag[i] };
+			s->base + i * s->size, s->size, slab_tag_of(s, i) };
 		*end = s->base + (i + 1) * s->size;
 	}
 	return *k == max;

@@ -82,6 +82,9 @@ int kvf__segalloc_release(struct kvf__segalloc *a, uint64_t offset,
  * @tag (the engine uses the owning object's key hash) with the block, so
  * the owners of a segment's blocks can be enumerated
  * (kvf__segalloc_used_blocks, kvf__segalloc_scan) without any other index.
+ * Only bits 32-63 of a tag are sure to be kept: a block held in a slab
+ * reads back with the tag's low half 0 (a key hash's top 32 bits are what
+ * the bucket index finds a record by).
  * On KVF_OK, *@offset is the start (aligned). KVF_ERR_NO_SPACE when no free
  * region fits, KVF_ERR_NO_MEMORY if bookkeeping could not grow.
  * KVF_ERR_INVALID_PARAMS for size 0 or a NULL @offset. O(log n).
@@ -148,7 +151,10 @@ void kvf__segalloc_set_park_hint(struct kvf__segalloc *a,
 int kvf__segalloc_reserve_tagged(struct kvf__segalloc *a, uint64_t offset,
 				 uint64_t size, uint64_t tag);
 
-/* A used block: offset, size (rounded up to the alignment), tag. */
+/*
+ * A used block: offset, size (rounded up to the alignment), tag (bits
+ * 32-63 of the one given; the low half too for a block outside a slab).
+ */
 struct kvf__segalloc_block {
 	uint64_t offset;
 	uint64_t size;

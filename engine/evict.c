@@ -100,6 +100,7 @@
 
 #include "engine/internal.h"
 #include "engine/remove.h"
+#include "metadata/hash.h"
 #include "metadata/objstate.h"
 
 /* Used blocks one step of a hand reads. */
@@ -441,8 +442,11 @@ static bool take_oldest(struct pass *p, struct kvf__segment *s, size_t n,
 			owned++;
 			if (c[i].use > limit && p->dry < EVICT_BAR_DRY)
 				continue;
+			/* Its hash: a tag may keep the high half only. */
 			if (p->v.bytes_sum < want)
-				claim_victim(p, c[i].o, p->blk[c[i].blk].tag);
+				claim_victim(p, c[i].o,
+					     kvf__key_hash(kvf__object_key(c[i].o),
+							   c[i].o->key_len));
 			got++;
 		}
 		c += k;

@@ -41,6 +41,7 @@
 #include "engine/mutation.h"
 #include "metadata/objstate.h"
 #include "engine/remove.h"
+#include "metadata/hash.h"
 
 /* Replica frees a batch groups on the stack before it needs the heap. */
 #define FREES_STACK 256
@@ -276,7 +277,11 @@ static uint64_t sweep_window(struct sweep *s, uint64_t id, uint64_t offset)
 	now = kvf__now(s->e);
 	for (size_t i = 0; i < n; i++) {
 		s->status[i] = sweep_claim(s, seg, &s->blk[i], now, &s->obj[i]);
-		s->hash[i] = s->blk[i].tag;
+		/* The record's hash: a tag may keep its high half only. */
+		s->hash[i] = s->status[i] == KVF_OK ?
+				     kvf__key_hash(kvf__object_key(s->obj[i]),
+						   s->obj[i]->key_len) :
+				     0;
 	}
 	ret = kvf__remove_claimed(s->e, s->obj, s->hash, s->status, n,
 				  &s->span, &removed);

@@ -37,6 +37,7 @@
 #include "engine/internal.h"
 #include "engine/mutation.h"
 #include "engine/replica_drop.h"
+#include "metadata/hash.h"
 #include "metadata/objstate.h"
 
 /* Which replica of @o lives in @seg (a record has at most one), or -1. */
@@ -324,7 +325,9 @@ static void drop_block(struct kvf__replica_drop *c, const struct kvf__segalloc_b
 					   kvf__object_has_replica, &ref);
 		if (!o)
 			return; /* a pre-empted put's buffer, or already gone */
-		r = drop_replica(c, o, b->tag);
+		/* The tag may hold the hash's high half only (segalloc.h). */
+		r = drop_replica(c, o,
+				 kvf__key_hash(kvf__object_key(o), o->key_len));
 		if (r == DROP_NO_MEMORY) {
 			drop_flush(c); /* hold nothing while we wait */
 			sched_yield(); /* the segment cannot go while o uses it */

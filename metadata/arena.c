@@ -37,8 +37,10 @@
  * and touched ahead of need; a class that runs out of its chunk takes one
  * from the reserve and wakes the thread. The reserve is refilled only
  * after it was drawn from, and holds one chunk per 64 in use (at least
- * one, at most RESERVE_CHUNKS): unused memory stays under ~1.5% of the
- * arena (a fixed 8 MiB would be 8 bytes per object at 1M objects). A creator
+ * one, at most RESERVE_CHUNKS; none below 64 while the arena is within
+ * what its creator expected: reserve_goal()): unused memory stays under
+ * ~1.5% of the arena (a fixed 8 MiB would be 8 bytes per object at 1M
+ * objects). A creator
  * that knows how many blocks are coming (@ahead_blocks, the engine's
  * expected objects) has chunks for the rest of them faulted in ahead, at
  * the average size of the fresh blocks carved so far (AHEAD_GUESS before
@@ -254,13 +256,16 @@ static void *prefault_main(void *arg)
 
 /*
  * Chunks the blocks still expected will take, at the average size of the
- * fresh blocks so far, within the presize budget.
+ * fresh blocks so far, within the presize budget; @room of them go into
+ * the chunk being taken now (it is not carved yet).
  */
-static uint64_t ahead_chunks(const struct kvf__arena *a)
+static uint64_t ahead_chunks(const struct kvf__arena *a, uint64_t room)
 {
 	uint64_t blocks = __atomic_load_n(&a->carved_blocks, __ATOMIC_RELAXED);
 	uint64_t bytes = __atomic_load_n(&a->carved_bytes, __ATOMIC_RELAXED);
-	uint64_t left = a->ahead_blocks > blocks ? a->ahead_blocks - blocks : 0;
+	uint64_t left = a->ahead_blocks > blocks + room ?
+				a->ahead_blocks - blocks - room :
+				0;
 	uint64_t each = blocks ? bytes / blocks : AHEAD_GUESS;
 	uint64_t per = CHUNK_SIZE - CHUNK_HEADER;
 	uint64_t cap = kvf__huge_presize_budget() / CHUNK_SIZE;
@@ -269,21 +274,38 @@ static uint64_t ahead_chunks(const struct kvf__arena *a)
 	return want < cap ? want : cap;
 }
 
-/* How many chunks the reserve holds when @in_use are in use. */
-static uint64_t reserve_goal(const struct kvf__arena *a, uint64_t in_use)
+/*
+ * How many chunks the reserve holds when @in_use are in use (and one
+ * with room for @room blocks is being taken): one per
+ * RESERVE_PER, at least one, at most RESERVE_CHUNKS, and what the
+ * expected blocks still take. But no minimum one while the arena holds
+ * no more than its creator expected (and a 64th more, the runs' and
+ * classes' slack): that chunk would wait for blocks nobody announced,
+ * 2 MiB, at 1M 112-byte records 2.1 bytes of each one's memory. An
+ * arena growing past that has its reserve back from the next chunk it
+ * takes (which it may fault in itself: once).
+ */
+static uint64_t reserve_goal(const struct kvf__arena *a, uint64_t in_use,
+			     uint64_t room)
 {
-	uint64_t goal = in_use / RESERVE_PER, ahead = ahead_chunks(a);
+	uint64_t goal = in_use / RESERVE_PER, ahead = ahead_chunks(a, room);
+	uint64_t carved = __atomic_load_n(&a->carved_blocks, __ATOMIC_RELAXED);
+	bool expected = a->ahead_blocks &&
+			carved <= a->ahead_blocks + a->ahead_blocks / RESERVE_PER;
 
-	goal = goal < 1 ? 1 : goal > RESERVE_CHUNKS ? RESERVE_CHUNKS : goal;
+	if (goal < 1 && !expected)
+		goal = 1;
+	goal = goal > RESERVE_CHUNKS ? RESERVE_CHUNKS : goal;
 	return goal > ahead ? goal : ahead;
 }
 
 /*
  * A touched chunk from @a's reserve (waking the refill), or NULL. @in_use:
- * chunks the arena holds, which with what is expected sets how many the
- * reserve keeps.
+ * chunks the arena holds, which with what is expected (less the @room
+ * blocks the chunk taken holds) sets how many the reserve keeps.
  */
-static struct chunk *reserve_take(struct kvf__arena *a, uint64_t in_use)
+static struct chunk *reserve_take(struct kvf__arena *a, uint64_t in_use,
+				  uint64_t room)
 {
 	struct reserve *r = &a->rsv;
 	struct chunk *ch = NULL;
@@ -296,7 +318,7 @@ static struct chunk *reserve_take(struct kvf__arena *a, uint64_t in_use)
 		r->chunks = ch->next;
 		r->nr--;
 	}
-	r->goal = reserve_goal(a, in_use);
+	r->goal = reserve_goal(a, in_use, room);
 	r->want = true;
 	pthread_cond_signal(&r->wake);
 	pthread_mutex_unlock(&r->lock);
@@ -493,7 +515,7 @@ int kvf__arena_create(bool prefault, uint64_t ahead_blocks,
 	live_arenas = a;
 	pthread_mutex_unlock(&live_lock);
 	a->ahead_blocks = ahead_blocks;
-	a->rsv.goal = reserve_goal(a, 0);
+	a->rsv.goal = reserve_goal(a, 0, 0);
 	a->rsv.want = ahead_blocks > 0;
 	if (prefault)
 		a->rsv.started = pthread_create(&a->rsv.thread, NULL,
@@ -553,9 +575,9 @@ void kvf__arena_destroy(struct kvf__arena *a)
 static int add_chunk(struct kvf__arena *a, unsigned c)
 {
 	struct size_class *sc = &a->cls[c];
-	struct chunk *ch = reserve_take(a, kvf__arena_mapped_bytes(a) /
-						   CHUNK_SIZE);
-	size_t blocks;
+	size_t blocks = (CHUNK_SIZE - CHUNK_HEADER) / sc->size;
+	struct chunk *ch = reserve_take(
+		a, kvf__arena_mapped_bytes(a) / CHUNK_SIZE, blocks);
 
 	if (!ch)
 		ch = kvf__huge_alloc(CHUNK_SIZE);
@@ -565,7 +587,6 @@ static int add_chunk(struct kvf__arena *a, unsigned c)
 	ch->cls = c;
 	ch->next = sc->chunks;
 	sc->chunks = ch;
-	blocks = (CHUNK_SIZE - CHUNK_HEADER) / sc->size;
 	sc->bump = (char *)ch + CHUNK_HEADER;
 	sc->bump_end = sc->bump + blocks * sc->size;
 	poison(sc->bump, (size_t)(sc->bump_end - sc->bump));

@@ -88,6 +88,11 @@ void kvf__huge_populate(void *p, size_t size)
 #endif
 }
 
+size_t kvf__huge_size(size_t size)
+{
+	return mapped_size(size);
+}
+
 void kvf__huge_free(void *p, size_t size)
 {
 	if (p)

@@ -42,6 +42,13 @@ void kvf__huge_populate(void *p, size_t size);
  */
 size_t kvf__huge_presize_budget(void);
 
+/*
+ * kvf__huge_size() - the bytes a kvf__huge_alloc(@size) mapping takes:
+ * @size rounded up to 2 MiB from KVF__HUGE_PAGE on, to 4 KiB below it. A
+ * caller that sizes a table by it uses all the memory it pays for.
+ */
+size_t kvf__huge_size(size_t size);
+
 /* kvf__huge_free() - unmap what kvf__huge_alloc(@size) returned. */
 void kvf__huge_free(void *p, size_t size);
 

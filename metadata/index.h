@@ -74,6 +74,8 @@ struct kvf__index_ops {
 	/*
 	 * The record whose key hashes to @hash and for which @match is true,
 	 * or NULL: finds the owner of a tagged allocation without its key.
+	 * Only bits 32-63 of @hash count (an allocation tag may keep no
+	 * more): @match must tell the record apart from others sharing them.
 	 */
 	struct kvf__object *(*lookup_hash)(struct kvf__index *idx,
 					   uint64_t hash,
@@ -111,6 +113,13 @@ extern const struct kvf__index_ops kvf__index_bucket_ops;
  * @expected records (benchmarks size their memory-floor probe with it).
  */
 uint64_t kvf__index_bucket_table_bytes(uint64_t expected);
+
+/*
+ * The home of a record of key hash @hash in a bucket index table of @nr
+ * buckets (@nr >= 1): floor(mix(hash >> 32) * nr / 2^64), so homes keep
+ * the order of the mixed hash at every table size (for tests).
+ */
+uint64_t kvf__index_bucket_home(uint64_t nr, uint64_t hash);
 
 static inline void kvf__index_lookup_batch(struct kvf__index *idx, size_t n,
 					   const uint64_t *hashes,

@@ -10,11 +10,20 @@
  *
  * Layout
  * ------
- * A table is a power-of-two array of 64-byte buckets (one cache line each).
+ * A table is an array of 64-byte buckets (one cache line each), of any
+ * length: as many as fill the pages of its mapping (table_buckets()).
  * A bucket holds 7 slots and one "displaced" word. A slot is one 64-bit word
  * {16-bit tag | 48-bit record pointer}; 0 means empty, and tags are never 0,
- * so a used slot is never 0. The tag is the top 16 bits of the hash; the
- * home bucket is the top bits of hash * (odd constant) (multiply-shift). A
+ * so a used slot is never 0. The tag is the top 16 bits of the hash. The
+ * home bucket: the hash's top 32 bits times an odd constant (mod 2^64) is
+ * the key's point x on a circle of 2^64, and the home of x in a table of
+ * nr buckets is floor(x * nr / 2^64), the high word of one multiply
+ * (Lemire's "fastrange"): the buckets cut the circle into nr equal arcs,
+ * in order. Only bits 32-63 of a hash count (home and tag), so a caller
+ * that kept 32 bits of a key's hash (an allocation tag) finds its record
+ * with lookup_hash(): the low half of the hash goes to the stripe locks.
+ * Keys whose hashes share those 32 bits share home and tag (at 10M keys
+ * about one in a thousand, each costing a key compare more). A
  * key lives in its home bucket or, when that was full at insert time, in
  * the first bucket after it (wrapping) with a free slot; the home bucket's
  * "displaced" word is the largest such distance, so a lookup that misses
@@ -64,8 +73,17 @@
  * ------------------
  * insert_unique/replace/remove lock one of 256 stripe mutexes chosen by the
  * hash (mutexes, not spinlocks: this 2-vCPU guest is shared, and a
- * preempted spinlock holder would burn the other core). The table grows
- * (x2) when the count (kept per stripe and gathered in steps, so up to
+ * preempted spinlock holder would burn the other core). A table is
+ * presized for load 5/8 at most (then rounded up to whole pages: 1M
+ * records take seven 2 MiB pages, load 0.62, 14.7 bytes a record, where
+ * the next power of two of buckets would be eight, load 0.55, 16.8).
+ * Not higher: a miss (every put's probe) whose home has overflowed
+ * waits for a second line, and displaced words stay raised after
+ * removes; presized for load 3/4 (six pages at 1M, load 0.73), refill's
+ * median batch was 12% slower ([+9, +15]%, `kvforge-bench compare
+ * --rounds 10 -- --objects 1000000 --pin`), at 5/8 within 3%. It grows by half
+ * (x1.5, a grown table at load 0.53 rather than 0.4) when the count (kept
+ * per stripe and gathered in steps, so up to
  * ~1.6% behind: count_change()) passes load 0.8, or when an insert finds
  * no free slot within MAX_DISPLACEMENT buckets of home while the table is
  * at that load (below it, the insert may go FAR_DISPLACEMENT buckets: a
@@ -100,11 +118,17 @@
  * misses stay in flight.
  *
  * foreach walks home buckets in order and visits, for home h, the records
- * in buckets h..h+displaced[h] whose home is h. Because multiply-shift is
- * order-preserving across sizes (home in a table of 2^(b+k) buckets,
- * shifted right by k, is the home in 2^b buckets), the walk survives a
- * resize exactly: the cursor h in the old table becomes h << k in the new
- * one, and every record is visited once, by its home.
+ * in buckets h..h+displaced[h] whose home is h. Its cursor is a point of
+ * the circle, not a bucket: having visited homes 0..h-1 of a table of nr
+ * buckets, it has visited exactly the records whose points are below
+ * from = ceil(h * 2^64 / nr), the first point of h's arc (arc_start()),
+ * whatever the size. When a resize has published a table of nr' buckets,
+ * the walk goes on at home floor(from * nr' / 2^64) of the new one,
+ * skipping the records there whose points are below from; every later
+ * home's points are all above it. So every record present throughout is
+ * visited exactly once, by its home, across any number of resizes of any
+ * sizes (a bucket number would not do: between two sizes that are not
+ * powers of two apart, no shift maps one table's homes onto the other's).
  */
 #include "config.h"
 
@@ -124,13 +148,21 @@
 #include "metadata/index.h"
 #include "metadata/keyeq.h"
 
+/* Products of a 64-bit point and a bucket count (home_at()). */
+__extension__ typedef unsigned __int128 u128;
+
 #define SLOTS_PER_BUCKET 7
 #define TAG_SHIFT 48
 #define PTR_MASK ((UINT64_C(1) << TAG_SHIFT) - 1)
 #define HOME_MULT UINT64_C(0x9e3779b97f4a7c15)
 #define NR_STRIPES 256
-#define MIN_BITS 2
-#define MAX_BITS 40
+#define MAX_BUCKETS (UINT64_C(1) << 40)
+/* A table is presized for load PRESIZE_NUM / PRESIZE_DEN at most... */
+#define PRESIZE_NUM 5
+#define PRESIZE_DEN 8
+/* ...grows past load GROW_NUM / GROW_DEN, by half its buckets. */
+#define GROW_NUM 4
+#define GROW_DEN 5
 /* Farther than this from home, an insert grows the table instead... */
 #define MAX_DISPLACEMENT 16
 /* ...unless the table is below its growth load: then it may go this far. */
@@ -151,12 +183,10 @@ _Static_assert(sizeof(struct bucket) == 64, "a bucket is one cache line");
 
 struct bucket_table {
 	struct rcu_head rcu;
-	uint64_t mask;	  /* buckets - 1 */
-	unsigned bits;	  /* log2(buckets) */
-	unsigned shift;	  /* 64 - bits */
+	uint64_t nr;	  /* buckets: any number, filling whole pages */
 	uint64_t grow_at; /* grow when the index holds more records */
-	/* Its own mapping: a power of two of lines, so huge pages fit it
-	 * exactly (a header in front would spill into one more page). */
+	/* Its own mapping, every byte of it buckets (table_buckets()): a
+	 * header in front would spill into one more page. */
 	struct bucket *b;
 	/* Displaced raises since built; atomic. Apart from the fields every
 	 * lookup reads: an insert that raises would pass their line to
@@ -222,14 +252,46 @@ static inline uint64_t tag_of(uint64_t hash)
 	return tag ? tag : 1;
 }
 
-static inline uint64_t home_of(const struct bucket_table *t, uint64_t hash)
+/*
+ * The point of @hash on the circle the homes divide: its top 32 bits,
+ * mixed (multiplicative hashing). Only bits 32-63 of a hash count, here
+ * and in the tag, so a hash with its low half cleared finds the same
+ * home and tag (lookup_hash() from a 32-bit allocation tag).
+ */
+static inline uint64_t mixed_of(uint64_t hash)
 {
-	return (hash * HOME_MULT) >> t->shift;
+	return (hash >> 32) * HOME_MULT;
 }
 
+/* The bucket of @nr whose arc holds point @x: floor(x * nr / 2^64). */
+static inline uint64_t home_at(uint64_t nr, uint64_t x)
+{
+	return (uint64_t)(((u128)x * nr) >> 64);
+}
+
+static inline uint64_t home_of(const struct bucket_table *t, uint64_t hash)
+{
+	return home_at(t->nr, mixed_of(hash));
+}
+
+/*
+ * The first point of bucket @h's arc (@h < @nr): the smallest x with
+ * home_at(@nr, x) >= @h, ceil(h * 2^64 / nr).
+ */
+static inline uint64_t arc_start(uint64_t nr, uint64_t h)
+{
+	return (uint64_t)((((u128)h << 64) + nr - 1) / nr);
+}
+
+uint64_t kvf__index_bucket_home(uint64_t nr, uint64_t hash)
+{
+	return home_at(nr, mixed_of(hash));
+}
+
+/* Bucket @i, for 0 <= @i < 2 * nr: the neighbours of the last wrap. */
 static inline struct bucket *bucket_at(struct bucket_table *t, uint64_t i)
 {
-	return &t->b[i & t->mask];
+	return &t->b[i < t->nr ? i : i - t->nr];
 }
 
 static inline struct kvf__object *slot_object(uint64_t s)
@@ -297,7 +359,7 @@ static struct kvf__object *range_find(struct bucket_table *t, uint64_t home,
 	uint64_t last = displaced_load(bucket_at(t, home));
 	uint64_t tag = tag_of(hash);
 
-	for (uint64_t d = first; d <= last && d <= t->mask; d++) {
+	for (uint64_t d = first; d <= last && d < t->nr; d++) {
 		struct kvf__object *o =
 			bucket_find(bucket_at(t, home + d), tag, key);
 		if (o)
@@ -313,7 +375,7 @@ static uint64_t *slot_of(struct bucket_table *t, struct kvf__object *o,
 	uint64_t home = home_of(t, hash);
 	uint64_t last = displaced_load(bucket_at(t, home));
 
-	for (uint64_t d = 0; d <= last && d <= t->mask; d++) {
+	for (uint64_t d = 0; d <= last && d < t->nr; d++) {
 		struct bucket *b = bucket_at(t, home + d);
 
 		for (int i = 0; i < SLOTS_PER_BUCKET; i++)
@@ -368,34 +430,52 @@ static inline uint64_t prefetch_candidates(const struct bucket *b,
 
 /* ---- tables ----------------------------------------------------------- */
 
-static size_t buckets_bytes(unsigned bits)
+static size_t buckets_bytes(uint64_t nr)
 {
-	return ((size_t)1 << bits) * sizeof(struct bucket);
+	return (size_t)nr * sizeof(struct bucket);
+}
+
+/*
+ * Buckets of a table of at least @want (>= 1): as many as fill the pages
+ * a mapping of @want takes (kvf__huge_size(): whole 2 MiB pages for a
+ * large table), which are in memory anyway, at most MAX_BUCKETS.
+ */
+static uint64_t table_buckets(uint64_t want)
+{
+	uint64_t nr;
+
+	if (want >= MAX_BUCKETS)
+		return MAX_BUCKETS;
+	nr = kvf__huge_size(buckets_bytes(want)) / sizeof(struct bucket);
+	return nr < MAX_BUCKETS ? nr : MAX_BUCKETS;
+}
+
+/* The table a growth of @nr buckets builds: half as large again. */
+static uint64_t grown_buckets(uint64_t nr)
+{
+	return table_buckets(nr / 2 ? nr + nr / 2 : nr + 1);
 }
 
 /* Zeroed, and on huge pages when large: every lookup lands at random. */
-static struct bucket_table *table_alloc(unsigned bits)
+static struct bucket_table *table_alloc(uint64_t nr)
 {
-	size_t nr = (size_t)1 << bits;
 	struct bucket_table *t = calloc(1, sizeof(*t));
 
 	if (!t)
 		return NULL;
-	t->b = kvf__huge_alloc(buckets_bytes(bits));
+	t->b = kvf__huge_alloc(buckets_bytes(nr));
 	if (!t->b) {
 		free(t);
 		return NULL;
 	}
-	t->mask = nr - 1;
-	t->bits = bits;
-	t->shift = 64 - bits;
-	t->grow_at = nr * SLOTS_PER_BUCKET * 4 / 5;
+	t->nr = nr;
+	t->grow_at = nr * SLOTS_PER_BUCKET * GROW_NUM / GROW_DEN;
 	return t;
 }
 
 static void table_free(struct bucket_table *t)
 {
-	kvf__huge_free(t->b, buckets_bytes(t->bits));
+	kvf__huge_free(t->b, buckets_bytes(t->nr));
 	free(t);
 }
 
@@ -405,20 +485,19 @@ static void table_free_rcu(struct rcu_head *head)
 	table_free(caa_container_of(head, struct bucket_table, rcu));
 }
 
-/* Smallest table bits holding @expected records at load <= 0.7. */
-static unsigned bits_for(uint64_t expected)
+/* Buckets of a table presized for @expected records (load <= 5/8). */
+static uint64_t presized_buckets(uint64_t expected)
 {
-	unsigned bits = MIN_BITS;
+	uint64_t per = SLOTS_PER_BUCKET * PRESIZE_NUM;
+	uint64_t want = expected / per * PRESIZE_DEN +
+			((expected % per) * PRESIZE_DEN + per - 1) / per;
 
-	while (bits < MAX_BITS &&
-	       ((uint64_t)SLOTS_PER_BUCKET << bits) * 7 / 10 < expected)
-		bits++;
-	return bits;
+	return table_buckets(want ? want : 1);
 }
 
 uint64_t kvf__index_bucket_table_bytes(uint64_t expected)
 {
-	return (uint64_t)sizeof(struct bucket) << bits_for(expected);
+	return buckets_bytes(presized_buckets(expected));
 }
 
 /* Raise displaced[@home] to at least @d (atomic max). */
@@ -447,7 +526,7 @@ static bool table_place(struct bucket_table *t, uint64_t hash, uint64_t entry,
 {
 	uint64_t home = home_of(t, hash);
 
-	for (uint64_t d = 0; d <= limit && d <= t->mask; d++) {
+	for (uint64_t d = 0; d <= limit && d < t->nr; d++) {
 		struct bucket *b = bucket_at(t, home + d);
 
 		for (int i = 0; i < SLOTS_PER_BUCKET; i++) {
@@ -466,21 +545,21 @@ static bool table_place(struct bucket_table *t, uint64_t hash, uint64_t entry,
 }
 
 /*
- * A copy of frozen table @old with 2^@bits buckets, or NULL. Reads every
+ * A copy of frozen table @old with @nr buckets, or NULL. Reads every
  * record's hash (the slot does not say how far it was displaced), so the
  * records of the next bucket are prefetched while this one is copied.
  */
 static struct bucket_table *table_rebuild(struct bucket_table *old,
-					  unsigned bits)
+					  uint64_t nr)
 {
-	struct bucket_table *t = table_alloc(bits);
+	struct bucket_table *t = table_alloc(nr);
 
 	if (!t)
 		return NULL;
-	for (uint64_t i = 0; i <= old->mask; i++) {
+	for (uint64_t i = 0; i < old->nr; i++) {
 		const struct bucket *b = &old->b[i];
 
-		if (i + 2 <= old->mask)
+		if (i + 2 < old->nr)
 			for (int j = 0; j < SLOTS_PER_BUCKET; j++) {
 				uint64_t s =
 					__atomic_load_n(&old->b[i + 2].slot[j],
@@ -494,7 +573,7 @@ static struct bucket_table *table_rebuild(struct bucket_table *old,
 				__atomic_load_n(&b->slot[j], __ATOMIC_RELAXED);
 
 			if (s && !table_place(t, record_hash(slot_object(s)), s,
-					      t->mask))
+					      t->nr - 1))
 				kvf__die("rebuilt index table overflowed");
 		}
 	}
@@ -569,12 +648,12 @@ static void set_frozen(struct bucket_index *bi, bool frozen)
 
 /*
  * Replace @old, if it is still the current table, by a rebuilt table of
- * 2^@bits buckets. KVF_OK (also when another thread resized first) or
+ * @nr buckets. KVF_OK (also when another thread resized first) or
  * KVF_ERR_NO_MEMORY. Called inside a read-side section, with no stripe
  * held; may block on writers, never on a grace period.
  */
 static int table_resize(struct bucket_index *bi, struct bucket_table *old,
-			unsigned bits)
+			uint64_t nr)
 {
 	struct bucket_table *t;
 	int ret = KVF_OK;
@@ -583,7 +662,7 @@ static int table_resize(struct bucket_index *bi, struct bucket_table *old,
 	if (table_load(bi) != old)
 		goto out_resize;
 	set_frozen(bi, true);
-	t = table_rebuild(old, bits);
+	t = table_rebuild(old, nr);
 	if (!t) {
 		ret = KVF_ERR_NO_MEMORY;
 		goto out_thaw;
@@ -637,10 +716,10 @@ static void maybe_resize(struct bucket_index *bi, struct bucket_table *t)
 {
 	uint64_t count = __atomic_load_n(&bi->count, __ATOMIC_RELAXED);
 
-	if (count > t->grow_at && t->bits < MAX_BITS)
-		table_resize(bi, t, t->bits + 1);
-	else if (__atomic_load_n(&t->raises, __ATOMIC_RELAXED) > t->mask + 1)
-		table_resize(bi, t, t->bits);
+	if (count > t->grow_at && t->nr < MAX_BUCKETS)
+		table_resize(bi, t, grown_buckets(t->nr));
+	else if (__atomic_load_n(&t->raises, __ATOMIC_RELAXED) > t->nr)
+		table_resize(bi, t, t->nr);
 }
 
 /* ---- ops ---------------------------------------------------------------- */
@@ -653,7 +732,7 @@ static int bucket_create(uint64_t expected, struct kvf__index **out)
 		return KVF_ERR_NO_MEMORY;
 	memset(bi, 0, sizeof(*bi));
 	bi->base.ops = &kvf__index_bucket_ops;
-	bi->table = table_alloc(bits_for(expected));
+	bi->table = table_alloc(presized_buckets(expected));
 	if (!bi->table)
 		goto err_table;
 	/*
@@ -662,7 +741,7 @@ static int bucket_create(uint64_t expected, struct kvf__index **out)
 	 * insert into it milliseconds (perf, durability workload: 44 ms of
 	 * page zeroing inside table_place() per run of its six fills).
 	 */
-	kvf__huge_populate(bi->table->b, buckets_bytes(bi->table->bits));
+	kvf__huge_populate(bi->table->b, buckets_bytes(bi->table->nr));
 	pthread_mutex_init(&bi->resize_lock, NULL);
 	for (int i = 0; i < NR_STRIPES; i++)
 		kvf__mutex_init_short(&bi->stripes[i].lock);
@@ -767,7 +846,7 @@ static struct kvf__object *bucket_lookup_hash(struct kvf__index *idx,
 	uint64_t home = home_of(t, hash), tag = tag_of(hash);
 	uint64_t last = displaced_load(bucket_at(t, home));
 
-	for (uint64_t d = 0; d <= last && d <= t->mask; d++) {
+	for (uint64_t d = 0; d <= last && d < t->nr; d++) {
 		const struct bucket *b = bucket_at(t, home + d);
 
 		for (int i = 0; i < SLOTS_PER_BUCKET; i++) {
@@ -890,8 +969,8 @@ static struct kvf__object *insert(struct bucket_index *bi,
 			limit = FAR_DISPLACEMENT;
 			continue;
 		}
-		if (t->bits >= MAX_BITS ||
-		    table_resize(bi, t, t->bits + 1) != KVF_OK)
+		if (t->nr >= MAX_BUCKETS ||
+		    table_resize(bi, t, grown_buckets(t->nr)) != KVF_OK)
 			limit = UINT64_MAX;
 	}
 	maybe_resize(bi, t);
@@ -946,20 +1025,27 @@ static int bucket_remove(struct kvf__index *idx, struct kvf__object *o,
 	return slot ? KVF_OK : KVF_ERR_OBJECT_NOT_FOUND;
 }
 
-/* Visit the records homed at @home. @fn may remove or replace them. */
-static void visit_home(struct bucket_table *t, uint64_t home,
+/*
+ * Visit the records homed at @home whose points are at least @from (the
+ * walk's cursor, see the design note). @fn may remove or replace them.
+ */
+static void visit_home(struct bucket_table *t, uint64_t home, uint64_t from,
 		       kvf__index_visit_fn fn, void *arg)
 {
 	uint64_t last = displaced_load(bucket_at(t, home));
 
-	for (uint64_t d = 0; d <= last && d <= t->mask; d++) {
+	for (uint64_t d = 0; d <= last && d < t->nr; d++) {
 		struct bucket *b = bucket_at(t, home + d);
 
 		for (int i = 0; i < SLOTS_PER_BUCKET; i++) {
 			struct kvf__object *o =
 				slot_object(slot_load(&b->slot[i]));
+			uint64_t x;
 
-			if (!o || home_of(t, record_hash(o)) != home)
+			if (!o)
+				continue;
+			x = mixed_of(record_hash(o));
+			if (home_at(t->nr, x) != home || x < from)
 				continue;
 			kvf__tsan_acquire(o);
 			fn(o, arg);
@@ -972,18 +1058,19 @@ static void bucket_foreach(struct kvf__index *idx, kvf__index_visit_fn fn,
 {
 	struct bucket_index *bi = bucket_index_of(idx);
 	struct bucket_table *t = table_load(bi);
-	uint64_t home = 0;
+	uint64_t home = 0, from = 0;
 
-	while (home <= t->mask) {
+	while (home < t->nr) {
 		struct bucket_table *now;
 
-		visit_home(t, home, fn, arg);
-		home++;
+		visit_home(t, home, from, fn, arg);
+		if (++home == t->nr)
+			break;
 		now = table_load(bi);
 		if (now != t) {
-			/* Same cursor in the new table (see design note). */
-			kvf__assert(now->bits >= t->bits);
-			home <<= now->bits - t->bits;
+			/* The same cursor, as a point (see design note). */
+			from = arc_start(t->nr, home);
+			home = home_at(now->nr, from);
 			t = now;
 		}
 	}
@@ -999,7 +1086,7 @@ static uint64_t bucket_bytes(struct kvf__index *idx)
 	struct bucket_index *bi = bucket_index_of(idx);
 
 	return sizeof(*bi) + sizeof(struct bucket_table) +
-	       buckets_bytes(table_load(bi)->bits);
+	       buckets_bytes(table_load(bi)->nr);
 }
 
 const struct kvf__index_ops kvf__index_bucket_ops = {

@@ -10,6 +10,10 @@
  * hides its buckets, so lookup_batch is a plain loop: this is the baseline
  * the bucketized index is measured against.
  *
+ * The table is keyed by bits 32-63 of a key's hash (lfht_hash()), as the
+ * bucket index homes records: an allocation tag keeps only those
+ * (alloc/segalloc.h), and lookup_hash() from it must find the record.
+ *
  * Destroy needs an empty table (cds_lfht_destroy refuses a non-empty
  * auto-resize table with -EPERM); the engine removes everything first.
  */
@@ -32,6 +36,12 @@ struct lfht_index {
 	struct kvf__index base;
 	struct cds_lfht *ht;
 };
+
+/* The table's hash of a key hash: its high half (see above). */
+static inline unsigned long lfht_hash(uint64_t hash)
+{
+	return (unsigned long)(hash >> 32);
+}
 
 static struct cds_lfht *table_of(struct kvf__index *idx)
 {
@@ -115,7 +125,7 @@ static void lfht_lookup_batch(struct kvf__index *idx, size_t n,
 		struct cds_lfht_iter iter;
 		struct cds_lfht_node *node;
 
-		cds_lfht_lookup(ht, (unsigned long)hashes[i], match_key, &k,
+		cds_lfht_lookup(ht, lfht_hash(hashes[i]), match_key, &k,
 				&iter);
 		node = cds_lfht_iter_get_node(&iter);
 		out[i] = node ? object_of(node) : NULL;
@@ -132,7 +142,7 @@ static struct kvf__object *lfht_insert_unique(struct kvf__index *idx,
 	struct cds_lfht_node *node;
 
 	kvf__tsan_release(o);
-	node = cds_lfht_add_unique(table_of(idx), (unsigned long)hash,
+	node = cds_lfht_add_unique(table_of(idx), lfht_hash(hash),
 				   match_key, &k, node_of(o));
 	if (node == node_of(o))
 		return NULL;
@@ -147,7 +157,7 @@ static int lfht_replace(struct kvf__index *idx, struct kvf__object *old,
 	struct cds_lfht_iter old_pos = { .node = node_of(old) };
 
 	kvf__tsan_release(new_obj);
-	if (cds_lfht_replace(table_of(idx), &old_pos, (unsigned long)hash,
+	if (cds_lfht_replace(table_of(idx), &old_pos, lfht_hash(hash),
 			     match_key, &k, node_of(new_obj)))
 		return KVF_ERR_OBJECT_NOT_FOUND;
 	return KVF_OK;
@@ -183,7 +193,7 @@ static struct kvf__object *lfht_lookup_hash(struct kvf__index *idx,
 	struct cds_lfht_iter iter;
 	struct cds_lfht_node *node;
 
-	cds_lfht_lookup(table_of(idx), (unsigned long)hash, match_pred, &p,
+	cds_lfht_lookup(table_of(idx), lfht_hash(hash), match_pred, &p,
 			&iter);
 	node = cds_lfht_iter_get_node(&iter);
 	if (!node)

@@ -200,6 +200,15 @@ static void threads_never_share_a_block(void **state)
 	kvf__arena_destroy(a);
 }
 
+/* Wait (a minute at most) for @a's reserve to hold @bytes. */
+static void wait_reserved(struct kvf__arena *a, uint64_t bytes)
+{
+	for (int i = 0; i < 60000 && kvf__arena_reserved_bytes(a) != bytes;
+	     i++)
+		usleep(1000);
+	assert_int_equal(kvf__arena_reserved_bytes(a), bytes);
+}
+
 /*
  * Chunks for the blocks asked for ahead are faulted in, then handed out
  * before any other chunk is mapped.
@@ -213,11 +222,8 @@ static void chunks_asked_ahead_come_first(void **state)
 
 	(void)state;
 	assert_int_equal(kvf__arena_create(true, 8 * per_chunk, &a), KVF_OK);
-	/* the prefault thread fills the reserve; allow it a minute */
-	for (int i = 0; i < 60000 && kvf__arena_reserved_bytes(a) < 8 * CHUNK;
-	     i++)
-		usleep(1000);
-	assert_int_equal(kvf__arena_reserved_bytes(a), 8 * CHUNK);
+	/* the prefault thread fills the reserve */
+	wait_reserved(a, 8 * CHUNK);
 	while (mapped < 3 * CHUNK) {
 		assert_non_null(kvf__arena_alloc(a, 96));
 		mapped = kvf__arena_mapped_bytes(a);
@@ -229,6 +235,35 @@ static void chunks_asked_ahead_come_first(void **state)
 	 */
 	assert_int_equal(mapped, 3 * CHUNK);
 	assert_true(kvf__arena_reserved_bytes(a) <= 6 * CHUNK);
+	kvf__arena_destroy(a);
+}
+
+/*
+ * Once the blocks asked for ahead have all come, no chunk waits in the
+ * reserve for more (the last chunk taken holds the last of them); an
+ * arena that grows past them by more than a 64th has its reserve back.
+ */
+static void no_spare_chunk_at_expected(void **state)
+{
+	const uint64_t per_chunk = (CHUNK - 64) / 96;
+	struct kvf__arena *a;
+	uint64_t n = 0;
+
+	(void)state;
+	assert_int_equal(kvf__arena_create(true, 4 * per_chunk, &a), KVF_OK);
+	wait_reserved(a, 4 * CHUNK);
+	for (; n < 4 * per_chunk; n++)
+		assert_non_null(kvf__arena_alloc(a, 96));
+	assert_int_equal(kvf__arena_mapped_bytes(a), 4 * CHUNK);
+	/* Nothing is faulted in beyond them (the refill would take ms). */
+	for (int i = 0; i < 300; i++) {
+		assert_int_equal(kvf__arena_reserved_bytes(a), 0);
+		usleep(1000);
+	}
+	/* Growing: the sixth chunk taken is a 64th past; one again. */
+	while (kvf__arena_mapped_bytes(a) < 6 * CHUNK)
+		assert_non_null(kvf__arena_alloc(a, 96));
+	wait_reserved(a, CHUNK);
 	kvf__arena_destroy(a);
 }
 
@@ -403,6 +438,7 @@ int main(void)
 		cmocka_unit_test(random_blocks_never_overlap),
 		cmocka_unit_test(threads_never_share_a_block),
 		cmocka_unit_test(chunks_asked_ahead_come_first),
+		cmocka_unit_test(no_spare_chunk_at_expected),
 		cmocka_unit_test(runs_outlive_their_threads),
 		cmocka_unit_test(freed_batches_come_back),
 		cmocka_unit_test(chains_outlive_their_threads),

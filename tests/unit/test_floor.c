@@ -33,12 +33,12 @@ static void table_holds_objects_at_index_load(void **state)
 
 		bench_floor_sizes(counts[i], 68, &s);
 		buckets = s.table_bytes / 64;
-		assert_int_equal(s.table_bytes % 64, 0);
-		assert_int_equal(buckets & (buckets - 1), 0); /* power of 2 */
-		/* Smallest table with 7-slot buckets at load <= 0.7. */
-		assert_true(buckets * 7 * 7 / 10 >= counts[i]);
-		if (buckets > 1024) /* above the index's minimum size */
-			assert_true(buckets / 2 * 7 * 7 / 10 < counts[i]);
+		/* The index's presized table: whole pages of buckets... */
+		assert_int_equal(s.table_bytes % 4096, 0);
+		/* ...the fewest holding 7-slot buckets at load <= 5/8. */
+		assert_true(buckets * 7 * 5 / 8 >= counts[i]);
+		if (s.table_bytes > (2 << 20)) /* whole 2 MiB pages */
+			assert_true((buckets - 32768) * 7 * 5 / 8 < counts[i]);
 	}
 }
 

@@ -128,6 +128,12 @@ static void index_finish(struct kvf__index *idx)
 	kvf__rcu_barrier();
 }
 
+/* lookup_hash()'s match: exactly the record @arg. */
+static bool is_record(const struct kvf__object *o, void *arg)
+{
+	return o == arg;
+}
+
 static void count_visit(struct kvf__object *o, void *arg)
 {
 	(void)o;
@@ -548,6 +554,243 @@ static void test_insert_since(void **state)
 	index_finish(idx);
 }
 
+/* ---- the bucket index's table sizes ------------------------------------ */
+
+#define HUGE_PAGE (UINT64_C(2) << 20)
+#define BUCKET 64
+
+/*
+ * Homes in tables of any size: in range, from the hash's top 32 bits
+ * only, spread evenly over a table that is no power of two, and in the
+ * same order at every size (what foreach's cursor relies on): a key
+ * homed before another in a table of n2 buckets is not homed after it
+ * in one of n1.
+ */
+static void test_bucket_homes(void **state)
+{
+	static const uint64_t sizes[] = { 1, 3, 7, 64, 96, 1000, 196608,
+					  UINT64_C(1) << 18, 1000003 };
+	enum { N = 20000, NR = 1000 };
+	static unsigned per[NR];
+	static uint64_t h[N];
+
+	(void)state;
+	for (unsigned i = 0; i < N; i++)
+		h[i] = rng();
+	for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++)
+		for (unsigned i = 0; i < N; i++) {
+			uint64_t home = kvf__index_bucket_home(sizes[s], h[i]);
+
+			assert_true(home < sizes[s]);
+			assert_int_equal(kvf__index_bucket_home(
+						 sizes[s], h[i] & ~UINT64_C(0xffffffff)),
+					 home);
+		}
+	for (unsigned i = 0; i < N; i++)
+		per[kvf__index_bucket_home(NR, h[i])]++;
+	for (unsigned b = 0; b < NR; b++)
+		assert_in_range(per[b], 1, 3 * N / NR);
+	for (size_t s = 0; s + 1 < sizeof(sizes) / sizeof(sizes[0]); s++)
+		for (unsigned i = 0; i + 1 < N; i++) {
+			uint64_t n1 = sizes[s], n2 = sizes[s + 1];
+			uint64_t a = h[i], b = h[i + 1];
+
+			if (kvf__index_bucket_home(n2, a) <
+			    kvf__index_bucket_home(n2, b))
+				assert_true(kvf__index_bucket_home(n1, a) <=
+					    kvf__index_bucket_home(n1, b));
+			if (kvf__index_bucket_home(n2, a) >
+			    kvf__index_bucket_home(n2, b))
+				assert_true(kvf__index_bucket_home(n1, a) >=
+					    kvf__index_bucket_home(n1, b));
+		}
+}
+
+/* Whole pages of buckets (2 MiB ones from 2 MiB on, else 4 KiB). */
+static uint64_t page_of(uint64_t bytes)
+{
+	return bytes >= HUGE_PAGE ? HUGE_PAGE : 4096;
+}
+
+/*
+ * A presized table: the fewest whole pages of buckets that hold
+ * @expected records at load <= 5/8, not the next power of two (1M
+ * records: seven 2 MiB pages, 229,376 buckets, where a power of two
+ * would be 2^18).
+ */
+static void test_bucket_presize(void **state)
+{
+	static const uint64_t expected[] = { 0,	  1,	   1000,    3000,
+					     100000, 1000000, 1234567, 10000000 };
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(expected) / sizeof(expected[0]); i++) {
+		uint64_t bytes = kvf__index_bucket_table_bytes(expected[i]);
+		uint64_t page = page_of(bytes), less = bytes - page;
+
+		assert_int_equal(bytes % page, 0);
+		assert_true(bytes / BUCKET * 7 * 5 / 8 >= expected[i]);
+		/* One page fewer would not do. */
+		if (less >= page_of(less) && less)
+			assert_true(less / BUCKET * 7 * 5 / 8 < expected[i]);
+	}
+	assert_int_equal(kvf__index_bucket_table_bytes(1000000),
+			 7 * HUGE_PAGE);
+	assert_int_equal(kvf__index_bucket_table_bytes(10000000),
+			 70 * HUGE_PAGE);
+}
+
+/* Buckets of @idx's table: its bytes less those of an empty index's. */
+static uint64_t table_nr(struct kvf__index *idx, uint64_t fixed)
+{
+	return (kvf__index_bytes(idx) - fixed) / BUCKET;
+}
+
+/*
+ * Growth: a table grows once its load passes 0.8, by half (to the
+ * whole pages of 1.5 times its buckets, never doubling where that is
+ * more than it needs: 64 -> 128 (4 KiB pages) -> 192 -> 320 -> 512 ->
+ * 768 buckets), and every record is found after each growth.
+ */
+static void test_bucket_growth(void **state)
+{
+	struct kvf__index *idx = index_new(state, 0);
+	uint64_t fixed, nr, grew = 0, odd = 0;
+	static struct kvf__object *rec[NR_KEYS];
+
+	kvf__rcu_read_lock();
+	fixed = kvf__index_bytes(idx) - kvf__index_bucket_table_bytes(0);
+	nr = table_nr(idx, fixed);
+	assert_int_equal(nr, 4096 / BUCKET);
+	for (unsigned id = 0; id < NR_KEYS; id++) {
+		uint64_t now;
+
+		rec[id] = record_new(id);
+		assert_null(ins(idx, rec[id]));
+		now = table_nr(idx, fixed);
+		if (now == nr)
+			continue;
+		/* Past load 0.8 (the count is exact in tables this small). */
+		assert_true((uint64_t)id + 1 > nr * 7 * 4 / 5);
+		assert_int_equal(now * BUCKET,
+				 ((nr + nr / 2) * BUCKET + 4095) & ~4095ULL);
+		grew++;
+		odd += (now & (now - 1)) != 0;
+		nr = now;
+		for (unsigned j = 0; j <= id; j++)
+			assert_ptr_equal(lookup_one(idx, j), rec[j]);
+	}
+	assert_int_equal(grew, 5);
+	assert_int_equal(nr, 768);
+	assert_true(odd >= 3);
+	kvf__rcu_read_unlock();
+	index_finish(idx);
+}
+
+struct resize_walk {
+	struct kvf__index *idx;
+	unsigned visits[NR_KEYS];
+	unsigned next_new;
+	uint64_t fixed;
+	uint64_t sizes[8]; /* table sizes the walk met */
+	unsigned nr_sizes;
+};
+
+/*
+ * Every 40th visit inserts 150 new records: the table, presized to a
+ * size that is no power of two, grows mid-walk from one such size to
+ * another.
+ */
+static void visit_and_resize(struct kvf__object *o, void *arg)
+{
+	struct resize_walk *w = arg;
+	uint64_t nr;
+
+	w->visits[o->size]++;
+	if (w->visits[o->size] != 1 || o->size % 40)
+		return;
+	for (int i = 0; i < 150 && w->next_new < NR_KEYS; i++)
+		assert_null(ins(w->idx, record_new(w->next_new++)));
+	nr = table_nr(w->idx, w->fixed);
+	if (nr != w->sizes[w->nr_sizes - 1] && w->nr_sizes < 8)
+		w->sizes[w->nr_sizes++] = nr;
+}
+
+/*
+ * One walk of an index presized for @first records, holding them, whose
+ * callback grows it: each record present at the start is visited exactly
+ * once, the ones inserted during the walk at most once. Returns how many
+ * of the resizes the walk met were from or to a size that is no power of
+ * two.
+ */
+static unsigned walk_resizing(void **state, unsigned first)
+{
+	struct resize_walk *w = calloc(1, sizeof(*w));
+	unsigned odd = 0;
+
+	assert_non_null(w);
+	w->idx = index_new(state, first);
+	kvf__rcu_read_lock();
+	w->fixed = kvf__index_bytes(w->idx) -
+		   kvf__index_bucket_table_bytes(first);
+	w->sizes[w->nr_sizes++] = table_nr(w->idx, w->fixed);
+	for (unsigned id = 0; id < first; id++)
+		assert_null(ins(w->idx, record_new(id)));
+	w->next_new = first;
+	kvf__index_foreach(w->idx, visit_and_resize, w);
+	for (unsigned i = 1; i < w->nr_sizes; i++)
+		odd += (w->sizes[i] & (w->sizes[i] - 1)) ||
+		       (w->sizes[i - 1] & (w->sizes[i - 1] - 1));
+	for (unsigned id = 0; id < first; id++)
+		assert_int_equal(w->visits[id], 1);
+	for (unsigned id = first; id < NR_KEYS; id++)
+		assert_in_range(w->visits[id], 0, 1);
+	assert_int_equal(kvf__index_count(w->idx), w->next_new);
+	kvf__rcu_read_unlock();
+	index_finish(w->idx);
+	free(w);
+	return odd;
+}
+
+/*
+ * foreach across resizes between sizes that are not powers of two (for
+ * 800 records: 192 -> 320 -> 512 -> 768 buckets), from eight starting
+ * sizes, so that the cursor lands inside a bucket of the new table many
+ * times (a walk that visited a whole new bucket again visits records
+ * twice).
+ */
+static void test_bucket_foreach_resizes(void **state)
+{
+	unsigned odd = 0;
+
+	for (unsigned first = 450; first <= 800; first += 50)
+		odd += walk_resizing(state, first);
+	assert_true(odd >= 10);
+}
+
+/*
+ * lookup_hash() with only the top 32 bits of a key's hash (an
+ * allocation tag keeps those) finds the key's record.
+ */
+static void test_lookup_by_high_half(void **state)
+{
+	struct kvf__index *idx = index_new(state, 0);
+	static struct kvf__object *rec[NR_KEYS];
+
+	kvf__rcu_read_lock();
+	for (unsigned id = 0; id < NR_KEYS; id++) {
+		rec[id] = record_new(id);
+		assert_null(ins(idx, rec[id]));
+	}
+	for (unsigned id = 0; id < NR_KEYS; id++)
+		assert_ptr_equal(kvf__index_lookup_hash(
+					 idx, keys[id].hash & ~UINT64_C(0xffffffff),
+					 is_record, rec[id]),
+				 rec[id]);
+	kvf__rcu_read_unlock();
+	index_finish(idx);
+}
+
 #define INDEX_TESTS(ops)                                                       \
 	cmocka_unit_test_prestate(test_basic, (void *)&(ops)),                 \
 		cmocka_unit_test_prestate(test_random_model, (void *)&(ops)),  \
@@ -558,11 +801,19 @@ static void test_insert_since(void **state)
 		cmocka_unit_test_prestate(test_count_in_big_table,             \
 					  (void *)&(ops)),                     \
 		cmocka_unit_test_prestate(test_large_batch, (void *)&(ops)),  \
-		cmocka_unit_test_prestate(test_insert_since, (void *)&(ops))
+		cmocka_unit_test_prestate(test_insert_since, (void *)&(ops)),  \
+		cmocka_unit_test_prestate(test_lookup_by_high_half,            \
+					  (void *)&(ops))
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_bucket_homes),
+		cmocka_unit_test(test_bucket_presize),
+		cmocka_unit_test_prestate(test_bucket_growth,
+					  (void *)&kvf__index_bucket_ops),
+		cmocka_unit_test_prestate(test_bucket_foreach_resizes,
+					  (void *)&kvf__index_bucket_ops),
 		INDEX_TESTS(kvf__index_bucket_ops),
 		INDEX_TESTS(kvf__index_lfht_ops),
 	};
