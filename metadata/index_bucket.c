@@ -74,14 +74,15 @@
  * insert_unique/replace/remove lock one of 256 stripe mutexes chosen by the
  * hash (mutexes, not spinlocks: this 2-vCPU guest is shared, and a
  * preempted spinlock holder would burn the other core). A table is
- * presized for load 5/8 at most (then rounded up to whole pages: 1M
- * records take seven 2 MiB pages, load 0.62, 14.7 bytes a record, where
- * the next power of two of buckets would be eight, load 0.55, 16.8).
- * Not higher: a miss (every put's probe) whose home has overflowed
- * waits for a second line, and displaced words stay raised after
- * removes; presized for load 3/4 (six pages at 1M, load 0.73), refill's
- * median batch was 12% slower ([+9, +15]%, `kvforge-bench compare
- * --rounds 10 -- --objects 1000000 --pin`), at 5/8 within 3%. It grows by half
+ * presized for load 9/16 at most (then rounded up to whole pages: 1M
+ * records take eight 2 MiB pages, load 0.55, 16.8 bytes a record; 10M,
+ * 78 pages, 16.4 bytes). Not higher: a miss (every put's probe, half of
+ * exist's) whose home has overflowed waits for a second line, and
+ * displaced words stay raised after removes; presized for load 3/4 (six
+ * pages at 1M, load 0.73), refill's median batch was 12% slower ([+9,
+ * +15]%, `kvforge-bench compare --rounds 10 -- --objects 1000000
+ * --pin`), and for 5/8 (seven pages, load 0.62) exist was 11% and
+ * remove 8% slower per key (docs/benchmarks.md). It grows by half
  * (x1.5, a grown table at load 0.53 rather than 0.4) when the count (kept
  * per stripe and gathered in steps, so up to
  * ~1.6% behind: count_change()) passes load 0.8, or when an insert finds
@@ -158,8 +159,8 @@ __extension__ typedef unsigned __int128 u128;
 #define NR_STRIPES 256
 #define MAX_BUCKETS (UINT64_C(1) << 40)
 /* A table is presized for load PRESIZE_NUM / PRESIZE_DEN at most... */
-#define PRESIZE_NUM 5
-#define PRESIZE_DEN 8
+#define PRESIZE_NUM 9
+#define PRESIZE_DEN 16
 /* ...grows past load GROW_NUM / GROW_DEN, by half its buckets. */
 #define GROW_NUM 4
 #define GROW_DEN 5
@@ -485,7 +486,7 @@ static void table_free_rcu(struct rcu_head *head)
 	table_free(caa_container_of(head, struct bucket_table, rcu));
 }
 
-/* Buckets of a table presized for @expected records (load <= 5/8). */
+/* Buckets of a table presized for @expected records (load <= 9/16). */
 static uint64_t presized_buckets(uint64_t expected)
 {
 	uint64_t per = SLOTS_PER_BUCKET * PRESIZE_NUM;

@@ -35,10 +35,10 @@ static void table_holds_objects_at_index_load(void **state)
 		buckets = s.table_bytes / 64;
 		/* The index's presized table: whole pages of buckets... */
 		assert_int_equal(s.table_bytes % 4096, 0);
-		/* ...the fewest holding 7-slot buckets at load <= 5/8. */
-		assert_true(buckets * 7 * 5 / 8 >= counts[i]);
+		/* ...the fewest holding 7-slot buckets at load <= 9/16. */
+		assert_true(buckets * 7 * 9 / 16 >= counts[i]);
 		if (s.table_bytes > (2 << 20)) /* whole 2 MiB pages */
-			assert_true((buckets - 32768) * 7 * 5 / 8 < counts[i]);
+			assert_true((buckets - 32768) * 7 * 9 / 16 < counts[i]);
 	}
 }
 

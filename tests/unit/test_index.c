@@ -614,9 +614,9 @@ static uint64_t page_of(uint64_t bytes)
 
 /*
  * A presized table: the fewest whole pages of buckets that hold
- * @expected records at load <= 5/8, not the next power of two (1M
- * records: seven 2 MiB pages, 229,376 buckets, where a power of two
- * would be 2^18).
+ * @expected records at load <= 9/16, not the next power of two (10M
+ * records: 78 2 MiB pages, 2,555,904 buckets, where a power of two
+ * would be 2^22).
  */
 static void test_bucket_presize(void **state)
 {
@@ -629,15 +629,15 @@ static void test_bucket_presize(void **state)
 		uint64_t page = page_of(bytes), less = bytes - page;
 
 		assert_int_equal(bytes % page, 0);
-		assert_true(bytes / BUCKET * 7 * 5 / 8 >= expected[i]);
+		assert_true(bytes / BUCKET * 7 * 9 / 16 >= expected[i]);
 		/* One page fewer would not do. */
 		if (less >= page_of(less) && less)
-			assert_true(less / BUCKET * 7 * 5 / 8 < expected[i]);
+			assert_true(less / BUCKET * 7 * 9 / 16 < expected[i]);
 	}
 	assert_int_equal(kvf__index_bucket_table_bytes(1000000),
-			 7 * HUGE_PAGE);
+			 8 * HUGE_PAGE);
 	assert_int_equal(kvf__index_bucket_table_bytes(10000000),
-			 70 * HUGE_PAGE);
+			 78 * HUGE_PAGE);
 }
 
 /* Buckets of @idx's table: its bytes less those of an empty index's. */
