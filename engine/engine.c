@@ -34,7 +34,6 @@
 #include "base/die.h"
 #include "engine/internal.h"
 #include "journal/journal.h"
-#include "metadata/hash.h"
 
 #define MS (1000ULL * 1000ULL)
 
@@ -250,7 +249,7 @@ struct unlink_ctx {
 static void unlink_for_close(struct kvf__object *o, void *arg)
 {
 	struct unlink_ctx *c = arg;
-	uint64_t hash = kvf__key_hash(kvf__object_key(o), o->key_len);
+	uint64_t hash = kvf__object_hash(o);
 
 	if (kvf__index_remove(c->e->index, o, hash) == KVF_OK)
 		kvf__reclaim_add(&c->rc, o);

@@ -100,7 +100,6 @@
 
 #include "engine/internal.h"
 #include "engine/remove.h"
-#include "metadata/hash.h"
 #include "metadata/objstate.h"
 
 /* Used blocks one step of a hand reads. */
@@ -445,8 +444,7 @@ static bool take_oldest(struct pass *p, struct kvf__segment *s, size_t n,
 			/* Its hash: a tag may keep the high half only. */
 			if (p->v.bytes_sum < want)
 				claim_victim(p, c[i].o,
-					     kvf__key_hash(kvf__object_key(c[i].o),
-							   c[i].o->key_len));
+					     kvf__object_hash(c[i].o));
 			got++;
 		}
 		c += k;

@@ -41,7 +41,6 @@
 #include "engine/mutation.h"
 #include "metadata/objstate.h"
 #include "engine/remove.h"
-#include "metadata/hash.h"
 
 /* Replica frees a batch groups on the stack before it needs the heap. */
 #define FREES_STACK 256
@@ -279,8 +278,7 @@ static uint64_t sweep_window(struct sweep *s, uint64_t id, uint64_t offset)
 		s->status[i] = sweep_claim(s, seg, &s->blk[i], now, &s->obj[i]);
 		/* The record's hash: a tag may keep its high half only. */
 		s->hash[i] = s->status[i] == KVF_OK ?
-				     kvf__key_hash(kvf__object_key(s->obj[i]),
-						   s->obj[i]->key_len) :
+				     kvf__object_hash(s->obj[i]) :
 				     0;
 	}
 	ret = kvf__remove_claimed(s->e, s->obj, s->hash, s->status, n,

@@ -37,7 +37,6 @@
 #include "engine/internal.h"
 #include "engine/mutation.h"
 #include "engine/replica_drop.h"
-#include "metadata/hash.h"
 #include "metadata/objstate.h"
 
 /* Which replica of @o lives in @seg (a record has at most one), or -1. */
@@ -326,8 +325,7 @@ static void drop_block(struct kvf__replica_drop *c, const struct kvf__segalloc_b
 		if (!o)
 			return; /* a pre-empted put's buffer, or already gone */
 		/* The tag may hold the hash's high half only (segalloc.h). */
-		r = drop_replica(c, o,
-				 kvf__key_hash(kvf__object_key(o), o->key_len));
+		r = drop_replica(c, o, kvf__object_hash(o));
 		if (r == DROP_NO_MEMORY) {
 			drop_flush(c); /* hold nothing while we wait */
 			sched_yield(); /* the segment cannot go while o uses it */

@@ -306,11 +306,6 @@ static inline bool slot_has_tag(uint64_t s, uint64_t tag)
 }
 
 /* Records do not store their hash: recompute it on the rare paths. */
-static inline uint64_t record_hash(const struct kvf__object *o)
-{
-	return kvf__key_hash(kvf__object_key(o), o->key_len);
-}
-
 static uint64_t slot_make(struct kvf__object *o, uint64_t hash)
 {
 	uintptr_t p = (uintptr_t)o;
@@ -573,7 +568,7 @@ static struct bucket_table *table_rebuild(struct bucket_table *old,
 			uint64_t s =
 				__atomic_load_n(&b->slot[j], __ATOMIC_RELAXED);
 
-			if (s && !table_place(t, record_hash(slot_object(s)), s,
+			if (s && !table_place(t, kvf__object_hash(slot_object(s)), s,
 					      t->nr - 1))
 				kvf__die("rebuilt index table overflowed");
 		}
@@ -1045,7 +1040,7 @@ static void visit_home(struct bucket_table *t, uint64_t home, uint64_t from,
 
 			if (!o)
 				continue;
-			x = mixed_of(record_hash(o));
+			x = mixed_of(kvf__object_hash(o));
 			if (home_at(t->nr, x) != home || x < from)
 				continue;
 			kvf__tsan_acquire(o);

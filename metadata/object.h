@@ -52,6 +52,7 @@
 
 #include "base/die.h"
 #include "base/rcu.h"
+#include "metadata/hash.h"
 #include "metadata/pin.h"
 
 struct kvf__arena;
@@ -174,6 +175,13 @@ static inline void kvf__object_set_putter(struct kvf__object *o,
 static inline const char *kvf__object_key(const struct kvf__object *o)
 {
 	return o->key;
+}
+
+/* The hash of @o's key: the one its index entry and allocation tags
+ * were made with (kvf__key_hash()). */
+static inline uint64_t kvf__object_hash(const struct kvf__object *o)
+{
+	return kvf__key_hash(o->key, o->key_len);
 }
 
 static inline size_t kvf__object_replicas_offset(size_t key_len)

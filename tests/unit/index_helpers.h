@@ -39,7 +39,7 @@ static inline struct kvf__object *test_record_new(const char *key,
 
 static inline uint64_t rec_hash(const struct kvf__object *o)
 {
-	return kvf__key_hash(kvf__object_key(o), o->key_len);
+	return kvf__object_hash(o);
 }
 
 static inline struct kvf__object *ins(struct kvf__index *idx,
