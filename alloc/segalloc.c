@@ -264,6 +264,7 @@
 #define SLAB_CELLS_LOG 12
 #define SLAB_MIN_OBJS 4
 #define SLAB_MAX_OBJS 1024
+_Static_assert(SLAB_MAX_OBJS <= UINT16_MAX, "struct slab counts in 16 bits");
 #define SLAB_SHARE 16
 /* No slab is carved once less than capacity / SLAB_ROOM would stay free. */
 #define SLAB_ROOM 8
@@ -382,13 +383,19 @@ struct reuse {
  */
 struct slab {
 	uint64_t base, end, size;
-	uint32_t k, nfree;
-	uint32_t gen; /* of @cls when carved */
+	uint16_t k, nfree; /* k <= SLAB_MAX_OBJS */
+	uint32_t gen;      /* of @cls when carved */
 	struct reuse_list *cls;
 	struct slab *prev, *next;
-	uint32_t *tag;	  /* inside words[] */
-	uint64_t words[]; /* used[k/64 up], then tag[k] */
+	uint64_t words[]; /* used[k/64 up], then the tags (slab_tags()) */
 };
+
+/*
+ * 56 bytes: a slab holds ~22 of the engine's large pages, so each byte
+ * here is ~1/22 byte per object (the tag pointer and 32-bit counts took
+ * 16 more, ~0.6 byte per object at 1M).
+ */
+_Static_assert(sizeof(struct slab) == 56, "a slab's head stays 56 bytes");
 
 /*
  * What a slab keeps of a tag: its high half. The engine's tags are key
@@ -402,9 +409,20 @@ static inline uint32_t slab_tag(uint64_t tag)
 	return (uint32_t)(tag >> 32);
 }
 
+static inline uint32_t slab_words(uint32_t k)
+{
+	return (k + 63) / 64;
+}
+
+/* The slab's tags: k of them, right after its bitmap. */
+static inline uint32_t *slab_tags(const struct slab *s)
+{
+	return (uint32_t *)(s->words + slab_words(s->k));
+}
+
 static inline uint64_t slab_tag_of(const struct slab *s, uint32_t i)
 {
-	return (uint64_t)s->tag[i] << 32;
+	return (uint64_t)slab_tags(s)[i] << 32;
 }
 
 /*
@@ -1574,7 +1592,7 @@ static void prefetch_claims_and_frees(const struct kvf__segalloc *a,
 			uint64_t o = (r[i].offset - s->base) / s->size;
 
 			__builtin_prefetch(&s->words[o / 64], 1);
-			__builtin_prefetch(&s->tag[o], 1);
+			__builtin_prefetch(&slab_tags(s)[o], 1);
 			continue;
 		}
 		if (r[i].offset >= a->pub.capacity)
@@ -1686,11 +1704,6 @@ static const char *release_locked(struct kvf__segalloc *a, uint64_t offset,
 				  uint64_t size, struct pending_leaf *pl);
 static int tree_alloc(struct kvf__segalloc *a, uint64_t need, uint64_t flags,
 		      uint64_t tag, uint64_t *offset);
-
-static inline uint32_t slab_words(uint32_t k)
-{
-	return (k + 63) / 64;
-}
 
 static size_t slab_bytes_of(uint32_t k)
 {
@@ -1814,7 +1827,7 @@ static uint64_t slab_pop(struct kvf__segalloc *a, struct slab *s,
 		w++;
 	i = w * 64 + (uint32_t)__builtin_ctzll(~used[w]);
 	used[w] |= 1ULL << (i % 64);
-	s->tag[i] = slab_tag(tag);
+	slab_tags(s)[i] = slab_tag(tag);
 	if (!--s->nfree) {
 		slab_list_del(a, s);
 		reuse_publish(a, s->cls);
@@ -1866,9 +1879,8 @@ static bool slab_carve(struct kvf__segalloc *a, struct reuse_list *rl)
 	s->base = base;
 	s->end = base + bytes;
 	s->size = rl->size;
-	s->k = k;
-	s->nfree = k;
-	s->tag = (uint32_t *)(s->words + words);
+	s->k = (uint16_t)k;
+	s->nfree = (uint16_t)k;
 	/* Bits past the last object read as held: slab_pop never takes them. */
 	if (k % 64)
 		s->words[words - 1] = ~0ULL << (k % 64);
@@ -2110,7 +2122,7 @@ static const char *slab_release(struct kvf__segalloc *a, struct slab *s,
 	if (need != s->size)
 		return "wrong size";
 	s->words[w] &= ~bit;
-	s->tag[i] = 0;
+	slab_tags(s)[i] = 0;
 	a->free_bytes += s->size;
 	a->allocs--;
 	if (++s->nfree == s->k) {
@@ -2141,7 +2153,7 @@ static int slab_reserve(struct kvf__segalloc *a, struct slab *s, uint64_t off,
 	if (rel % s->size || need != s->size || (s->words[w] & bit))
 		return KVF_ERR_NO_SPACE;
 	s->words[w] |= bit;
-	s->tag[i] = slab_tag(tag);
+	slab_tags(s)[i] = slab_tag(tag);
 	if (!--s->nfree) {
 		struct reuse_list *rl = slab_class(s);
 
@@ -2354,7 +2366,7 @@ static void check_slab_tree(const struct kvf__segalloc *a,
 				bool u = slab_held(s, j);
 
 				held += u;
-				if ((!u && s->tag[j]) ||
+				if ((!u && slab_tags(s)[j]) ||
 				    slab_at(a, s->base + j * s->size) != s)
 					kvf__die("slab %#llx slot %u",
 						 (unsigned long long)off, j);
