@@ -1624,7 +1624,7 @@ static void test_slab_empty_returns(void **state)
 
 /*
  * An object in a slab costs the allocator its tag's high half (4 bytes)
- * and its share of the slab's bitmap and header: 1024 objects of 256
+ * and its share of the slab's bitmap and header: 2048 objects of 256
  * bytes per slab in a 1 GiB segment, under 4.5 bytes each; their tags
  * read back with the low half 0, the high half as given.
  */
