@@ -70,7 +70,7 @@ int kvf__remove_claim(struct kvf__object *o, bool force, uint64_t now)
 		kvf__obj_set(o, base);
 		return KVF_ERR_OBJECT_PINNED;
 	}
-	kvf__obj_set(o, KVF__OBJ_REMOVING);
+	kvf__obj_release(o, KVF__OBJ_REMOVING);
 	return KVF_OK;
 }
 
@@ -189,7 +189,7 @@ int kvf__remove_claimed(struct kvf_engine *e, struct kvf__object **obj,
 		}
 		kvf__object_retire(e, obj[i], hash[i], &rc);
 		prefetch_frees(obj[i]);
-		kvf__obj_set(obj[i], KVF__OBJ_DEAD);
+		kvf__obj_release(obj[i], KVF__OBJ_DEAD);
 		pinned += kvf__soft_pinned(obj[i]);
 		removed++;
 	}
