@@ -626,9 +626,17 @@ uint32_t kvf__place_run(enum kvf_placement_strategy strategy,
 			 */
 			c.tag = tags[done];
 			if (exact_fit(&c) == KVF_OK) {
-				seg[done] = one.seg[0];
+				i = one.seg[0];
+				seg[done] = i;
 				offset[done++] = one.offset[0];
-				break;
+				one.count = 0;
+				got = kvf__segalloc_try_take_parked_many(
+					segs[i], size, n - done, tags + done,
+					offset + done);
+				for (int k = 0; k < got; k++)
+					seg[done + (uint32_t)k] = i;
+				done += got > 0 ? (uint32_t)got : 0;
+				continue;
 			}
 			i = best_fit_segment(&c);
 			if (i == UINT32_MAX)

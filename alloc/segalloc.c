@@ -2735,33 +2735,45 @@ void kvf__segalloc_set_park_hint(struct kvf__segalloc *a,
 int kvf__segalloc_try_take_parked(struct kvf__segalloc *a, uint64_t size,
 				  uint64_t tag, uint64_t *offset)
 {
+	int got;
+
+	if (!offset)
+		return KVF_ERR_INVALID_PARAMS;
+	got = kvf__segalloc_try_take_parked_many(a, size, 1, &tag, offset);
+	return got == 1 ? KVF_OK : got == 0 ? KVF_ERR_NO_SPACE : got;
+}
+
+int kvf__segalloc_try_take_parked_many(struct kvf__segalloc *a, uint64_t size,
+				       uint32_t n, const uint64_t *tags,
+				       uint64_t *offsets)
+{
 	struct reuse_list *rl;
 	uint64_t need;
-	int rc = KVF_ERR_NO_SPACE;
+	uint32_t got = 0;
 
-	if (!size || !offset)
+	if (!size || !tags || !offsets)
 		return KVF_ERR_INVALID_PARAMS;
 	need = rounded(a, size);
-	if (!need)
-		return KVF_ERR_NO_SPACE;
+	if (!need || !n)
+		return 0;
 	if (pthread_mutex_trylock(&a->lock))
 		return KVF_ERR_BUSY;
 	rl = a->reuse.limit ? reuse_find(a, need) : NULL;
-	if (rl && (rl->n || rl->partial)) {
-		/*
-		 * What reuse_take() does for alloc, minus the admission and
-		 * without carving a slab.
-		 */
+	/*
+	 * What reuse_take() does for alloc, minus the admission and without
+	 * carving a slab.
+	 */
+	for (; rl && got < n && (rl->n || rl->partial); got++) {
 		rl->last_use = ++a->reuse.clock;
-		*offset = rl->n ? reuse_pop(a, rl, tag) :
-				  slab_pop(a, rl->partial, tag);
+		offsets[got] = rl->n ? reuse_pop(a, rl, tags[got]) :
+				       slab_pop(a, rl->partial, tags[got]);
 		a->free_bytes -= need;
 		a->allocs++;
-		publish(a);
-		rc = KVF_OK;
 	}
+	if (got)
+		publish(a);
 	pthread_mutex_unlock(&a->lock);
-	return rc;
+	return (int)got;
 }
 
 /*

@@ -128,6 +128,19 @@ int kvf__segalloc_try_take_parked(struct kvf__segalloc *a, uint64_t size,
 				  uint64_t tag, uint64_t *offset);
 
 /*
+ * kvf__segalloc_try_take_parked_many() - what @n calls of
+ * kvf__segalloc_try_take_parked() would give, one after another (block k
+ * for @tags[k]'s owner, its offset in @offsets[k]), under one hold of the
+ * lock and one publish. Returns how many were taken (0..@n, stopping
+ * when none of the size is left), KVF_ERR_BUSY at once, nothing changed,
+ * if another thread holds the lock, KVF_ERR_INVALID_PARAMS for size 0
+ * or NULL arrays. O(@n).
+ */
+int kvf__segalloc_try_take_parked_many(struct kvf__segalloc *a, uint64_t size,
+				       uint32_t n, const uint64_t *tags,
+				       uint64_t *offsets);
+
+/*
  * kvf__segalloc_set_park_hint() - from now on, record in @h (NULL: none)
  * each block @a parks, as parked by allocator @index of the set @h
  * serves. @h's alignment must be @a's; @h must outlive @a or the next

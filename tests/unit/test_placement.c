@@ -677,6 +677,57 @@ static void pool_hinted(struct pool *p, uint32_t n, uint64_t size,
 }
 
 /*
+ * A run whose first object finds an exact fit takes every block of the
+ * size parked in that segment under the same hold (newest first), and
+ * goes on past them as kvf__place() would: to the tightest fit, then
+ * the next tightest.
+ */
+static void test_run_takes_parked_together(void **state)
+{
+	const uint64_t sz = 256 * KiB;
+	const uint64_t tags[5] = { 1, 2, 3, 4, 5 };
+	struct kvf__park_hint hint;
+	struct kvf__placer pl;
+	uint64_t off[8], tight, at[5];
+	uint32_t seg[5];
+	struct pool p;
+
+	(void)state;
+	pool_hinted(&p, 4, 4 * MiB, &hint);
+	kvf__placer_init(&pl, 3, 0);
+	pl.hint = &hint;
+	/* Segment 0 is the tightest fit: 300 KiB left. */
+	assert_int_equal(kvf__segalloc_alloc_tagged(p.seg[0],
+						    4 * MiB - 300 * KiB, 1,
+						    &tight),
+			 KVF_OK);
+	/* Segment 2 parks three blocks of the size, between held ones. */
+	kvf__segalloc_set_reuse_limit(p.seg[2], 4 * MiB);
+	for (int k = 0; k < 8; k++)
+		assert_int_equal(kvf__segalloc_alloc_tagged(p.seg[2], sz, 1,
+							    &off[k]),
+				 KVF_OK);
+	for (int k = 1; k < 7; k += 2)
+		kvf__segalloc_free(p.seg[2], off[k], sz);
+	assert_int_equal(kvf__park_hint_get(&hint, sz), 2);
+
+	assert_int_equal(kvf__place_run(KVF_PLACEMENT_FRAGMENTATION_AWARE,
+					p.seg, p.n, sz, 5, tags, &pl, seg, at),
+			 5);
+	for (int k = 0; k < 3; k++) {
+		assert_int_equal(seg[k], 2);
+		assert_int_equal(at[k], off[5 - 2 * k]);
+	}
+	assert_false(kvf__segalloc_has_parked(p.seg[2], sz));
+	assert_int_equal(seg[3], 0);
+	assert_int_equal(at[3], tight + 4 * MiB - 300 * KiB);
+	/* Then the next tightest: segment 2's own free region. */
+	assert_int_equal(seg[4], 2);
+	assert_int_equal(at[4], off[7] + sz);
+	pool_fini(&p);
+}
+
+/*
  * The exact-fit fast path: a block of exactly the request's size parked
  * in a segment's reuse list is taken, whole, where the pass would have
  * cut the tightest segment's largest region; a stale hint takes nothing
@@ -840,6 +891,7 @@ int main(void)
 		cmocka_unit_test(test_run_places_as_singles),
 		cmocka_unit_test(test_run_drops_undercut_memo),
 		cmocka_unit_test(test_exact_fit_fast_path),
+		cmocka_unit_test(test_run_takes_parked_together),
 		cmocka_unit_test(test_exact_fit_keeps_fill),
 	};
 

@@ -906,6 +906,65 @@ static uint64_t used_block_count(struct kvf__segalloc *a)
 }
 
 /*
+ * kvf__segalloc_try_take_parked_many(): the parked blocks of the size,
+ * newest first, each with its new owner's tag, as many as there are (a
+ * prefix of the request); none left, 0; the figures as after single
+ * takes; size 0 or no arrays refused.
+ */
+static void test_take_parked_many(void **state)
+{
+	struct kvf__segalloc_block blk[16];
+	const uint64_t tags[6] = { 41, 42, 43, 44, 45, 46 };
+	struct kvf__segalloc *a;
+	uint64_t off[16], got[6], next, free_before;
+
+	(void)state;
+	assert_int_equal(kvf__segalloc_create(MiB, 64, &a), KVF_OK);
+	kvf__segalloc_set_reuse_limit(a, MiB);
+	for (int i = 0; i < 16; i++)
+		assert_int_equal(kvf__segalloc_alloc_tagged(a, 64 * KiB, 100 + i,
+							    &off[i]),
+				 KVF_OK);
+	for (int i = 1; i < 9; i += 2)
+		kvf__segalloc_free(a, off[i], 64 * KiB);
+	assert_int_equal(kvf__segalloc_reuse_bytes(a), 4 * 64 * KiB);
+	free_before = kvf__segalloc_free_bytes(a);
+	/* Another size has nothing parked. */
+	assert_int_equal(kvf__segalloc_try_take_parked_many(a, 32 * KiB, 6,
+							    tags, got),
+			 0);
+	assert_int_equal(kvf__segalloc_try_take_parked_many(a, 64 * KiB, 6,
+							    tags, got),
+			 4);
+	for (int k = 0; k < 4; k++) {
+		assert_int_equal(got[k], off[7 - 2 * k]);
+		assert_int_equal(kvf__segalloc_scan(a, got[k], blk, 1, &next),
+				 1);
+		assert_int_equal(blk[0].offset, got[k]);
+		assert_int_equal(blk[0].tag, tags[k]);
+	}
+	assert_int_equal(kvf__segalloc_reuse_bytes(a), 0);
+	assert_int_equal(kvf__segalloc_free_bytes(a),
+			 free_before - 4 * 64 * KiB);
+	assert_int_equal(kvf__segalloc_nr_allocs(a), 16);
+	assert_false(kvf__segalloc_has_parked(a, 64 * KiB));
+	assert_int_equal(kvf__segalloc_try_take_parked_many(a, 64 * KiB, 6,
+							    tags, got),
+			 0);
+	assert_int_equal(kvf__segalloc_try_take_parked_many(a, 0, 6, tags,
+							    got),
+			 KVF_ERR_INVALID_PARAMS);
+	assert_int_equal(kvf__segalloc_try_take_parked_many(a, 64 * KiB, 6,
+							    NULL, got),
+			 KVF_ERR_INVALID_PARAMS);
+	/* What it handed out frees as alloc's blocks do. */
+	for (int k = 0; k < 4; k++)
+		kvf__segalloc_free(a, got[k], 64 * KiB);
+	assert_int_equal(kvf__segalloc_free_bytes(a), free_before);
+	kvf__segalloc_destroy(a);
+}
+
+/*
  * What the lists do, step by step, in a 1 MiB segment of 16 blocks of
  * 64 KiB: a freed block between held ones is parked (free to every
  * reader, not a used block, not scanned), the next alloc of its size
@@ -1978,6 +2037,7 @@ int main(void)
 		cmocka_unit_test(test_free_many_runs_match_single_with_lists),
 		cmocka_unit_test(test_free_many_bad_dies),
 		cmocka_unit_test(test_reuse_lists),
+		cmocka_unit_test(test_take_parked_many),
 		cmocka_unit_test(test_reuse_claims),
 		cmocka_unit_test(test_parked_leaf_hints),
 		cmocka_unit_test(test_reuse_matches_tree),
