@@ -618,11 +618,12 @@ uint32_t kvf__place_run(enum kvf_placement_strategy strategy,
 			i = m->seg;
 		} else {
 			/*
-			 * An exact fit ends the run: in the steady state each
-			 * put takes the block a remove just parked, and those
-			 * puts, one at a time, let each pop's prefetch of the
-			 * next parked block and record land during a put's
-			 * other work (docs/placement.md, "Runs of one size").
+			 * An exact fit: its segment gives the run every
+			 * block of the size it has parked, under one hold
+			 * of its lock (in the steady state a remove batch
+			 * parked a few in each segment). One take per
+			 * object inside the run measured slower
+			 * (docs/placement.md, "Runs of one size").
 			 */
 			c.tag = tags[done];
 			if (exact_fit(&c) == KVF_OK) {

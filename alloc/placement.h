@@ -102,17 +102,18 @@ int kvf__place(enum kvf_placement_strategy strategy,
  * each, no preferred segments (object k tagged @tags[k]), as @n calls of
  * kvf__place() under @strategy would one after another, but with one
  * best-fit decision and one hold of the chosen allocator's lock for as
- * many of them as that segment holds. Only fragmentation_aware is run
- * this way (other strategies place nothing here).
+ * many of them as that segment holds; an exact fit's segment (blocks of
+ * the size parked there) gives all it has parked under one hold. Only
+ * fragmentation_aware is run this way (other strategies place nothing
+ * here).
  * @seg, @offset: where object k went, for k below the result.
  *
- * Returns how many were placed, a prefix of the run: it stops after an
- * exact fit (a parked block of the size, which the steady state's puts
- * take one at a time) and where kvf__place() would have to fall back (a
- * busy allocator, no candidate in the window, an allocation that
- * failed), and leaves the rest, and any
- * error, to kvf__place(), one object at a time. What it placed is the
- * caller's to free (kvf__segalloc_free). Thread-safe as kvf__place().
+ * Returns how many were placed, a prefix of the run: it stops where
+ * kvf__place() would have to fall back (a busy allocator, no candidate
+ * in the window, an allocation that failed), and leaves the rest, and
+ * any error, to kvf__place(), one object at a time. What it placed is
+ * the caller's to free (kvf__segalloc_free). Thread-safe as
+ * kvf__place().
  */
 uint32_t kvf__place_run(enum kvf_placement_strategy strategy,
 			struct kvf__segalloc *const *segs, uint32_t nr_segs,
