@@ -1150,9 +1150,9 @@ static void mem_replicas_vec_body(struct kvf_spack_w *w, const void *arg)
 {
 	const struct mem_arg *a = arg;
 	bool list = is_replica_list(a->rpc);
-	struct mem_tail t;
+	/* zeroed: the fast copy reads past a short tail's end */
+	struct mem_tail t = {.seg = NULL};
 
-	t.seg = NULL;
 	kvf_spack_w_count(w, a->n);
 	for (size_t i = 0; i < a->n; i++) {
 		const struct kvf_msg_mem_replicas *r = &a->items[i];
