@@ -874,7 +874,8 @@ static uint8_t *put_le64(uint8_t *p, uint64_t v)
 static uint8_t *put_short_str(uint8_t *p, struct kvf_str s)
 {
 	*p++ = (uint8_t)s.len;
-	memcpy(p, s.data, s.len);
+	if (s.len) /* an unknown segment's endpoint is {NULL, 0} */
+		memcpy(p, s.data, s.len);
 	return p + s.len;
 }
 
