@@ -13,7 +13,12 @@
  * connection's output buffer; the strings they carry (protocol, transport
  * endpoint) are read from the registry under its shared lock, held once
  * per request, once per run of replicas on the same segment: the other
- * descriptors copy the last segment's parts.
+ * descriptors copy the last segment's parts. A batch answer's descriptors
+ * take the compact form (three numbers and a pointer to their segment's
+ * strings, build_mem_items()), which the encoder turns into the same
+ * bytes: filling and re-reading a full struct kvf_msg_desc per replica
+ * was 305 instructions a key of BatchPutStart's answer, the compact form
+ * is 180 (callgrind, one batch-128 put and get pass of 100,000 keys).
  *
  * Errors, in upstream's two layers: a body that does not decode (wrong
  * type hash, truncated, lengths past the end, more keys than the engine
@@ -91,6 +96,10 @@ struct kvf_service_scratch {
 	struct kvf_replicas *reps;
 	struct kvf_msg_replicas *items;
 	struct kvf_msg_desc *descs;
+	/* a batch answer's compact form (build_mem_items()) */
+	struct kvf_msg_mem_replicas *mitems;
+	struct kvf_msg_mem_desc *mdescs;
+	struct kvf_msg_mem_seg *msegs;
 	struct kvf_segment_info fallback[FALLBACK_SEGS];
 	unsigned nfallback;
 };
@@ -226,6 +235,9 @@ void kvf_service_scratch_free(struct kvf_service_scratch *s)
 	free(s->reps);
 	free(s->items);
 	free(s->descs);
+	free(s->mitems);
+	free(s->mdescs);
+	free(s->msegs);
 	free(s);
 }
 
@@ -242,7 +254,9 @@ static int scratch_reserve(struct kvf_service_scratch *s, size_t n)
 		cap *= 2;
 	if (!GROW(s->status, cap) || !GROW(s->codes, cap) ||
 	    !GROW(s->bools, cap) || !GROW(s->reps, cap) ||
-	    !GROW(s->items, cap) || !GROW(s->descs, cap * KVF_MAX_REPLICAS))
+	    !GROW(s->items, cap) || !GROW(s->descs, cap * KVF_MAX_REPLICAS) ||
+	    !GROW(s->mitems, cap) || !GROW(s->mdescs, cap * KVF_MAX_REPLICAS) ||
+	    !GROW(s->msegs, cap * KVF_MAX_REPLICAS))
 		return KVF_ERR_NO_MEMORY;
 	s->cap = cap;
 	return KVF_OK;
@@ -372,26 +386,31 @@ struct desc_memo {
 	bool valid;
 };
 
+/* @segment_id's protocol and endpoint (registry read lock held). */
+static struct kvf_msg_mem_seg segment_strs(struct call *c, uint64_t segment_id)
+{
+	const struct kvf_seg_entry *e =
+		kvf_registry_segment(c->svc->o.registry, segment_id);
+	const struct kvf_segment_info *info;
+
+	if (e)
+		return (struct kvf_msg_mem_seg){{e->protocol, e->protocol_len},
+						{e->endpoint, e->endpoint_len}};
+	info = fallback_segment(c, segment_id);
+	return (struct kvf_msg_mem_seg){
+		{"tcp", 3},
+		info ? (struct kvf_str){info->endpoint, strlen(info->endpoint)}
+		     : (struct kvf_str){NULL, 0}};
+}
+
 /* Point @m at @segment_id's protocol and endpoint (lock held). */
 static void memo_segment(struct call *c, struct desc_memo *m,
 			 uint64_t segment_id)
 {
-	const struct kvf_seg_entry *e =
-		kvf_registry_segment(c->svc->o.registry, segment_id);
-	struct kvf_msg_desc *d = &m->tmpl;
+	struct kvf_msg_mem_seg strs = segment_strs(c, segment_id);
 
-	if (e) {
-		d->protocol = (struct kvf_str){e->protocol, e->protocol_len};
-		d->endpoint = (struct kvf_str){e->endpoint, e->endpoint_len};
-	} else {
-		const struct kvf_segment_info *info =
-			fallback_segment(c, segment_id);
-
-		d->protocol = (struct kvf_str){"tcp", 3};
-		d->endpoint = info ? (struct kvf_str){info->endpoint,
-						      strlen(info->endpoint)}
-				   : (struct kvf_str){NULL, 0};
-	}
+	m->tmpl.protocol = strs.protocol;
+	m->tmpl.endpoint = strs.endpoint;
 	m->segment_id = segment_id;
 	m->valid = true;
 }
@@ -434,6 +453,49 @@ static void build_items(struct call *c, int32_t status, uint64_t lease)
 	}
 }
 
+/*
+ * A batch's items in the compact form (lock held): a descriptor is three
+ * numbers and its segment's strings, looked up once per run of replicas
+ * on one segment; the encoder writes the bytes build_items()' form
+ * would give.
+ */
+static void build_mem_items(struct call *c)
+{
+	struct kvf_service_scratch *s = c->s;
+	struct kvf_msg_mem_seg *seg = NULL;
+	uint64_t seg_id = 0;
+
+	s->nfallback = 0;
+	for (size_t i = 0; i < c->req.nkeys; i++) {
+		struct kvf_msg_mem_replicas *it = &s->mitems[i];
+		struct kvf_msg_mem_desc *d = &s->mdescs[i * KVF_MAX_REPLICAS];
+		int32_t code = kvf_service_mc_error(s->status[i]);
+
+		s->codes[i] = code;
+		if (code) {
+			*it = (struct kvf_msg_mem_replicas){.code = code};
+			continue;
+		}
+		for (uint32_t r = 0; r < s->reps[i].count; r++) {
+			const struct kvf_replica_desc *rd =
+				&s->reps[i].replica[r];
+
+			if (!seg || seg_id != rd->segment_id) {
+				/* at most one per descriptor: msegs' size */
+				seg = seg ? seg + 1 : s->msegs;
+				*seg = segment_strs(c, rd->segment_id);
+				seg_id = rd->segment_id;
+			}
+			d[r] = (struct kvf_msg_mem_desc){.id = replica_id(rd),
+							 .size = rd->size,
+							 .addr = rd->addr,
+							 .seg = seg};
+		}
+		*it = (struct kvf_msg_mem_replicas){.n = s->reps[i].count,
+						    .descs = d};
+	}
+}
+
 /* Encode the replica answers, single or batch form. */
 static void answer_replicas(struct call *c, int32_t status, uint64_t lease)
 {
@@ -441,12 +503,14 @@ static void answer_replicas(struct call *c, int32_t status, uint64_t lease)
 	const struct kvf_abi *abi = c->svc->o.abi;
 
 	kvf_registry_read_lock(reg);
-	build_items(c, status, lease);
-	if (is_batch(c->rpc))
-		kvf_msg_enc_replicas_vec(c->out, abi, c->rpc, c->s->items,
-					 c->req.nkeys);
-	else
+	if (is_batch(c->rpc)) {
+		build_mem_items(c);
+		kvf_msg_enc_mem_replicas_vec(c->out, abi, c->rpc, c->s->mitems,
+					     c->req.nkeys, status, lease);
+	} else {
+		build_items(c, status, lease);
 		kvf_msg_enc_replicas(c->out, abi, c->rpc, c->s->items);
+	}
 	kvf_registry_read_unlock(reg);
 	count_items(c, c->s->codes, c->req.nkeys);
 	if (!is_batch(c->rpc))

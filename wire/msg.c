@@ -17,9 +17,13 @@
  * Responses: one encoder per answer type writes the short form with width
  * 1 first; if a length did not fit, the message is rewound and written
  * again with the width upstream would have chosen (only for answers with
- * 256+ items or long strings). Decoding responses (clients, tests) fills
- * the caller's arrays; kvf_msg_resp_reencode() maps a decoded response
- * back onto the encoders so tests can compare them with upstream bytes.
+ * 256+ items or long strings). Batch answers of memory replicas also
+ * have a compact input form (kvf_msg_enc_mem_replicas_vec()) whose
+ * one-byte writer copies each segment's encoded strings whole; it writes
+ * the bytes the general writer would. Decoding responses (clients,
+ * tests) fills the caller's arrays; kvf_msg_resp_reencode() maps a
+ * decoded response back onto the encoders so tests can compare them with
+ * upstream bytes.
  */
 #include "wire/msg.h"
 
@@ -870,7 +874,8 @@ static uint8_t *put_le64(uint8_t *p, uint64_t v)
 static uint8_t *put_short_str(uint8_t *p, struct kvf_str s)
 {
 	*p++ = (uint8_t)s.len;
-	memcpy(p, s.data, s.len);
+	if (s.len) /* an unknown segment's endpoint is {NULL, 0} */
+		memcpy(p, s.data, s.len);
 	return p + s.len;
 }
 
@@ -1021,6 +1026,159 @@ void kvf_msg_enc_replicas_vec(struct kvf_wbuf *w, const struct kvf_abi *abi,
 	struct resp_arg a = {.abi = abi, .rpc = rpc, .items = items, .n = n};
 
 	encode(w, replicas_vec_body, &a);
+}
+
+/*
+ * Compact memory replicas (kvf_msg_enc_mem_replicas_vec()). A descriptor
+ * is id, kind, size and addr, then bytes that depend only on its segment
+ * and the answer's status: the protocol and endpoint, each behind its
+ * one-byte length, and the status. Those are written once per run of
+ * descriptors on one segment into @tail, and each descriptor copies them:
+ * a fixed 32-byte copy when they fit (room for it is reserved, the length
+ * advances only by what belongs), which compiles to two stores instead of
+ * a memcpy() call per string. Anything the one-byte form cannot hold (a
+ * wider message, a string over 255 bytes) goes through the general
+ * writer, descriptor by descriptor.
+ */
+#define MEM_TAIL_FAST 32
+
+struct mem_arg {
+	const struct kvf_abi *abi;
+	enum kvf_rpc rpc;
+	const struct kvf_msg_mem_replicas *items;
+	size_t n;
+	int32_t status;
+	uint64_t lease;
+};
+
+struct mem_tail {
+	const struct kvf_msg_mem_seg *seg; /* NULL: none yet */
+	size_t len;
+	uint8_t b[1 + 255 + 1 + 255 + 4 + MEM_TAIL_FAST];
+};
+
+static void mem_to_desc(const struct mem_arg *a,
+			const struct kvf_msg_mem_desc *m,
+			struct kvf_msg_desc *d)
+{
+	*d = (struct kvf_msg_desc){.id = m->id,
+				   .kind = KVF_MC_DESC_MEMORY,
+				   .status = a->status,
+				   .size = m->size,
+				   .addr = m->addr,
+				   .protocol = m->seg->protocol,
+				   .endpoint = m->seg->endpoint};
+}
+
+/* The general writer's form of item @r. */
+static void wr_mem_item_slow(struct kvf_spack_w *w, const struct mem_arg *a,
+			     const struct kvf_msg_mem_replicas *r)
+{
+	struct kvf_msg_desc d[KVF_MAX_REPLICAS];
+	struct resp_arg ra = {.abi = a->abi, .rpc = a->rpc};
+	struct kvf_msg_replicas it = {
+		.code = r->code, .descs = d, .lease_ttl_ms = a->lease};
+
+	if (!r->code) {
+		it.n = r->n < KVF_MAX_REPLICAS ? r->n : KVF_MAX_REPLICAS;
+		for (size_t i = 0; i < it.n; i++)
+			mem_to_desc(a, &r->descs[i], &d[i]);
+	}
+	wr_replicas(w, &ra, &it);
+}
+
+/* @t for @seg; false when a string needs more than the one-byte form. */
+static bool mem_tail_set(struct mem_tail *t, const struct kvf_msg_mem_seg *seg,
+			 int32_t status)
+{
+	uint32_t st = htole32((uint32_t)status);
+	uint8_t *p = t->b;
+
+	if (seg->protocol.len > 255 || seg->endpoint.len > 255)
+		return false;
+	p = put_short_str(p, seg->protocol);
+	p = put_short_str(p, seg->endpoint);
+	memcpy(p, &st, 4);
+	t->len = (size_t)(p + 4 - t->b);
+	t->seg = seg;
+	return true;
+}
+
+/*
+ * Item @r in the one-byte form; false (nothing written) when it cannot.
+ * The room reserved covers the longest tails, so the item is written in
+ * one pass and its bytes count (len advances) only once it is whole.
+ */
+static bool wr_mem_item_fast(struct kvf_spack_w *w, const struct mem_arg *a,
+			     const struct kvf_msg_mem_replicas *r,
+			     struct mem_tail *t, bool list)
+{
+	uint8_t *p, *start;
+
+	if (r->n > KVF_MAX_REPLICAS)
+		return false;
+	start = p = kvf_wbuf_reserve(
+		w->buf, 2 + r->n * (8 + 1 + 8 + 8 + sizeof(t->b)) + 8 + 1);
+	if (!p)
+		return true; /* the buffer failed: the message is lost */
+	*p++ = 1;
+	*p++ = (uint8_t)r->n;
+	for (uint32_t i = 0; i < r->n; i++) {
+		const struct kvf_msg_mem_desc *d = &r->descs[i];
+
+		if (d->seg != t->seg && !mem_tail_set(t, d->seg, a->status))
+			return false;
+		p = put_le64(p, d->id);
+		*p++ = KVF_MC_DESC_MEMORY;
+		p = put_le64(p, d->size);
+		p = put_le64(p, d->addr);
+		if (t->len <= MEM_TAIL_FAST)
+			memcpy(p, t->b, MEM_TAIL_FAST);
+		else
+			memcpy(p, t->b, t->len);
+		p += t->len;
+	}
+	if (list) {
+		p = put_le64(p, a->lease);
+		if (a->abi->replica_list_checksum)
+			*p++ = 0;
+	}
+	w->buf->len += (size_t)(p - start);
+	return true;
+}
+
+static void mem_replicas_vec_body(struct kvf_spack_w *w, const void *arg)
+{
+	const struct mem_arg *a = arg;
+	bool list = is_replica_list(a->rpc);
+	/* zeroed: the fast copy reads past a short tail's end */
+	struct mem_tail t = {.seg = NULL};
+
+	kvf_spack_w_count(w, a->n);
+	for (size_t i = 0; i < a->n; i++) {
+		const struct kvf_msg_mem_replicas *r = &a->items[i];
+
+		if (r->code)
+			wr_err(w, r->code);
+		else if (w->width != 1 || !wr_mem_item_fast(w, a, r, &t, list))
+			wr_mem_item_slow(w, a, r);
+	}
+}
+
+void kvf_msg_enc_mem_replicas_vec(struct kvf_wbuf *w, const struct kvf_abi *abi,
+				  enum kvf_rpc rpc,
+				  const struct kvf_msg_mem_replicas *items,
+				  size_t n, int32_t status,
+				  uint64_t lease_ttl_ms)
+{
+	struct mem_arg a = {.abi = abi,
+			    .rpc = rpc,
+			    .items = items,
+			    .n = n,
+			    .status = status,
+			    .lease = lease_ttl_ms};
+
+	write_msg(w, abi->rpc[rpc].resp_hash, mem_replicas_vec_body, &a);
 }
 
 static void regex_map_body(struct kvf_spack_w *w, const void *arg)

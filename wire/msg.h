@@ -367,6 +367,47 @@ void kvf_msg_enc_replicas(struct kvf_wbuf *w, const struct kvf_abi *abi,
 void kvf_msg_enc_replicas_vec(struct kvf_wbuf *w, const struct kvf_abi *abi,
 			      enum kvf_rpc rpc,
 			      const struct kvf_msg_replicas *items, size_t n);
+/**
+ * struct kvf_msg_mem_seg - what a memory replica's descriptor takes from
+ * its segment (the same for every replica on it): its transport's
+ * protocol and endpoint.
+ */
+struct kvf_msg_mem_seg {
+	struct kvf_str protocol;
+	struct kvf_str endpoint;
+};
+
+/** struct kvf_msg_mem_desc - a memory replica's descriptor, compact. */
+struct kvf_msg_mem_desc {
+	uint64_t id;
+	uint64_t size;
+	uint64_t addr;
+	const struct kvf_msg_mem_seg *seg;
+};
+
+/**
+ * struct kvf_msg_mem_replicas - one item of kvf_msg_enc_mem_replicas_vec():
+ * @code != 0 makes it an error, else its @n (at most %KVF_MAX_REPLICAS)
+ * descriptors are @descs.
+ */
+struct kvf_msg_mem_replicas {
+	int32_t code;
+	uint32_t n;
+	const struct kvf_msg_mem_desc *descs;
+};
+
+/**
+ * kvf_msg_enc_mem_replicas_vec() - the bytes kvf_msg_enc_replicas_vec()
+ * writes for @n items whose descriptors are all memory replicas in state
+ * @status, every GetReplicaListResponse with @lease_ttl_ms and no
+ * checksum; from the compact form, which a batch answer fills without
+ * building a struct kvf_msg_desc per replica.
+ */
+void kvf_msg_enc_mem_replicas_vec(struct kvf_wbuf *w, const struct kvf_abi *abi,
+				  enum kvf_rpc rpc,
+				  const struct kvf_msg_mem_replicas *items,
+				  size_t n, int32_t status,
+				  uint64_t lease_ttl_ms);
 /** E<unordered_map<string, vector<Desc>>> (GetReplicaListByRegex). */
 void kvf_msg_enc_regex_map(struct kvf_wbuf *w, const struct kvf_abi *abi,
 			   const struct kvf_msg_key_replicas *e, size_t n);

@@ -1265,6 +1265,114 @@ static void test_bad_variant(void **state)
 	kvf_wbuf_free(&w);
 }
 
+/*
+ * The compact memory-replica encoder writes what the general one writes
+ * for the same answer: both ABIs, put and get forms, error items, runs of
+ * replicas on one segment and alternating ones, a segment tail longer
+ * than the fast copy, strings too long for the one-byte form and batches
+ * too long for it.
+ */
+#define MEM_ITEMS 300
+
+static void check_mem_replicas(const struct kvf_abi *abi, enum kvf_rpc rpc,
+			       const struct kvf_msg_mem_seg *segs, size_t nsegs,
+			       size_t n, uint64_t seed)
+{
+	static struct kvf_msg_mem_replicas mi[MEM_ITEMS];
+	static struct kvf_msg_mem_desc md[MEM_ITEMS * KVF_MAX_REPLICAS];
+	static struct kvf_msg_replicas gi[MEM_ITEMS];
+	static struct kvf_msg_desc gd[MEM_ITEMS * KVF_MAX_REPLICAS];
+	int32_t status = rpc == KVF_RPC_BatchGetReplicaList
+				 ? KVF_MC_REPLICA_COMPLETE
+				 : KVF_MC_REPLICA_PROCESSING;
+	uint64_t lease = rpc == KVF_RPC_BatchGetReplicaList ? 5000 : 0;
+	struct kvf_wbuf a, b;
+
+	kvf_wbuf_init(&a);
+	kvf_wbuf_init(&b);
+	for (size_t i = 0; i < n; i++) {
+		uint64_t x = seed ^ (i * 0x9e3779b97f4a7c15ULL);
+		uint32_t nr = (uint32_t)((x >> 7) % (KVF_MAX_REPLICAS + 1));
+
+		x ^= x >> 31;
+		x *= 0xbf58476d1ce4e5b9ULL;
+		if (x % 5 == 0) {
+			mi[i] = (struct kvf_msg_mem_replicas){.code = -704};
+			gi[i] = (struct kvf_msg_replicas){.code = -704};
+			continue;
+		}
+		for (uint32_t r = 0; r < nr; r++) {
+			size_t k = i * KVF_MAX_REPLICAS + r;
+			const struct kvf_msg_mem_seg *sg =
+				&segs[(x >> (8 + 2 * r)) % 4 < 3
+					      ? 0
+					      : (x >> 20) % nsegs];
+
+			md[k] = (struct kvf_msg_mem_desc){.id = x + r,
+							  .size = 4096 + r,
+							  .addr = (x << 12) + r,
+							  .seg = sg};
+			gd[k] = (struct kvf_msg_desc){
+				.id = x + r,
+				.kind = KVF_MC_DESC_MEMORY,
+				.status = status,
+				.size = 4096 + r,
+				.addr = (x << 12) + r,
+				.protocol = sg->protocol,
+				.endpoint = sg->endpoint};
+		}
+		mi[i] = (struct kvf_msg_mem_replicas){
+			.n = nr, .descs = &md[i * KVF_MAX_REPLICAS]};
+		gi[i] = (struct kvf_msg_replicas){
+			.descs = &gd[i * KVF_MAX_REPLICAS],
+			.n = nr,
+			.lease_ttl_ms = lease};
+	}
+	kvf_msg_enc_replicas_vec(&a, abi, rpc, gi, n);
+	kvf_msg_enc_mem_replicas_vec(&b, abi, rpc, mi, n, status, lease);
+	assert_false(a.failed);
+	assert_false(b.failed);
+	assert_int_equal(b.len, a.len);
+	assert_memory_equal(b.data, a.data, a.len);
+	kvf_wbuf_free(&a);
+	kvf_wbuf_free(&b);
+}
+
+static void test_mem_replicas(void **state)
+{
+	static char longest[300];
+	const enum kvf_rpc rpcs[] = {KVF_RPC_BatchPutStart,
+				     KVF_RPC_BatchUpsertStart,
+				     KVF_RPC_BatchGetReplicaList};
+	struct kvf_msg_mem_seg segs[] = {
+		{{"tcp", 3}, {"127.0.0.1:12345", 15}},
+		{{"rdma", 4}, {"10.0.0.2:17777", 14}},
+		{{"tcp", 3},
+		 {"a-rather-long-host-name.example.internal:65535", 46}},
+		/* protocol, endpoint and status take the fast copy's 32 */
+		{{"tcp", 3}, {"host-of-23-bytes.a:1234", 23}},
+		{{"tcp", 3}, {NULL, 0}},
+		{{"tcp", 3}, {longest, sizeof(longest)}},
+	};
+
+	(void)state;
+	memset(longest, 'h', sizeof(longest));
+	for (size_t ai = 0; ai < kvf_abi_count(); ai++) {
+		const struct kvf_abi *abi = kvf_abi_at(ai);
+
+		for (size_t r = 0; r < sizeof(rpcs) / sizeof(rpcs[0]); r++) {
+			/* one-byte form: short strings, a tail over 32 */
+			for (uint64_t seed = 1; seed <= 20; seed++)
+				check_mem_replicas(abi, rpcs[r], segs, 5,
+						   1 + seed * 11 % 200, seed);
+			/* 256+ items, and a string over 255 bytes */
+			check_mem_replicas(abi, rpcs[r], segs, 5, MEM_ITEMS, 7);
+			check_mem_replicas(abi, rpcs[r], segs, 6, 64, 9);
+			check_mem_replicas(abi, rpcs[r], segs, 1, 0, 3);
+		}
+	}
+}
+
 /* Length widths are chosen as upstream does: by the largest length. */
 static void test_width(void **state)
 {
@@ -1312,6 +1420,7 @@ int main(void)
 		cmocka_unit_test(test_codecs_match_literals),
 		cmocka_unit_test(test_bad_variant),
 		cmocka_unit_test(test_width),
+		cmocka_unit_test(test_mem_replicas),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
