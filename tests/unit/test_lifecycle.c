@@ -243,6 +243,61 @@ static void test_unmount_drops_replicas(void **state)
 	assert_int_equal(stats_of(f->e).used_bytes, 0);
 }
 
+/*
+ * An unmount drops every replica of a segment holding more blocks than
+ * one slice of the drop (1024), of two sizes (slab-held and plain), some
+ * freed before it: each object whose only replica was there is gone, an
+ * object with a replica in another segment keeps that one, and the
+ * other segment's objects and bytes are untouched.
+ */
+static void test_unmount_drops_many(void **state)
+{
+	enum { N = 2600 };
+	struct fixture *f = *state;
+	const uint64_t seg1[1] = { 1 }, seg2[1] = { 2 }, both[2] = { 1, 2 };
+	struct kvf_replicas out;
+	char k[32];
+
+	assert_int_equal(mount(f->e, C1, 1, 1ULL << 30), KVF_OK);
+	assert_int_equal(mount(f->e, C2, 2, 1ULL << 30), KVF_OK);
+	for (int i = 0; i < N; i++) {
+		snprintf(k, sizeof(k), "one-%d", i);
+		assert_int_equal(put_in_segments(f->e, C1, k,
+						 i % 3 ? 4096 : 12288, seg1,
+						 1),
+				 KVF_OK);
+		assert_int_equal(end1(f->e, C1, k), KVF_OK);
+	}
+	for (int i = 0; i < 100; i++) {
+		snprintf(k, sizeof(k), "two-%d", i);
+		assert_int_equal(put_in_segments(f->e, C2, k, 4096, seg2, 1),
+				 KVF_OK);
+		assert_int_equal(end1(f->e, C2, k), KVF_OK);
+	}
+	assert_int_equal(put_in_segments(f->e, C1, "both", 4096, both, 2),
+			 KVF_OK);
+	assert_int_equal(end1(f->e, C1, "both"), KVF_OK);
+	for (int i = 0; i < N; i += 7) {
+		snprintf(k, sizeof(k), "one-%d", i);
+		assert_int_equal(remove1(f->e, k, true), KVF_OK);
+	}
+	assert_int_equal(kvf_segment_unmount(f->e, C1, 1), KVF_OK);
+	for (int i = 0; i < N; i++) {
+		snprintf(k, sizeof(k), "one-%d", i);
+		assert_int_equal(exist1(f->e, k), KVF_ERR_OBJECT_NOT_FOUND);
+	}
+	for (int i = 0; i < 100; i++) {
+		snprintf(k, sizeof(k), "two-%d", i);
+		assert_int_equal(exist1(f->e, k), KVF_OK);
+	}
+	assert_int_equal(get1(f->e, "both", &out), KVF_OK);
+	assert_int_equal(out.count, 1);
+	assert_int_equal(out.replica[0].segment_id, 2);
+	assert_int_equal(stats_of(f->e).objects, 101);
+	assert_int_equal(stats_of(f->e).used_bytes, 101 * 4096);
+	assert_int_equal(stats_of(f->e).capacity_bytes, 1ULL << 30);
+}
+
 static void test_client_expiry(void **state)
 {
 	struct fixture *f = *state;
@@ -581,6 +636,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_stuck_put_preempted,
 						fixture_setup, fixture_teardown),
 		cmocka_unit_test_setup_teardown(test_unmount_drops_replicas,
+						fixture_setup, fixture_teardown),
+		cmocka_unit_test_setup_teardown(test_unmount_drops_many,
 						fixture_setup, fixture_teardown),
 		cmocka_unit_test_setup_teardown(test_client_expiry,
 						fixture_setup, fixture_teardown),
