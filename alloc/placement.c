@@ -586,10 +586,11 @@ void kvf__place_undo(struct kvf__segalloc *const *segs,
 /*
  * A run of one-replica objects of one size, as place_frag_aware() would
  * place them one after another: the remembered best fit while it fits,
- * else an exact fit for one object (which ends the run), else the pass.
- * Each segment chosen takes as many of the run as it holds under one
- * hold of its lock (kvf__segalloc_try_alloc_many()): it stays the best
- * fit while it fits, since it only shrinks. Everything that is not a
+ * else an exact fit (its segment then gives the run every block of the
+ * size it has parked, kvf__segalloc_try_take_parked_many()), else the
+ * pass. Each segment the pass chooses takes as many of the run as it
+ * holds under one hold of its lock (kvf__segalloc_try_alloc_many()): it
+ * stays the best fit while it fits, since it only shrinks. Everything that is not a
  * first choice (a busy allocator, a window that holds nothing, a stale
  * maximum) ends the run: kvf__place() knows those fallbacks.
  */
