@@ -590,9 +590,10 @@ void kvf__place_undo(struct kvf__segalloc *const *segs,
  * size it has parked, kvf__segalloc_try_take_parked_many()), else the
  * pass. Each segment the pass chooses takes as many of the run as it
  * holds under one hold of its lock (kvf__segalloc_try_alloc_many()): it
- * stays the best fit while it fits, since it only shrinks. Everything that is not a
- * first choice (a busy allocator, a window that holds nothing, a stale
- * maximum) ends the run: kvf__place() knows those fallbacks.
+ * stays the best fit while it fits, since it only shrinks. Everything
+ * that is not a first choice (a busy allocator, a window that holds
+ * nothing, a stale maximum) ends the run: kvf__place() knows those
+ * fallbacks.
  */
 uint32_t kvf__place_run(enum kvf_placement_strategy strategy,
 			struct kvf__segalloc *const *segs, uint32_t nr_segs,

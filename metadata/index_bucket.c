@@ -305,7 +305,6 @@ static inline bool slot_has_tag(uint64_t s, uint64_t tag)
 	return (s >> TAG_SHIFT) == tag;
 }
 
-/* Records do not store their hash: recompute it on the rare paths. */
 static uint64_t slot_make(struct kvf__object *o, uint64_t hash)
 {
 	uintptr_t p = (uintptr_t)o;
@@ -568,8 +567,10 @@ static struct bucket_table *table_rebuild(struct bucket_table *old,
 			uint64_t s =
 				__atomic_load_n(&b->slot[j], __ATOMIC_RELAXED);
 
-			if (s && !table_place(t, kvf__object_hash(slot_object(s)), s,
-					      t->nr - 1))
+			/* Records do not store their hash: recomputed here. */
+			if (s && !table_place(t,
+					      kvf__object_hash(slot_object(s)),
+					      s, t->nr - 1))
 				kvf__die("rebuilt index table overflowed");
 		}
 	}
