@@ -138,6 +138,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#if defined(__SSE2__) && !defined(__SANITIZE_THREAD__)
+#include <emmintrin.h>
+#define KVF_TAG_FILTER_SSE2 1
+#endif
+
 #include <kvforge/status.h>
 
 #include "base/die.h"
@@ -333,12 +338,60 @@ static inline bool key_matches(const struct kvf__object *o,
 	       kvf__bytes_equal(kvf__object_key(o), key->data, key->len);
 }
 
+/*
+ * The slots of @b whose tag may be @tag, as a mask (bit i: slot i), a
+ * filter only: every caller loads a selected slot atomically and checks
+ * its tag again before using it. With SSE2 the whole line is compared
+ * at once, four 16-byte loads and compares of 16-bit lanes, instead of
+ * seven loads, shifts and branches (x86 loads aligned 16 bytes with each
+ * 8-byte slot whole; a slot changing meanwhile is a lookup ordered
+ * before or after that writer, as with slot-by-slot loads). The slot
+ * scan was ~57 of a batch exist's ~380 instructions a key (callgrind).
+ * ThreadSanitizer builds take the scalar loop: it cannot see vector
+ * loads as atomic.
+ */
+static inline uint32_t tag_candidates(const struct bucket *b, uint64_t tag)
+{
+#ifdef KVF_TAG_FILTER_SSE2
+	const __m128i *line = (const __m128i *)(const void *)b;
+	__m128i t = _mm_set1_epi16((short)tag);
+	uint64_t m = (uint64_t)(uint16_t)_mm_movemask_epi8(
+			     _mm_cmpeq_epi16(_mm_load_si128(line), t)) |
+		     (uint64_t)(uint16_t)_mm_movemask_epi8(
+			     _mm_cmpeq_epi16(_mm_load_si128(line + 1), t))
+			     << 16 |
+		     (uint64_t)(uint16_t)_mm_movemask_epi8(
+			     _mm_cmpeq_epi16(_mm_load_si128(line + 2), t))
+			     << 32 |
+		     (uint64_t)(uint16_t)_mm_movemask_epi8(
+			     _mm_cmpeq_epi16(_mm_load_si128(line + 3), t))
+			     << 48;
+
+	_Static_assert(SLOTS_PER_BUCKET == 7 && TAG_SHIFT == 48,
+		       "the tag is the top lane of slots 0..6");
+	/* Bit 8i+7: the top byte of slot i's tag lane (slot 7's word is
+	 * displaced, never a slot); then one bit per slot. */
+	m &= UINT64_C(0x0080808080808080);
+	m >>= 7;
+	m = (m | m >> 7) & UINT64_C(0x0003000300030003);
+	m = (m | m >> 14) & UINT64_C(0x0000000f0000000f);
+	return (uint32_t)(m | m >> 28);
+#else
+	uint32_t m = 0;
+
+	for (int i = 0; i < SLOTS_PER_BUCKET; i++)
+		if (slot_has_tag(slot_load(&b->slot[i]), tag))
+			m |= 1u << i;
+	return m;
+#endif
+}
+
 /* Record with @key among the slots tagged @tag in @b, or NULL. */
 static struct kvf__object *bucket_find(const struct bucket *b, uint64_t tag,
 				       const struct kvf_key *key)
 {
-	for (int i = 0; i < SLOTS_PER_BUCKET; i++) {
-		uint64_t s = slot_load(&b->slot[i]);
+	for (uint32_t m = tag_candidates(b, tag); m; m &= m - 1) {
+		uint64_t s = slot_load(&b->slot[__builtin_ctz(m)]);
 
 		if (slot_has_tag(s, tag) && key_matches(slot_object(s), key))
 			return slot_object(s);
@@ -367,15 +420,19 @@ static struct kvf__object *range_find(struct bucket_table *t, uint64_t home,
 static uint64_t *slot_of(struct bucket_table *t, struct kvf__object *o,
 			 uint64_t hash)
 {
-	uint64_t home = home_of(t, hash);
+	uint64_t home = home_of(t, hash), tag = tag_of(hash);
 	uint64_t last = displaced_load(bucket_at(t, home));
 
+	/* @o's slot carries @o's tag (slot_make()). */
 	for (uint64_t d = 0; d <= last && d < t->nr; d++) {
 		struct bucket *b = bucket_at(t, home + d);
 
-		for (int i = 0; i < SLOTS_PER_BUCKET; i++)
+		for (uint32_t m = tag_candidates(b, tag); m; m &= m - 1) {
+			int i = __builtin_ctz(m);
+
 			if (slot_object(slot_load(&b->slot[i])) == o)
 				return &b->slot[i];
+		}
 	}
 	return NULL;
 }
@@ -412,8 +469,8 @@ static inline uint64_t prefetch_candidates(const struct bucket *b,
 {
 	uint64_t first = 0;
 
-	for (int i = 0; i < SLOTS_PER_BUCKET; i++) {
-		uint64_t s = slot_load(&b->slot[i]);
+	for (uint32_t m = tag_candidates(b, tag); m; m &= m - 1) {
+		uint64_t s = slot_load(&b->slot[__builtin_ctz(m)]);
 
 		if (slot_has_tag(s, tag)) {
 			prefetch_record(slot_object(s), len);
