@@ -54,7 +54,7 @@ static uint32_t obj_tie(const uint8_t *k)
 static int obj_find(MDB_cursor *cur, const struct kvf__jrec *rec,
 		    uint8_t *k, struct kvf__jrec *found, uint32_t *next_tie)
 {
-	uint64_t h = kvf__key_hash(rec->obj.key, rec->obj.key_len);
+	uint64_t h = kvf__image_key_hash(rec->obj.key, rec->obj.key_len);
 	MDB_val key = { OBJ_KEY_LEN, k }, val;
 	int rc;
 
@@ -118,7 +118,9 @@ static int apply_object(MDB_txn *txn, const struct kvf__store_dbs *dbs,
 	switch (rec->type) {
 	case KVF__JREC_OBJECT_PUT:
 		if (rc == MDB_NOTFOUND)
-			obj_key(k, kvf__key_hash(rec->obj.key, rec->obj.key_len),
+			obj_key(k,
+				kvf__image_key_hash(rec->obj.key,
+						    rec->obj.key_len),
 				tie);
 		rc = obj_store(txn, dbs->objs, k, rec);
 		break;
@@ -307,7 +309,8 @@ static int fold_record(void *arg, const struct kvf__jrec *rec, uint32_t idx)
 	it->order = 0;
 	it->key_off = it->name_off = it->endpoint_off = 0;
 	if (is_object(rec)) {
-		it->order = kvf__key_hash(rec->obj.key, rec->obj.key_len) | 1;
+		it->order =
+			kvf__image_key_hash(rec->obj.key, rec->obj.key_len) | 1;
 		it->key_off = arena_copy(f, rec->obj.key, rec->obj.key_len);
 		if (it->key_off == SIZE_MAX)
 			return ENOMEM;

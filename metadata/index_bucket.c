@@ -48,7 +48,10 @@
  *      table that is no longer current is frozen: nothing writes it.
  *
  * Memory ordering
- *  - Slots and displaced words are only accessed with __atomic builtins.
+ *  - Slots and displaced words are only accessed with __atomic builtins,
+ *    but for one filter: tag_candidates() reads a bucket's line with
+ *    vector loads to pick the slots worth loading, and each is then
+ *    loaded atomically and checked again.
  *    A writer raises displaced[h] (release) *before* the slot claim
  *    (CAS, release), so a reader that finds the slot also sees the range
  *    covering it; a raise without a successful claim only costs a probe.

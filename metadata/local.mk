@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: MIT
 libkvforge_core_la_SOURCES += \
-	metadata/hash.h metadata/keyeq.h \
+	metadata/hash.h metadata/hash.c metadata/keyeq.h \
 	metadata/object.h \
 	metadata/objstate.h \
 	metadata/pin.h \
@@ -15,10 +15,12 @@ libkvforge_core_la_SOURCES += \
 
 if HAVE_CMOCKA
 check_PROGRAMS += tests/unit/test_index tests/stress/test_index_concurrent \
-	tests/unit/test_keyeq
-UNIT_TESTS += tests/unit/test_index tests/unit/test_keyeq
+	tests/unit/test_keyeq tests/unit/test_hash
+UNIT_TESTS += tests/unit/test_index tests/unit/test_keyeq tests/unit/test_hash
 tests_unit_test_keyeq_CFLAGS = $(KVF_TEST_CFLAGS)
 tests_unit_test_keyeq_LDADD = $(KVF_TEST_LIBS)
+tests_unit_test_hash_CFLAGS = $(KVF_TEST_CFLAGS)
+tests_unit_test_hash_LDADD = $(KVF_TEST_LIBS) -lm
 CONCURRENCY_TESTS += tests/stress/test_index_concurrent
 tests_unit_test_index_CFLAGS = $(KVF_TEST_CFLAGS)
 tests_unit_test_index_LDADD = $(KVF_TEST_LIBS)
