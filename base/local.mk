@@ -8,6 +8,7 @@ libkvforge_core_la_SOURCES += \
 	base/die.c \
 	base/fault.h \
 	base/lock.h \
+	base/lock.c \
 	base/prefetch.h \
 	base/prefetch.c \
 	base/rcu.h \
