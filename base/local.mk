@@ -15,3 +15,10 @@ libkvforge_core_la_SOURCES += \
 	base/xorshift.h \
 	base/rcu.c \
 	base/status.c
+
+if HAVE_CMOCKA
+check_PROGRAMS += tests/unit/test_lock
+CONCURRENCY_TESTS += tests/unit/test_lock
+tests_unit_test_lock_CFLAGS = $(KVF_TEST_CFLAGS)
+tests_unit_test_lock_LDADD = $(KVF_TEST_LIBS)
+endif
