@@ -181,6 +181,15 @@ struct tcache {
  */
 #define FAR_MIN_BLOCK (3 * sizeof(void *))
 #define FAR_AHEAD 16
+/*
+ * No block heralds a chain's first FAR_AHEAD: the head lists them, from
+ * its fourth word, as many as fit (twelve in a HiCache record's 120
+ * bytes; NULL-ended when the chain or the block is shorter), and a
+ * thread that takes the chain starts loading them all at once
+ * (herald_chain()). Without the list each of those pops waited for a
+ * block asked for one pop earlier.
+ */
+#define HEAD_LIST_FIRST 3
 
 static __thread struct tcache tcache;
 static pthread_key_t tcache_key;
@@ -353,6 +362,44 @@ static struct size_class *class_of_block(const void *p)
 	return &ch->arena->cls[ch->cls];
 }
 
+/* How many blocks a chain's head of class size @size lists. */
+static size_t head_room(size_t size)
+{
+	size_t words = size / sizeof(void *);
+
+	if (words <= HEAD_LIST_FIRST)
+		return 0;
+	words -= HEAD_LIST_FIRST;
+	return words < FAR_AHEAD - 1 ? words : FAR_AHEAD - 1;
+}
+
+/* Start loading the blocks the chain head @head lists. */
+static void herald_chain(void *head, size_t size)
+{
+	size_t room = head_room(size);
+	void **w = (void **)head + HEAD_LIST_FIRST;
+
+	unpoison(w, room * sizeof(void *));
+	for (size_t j = 0; j < room && w[j]; j++)
+		prefetch_block(w[j], size);
+	poison(w, room * sizeof(void *));
+}
+
+/*
+ * A chain's rest headed by @head, whose list words hold whatever the
+ * block held, becomes a chain again: its list says nothing.
+ */
+static void forget_head_list(void *head, size_t size)
+{
+	void **w = (void **)head + HEAD_LIST_FIRST;
+
+	if (!head_room(size))
+		return;
+	unpoison(w, sizeof(void *));
+	w[0] = NULL;
+	poison(w, sizeof(void *));
+}
+
 /* With the class lock held: the chain headed by @head joins the list. */
 static void push_chain(struct size_class *sc, void *head)
 {
@@ -443,8 +490,10 @@ static void tcache_release(struct tcache *tc)
 		pthread_mutex_lock(&sc->lock);
 		for (; r->next < r->end; r->next += sc->size)
 			push_free(sc, r->next);
-		if (tc->chain[c])
+		if (tc->chain[c]) {
+			forget_head_list(tc->chain[c], sc->size);
 			push_chain(sc, tc->chain[c]);
+		}
 		pthread_mutex_unlock(&sc->lock);
 	}
 	pthread_mutex_unlock(&live_lock);
@@ -603,6 +652,7 @@ static void *take_freed(struct size_class *sc, void **chain)
 	void *p = pop_chain(sc);
 
 	if (p) {
+		herald_chain(p, sc->size);
 		*chain = p;
 		return chain_next_far(chain, sc->size);
 	}
@@ -654,6 +704,8 @@ void *kvf__arena_alloc(struct kvf__arena *a, size_t size)
 static void link_chain(const struct size_class *sc, void *const *p, size_t n)
 {
 	bool far = sc->size >= FAR_MIN_BLOCK;
+	size_t room = head_room(sc->size);
+	void **list = (void **)p[0] + HEAD_LIST_FIRST;
 
 	for (size_t i = 0; i < n; i++) {
 		unpoison(p[i], far ? FAR_MIN_BLOCK : sizeof(void *));
@@ -663,6 +715,13 @@ static void link_chain(const struct size_class *sc, void *const *p, size_t n)
 								 NULL;
 		poison(p[i], sc->size);
 	}
+	unpoison(list, room * sizeof(void *));
+	for (size_t j = 0; j < room; j++) {
+		list[j] = j + 1 < n ? p[j + 1] : NULL;
+		if (!list[j])
+			break;
+	}
+	poison(list, room * sizeof(void *));
 }
 
 void kvf__arena_free_many(void *const *p, size_t n)
