@@ -11,18 +11,9 @@
 
 #include <sched.h>
 
-#include "base/lock.h"
+#include <urcu/arch.h>
 
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#elif defined(__aarch64__)
-	__asm__ volatile("yield" ::: "memory");
-#else
-	__asm__ volatile("" ::: "memory");
-#endif
-}
+#include "base/lock.h"
 
 void kvf__spin_wait(uint32_t *lock)
 {
@@ -32,7 +23,7 @@ void kvf__spin_wait(uint32_t *lock)
 		while (__atomic_load_n(lock, __ATOMIC_RELAXED)) {
 			if (rounds < KVF__SPIN_LIMIT) {
 				rounds++;
-				cpu_relax();
+				caa_cpu_relax(); /* PAUSE on x86 */
 			} else {
 				sched_yield();
 			}

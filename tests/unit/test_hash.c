@@ -24,6 +24,7 @@
 
 #include <cmocka.h>
 
+#include "base/xorshift.h"
 #include "metadata/hash.h"
 
 #define MAX_LEN 300
@@ -34,12 +35,8 @@ static void fill_random(char *p, size_t n, uint64_t seed)
 {
 	uint64_t x = seed | 1;
 
-	for (size_t i = 0; i < n; i++) {
-		x ^= x << 13;
-		x ^= x >> 7;
-		x ^= x << 17;
-		p[i] = (char)x;
-	}
+	for (size_t i = 0; i < n; i++)
+		p[i] = (char)(kvf__xorshift64s(&x) >> 56);
 }
 
 /* A copy of @src in a block of exactly @len bytes: reads past it trap. */
