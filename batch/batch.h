@@ -37,10 +37,19 @@ struct kvf__batch {
  * hashing, duplicates. Items that fail get their status; valid ones get
  * KVF_OK. Returns KVF_OK or the batch-level error (then every status holds
  * it, and the caller returns it as is: nothing ran).
+ * kvf__batch_open() then kvf__batch_hash(), the same two steps apart.
  */
 int kvf__batch_begin(struct kvf__batch *b, struct kvf_engine *e,
 		     enum kvf__op op, const struct kvf_key *keys, size_t n,
 		     enum kvf_status *status);
+
+/* The batch-level checks and scratch of kvf__batch_begin(), no key seen. */
+int kvf__batch_open(struct kvf__batch *b, struct kvf_engine *e,
+		    enum kvf__op op, const struct kvf_key *keys, size_t n,
+		    enum kvf_status *status);
+
+/* Each key of an opened batch: validity, hashing, duplicates. */
+int kvf__batch_hash(struct kvf__batch *b);
 
 /* Look up every valid key (stage "probe"); obj[i] NULL when absent. */
 void kvf__batch_probe(struct kvf__batch *b);

@@ -26,6 +26,7 @@
 #include <stdlib.h>
 
 #include "batch/batch.h"
+#include "batch/put_hint.h"
 #include "base/clock.h"
 #include "base/die.h"
 #include "engine/mutation.h"
@@ -60,6 +61,8 @@ struct put_ctx {
 	 */
 	uint32_t *pre_seg;
 	uint64_t *pre_off;
+	/* Where this batch's new records are noted for put_end, or NULL. */
+	struct kvf__put_hint *hint;
 };
 
 #define NO_PRE UINT32_MAX
@@ -203,6 +206,8 @@ static int take_over(struct put_ctx *c, size_t i, struct kvf__object *old)
 	c->pinned += kvf__soft_pinned(o) - kvf__soft_pinned(old);
 	kvf__reclaim_add(&c->b.rc, old);
 	kvf__replicas_describe(o, &c->out[i]);
+	if (c->hint)
+		kvf__put_hint_note(c->hint, i, o);
 	return KVF_OK;
 }
 
@@ -236,6 +241,8 @@ static int start_one(struct put_ctx *c, size_t i)
 			c->started++;
 			c->pinned += kvf__soft_pinned(o);
 			kvf__replicas_describe(o, &c->out[i]);
+			if (c->hint)
+				kvf__put_hint_note(c->hint, i, o);
 			return KVF_OK;
 		}
 		discard_record(o);
@@ -381,6 +388,7 @@ enum kvf_status kvf_batch_put_start(struct kvf_engine *e, uint64_t client_id,
 		kvf__index_insert_seqs(e->index, n, c.b.hash, c.seq);
 	kvf__batch_probe(&c.b);
 	c.now = kvf__now(e);
+	c.hint = kvf__put_hint_open(n);
 	batch_placer(e, &c.placer);
 	if (n <= KVF__BATCH_STACK && cfg->replica_num == 1 &&
 	    !c.nr_preferred)
@@ -398,6 +406,8 @@ enum kvf_status kvf_batch_put_start(struct kvf_engine *e, uint64_t client_id,
 		}
 	}
 	unplace_leftovers(&c);
+	if (c.hint)
+		kvf__put_hint_publish(c.hint, &c.b, client_id);
 	kvf__rcu_read_unlock();
 	if (c.seq != c.stack_seq)
 		free(c.seq);
@@ -525,11 +535,20 @@ enum kvf_status kvf_batch_put_end(struct kvf_engine *e, uint64_t client_id,
 	size_t ended;
 	int ret;
 
-	ret = kvf__batch_begin(&b, e, KVF__OP_PUT_END, keys, n, status);
+	ret = kvf__batch_open(&b, e, KVF__OP_PUT_END, keys, n, status);
 	if (ret)
 		return ret;
 	kvf__rcu_read_lock();
-	kvf__batch_probe(&b);
+	if (kvf__put_hint_claim(&b, client_id)) {
+		kvf__prof_mark(&b.span, KVF__STAGE_PROBE);
+	} else {
+		ret = kvf__batch_hash(&b);
+		if (ret) {
+			kvf__rcu_read_unlock();
+			return ret;
+		}
+		kvf__batch_probe(&b);
+	}
 	own_puts(&b, client_id, start_ending);
 	kvf__prof_mark(&b.span, KVF__STAGE_VALIDATE);
 	ended = kvf__batch_commit(&b, KVF__MUT_OBJECT_PUT, publish_complete,

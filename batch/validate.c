@@ -166,9 +166,9 @@ static int mark_duplicates(struct kvf__batch *b)
 	return mark_duplicates_large(b);
 }
 
-int kvf__batch_begin(struct kvf__batch *b, struct kvf_engine *e,
-		     enum kvf__op op, const struct kvf_key *keys, size_t n,
-		     enum kvf_status *status)
+int kvf__batch_open(struct kvf__batch *b, struct kvf_engine *e,
+		    enum kvf__op op, const struct kvf_key *keys, size_t n,
+		    enum kvf_status *status)
 {
 	int ret = check_batch(e, keys, n, status);
 
@@ -184,26 +184,45 @@ int kvf__batch_begin(struct kvf__batch *b, struct kvf_engine *e,
 	b->n = n;
 	kvf__prof_begin(e->prof, &b->span, op, n);
 	ret = scratch_alloc(b);
-	if (ret)
-		goto err;
-	for (size_t i = 0; i < n; i++)
-		status[i] = key_valid(e, &keys[i]) ? KVF_OK :
-						     KVF_ERR_INVALID_KEY;
+	if (ret) {
+		kvf__prof_end(&b->span);
+		fill_status(status, n, ret);
+	}
+	return ret;
+}
+
+int kvf__batch_hash(struct kvf__batch *b)
+{
+	const struct kvf_key *keys = b->keys;
+	enum kvf_status *status = b->status;
+	int ret;
+
+	for (size_t i = 0; i < b->n; i++)
+		status[i] = key_valid(b->e, &keys[i]) ? KVF_OK :
+							KVF_ERR_INVALID_KEY;
 	kvf__prof_mark(&b->span, KVF__STAGE_VALIDATE);
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < b->n; i++)
 		b->hash[i] = status[i] == KVF_OK ?
 				     kvf__key_hash(keys[i].data, keys[i].len) :
 				     0;
 	ret = mark_duplicates(b);
-	if (ret)
-		goto err;
+	if (ret) {
+		free(b->heap);
+		kvf__prof_end(&b->span);
+		fill_status(status, b->n, ret);
+		return ret;
+	}
 	kvf__prof_mark(&b->span, KVF__STAGE_HASH);
 	return KVF_OK;
-err:
-	free(b->heap);
-	kvf__prof_end(&b->span);
-	fill_status(status, n, ret);
-	return ret;
+}
+
+int kvf__batch_begin(struct kvf__batch *b, struct kvf_engine *e,
+		     enum kvf__op op, const struct kvf_key *keys, size_t n,
+		     enum kvf_status *status)
+{
+	int ret = kvf__batch_open(b, e, op, keys, n, status);
+
+	return ret ? ret : kvf__batch_hash(b);
 }
 
 void kvf__batch_probe(struct kvf__batch *b)

@@ -81,6 +81,13 @@ struct kvf__index_ops {
 					   uint64_t hash,
 					   kvf__index_match_fn match,
 					   void *arg);
+	/*
+	 * Optional: whether every objs[i] is in the index under hashes[i]
+	 * (its key's hash) now; compares records by address, reads none.
+	 */
+	bool (*holds_batch)(struct kvf__index *idx, size_t n,
+			    const uint64_t *hashes,
+			    struct kvf__object *const *objs);
 	/* Optional: start fetching what lookup_hash(@hash) will read. */
 	void (*prefetch_hash)(struct kvf__index *idx, uint64_t hash);
 	/*
@@ -212,6 +219,38 @@ kvf__index_lookup_hash(struct kvf__index *idx, uint64_t hash,
 		       kvf__index_match_fn match, void *arg)
 {
 	return idx->ops->lookup_hash(idx, hash, match, arg);
+}
+
+static inline bool kvf__index_is_record(const struct kvf__object *o,
+					void *arg)
+{
+	return o == arg;
+}
+
+/*
+ * kvf__index_holds_batch() - are these records in the index?
+ * @idx: the index
+ * @n: number of records
+ * @hashes: kvf__key_hash() of each record's key
+ * @objs: records, which may have been removed and even freed since the
+ *        caller saw them: they are compared by address, never read
+ *
+ * Returns true when every @objs[i] is in @idx under @hashes[i]; then each
+ * is a live record, readable until the caller's read-side section ends,
+ * and the only one the index holds for its key. Inside a read-side
+ * section; takes no lock, never blocks.
+ */
+static inline bool kvf__index_holds_batch(struct kvf__index *idx, size_t n,
+					  const uint64_t *hashes,
+					  struct kvf__object *const *objs)
+{
+	if (idx->ops->holds_batch)
+		return idx->ops->holds_batch(idx, n, hashes, objs);
+	for (size_t i = 0; i < n; i++)
+		if (idx->ops->lookup_hash(idx, hashes[i], kvf__index_is_record,
+					  objs[i]) != objs[i])
+			return false;
+	return true;
 }
 
 static inline void kvf__index_prefetch_hash(struct kvf__index *idx,

@@ -422,7 +422,11 @@ static struct kvf__object *range_find(struct bucket_table *t, uint64_t home,
 	return NULL;
 }
 
-/* The slot holding exactly @o, or NULL. Caller holds @o's stripe. */
+/*
+ * The slot holding exactly @o, or NULL. Caller holds @o's stripe, or
+ * only asks whether @o is there (a read-side section: the answer may
+ * change right after).
+ */
 static uint64_t *slot_of(struct bucket_table *t, struct kvf__object *o,
 			 uint64_t hash)
 {
@@ -917,6 +921,22 @@ static struct kvf__object *bucket_lookup_hash(struct kvf__index *idx,
 	return NULL;
 }
 
+static bool bucket_holds_batch(struct kvf__index *idx, size_t n,
+			       const uint64_t *hashes,
+			       struct kvf__object *const *objs)
+{
+	struct bucket_table *t = table_load(bucket_index_of(idx));
+
+	for (size_t i = 0; i < n; i++)
+		__builtin_prefetch(&t->b[home_of(t, hashes[i])]);
+	for (size_t i = 0; i < n; i++) {
+		if (!slot_of(t, objs[i], hashes[i]))
+			return false;
+		kvf__tsan_acquire(objs[i]);
+	}
+	return true;
+}
+
 static void bucket_prefetch_hash(struct kvf__index *idx, uint64_t hash)
 {
 	struct bucket_table *t = table_load(bucket_index_of(idx));
@@ -1151,6 +1171,7 @@ const struct kvf__index_ops kvf__index_bucket_ops = {
 	.destroy = bucket_destroy,
 	.lookup_batch = bucket_lookup_batch,
 	.lookup_hash = bucket_lookup_hash,
+	.holds_batch = bucket_holds_batch,
 	.prefetch_hash = bucket_prefetch_hash,
 	.prefetch_write = bucket_prefetch_write,
 	.insert_unique = bucket_insert_unique,
