@@ -14,6 +14,7 @@
 
 #include <cmocka.h>
 
+#include "base/xorshift.h"
 #include "metadata/keyeq.h"
 
 #define MAX_LEN 200
@@ -24,12 +25,8 @@ static void test_against_memcmp(void **state)
 	uint64_t x = 0x9e3779b97f4a7c15ULL;
 
 	(void)state;
-	for (size_t i = 0; i < sizeof(a); i++) {
-		x ^= x << 13;
-		x ^= x >> 7;
-		x ^= x << 17;
-		a[i] = (char)x;
-	}
+	for (size_t i = 0; i < sizeof(a); i++)
+		a[i] = (char)kvf__xorshift64s(&x);
 	for (size_t len = 0; len <= MAX_LEN; len++) {
 		for (size_t shift = 0; shift < 8; shift++) {
 			const char *p = a + shift;
