@@ -11,8 +11,9 @@
  * hash and the record it made. A put_end whose first key, client, size
  * and engine match a ring entry takes that entry and checks each item:
  *
- *   1. the record is in the index under the item's hash now (a scan of
- *      its home bucket range for that record, no key compare), and
+ *   1. the record is in the index under the item's hash now (the
+ *      bucket index scans the home range for that record's address;
+ *      no key compare), and
  *   2. the item's key is that record's key (length, then the bytes).
  *
  * Only after (1) is the record read: found in the index inside this
@@ -26,7 +27,8 @@
  * the usual way. What the record's state and owner say is then checked
  * by put_end as for any probed record.
  *
- * The ring is per thread and never shared: no lock, no atomics. A
+ * The ring is per thread and never shared: no lock, no atomics; about
+ * 33 KiB, allocated on a thread's first put_start, freed at its exit. A
  * put_end on another thread, in another order, of a subset, or after
  * HINT_BATCHES later put_starts of its thread, finds no entry and
  * probes. A ring entry names its engine only by address: an entry that

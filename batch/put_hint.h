@@ -21,10 +21,11 @@ struct kvf__put_hint;
 
 /*
  * kvf__put_hint_open() - this thread's hint for a put_start batch of @n
- * keys by @client_id, to fill with kvf__put_hint_note() and publish
- * with kvf__put_hint_publish(); NULL when @n is beyond what a hint holds
- * or there is no memory for the thread's hints (put_end then probes).
- * Takes no lock, never blocks but for the thread's first allocation.
+ * keys, to fill with kvf__put_hint_note() and publish with
+ * kvf__put_hint_publish(); NULL when @n is beyond what a hint holds or
+ * there is no memory for the thread's hints (put_end then probes). It
+ * takes the place of the thread's oldest hint. Takes no lock, never
+ * blocks but for the thread's first allocation.
  */
 struct kvf__put_hint *kvf__put_hint_open(size_t n);
 
