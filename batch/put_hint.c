@@ -6,10 +6,12 @@
  * records, put_end looks every key up again (hash, duplicate check,
  * probe) to find them, about two thirds of put_end's instructions. A
  * writer, and a master's connection, ends what it started, in order, on
- * the thread that started it. So each thread keeps a ring of its last
- * HINT_BATCHES fully successful put_start batches: per item the key's
- * hash and the record it made. A put_end whose first key, client, size
- * and engine match a ring entry takes that entry and checks each item:
+ * the thread that started it: every item put_start accepted, the
+ * refused ones left out (Mooncake's client ends the keys whose start
+ * succeeded). So each thread keeps a ring of its last HINT_BATCHES
+ * put_start batches: per accepted item, in order, the key's hash and
+ * the record it made. A put_end whose first key, client, size and engine
+ * match a ring entry takes that entry and checks each item:
  *
  *   1. the record is in the index under the item's hash now (the
  *      bucket index scans the home range for that record's address;
@@ -117,13 +119,19 @@ void kvf__put_hint_note(struct kvf__put_hint *h, size_t i,
 void kvf__put_hint_publish(struct kvf__put_hint *h, const struct kvf__batch *b,
 			   uint64_t client_id)
 {
-	for (size_t i = 0; i < b->n; i++)
+	size_t k = 0;
+
+	/* The accepted items, in order: what a client ends (obj[] noted
+	 * only for those, and k <= i). */
+	for (size_t i = 0; i < b->n; i++) {
 		if (b->status[i] != KVF_OK)
-			return;
+			continue;
+		h->hash[k] = b->hash[i];
+		h->obj[k++] = h->obj[i];
+	}
 	h->e = b->e;
 	h->client_id = client_id;
-	memcpy(h->hash, b->hash, b->n * sizeof(*h->hash));
-	h->n = b->n;
+	h->n = k;
 }
 
 /* The ring entry @b may repeat (newest first), or NULL. */

@@ -2,9 +2,9 @@
 /*
  * batch/put_hint.h - put_end finding the records its put_start made.
  *
- * A thread's recent fully successful put_start batches leave, per item,
- * the key's hash and the new record; a put_end of the same keys in the
- * same order, by the same client on the same thread, checks each record
+ * A thread's recent put_start batches leave, per accepted item, the
+ * key's hash and the new record; a put_end of those keys in the same
+ * order, by the same client on the same thread, checks each record
  * against the index instead of hashing and probing its keys
  * (batch/put_hint.c says why that is safe).
  */
@@ -35,8 +35,8 @@ void kvf__put_hint_note(struct kvf__put_hint *h, size_t i,
 
 /*
  * kvf__put_hint_publish() - offer @h to this thread's next put_end of
- * batch @b (the put_start's, every item KVF_OK and noted) by
- * @client_id. A batch with any other status leaves no hint.
+ * the items of put_start batch @b by @client_id whose status is KVF_OK
+ * (each noted), in their order. A batch with none leaves no hint.
  */
 void kvf__put_hint_publish(struct kvf__put_hint *h, const struct kvf__batch *b,
 			   uint64_t client_id);

@@ -187,11 +187,12 @@ kvf_batch_put_start(struct kvf_engine *engine, uint64_t client_id,
  * puts stay processing and may be ended again.
  * Journaled: with %KVF_DURABILITY_STRICT it returns after the sync.
  *
- * Cheaper when it repeats, key for key and in order, one of the last 16
- * batches whose every item kvf_batch_put_start() accepted on the same
- * thread for the same client: the records that call made are checked
- * against the index instead of looking every key up again. Any other
- * call looks its keys up; the answers are the same either way.
+ * Cheaper when its keys are, in order, exactly the keys that one of the
+ * last 16 kvf_batch_put_start() calls on the same thread for the same
+ * client accepted (%KVF_OK; the refused ones left out): the records that
+ * call made are checked against the index instead of looking every key
+ * up again. Any other call looks its keys up; the answers are the same
+ * either way.
  *
  * Context: any thread; may block on the journal.
  */

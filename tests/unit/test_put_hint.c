@@ -2,7 +2,7 @@
 /*
  * tests/unit/test_put_hint.c - put_end after put_start on one thread.
  *
- * A put_end repeating its thread's put_start batch finds the records
+ * A put_end repeating what its thread's put_start accepted finds the records
  * through the put_start's hint instead of probing (batch/put_hint.c).
  * Whatever happened to those records in between (revoked, pre-empted,
  * put again by another client, the engine closed), or however the
@@ -89,6 +89,52 @@ static void ends_through_hint(struct fixture *f)
 	assert_int_equal(end(f->e, CLIENT_A, &b), KVF_ERR_PARTIAL);
 	assert_all(&b, KVF_ERR_OBJECT_ALREADY_EXISTS);
 	assert_int_equal(kvf__put_hint_claimed(), hinted + 1);
+}
+
+/*
+ * A start that refuses some keys (here: already put) leaves a hint for
+ * the keys it accepted, in order, which is what a client ends; ending
+ * the whole batch instead probes, and hears the refused key exists.
+ */
+static void accepted_subset(struct fixture *f)
+{
+	struct batch b, ok;
+	uint64_t hinted;
+	size_t k = 0;
+
+	batch_init(&b, "subset");
+	assert_int_equal(put_complete(f->e, CLIENT_A, b.text[3], SIZE, 1),
+			 KVF_OK);
+	assert_int_equal(put_complete(f->e, CLIENT_A, b.text[N - 1], SIZE, 1),
+			 KVF_OK);
+	assert_int_equal(start(f->e, CLIENT_A, &b), KVF_ERR_PARTIAL);
+	for (int i = 0; i < N; i++) {
+		bool refused = i == 3 || i == N - 1;
+
+		assert_int_equal(b.st[i], refused ?
+						  KVF_ERR_OBJECT_ALREADY_EXISTS :
+						  KVF_OK);
+		if (!refused)
+			ok.keys[k++] = b.keys[i];
+	}
+	hinted = kvf__put_hint_claimed();
+	assert_int_equal(kvf_batch_put_end(f->e, CLIENT_A, ok.keys, k, ok.st),
+			 KVF_OK);
+	assert_int_equal(kvf__put_hint_claimed(), hinted + 1);
+	assert_int_equal(stats_of(f->e).objects, N);
+
+	batch_init(&b, "whole");
+	assert_int_equal(put_complete(f->e, CLIENT_A, b.text[0], SIZE, 1),
+			 KVF_OK);
+	assert_int_equal(start(f->e, CLIENT_A, &b), KVF_ERR_PARTIAL);
+	hinted = kvf__put_hint_claimed();
+	assert_int_equal(end(f->e, CLIENT_A, &b), KVF_ERR_PARTIAL);
+	for (int i = 0; i < N; i++)
+		assert_int_equal(b.st[i], i == 0 ?
+						  KVF_ERR_OBJECT_ALREADY_EXISTS :
+						  KVF_OK);
+	assert_int_equal(kvf__put_hint_claimed(), hinted);
+	assert_int_equal(stats_of(f->e).objects, 2 * N);
 }
 
 /* Another client's end is refused and leaves the hint to its owner. */
@@ -307,6 +353,7 @@ static void journaled(enum kvf_index_kind kind)
 	}
 
 BOTH(test_ends_through_hint, ends_through_hint)
+BOTH(test_accepted_subset, accepted_subset)
 BOTH(test_other_client_refused, other_client_refused)
 BOTH(test_different_batch_probed, different_batch_probed)
 BOTH(test_duplicate_refused, duplicate_refused)
@@ -333,6 +380,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_ends_through_hint),
+		cmocka_unit_test(test_accepted_subset),
 		cmocka_unit_test(test_other_client_refused),
 		cmocka_unit_test(test_different_batch_probed),
 		cmocka_unit_test(test_duplicate_refused),
