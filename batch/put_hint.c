@@ -46,7 +46,6 @@
 #include "batch/put_hint.h"
 #include "base/die.h"
 #include "base/prefetch.h"
-#include "metadata/keyeq.h"
 
 /* put_start batches a thread keeps: a master's connection has up to
  * eight in flight (kvforge-bench --master --depth 8), a loop thread
@@ -159,8 +158,7 @@ static struct kvf__put_hint *find_entry(const struct kvf__batch *b,
 /* Check (2) of the design note for item @i, after (1). */
 static bool same_key(const struct kvf__object *o, const struct kvf_key *k)
 {
-	return k->data && k->len == o->key_len &&
-	       kvf__bytes_equal(k->data, kvf__object_key(o), k->len);
+	return k->data && kvf__object_has_key(o, k->data, k->len);
 }
 
 bool kvf__put_hint_claim(struct kvf__batch *b, uint64_t client_id)

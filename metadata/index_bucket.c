@@ -158,7 +158,6 @@
 #include "metadata/hash.h"
 #include "metadata/hugemem.h"
 #include "metadata/index.h"
-#include "metadata/keyeq.h"
 
 /* Products of a 64-bit point and a bucket count (home_at()). */
 __extension__ typedef unsigned __int128 u128;
@@ -337,13 +336,6 @@ static inline uint64_t displaced_load(const struct bucket *b)
 	return __atomic_load_n(&b->displaced, __ATOMIC_ACQUIRE);
 }
 
-static inline bool key_matches(const struct kvf__object *o,
-			       const struct kvf_key *key)
-{
-	return o->key_len == key->len &&
-	       kvf__bytes_equal(kvf__object_key(o), key->data, key->len);
-}
-
 /*
  * The slots of @b whose tag may be @tag, as a mask (bit i: slot i), a
  * filter only: every caller loads a selected slot atomically and checks
@@ -399,7 +391,8 @@ static struct kvf__object *bucket_find(const struct bucket *b, uint64_t tag,
 	for (uint32_t m = tag_candidates(b, tag); m; m &= m - 1) {
 		uint64_t s = slot_load(&b->slot[__builtin_ctz(m)]);
 
-		if (slot_has_tag(s, tag) && key_matches(slot_object(s), key))
+		if (slot_has_tag(s, tag) &&
+		    kvf__object_has_key(slot_object(s), key->data, key->len))
 			return slot_object(s);
 	}
 	return NULL;
@@ -880,7 +873,7 @@ static void lookup_chunk(struct bucket_table *t, size_t n,
 		const struct bucket *b = &t->b[home[i]];
 		struct kvf__object *o = slot_object(first[i]);
 
-		if (o && key_matches(o, &keys[i]))
+		if (o && kvf__object_has_key(o, keys[i].data, keys[i].len))
 			out[i] = o;
 		else if (o)
 			out[i] = bucket_find(b, tag_of(hashes[i]), &keys[i]);

@@ -27,7 +27,6 @@
 #include "base/die.h"
 #include "base/rcu.h"
 #include "metadata/index.h"
-#include "metadata/keyeq.h"
 
 _Static_assert(sizeof(struct cds_lfht_node) == KVF__OBJ_HOOK_SIZE,
 	       "the lfht node fills the record's hook prefix");
@@ -68,8 +67,7 @@ static int match_key(struct cds_lfht_node *node, const void *arg)
 	const struct key_ref *k = arg;
 	const struct kvf__object *o = object_of(node);
 
-	return o->key_len == k->len &&
-	       kvf__bytes_equal(kvf__object_key(o), k->data, k->len);
+	return kvf__object_has_key(o, k->data, k->len);
 }
 
 static unsigned long table_size_for(uint64_t expected)

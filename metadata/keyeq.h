@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * metadata/keyeq.h - key equality: both indexes' lookups and a batch's
- * duplicate check.
+ * metadata/keyeq.h - key equality: a record against a key (both indexes'
+ * lookups, through kvf__object_has_key()) and a batch's duplicate check.
  *
  * Every found key is compared once in full against its record. Keys are
  * tens of bytes (HiCache: 68), where a call to the C library's memcmp

@@ -53,6 +53,7 @@
 #include "base/die.h"
 #include "base/rcu.h"
 #include "metadata/hash.h"
+#include "metadata/keyeq.h"
 #include "metadata/pin.h"
 
 struct kvf__arena;
@@ -175,6 +176,15 @@ static inline void kvf__object_set_putter(struct kvf__object *o,
 static inline const char *kvf__object_key(const struct kvf__object *o)
 {
 	return o->key;
+}
+
+/* Whether @o's key is the @len bytes at @data (both indexes' lookups,
+ * put_end's check of its put_start's records). Pure. */
+static inline bool kvf__object_has_key(const struct kvf__object *o,
+				       const char *data, size_t len)
+{
+	return o->key_len == len &&
+	       kvf__bytes_equal(kvf__object_key(o), data, len);
 }
 
 /* The hash of @o's key: the one its index entry and allocation tags
