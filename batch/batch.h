@@ -51,6 +51,13 @@ int kvf__batch_open(struct kvf__batch *b, struct kvf_engine *e,
 /* Each key of an opened batch: validity, hashing, duplicates. */
 int kvf__batch_hash(struct kvf__batch *b);
 
+/* Whether @k is a key @e accepts: 1..max_key_len bytes, with data. */
+static inline bool kvf__batch_key_valid(const struct kvf_engine *e,
+					const struct kvf_key *k)
+{
+	return k->len && k->len <= e->cfg.max_key_len && k->data;
+}
+
 /* Look up every valid key (stage "probe"); obj[i] NULL when absent. */
 void kvf__batch_probe(struct kvf__batch *b);
 

@@ -140,7 +140,7 @@ static struct kvf__put_hint *find_entry(const struct kvf__batch *b,
 	const struct kvf_key *k = &b->keys[0];
 	uint64_t h0;
 
-	if (!k->data || !k->len || k->len > b->e->cfg.max_key_len)
+	if (!kvf__batch_key_valid(b->e, k))
 		return NULL;
 	h0 = kvf__key_hash(k->data, k->len);
 	for (unsigned j = 1; j <= HINT_BATCHES; j++) {

@@ -60,11 +60,6 @@ static int scratch_alloc(struct kvf__batch *b)
 	return KVF_OK;
 }
 
-static bool key_valid(const struct kvf_engine *e, const struct kvf_key *k)
-{
-	return k->len && k->len <= e->cfg.max_key_len && k->data;
-}
-
 static bool same_key(const struct kvf_key *a, const struct kvf_key *b)
 {
 	return a->len == b->len && kvf__bytes_equal(a->data, b->data, a->len);
@@ -184,11 +179,7 @@ int kvf__batch_open(struct kvf__batch *b, struct kvf_engine *e,
 	b->n = n;
 	kvf__prof_begin(e->prof, &b->span, op, n);
 	ret = scratch_alloc(b);
-	if (ret) {
-		kvf__prof_end(&b->span);
-		fill_status(status, n, ret);
-	}
-	return ret;
+	return ret ? kvf__batch_fail(b, ret) : KVF_OK;
 }
 
 int kvf__batch_hash(struct kvf__batch *b)
@@ -198,20 +189,17 @@ int kvf__batch_hash(struct kvf__batch *b)
 	int ret;
 
 	for (size_t i = 0; i < b->n; i++)
-		status[i] = key_valid(b->e, &keys[i]) ? KVF_OK :
-							KVF_ERR_INVALID_KEY;
+		status[i] = kvf__batch_key_valid(b->e, &keys[i]) ?
+				    KVF_OK :
+				    KVF_ERR_INVALID_KEY;
 	kvf__prof_mark(&b->span, KVF__STAGE_VALIDATE);
 	for (size_t i = 0; i < b->n; i++)
 		b->hash[i] = status[i] == KVF_OK ?
 				     kvf__key_hash(keys[i].data, keys[i].len) :
 				     0;
 	ret = mark_duplicates(b);
-	if (ret) {
-		free(b->heap);
-		kvf__prof_end(&b->span);
-		fill_status(status, b->n, ret);
-		return ret;
-	}
+	if (ret)
+		return kvf__batch_fail(b, ret);
 	kvf__prof_mark(&b->span, KVF__STAGE_HASH);
 	return KVF_OK;
 }
