@@ -183,12 +183,11 @@ struct tcache {
 #define FAR_AHEAD 16
 /*
  * No block heralds a chain's first FAR_AHEAD: the head lists them, from
- * its fourth word, as many as fit (eleven in the 112 bytes of a
- * record with a 68-byte HiCache key; NULL-ended when the chain or the
- * block is shorter), and a
- * thread that takes the chain starts loading them all at once
- * (herald_chain()). Without the list each of those pops waited for a
- * block asked for one pop earlier.
+ * its fourth word, as many as fit (eleven in the 112 bytes of a record
+ * with a 68-byte HiCache key; NULL-ended when the chain or the block is
+ * shorter), and a thread that takes the chain starts loading them all
+ * at once (herald_chain()). Without the list each of those pops waited
+ * for a block asked for one pop earlier.
  */
 #define HEAD_LIST_FIRST 3
 
