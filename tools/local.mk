@@ -9,6 +9,7 @@ tools_kvforge_bench_SOURCES = \
 	tools/bench/hicache.c \
 	tools/bench/floor.c \
 	tools/bench/util.c \
+	tools/bench/procio.c \
 	tools/bench/placement.c \
 	tools/bench/durability.c \
 	tools/bench/syncprobe.h \
@@ -56,6 +57,14 @@ tests_unit_test_floor_SOURCES = tests/unit/test_floor.c \
 	tools/bench/clock.c
 tests_unit_test_floor_CFLAGS = $(KVF_TEST_CFLAGS)
 tests_unit_test_floor_LDADD = $(KVF_TEST_LIBS)
+
+# The storage traffic counter of the journaled workloads.
+check_PROGRAMS += tests/unit/test_procio
+UNIT_TESTS += tests/unit/test_procio
+tests_unit_test_procio_SOURCES = tests/unit/test_procio.c \
+	tools/bench/procio.c
+tests_unit_test_procio_CFLAGS = $(KVF_TEST_CFLAGS)
+tests_unit_test_procio_LDADD = $(KVF_TEST_LIBS)
 
 # The trace workload's replay and loader, on 200-request cuts of the
 # traces (tools/bench/traces/ is not distributed).

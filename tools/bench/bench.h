@@ -95,6 +95,15 @@ void bench_sleep_until(uint64_t ns);
 /* With --pin, bind the calling client thread @i to CPU i (mod CPUs). */
 void bench_pin_thread(const struct bench_opts *o, unsigned i);
 uint64_t bench_rss_bytes(void);
+/*
+ * Storage traffic of this process (procio.c): bytes of pages its threads
+ * dirtied so far (/proc/self/io write_bytes), or BENCH_NO_IO where the
+ * kernel does not count them. bench_parse_write_bytes() reads that
+ * field out of the file's text.
+ */
+#define BENCH_NO_IO UINT64_MAX
+uint64_t bench_write_bytes(void);
+uint64_t bench_parse_write_bytes(const char *text);
 /* xorshift64*; state must be non-zero. */
 uint64_t bench_rand(uint64_t *state);
 /* A multiplier coprime to @n (> 0): x -> x * a % n permutes [0, n). */

@@ -34,6 +34,13 @@
  * phase is also quoted against it (vs_floor).
  * Random keys within a batch are distinct: ids come from an affine
  * bijection of [0, N).
+ *
+ * With a journal, each mutating phase also reports the storage traffic
+ * its wall time saw, per key (results.<phase>.write_bytes_per_key: the
+ * side log, the moves into LMDB and the checkpoint folds, whatever batch
+ * they belong to; churn's covers its removes too), and the whole run,
+ * close included, per journaled record (write_bytes_per_record): what a
+ * disk sees of the journal's write amplification.
  */
 #include "config.h"
 
@@ -322,6 +329,55 @@ static void record_phase(struct hicache *h, unsigned ph, uint64_t ns)
 	free(all);
 }
 
+/* Records a phase of @objects keys journals: churn removes and puts. */
+static uint64_t phase_records(enum phase ph, uint64_t objects)
+{
+	switch (ph) {
+	case PH_FILL:
+	case PH_REMOVE:
+	case PH_REFILL:
+		return objects;
+	case PH_CHURN:
+		return 2 * objects;
+	default:
+		return 0;
+	}
+}
+
+/* Storage bytes since @from (BENCH_NO_IO if either reading is missing). */
+static uint64_t written_since(uint64_t from)
+{
+	uint64_t now = bench_write_bytes();
+
+	return from == BENCH_NO_IO || now == BENCH_NO_IO ? BENCH_NO_IO :
+							   now - from;
+}
+
+/*
+ * results.<phase>.write_bytes_per_key for the mutating phases and
+ * write_bytes_per_record for the run, from @io (per phase) and @run.
+ */
+static void report_writes(struct bench_results *r, uint64_t objects,
+			  const uint64_t *io, uint64_t run)
+{
+	uint64_t records = 0;
+
+	for (enum phase p = PH_FILL; p < PH_COUNT; p++) {
+		if (!phase_records(p, objects) || io[p] == BENCH_NO_IO)
+			continue;
+		records += phase_records(p, objects);
+		bench_result(r, phase_names[p], "write_bytes_per_key",
+			     (double)io[p] / (double)objects);
+	}
+	if (run == BENCH_NO_IO) {
+		bench_note(r, "no write_bytes in /proc/self/io: storage "
+			      "traffic not reported");
+		return;
+	}
+	bench_extra(r, "write_bytes_per_record",
+		    (double)run / (double)(records ? records : 1));
+}
+
 static int workers_init(struct hicache *h)
 {
 	const struct bench_opts *o = h->o;
@@ -432,11 +488,14 @@ int bench_hicache(const struct bench_opts *o, struct bench_results *r)
 	struct kvf_config cfg;
 	struct kvf_engine_stats st;
 	uint64_t rss_open, reserve_open, rss0, rss1, ns[NR_RESULTS];
+	uint64_t io[PH_COUNT], io_run = BENCH_NO_IO, io0;
+	bool journaled;
 	int ret;
 
 	h.perm_a = bench_coprime_step(o->objects);
 	bench_wipe_dir(o, o->data_dir);
 	bench_engine_config(o, &cfg);
+	journaled = cfg.durability != KVF_DURABILITY_NONE;
 	/* The engine's own memory counts too (e.g. a presized index). */
 	rss_open = bench_rss_bytes();
 	ret = kvf_engine_open(&cfg, &h.e);
@@ -469,12 +528,16 @@ int bench_hicache(const struct bench_opts *o, struct bench_results *r)
 	 */
 	kvf_engine_get_stats(h.e, &st);
 	rss_open += st.record_reserve_bytes - reserve_open;
+	io_run = io0 = bench_write_bytes();
 	ns[PH_FILL] = timed_phase(&h);
+	io[PH_FILL] = written_since(io0);
 	rss1 = bench_rss_bytes();
 	kvf_engine_get_stats(h.e, &st); /* the filled engine's memory */
 	for (enum phase p = PH_EXIST; p < PH_COUNT; p++) {
 		prepare(&h, p);
+		io0 = bench_write_bytes();
 		ns[p] = timed_phase(&h);
+		io[p] = written_since(io0);
 	}
 	prepare(&h, PH_COUNT);
 	bench_floor_sample_all(&floor, o, o->objects);
@@ -495,6 +558,12 @@ int bench_hicache(const struct bench_opts *o, struct bench_results *r)
 	report_memory(r, &st, o->objects);
 	if (o->profile)
 		bench_capture_profile(r, kvf_engine_profiler(h.e));
+	if (journaled) {
+		/* Closing moves and syncs what the run left: part of it. */
+		kvf_engine_close(h.e);
+		h.e = NULL;
+		report_writes(r, o->objects, io, written_since(io_run));
+	}
 out:
 	bench_floor_free(&floor);
 	workers_free(&h);
