@@ -17,8 +17,9 @@
 #                  sets taken by separate runs)
 #
 # Writes one JSON per run and summary.md (medians: vs_floor per operation,
-# 2-thread / 1-thread throughput, bounded / none put throughput, bytes per
-# object beyond the key) into OUT (default docs/results/<date>-<commit>-floor).
+# 2-thread / 1-thread throughput, bounded / none put throughput and the
+# bounded run's storage bytes per journaled record, bytes per object beyond
+# the key) into OUT (default docs/results/<date>-<commit>-floor).
 # Uses the build in build/ (./scripts/run-tests.sh or run-bench.sh make it).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -97,4 +98,10 @@ for n in counts:
              for a, b in zip(none, bounded)]
     print(f"- bounded journal put / none, {n} objects: {med(ratio):.2f} "
           f"({', '.join(f'{x:.2f}' for x in ratio)})")
+    written = [b["write_bytes_per_record"] for b in bounded
+               if "write_bytes_per_record" in b]
+    if written:
+        print(f"- bounded journal storage traffic, {n} objects: "
+              f"{med(written):.0f} bytes dirtied per journaled record "
+              f"({', '.join(f'{x:.0f}' for x in written)})")
 PY
