@@ -25,7 +25,9 @@
  * this machine.
  *
  * Results: "<mode>/<threads>t".{keys_per_sec, ns_per_key, p50_us, p99_us}
- * (latency per batch of put_start + put_end) and the flat ratios
+ * (latency per batch of put_start + put_end; for bounded and strict also
+ * write_bytes_per_put, the storage bytes the run dirtied from the first
+ * put through close, procio.c) and the flat ratios
  * bounded_vs_none (1 thread) and strict_2t_vs_1t, and the same as ratios
  * of the medians: bounded_vs_none_of_medians, strict_2t_vs_1t_of_medians;
  * "syncprobe/<threads>t".{keys_per_sec, sync_us, batches_per_sync,
@@ -66,6 +68,7 @@ struct dconf {
 	uint64_t *sizes;
 	double *kps;        /* per round */
 	uint64_t *ns;       /* per round */
+	uint64_t *written;  /* per round: storage bytes, or BENCH_NO_IO */
 	double **lat_us;    /* per round: per-batch latencies */
 	size_t *nr_lat;     /* per round */
 	uint64_t errors;
@@ -130,10 +133,11 @@ static int conf_init(struct dconf *c, const struct bench_opts *o, int mode,
 	c->sizes = calloc(c->n, sizeof(*c->sizes));
 	c->kps = calloc(o->rounds, sizeof(*c->kps));
 	c->ns = calloc(o->rounds, sizeof(*c->ns));
+	c->written = calloc(o->rounds, sizeof(*c->written));
 	c->nr_lat = calloc(o->rounds, sizeof(*c->nr_lat));
 	c->lat_us = calloc(o->rounds, sizeof(*c->lat_us));
 	if (!c->keybuf || !c->keys || !c->sizes || !c->kps || !c->ns ||
-	    !c->nr_lat || !c->lat_us)
+	    !c->written || !c->nr_lat || !c->lat_us)
 		return KVF_ERR_NO_MEMORY;
 	for (uint32_t r = 0; r < o->rounds; r++) {
 		c->lat_us[r] = calloc(batches, sizeof(double));
@@ -157,6 +161,7 @@ static void conf_free(struct dconf *c, uint32_t rounds)
 	free(c->lat_us);
 	free(c->nr_lat);
 	free(c->ns);
+	free(c->written);
 	free(c->kps);
 	free(c->sizes);
 	free(c->keys);
@@ -171,7 +176,7 @@ static int run_conf(const struct bench_opts *o, struct dconf *c, uint32_t r)
 	struct kvf_engine *e;
 	pthread_barrier_t start;
 	char dir[4096];
-	uint64_t t0, ns;
+	uint64_t t0, ns, io0 = BENCH_NO_IO, io1;
 	int ret;
 
 	snprintf(dir, sizeof(dir), "%s/%s-%ut", o->data_dir,
@@ -191,6 +196,8 @@ static int run_conf(const struct bench_opts *o, struct dconf *c, uint32_t r)
 	ret = bench_mount_segments(e, c->n, "durability");
 	if (ret)
 		goto out;
+	/* From here: not the side log files' creation at open. */
+	io0 = bench_write_bytes();
 	pthread_barrier_init(&start, NULL, c->threads + 1);
 	for (unsigned t = 0; t < c->threads; t++) {
 		uint64_t lo = c->n * t / c->threads;
@@ -220,6 +227,11 @@ static int run_conf(const struct bench_opts *o, struct dconf *c, uint32_t r)
 	c->kps[r] = (double)c->n * 1e9 / (double)ns;
 out:
 	kvf_engine_close(e);
+	/* The close's moves and syncs are the run's too. */
+	io1 = bench_write_bytes();
+	c->written[r] = io0 == BENCH_NO_IO || io1 == BENCH_NO_IO ?
+				BENCH_NO_IO :
+				io1 - io0;
 	return ret;
 }
 
@@ -335,6 +347,10 @@ static void record_conf(struct bench_results *res, const struct dconf *c,
 		 c->threads);
 	bench_result_op(res, group, c->n, c->ns[m], c->lat_us[m],
 			c->nr_lat[m]);
+	if (modes[c->mode] != KVF_DURABILITY_NONE &&
+	    c->written[m] != BENCH_NO_IO)
+		bench_result(res, group, "write_bytes_per_put",
+			     (double)c->written[m] / (double)c->n);
 	for (uint32_t r = 0; r < rounds && off < sizeof(raw) - 16; r++)
 		off += (size_t)snprintf(raw + off, sizeof(raw) - off, " %.0f",
 					c->kps[r]);
