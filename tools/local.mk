@@ -66,6 +66,10 @@ tests_unit_test_procio_SOURCES = tests/unit/test_procio.c \
 tests_unit_test_procio_CFLAGS = $(KVF_TEST_CFLAGS)
 tests_unit_test_procio_LDADD = $(KVF_TEST_LIBS)
 
+# kvforge-bench's storage traffic figures, end to end.
+dist_check_SCRIPTS += tests/unit/test_bench_writes.sh
+UNIT_TESTS += tests/unit/test_bench_writes.sh
+
 # The trace workload's replay and loader, on 200-request cuts of the
 # traces (tools/bench/traces/ is not distributed).
 check_PROGRAMS += tests/unit/test_trace
