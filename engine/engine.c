@@ -275,6 +275,7 @@ static int open_journal(struct kvf_engine *e, uint64_t *expected)
 		.sync_interval_ms = e->cfg.sync_interval_ms,
 		.writemap = e->cfg.journal_writemap,
 		.wal_bytes = e->cfg.journal_wal_bytes,
+		.checkpoint_records = e->cfg.journal_checkpoint_records,
 	};
 	uint64_t estimate;
 	int ret;

@@ -233,6 +233,15 @@ struct kvf_config {
 	void *log_ctx;
 	/** Eviction order. Default %KVF_EVICTION_PREFIX. */
 	enum kvf_eviction_order eviction_order;
+	/** With a journal, fold its log into its image (a checkpoint)
+	 *  once the log holds this many records; 0 (the default) means
+	 *  1,000,000. Recovery replays at most this many records beyond
+	 *  the image, and a checkpoint rewrites every image page its
+	 *  records land on: fewer records between checkpoints recover
+	 *  faster and write more (at 10M objects about 2 KB of pages per
+	 *  record at the default, docs/benchmarks.md). UINT64_MAX never
+	 *  folds: the log and the next open's replay grow without bound. */
+	uint64_t journal_checkpoint_records;
 };
 
 /**

@@ -359,6 +359,87 @@ static void test_refused_directories(void **state)
 	assert_null(e2);
 }
 
+/* The journal's checkpoints done so far, and the records past the last. */
+static struct kvf__journal_stats journal_stats(struct kvf_engine *e)
+{
+	struct kvf__journal_stats st;
+
+	kvf__journal_get_stats(e->journal, &st);
+	return st;
+}
+
+/*
+ * Wait (at most 30 s) until @e's journal has completed @n checkpoints
+ * and holds fewer than @below records past the last.
+ */
+static void wait_folded(struct kvf_engine *e, uint64_t n, uint64_t below)
+{
+	struct kvf__journal_stats st;
+
+	for (int waited = 0;; waited++) {
+		st = journal_stats(e);
+		if (st.checkpoints >= n && st.last_seq - st.checkpoint_seq < below)
+			return;
+		if (waited >= 30000)
+			fail_msg("checkpoints %llu, seq %llu, last %llu",
+				 (unsigned long long)st.checkpoints,
+				 (unsigned long long)st.checkpoint_seq,
+				 (unsigned long long)st.last_seq);
+		usleep(1000);
+	}
+}
+
+/*
+ * journal_checkpoint_records is the journal's threshold: at 100 records
+ * the ~575 records of populate() fold by themselves (in the background,
+ * so waited for), and so do the ~140 of the removes after them, each
+ * time down to fewer than 100 records past the image; recovery through
+ * those checkpoints gives the state back. At the default (0: a million)
+ * the same work folds nothing.
+ */
+static void test_checkpoint_threshold(void **state)
+{
+	struct dfix *d = *state;
+	struct snapshot *before = malloc(sizeof(*before));
+	struct snapshot *after = malloc(sizeof(*after));
+	struct kvf__journal_stats st;
+	char key[96];
+
+	d->f.cfg.journal_checkpoint_records = 100;
+	assert_int_equal(kvf_engine_open(&d->f.cfg, &d->f.e), KVF_OK);
+	populate(d->f.e);
+	/* Not durable, so not part of the state compared. */
+	assert_int_equal(revoke1(d->f.e, C1, "unended"), KVF_OK);
+	wait_folded(d->f.e, 1, 100);
+	for (int i = 1; i < NOBJ; i += 4) {
+		key_n(key, sizeof(key), i);
+		if (i % 7)
+			assert_int_equal(remove1(d->f.e, key, true), KVF_OK);
+	}
+	wait_folded(d->f.e, 2, 100);
+	take_snapshot(d->f.e, before);
+	reopen(d);
+	take_snapshot(d->f.e, after);
+	assert_same_state(before, after);
+	assert_true(journal_stats(d->f.e).checkpoints >= 2);
+	free(before);
+	free(after);
+
+	kvf_engine_close(d->f.e);
+	d->f.e = NULL;
+	free(d->dir);
+	d->dir = test_tmpdir("durability");
+	d->f.cfg.data_dir = d->dir;
+	d->f.cfg.journal_checkpoint_records = 0;
+	assert_int_equal(kvf_engine_open(&d->f.cfg, &d->f.e), KVF_OK);
+	populate(d->f.e);
+	reopen(d);
+	st = journal_stats(d->f.e);
+	assert_int_equal(st.checkpoints, 0);
+	assert_int_equal(st.checkpoint_seq, 0);
+	assert_true(st.last_seq > 500);
+}
+
 /* A side log file size the journal cannot use is refused at open. */
 static void test_bad_side_log_size(void **state)
 {
@@ -391,6 +472,8 @@ int main(void)
 						dsetup, dteardown),
 		cmocka_unit_test_setup_teardown(test_bad_side_log_size, dsetup,
 						dteardown),
+		cmocka_unit_test_setup_teardown(test_checkpoint_threshold,
+						dsetup, dteardown),
 		cmocka_unit_test_setup_teardown(test_refused_directories,
 						dsetup, dteardown),
 	};

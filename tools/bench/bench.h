@@ -33,6 +33,7 @@ struct bench_opts {
 	enum kvf_eviction_order eviction_order; /* --eviction-order */
 	const char *data_dir;    /* --data-dir; default ./kvforge-data */
 	uint32_t sync_ms;        /* --sync-ms; 0 = the engine's default */
+	uint64_t checkpoint_records; /* --checkpoint-records; 0 = default */
 	bool writemap;           /* --writemap */
 	bool pin;                /* --pin: client thread i on CPU i */
 	bool json;               /* --json */

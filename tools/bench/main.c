@@ -123,6 +123,7 @@ void bench_engine_config(const struct bench_opts *o, struct kvf_config *cfg)
 	if (o->sync_ms)
 		cfg->sync_interval_ms = o->sync_ms;
 	cfg->journal_writemap = o->writemap;
+	cfg->journal_checkpoint_records = o->checkpoint_records;
 	/* Benchmarks call from one client that never heartbeats. */
 	cfg->client_ttl_ms = 24ULL * 3600 * 1000;
 }
@@ -159,6 +160,10 @@ static void usage(FILE *f)
 		"                      (default: the engine's, 50)\n"
 		"  --writemap          bounded journal through MDB_WRITEMAP\n"
 		"                      (kvf_config.journal_writemap)\n"
+		"  --checkpoint-records N  fold the journal's log into its\n"
+		"                      image every N records (default: the\n"
+		"                      engine's, 1000000;\n"
+		"                      kvf_config.journal_checkpoint_records)\n"
 		"  --pin               bind client thread i to CPU i\n"
 		"  --index KIND        bucket | lfht (default bucket)\n"
 		"  --placement NAME    fragmentation_aware | random |\n"
@@ -332,6 +337,7 @@ static void parse_options(int argc, char **argv, struct bench_opts *o)
 		{ "page-tokens", required_argument, NULL, 1007 },
 		{ "kv-bytes-per-token", required_argument, NULL, 1008 },
 		{ "phases", required_argument, NULL, 1009 },
+		{ "checkpoint-records", required_argument, NULL, 1010 },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -387,6 +393,7 @@ static void parse_options(int argc, char **argv, struct bench_opts *o)
 		case 1006: o->tp = (uint32_t)parse_u64(optarg); break;
 		case 1007: o->page_tokens = (uint32_t)parse_u64(optarg); break;
 		case 1008: o->kv_bytes_per_token = parse_u64(optarg); break;
+		case 1010: o->checkpoint_records = parse_u64(optarg); break;
 		case 1009: o->phases = optarg; break;
 		case 'l':
 			for (size_t i = 0; i < NR_WORKLOADS; i++)
@@ -438,6 +445,11 @@ static void record_config(const struct bench_opts *o, struct bench_results *r)
 	}
 	if (o->writemap)
 		bench_config(r, "writemap", "yes");
+	if (o->checkpoint_records) {
+		snprintf(buf, sizeof(buf), "%llu",
+			 (unsigned long long)o->checkpoint_records);
+		bench_config(r, "checkpoint_records", buf);
+	}
 	if (o->pin)
 		bench_config(r, "pin", "yes");
 }
