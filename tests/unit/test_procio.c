@@ -9,6 +9,7 @@
 #include "config.h"
 
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -22,8 +23,6 @@
 #include <cmocka.h>
 
 #include "tools/bench/bench.h"
-
-#define TMPFS_MAGIC_NR 0x01021994
 
 static const char proc_io[] = "rchar: 4308\n"
 			      "wchar: 1057\n"
@@ -85,7 +84,7 @@ static void test_live_counter(void **state)
 	if (before == BENCH_NO_IO)
 		skip(); /* a kernel without task I/O accounting */
 	/* tmpfs pages never go to storage, so they are not counted. */
-	if (statfs(".", &fs) == 0 && fs.f_type == TMPFS_MAGIC_NR)
+	if (statfs(".", &fs) == 0 && fs.f_type == TMPFS_MAGIC)
 		skip();
 	snprintf(path, sizeof(path), "test_procio.%d.tmp", (int)getpid());
 	write_file(path, bytes);

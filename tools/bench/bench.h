@@ -99,11 +99,13 @@ uint64_t bench_rss_bytes(void);
 /*
  * Storage traffic of this process (procio.c): bytes of pages its threads
  * dirtied so far (/proc/self/io write_bytes), or BENCH_NO_IO where the
- * kernel does not count them. bench_parse_write_bytes() reads that
- * field out of the file's text.
+ * kernel does not count them; bench_written_since() the bytes since a
+ * reading @from (BENCH_NO_IO if either reading is missing).
+ * bench_parse_write_bytes() reads that field out of the file's text.
  */
 #define BENCH_NO_IO UINT64_MAX
 uint64_t bench_write_bytes(void);
+uint64_t bench_written_since(uint64_t from);
 uint64_t bench_parse_write_bytes(const char *text);
 /* xorshift64*; state must be non-zero. */
 uint64_t bench_rand(uint64_t *state);

@@ -176,7 +176,7 @@ static int run_conf(const struct bench_opts *o, struct dconf *c, uint32_t r)
 	struct kvf_engine *e;
 	pthread_barrier_t start;
 	char dir[4096];
-	uint64_t t0, ns, io0 = BENCH_NO_IO, io1;
+	uint64_t t0, ns, io0 = BENCH_NO_IO;
 	int ret;
 
 	snprintf(dir, sizeof(dir), "%s/%s-%ut", o->data_dir,
@@ -228,10 +228,7 @@ static int run_conf(const struct bench_opts *o, struct dconf *c, uint32_t r)
 out:
 	kvf_engine_close(e);
 	/* The close's moves and syncs are the run's too. */
-	io1 = bench_write_bytes();
-	c->written[r] = io0 == BENCH_NO_IO || io1 == BENCH_NO_IO ?
-				BENCH_NO_IO :
-				io1 - io0;
+	c->written[r] = bench_written_since(io0);
 	return ret;
 }
 

@@ -344,15 +344,6 @@ static uint64_t phase_records(enum phase ph, uint64_t objects)
 	}
 }
 
-/* Storage bytes since @from (BENCH_NO_IO if either reading is missing). */
-static uint64_t written_since(uint64_t from)
-{
-	uint64_t now = bench_write_bytes();
-
-	return from == BENCH_NO_IO || now == BENCH_NO_IO ? BENCH_NO_IO :
-							   now - from;
-}
-
 /*
  * results.<phase>.write_bytes_per_key for the mutating phases and
  * write_bytes_per_record for the run, from @io (per phase) and @run.
@@ -530,14 +521,14 @@ int bench_hicache(const struct bench_opts *o, struct bench_results *r)
 	rss_open += st.record_reserve_bytes - reserve_open;
 	io_run = io0 = bench_write_bytes();
 	ns[PH_FILL] = timed_phase(&h);
-	io[PH_FILL] = written_since(io0);
+	io[PH_FILL] = bench_written_since(io0);
 	rss1 = bench_rss_bytes();
 	kvf_engine_get_stats(h.e, &st); /* the filled engine's memory */
 	for (enum phase p = PH_EXIST; p < PH_COUNT; p++) {
 		prepare(&h, p);
 		io0 = bench_write_bytes();
 		ns[p] = timed_phase(&h);
-		io[p] = written_since(io0);
+		io[p] = bench_written_since(io0);
 	}
 	prepare(&h, PH_COUNT);
 	bench_floor_sample_all(&floor, o, o->objects);
@@ -562,7 +553,7 @@ int bench_hicache(const struct bench_opts *o, struct bench_results *r)
 		/* Closing moves and syncs what the run left: part of it. */
 		kvf_engine_close(h.e);
 		h.e = NULL;
-		report_writes(r, o->objects, io, written_since(io_run));
+		report_writes(r, o->objects, io, bench_written_since(io_run));
 	}
 out:
 	bench_floor_free(&floor);

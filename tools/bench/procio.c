@@ -59,3 +59,11 @@ uint64_t bench_write_bytes(void)
 	buf[n] = '\0';
 	return bench_parse_write_bytes(buf);
 }
+
+uint64_t bench_written_since(uint64_t from)
+{
+	uint64_t now = bench_write_bytes();
+
+	return from == BENCH_NO_IO || now == BENCH_NO_IO ? BENCH_NO_IO :
+							   now - from;
+}
