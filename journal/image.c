@@ -30,20 +30,6 @@
 #include "journal/store.h"
 #include "metadata/hash.h"
 
-#define OBJ_KEY_LEN 12
-
-static void obj_key(uint8_t *k, uint64_t hash, uint32_t tie)
-{
-	kvf__put_be64(k, hash);
-	for (int i = 0; i < 4; i++)
-		k[8 + i] = (uint8_t)(tie >> (24 - 8 * i));
-}
-
-static uint32_t obj_tie(const uint8_t *k)
-{
-	return (uint32_t)k[8] << 24 | (uint32_t)k[9] << 16 |
-	       (uint32_t)k[10] << 8 | k[11];
-}
 
 /*
  * Position @cur on the object named by @rec's key. Return 0 (found,
@@ -55,25 +41,25 @@ static int obj_find(MDB_cursor *cur, const struct kvf__jrec *rec,
 		    uint8_t *k, struct kvf__jrec *found, uint32_t *next_tie)
 {
 	uint64_t h = kvf__image_key_hash(rec->obj.key, rec->obj.key_len);
-	MDB_val key = { OBJ_KEY_LEN, k }, val;
+	MDB_val key = { KVF__IMAGE_KEY_LEN, k }, val;
 	int rc;
 
-	obj_key(k, h, 0);
+	kvf__image_obj_key(k, h, 0);
 	*next_tie = 0;
 	rc = mdb_cursor_get(cur, &key, &val, MDB_SET_RANGE);
 	while (rc == 0) {
 		size_t used;
 
-		if (key.mv_size != OBJ_KEY_LEN ||
+		if (key.mv_size != KVF__IMAGE_KEY_LEN ||
 		    kvf__get_be64(key.mv_data) != h)
 			return MDB_NOTFOUND;
 		if (kvf__jrec_decode(val.mv_data, val.mv_size, found, &used) ||
 		    used != val.mv_size || found->type != KVF__JREC_OBJECT_PUT)
 			return MDB_CORRUPTED;
-		*next_tie = obj_tie(key.mv_data) + 1;
+		*next_tie = kvf__image_obj_tie(key.mv_data) + 1;
 		if (found->obj.key_len == rec->obj.key_len &&
 		    !memcmp(found->obj.key, rec->obj.key, rec->obj.key_len)) {
-			memcpy(k, key.mv_data, OBJ_KEY_LEN);
+			memcpy(k, key.mv_data, KVF__IMAGE_KEY_LEN);
 			return 0;
 		}
 		rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT);
@@ -85,7 +71,7 @@ static int obj_find(MDB_cursor *cur, const struct kvf__jrec *rec,
 static int obj_store(MDB_txn *txn, MDB_dbi dbi, const uint8_t *k,
 		     const struct kvf__jrec *rec)
 {
-	MDB_val key = { OBJ_KEY_LEN, (void *)k }, val;
+	MDB_val key = { KVF__IMAGE_KEY_LEN, (void *)k }, val;
 	size_t max = kvf__jrec_encoded_max(rec);
 	uint8_t small[512], *buf = max <= sizeof(small) ? small : malloc(max);
 	int rc;
@@ -100,16 +86,16 @@ static int obj_store(MDB_txn *txn, MDB_dbi dbi, const uint8_t *k,
 	return rc;
 }
 
-static int apply_object(MDB_txn *txn, const struct kvf__store_dbs *dbs,
+static int apply_object(MDB_txn *txn, MDB_dbi objs,
 			const struct kvf__jrec *rec)
 {
-	uint8_t k[OBJ_KEY_LEN];
+	uint8_t k[KVF__IMAGE_KEY_LEN];
 	struct kvf__jrec found;
 	MDB_cursor *cur;
 	uint32_t tie;
 	int rc;
 
-	rc = mdb_cursor_open(txn, dbs->objs, &cur);
+	rc = mdb_cursor_open(txn, objs, &cur);
 	if (rc)
 		return rc;
 	rc = obj_find(cur, rec, k, &found, &tie);
@@ -118,11 +104,11 @@ static int apply_object(MDB_txn *txn, const struct kvf__store_dbs *dbs,
 	switch (rec->type) {
 	case KVF__JREC_OBJECT_PUT:
 		if (rc == MDB_NOTFOUND)
-			obj_key(k,
+			kvf__image_obj_key(k,
 				kvf__image_key_hash(rec->obj.key,
 						    rec->obj.key_len),
 				tie);
-		rc = obj_store(txn, dbs->objs, k, rec);
+		rc = obj_store(txn, objs, k, rec);
 		break;
 	case KVF__JREC_OBJECT_REPLICAS:
 		if (rc == MDB_NOTFOUND)
@@ -130,7 +116,7 @@ static int apply_object(MDB_txn *txn, const struct kvf__store_dbs *dbs,
 		found.obj.nr_replicas = rec->obj.nr_replicas;
 		memcpy(found.obj.replicas, rec->obj.replicas,
 		       sizeof(found.obj.replicas));
-		rc = obj_store(txn, dbs->objs, k, &found);
+		rc = obj_store(txn, objs, k, &found);
 		break;
 	default: /* OBJECT_REMOVE */
 		if (rc == 0)
@@ -212,7 +198,7 @@ static int apply_segment(MDB_txn *txn, const struct kvf__store_dbs *dbs,
 }
 
 int kvf__image_apply(MDB_txn *txn, const struct kvf__store_dbs *dbs,
-		     const struct kvf__jrec *rec)
+		     MDB_dbi objs, const struct kvf__jrec *rec)
 {
 	uint8_t k[8];
 	MDB_val key = { 8, k };
@@ -227,7 +213,7 @@ int kvf__image_apply(MDB_txn *txn, const struct kvf__store_dbs *dbs,
 		rc = mdb_del(txn, dbs->clients, &key, NULL);
 		return rc == MDB_NOTFOUND ? 0 : rc;
 	default:
-		return apply_object(txn, dbs, rec);
+		return apply_object(txn, objs, rec);
 	}
 }
 
@@ -251,6 +237,7 @@ struct fold_item {
 struct fold {
 	MDB_txn *txn;
 	const struct kvf__store_dbs *dbs;
+	MDB_dbi objs;
 	struct fold_item *items;
 	size_t n, cap;
 	char *arena;
@@ -351,7 +338,7 @@ static int fold_apply(struct fold *f)
 			r->mount.name = f->arena + f->items[i].name_off;
 			r->mount.endpoint = f->arena + f->items[i].endpoint_off;
 		}
-		rc = kvf__image_apply(f->txn, f->dbs, r);
+		rc = kvf__image_apply(f->txn, f->dbs, f->objs, r);
 	}
 	return rc;
 }
@@ -367,7 +354,9 @@ int kvf__image_fold(MDB_txn *txn, const struct kvf__store_dbs *dbs,
 	uint32_t count;
 	int rc;
 
-	rc = mdb_cursor_open(txn, dbs->log, &cur);
+	rc = kvf__store_image(txn, dbs, &f.objs, NULL);
+	if (!rc)
+		rc = mdb_cursor_open(txn, dbs->log, &cur);
 	if (rc)
 		goto out;
 	while (done < chunk && st->ckpt_seq < st->last_seq &&
@@ -492,13 +481,16 @@ int kvf__image_scan(MDB_txn *txn, const struct kvf__store_dbs *dbs,
 		    const struct kvf__journal_replay_ops *ops, void *arg,
 		    uint64_t *last_seq)
 {
-	int rc;
+	MDB_dbi objs;
+	int rc = kvf__store_image(txn, dbs, &objs, NULL);
 
+	if (rc)
+		return kvf__journal_status(rc);
 	rc = scan_image(txn, dbs->segs, KVF__JREC_SEGMENT_MOUNT, ckpt_seq, ops,
 			arg);
 	if (!rc)
-		rc = scan_image(txn, dbs->objs, KVF__JREC_OBJECT_PUT, ckpt_seq,
-				ops, arg);
+		rc = scan_image(txn, objs, KVF__JREC_OBJECT_PUT, ckpt_seq, ops,
+				arg);
 	if (!rc && ops->image_done)
 		rc = ops->image_done(arg);
 	if (!rc)

@@ -30,11 +30,13 @@
 #include <unistd.h>
 
 #include "journal/pipeline.h"
+#include "journal/rewrite.h"
 
 #define DEFAULT_MAP_SIZE (64ull << 20)
 #define DEFAULT_SYNC_MS 50u
 #define DEFAULT_CKPT_RECORDS 1000000ull
 #define DEFAULT_FOLD_CHUNK 32768u
+#define DEFAULT_REWRITE_BUDGET (128ull << 20)
 #define DEFAULT_SIDELOG_BYTES (32ull << 20)
 #define MIN_SIDELOG_BYTES (64ull << 10)
 
@@ -85,6 +87,8 @@ static void apply_defaults(struct kvf__journal_config *c)
 		c->checkpoint_records = DEFAULT_CKPT_RECORDS;
 	if (!c->fold_chunk)
 		c->fold_chunk = DEFAULT_FOLD_CHUNK;
+	if (!c->rewrite_budget)
+		c->rewrite_budget = DEFAULT_REWRITE_BUDGET;
 	if (!c->wal_bytes)
 		c->wal_bytes = DEFAULT_SIDELOG_BYTES;
 }
@@ -126,6 +130,7 @@ static void journal_free(struct kvf__journal *j)
 	while (j->grp.nr_bufs)
 		free(j->grp.bufs[--j->grp.nr_bufs]);
 	kvf__flow_close(j);
+	kvf__rewrite_free(j->rewrite);
 	kvf__store_close(&j->store);
 	if (j->lock_fd >= 0)
 		close(j->lock_fd); /* releases the flock */

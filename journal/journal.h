@@ -47,10 +47,22 @@
  * 3: the side log files start with a header (their geometry, journal id,
  * epoch); a version 2 reader would read it as an empty side log. Open
  * upgrades a version 2 directory (docs/journal.md).
+ * 4: the image may live in "objs.1" (meta "image" says which of the two
+ * object databases holds it: journal/rewrite.c); a version 3 reader would
+ * read the other one. Open upgrades versions 2 and 3 in place.
  */
-#define KVF__JOURNAL_FORMAT_VERSION 3u
-/* The older version open upgrades in place. */
-#define KVF__JOURNAL_FORMAT_UPGRADABLE 2u
+#define KVF__JOURNAL_FORMAT_VERSION 4u
+/* The oldest version open reads (and upgrades in place). */
+#define KVF__JOURNAL_FORMAT_OLDEST 2u
+/* From this version on the side log files start with a header. */
+#define KVF__JOURNAL_FORMAT_SIDELOG_HEADER 3u
+
+/* Does this build read (and upgrade) format version @v? */
+static inline int kvf__journal_format_readable(uint32_t v)
+{
+	return v >= KVF__JOURNAL_FORMAT_OLDEST &&
+	       v <= KVF__JOURNAL_FORMAT_VERSION;
+}
 
 /* Longest key a record may carry. */
 #define KVF__JREC_KEY_MAX 65535u
@@ -124,8 +136,17 @@ struct kvf__journal;
  * @map_size: initial LMDB map size in bytes; 0 = 64 MiB. Grows by doubling
  *            (BOUNDED: by a quarter; the map is allocated on disk).
  * @checkpoint_records: fold the log into the image once it holds this many
- *                      records; 0 = 1M; UINT64_MAX = only on request.
- * @fold_chunk: most log records folded per transaction; 0 = 32768.
+ *                      records, or half the image's objects when that is
+ *                      more; 0 = 1M; UINT64_MAX = only on request.
+ * @fold_chunk: most log records folded per transaction, and a rewrite's
+ *              step (records read or image entries written); 0 = 32768.
+ * @image_rewrite: how checkpoints fold: %KVF__REWRITE_AUTO (0: rewrite the
+ *                 image when the window is large against it, else fold in
+ *                 place), %KVF__REWRITE_NEVER or %KVF__REWRITE_ALWAYS
+ *                 (tests of either path).
+ * @rewrite_budget: memory a rewrite keeps of the window's records at a
+ *                  time (more means fewer passes over the window, one
+ *                  per slice of the hash space); 0 = 128 MiB.
  * @compact_at_open: compact the file at open when most of it is free.
  * @wal_bytes: BOUNDED: size of each of the two side log files (a multiple
  *             of 4 KiB, >= 64 KiB); 0 = 32 MiB. Allocated on disk at open.
@@ -140,6 +161,12 @@ struct kvf__journal_config {
 	uint32_t fold_chunk;
 	int compact_at_open;
 	uint64_t wal_bytes;
+	enum kvf__rewrite_mode {
+		KVF__REWRITE_AUTO = 0,
+		KVF__REWRITE_NEVER,
+		KVF__REWRITE_ALWAYS,
+	} image_rewrite;
+	uint64_t rewrite_budget;
 };
 
 /* struct kvf__journal_stats - see kvf__journal_get_stats(). */

@@ -8,6 +8,8 @@ libkvforge_core_la_SOURCES += \
 	journal/store.h \
 	journal/store.c \
 	journal/image.c \
+	journal/rewrite.h \
+	journal/rewrite.c \
 	journal/sidelog.h \
 	journal/sidelog.c \
 	journal/pipeline.h \
@@ -27,6 +29,11 @@ tests_unit_test_journal_record_CFLAGS = $(KVF_TEST_CFLAGS)
 tests_unit_test_journal_record_LDADD = $(KVF_TEST_LIBS)
 tests_unit_test_journal_CFLAGS = $(KVF_TEST_CFLAGS)
 tests_unit_test_journal_LDADD = $(KVF_TEST_LIBS)
+# Image rewrites against in-place folds; kills a rewriting child.
+check_PROGRAMS += tests/unit/test_journal_rewrite
+UNIT_TESTS += tests/unit/test_journal_rewrite
+tests_unit_test_journal_rewrite_CFLAGS = $(KVF_TEST_CFLAGS)
+tests_unit_test_journal_rewrite_LDADD = $(KVF_TEST_LIBS)
 endif
 EXTRA_DIST += tests/unit/test_journal_model.h
 

@@ -125,6 +125,8 @@ struct kvf__jckpt {
  * which belong to the holder of the transaction slot (@grp.busy), and is
  * never held across LMDB calls or I/O.
  */
+struct kvf__rewrite;
+
 struct kvf__journal {
 	struct kvf__journal_config cfg;
 	char *dir;
@@ -136,6 +138,8 @@ struct kvf__journal {
 	struct kvf__flow flow;    /* under @mu */
 	struct kvf__jprefault pf; /* under @mu */
 	struct kvf__jckpt ckpt;   /* under @mu */
+	/* the image rewrite in progress (rewrite.h); the slot holder's */
+	struct kvf__rewrite *rewrite;
 
 	pthread_mutex_t mu;
 	pthread_cond_t work_cv; /* writer waits: work, stop, sync deadline */

@@ -173,7 +173,7 @@ static int recover(struct kvf__journal *j, const struct kvf__sidelog_src s[2],
  */
 static int open_files(struct kvf__journal *j)
 {
-	bool legacy = j->st.version < KVF__JOURNAL_FORMAT_VERSION;
+	bool legacy = j->st.version < KVF__JOURNAL_FORMAT_SIDELOG_HEADER;
 	uint64_t boot = kvf__sidelog_boot();
 	struct kvf__sidelog_src s[2];
 	int rc;

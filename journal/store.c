@@ -4,9 +4,11 @@
  * tables, write transactions, the map, compaction.
  *
  * Layout: DIR/data.mdb and DIR/lock.mdb. Databases: "meta" (magic, format
- * version, checkpoint sequence and count, journal id, the side log mark),
- * "log" (frames of records, record.h), and the image: "segs", "objs",
- * "clients" (image.c).
+ * version, checkpoint sequence and count, journal id, the side log mark,
+ * which object database holds the image), "log" (frames of records,
+ * record.h), and the image: "segs", "objs" or "objs.1" (the other is a
+ * checkpoint rewrite's output while it is written, else empty:
+ * rewrite.c), "clients" (image.c).
  *
  * Invariant, kept by every write transaction: the log holds exactly the
  * records with sequences (checkpoint_seq, last_seq], contiguous, in frames
@@ -124,7 +126,33 @@ int kvf__store_dbs_open(MDB_txn *txn, struct kvf__store_dbs *dbs, int create)
 		rc = mdb_dbi_open(txn, "objs", f, &dbs->objs);
 	if (!rc)
 		rc = mdb_dbi_open(txn, "clients", f, &dbs->clients);
-	return rc;
+	if (rc)
+		return rc;
+	rc = mdb_dbi_open(txn, "objs.1", f, &dbs->objs_alt);
+	dbs->has_alt = !rc;
+	return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
+int kvf__store_image(MDB_txn *txn, const struct kvf__store_dbs *dbs,
+		     MDB_dbi *image, MDB_dbi *spare)
+{
+	MDB_val key = { strlen(KVF__META_IMAGE), (void *)KVF__META_IMAGE };
+	MDB_val val;
+	uint32_t which = 0;
+	int rc = mdb_get(txn, dbs->meta, &key, &val);
+
+	if (rc == 0 && val.mv_size == sizeof(which))
+		memcpy(&which, val.mv_data, sizeof(which));
+	else if (rc == 0)
+		return MDB_CORRUPTED;
+	else if (rc != MDB_NOTFOUND)
+		return rc;
+	if (which > 1 || (which && !dbs->has_alt))
+		return MDB_CORRUPTED;
+	*image = which ? dbs->objs_alt : dbs->objs;
+	if (spare)
+		*spare = which ? dbs->objs : dbs->objs_alt;
+	return 0;
 }
 
 static int meta_get(MDB_txn *txn, MDB_dbi dbi, const char *name, void *out,
@@ -230,8 +258,7 @@ int kvf__store_state_read(MDB_txn *txn, const struct kvf__store_dbs *dbs,
 		      sizeof(st->version));
 	if (rc)
 		return rc;
-	if (st->version != KVF__JOURNAL_FORMAT_VERSION &&
-	    st->version != KVF__JOURNAL_FORMAT_UPGRADABLE)
+	if (!kvf__journal_format_readable(st->version))
 		return 0; /* the caller reports the version */
 	rc = meta_get(txn, dbs->meta, KVF__META_CKPT_SEQ, &st->ckpt_seq,
 		      sizeof(st->ckpt_seq));
@@ -257,8 +284,11 @@ int kvf__store_state_read(MDB_txn *txn, const struct kvf__store_dbs *dbs,
 int kvf__store_count_image(MDB_txn *txn, const struct kvf__store_dbs *dbs,
 			   struct kvf__store_state *st)
 {
-	int rc = kvf__store_entries(txn, dbs->objs, &st->objects);
+	MDB_dbi objs;
+	int rc = kvf__store_image(txn, dbs, &objs, NULL);
 
+	if (!rc)
+		rc = kvf__store_entries(txn, objs, &st->objects);
 	if (!rc)
 		rc = kvf__store_entries(txn, dbs->segs, &st->segments);
 	if (!rc)
@@ -334,18 +364,20 @@ static int load(struct kvf__store *s, struct kvf__store_state *st)
 		rc = init_fresh(txn, &s->dbs);
 	else
 		rc = kvf__store_dbs_open(txn, &s->dbs, 0);
+	if (!rc && !s->dbs.has_alt) /* a version 3 or older directory */
+		rc = mdb_dbi_open(txn, "objs.1", MDB_CREATE, &s->dbs.objs_alt);
+	if (!rc)
+		s->dbs.has_alt = true;
 	if (rc == MDB_NOTFOUND)
 		rc = MDB_CORRUPTED; /* not a KVForge journal, or damaged */
 	if (!rc)
 		rc = kvf__store_state_read(txn, &s->dbs, st);
 	if (rc)
 		goto abort;
-	if (st->version != KVF__JOURNAL_FORMAT_VERSION &&
-	    st->version != KVF__JOURNAL_FORMAT_UPGRADABLE) {
+	if (!kvf__journal_format_readable(st->version)) {
 		kvf__jerr("data.mdb: format version %u, this build reads %u "
-			  "(and upgrades %u)", st->version,
-			  KVF__JOURNAL_FORMAT_VERSION,
-			  KVF__JOURNAL_FORMAT_UPGRADABLE);
+			  "to %u", st->version, KVF__JOURNAL_FORMAT_OLDEST,
+			  KVF__JOURNAL_FORMAT_VERSION);
 		rc = KVF_ERR_JOURNAL_VERSION;
 		goto abort;
 	}
@@ -372,7 +404,7 @@ uint64_t kvf__store_file_size(const char *dir)
 static uint64_t used_bytes(struct kvf__store *s)
 {
 	MDB_dbi dbis[] = { s->dbs.meta, s->dbs.log, s->dbs.segs, s->dbs.objs,
-			   s->dbs.clients };
+			   s->dbs.objs_alt, s->dbs.clients };
 	uint64_t pages = 4;
 	MDB_txn *txn;
 	MDB_stat ms;

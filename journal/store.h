@@ -25,6 +25,9 @@
 #define KVF__META_JOURNAL_ID "journal_id"
 /* Present (u32 1) once the side log files were created. */
 #define KVF__META_SIDE_LOG "side_log"
+/* u32: which object database holds the image (0 "objs", 1 "objs.1");
+ * absent = 0. journal/rewrite.c switches it. */
+#define KVF__META_IMAGE "image"
 #define KVF__MAGIC_VALUE "KVForge-journal"
 
 /* The LMDB handles of one environment. */
@@ -32,8 +35,13 @@ struct kvf__store_dbs {
 	MDB_dbi meta;
 	MDB_dbi log;
 	MDB_dbi segs;    /* BE u64 segment id -> encoded SEGMENT_MOUNT */
-	MDB_dbi objs;    /* BE u64 key hash ++ BE u32 tie -> encoded OBJECT_PUT */
+	/* "objs" and "objs.1": one holds the image's objects (meta "image"
+	 * says which: kvf__store_image()), the other is empty or a rewrite's
+	 * unfinished output. BE u64 key hash ++ BE u32 tie -> OBJECT_PUT. */
+	MDB_dbi objs;
+	MDB_dbi objs_alt;
 	MDB_dbi clients; /* BE u64 client id -> u64 LE mounted segments */
+	bool has_alt;    /* "objs.1" exists (a read-only open of version 3) */
 };
 
 /* What the meta database and the log ends say (read at open). */
@@ -85,6 +93,16 @@ int kvf__store_env_open(const char *dir, unsigned flags, uint64_t map_size,
 int kvf__store_dbs_open(MDB_txn *txn, struct kvf__store_dbs *dbs, int create);
 int kvf__store_state_read(MDB_txn *txn, const struct kvf__store_dbs *dbs,
 			  struct kvf__store_state *st);
+
+/*
+ * kvf__store_image() - as of @txn, the object database holding the image
+ * (*@image) and the other one (*@spare; may be NULL). Every reader and
+ * writer of the image resolves it this way, inside its own transaction,
+ * so a rewrite's switch (one meta write) is atomic for all of them.
+ * Returns 0 or an LMDB code.
+ */
+int kvf__store_image(MDB_txn *txn, const struct kvf__store_dbs *dbs,
+		     MDB_dbi *image, MDB_dbi *spare);
 
 /*
  * kvf__store_check_file() - before LMDB opens DIR/data.mdb (and would
@@ -180,9 +198,26 @@ void kvf__store_unmap_below(struct kvf__store *s, uint64_t end);
 
 /* --- The image (image.c). --- */
 
-/* Apply one record to the image databases inside @txn. */
+/* An object's image key: BE u64 XXH3 of its key, then a BE u32 tie. */
+#define KVF__IMAGE_KEY_LEN 12
+
+static inline void kvf__image_obj_key(uint8_t *k, uint64_t hash, uint32_t tie)
+{
+	kvf__put_be64(k, hash);
+	for (int i = 0; i < 4; i++)
+		k[8 + i] = (uint8_t)(tie >> (24 - 8 * i));
+}
+
+static inline uint32_t kvf__image_obj_tie(const uint8_t *k)
+{
+	return (uint32_t)k[8] << 24 | (uint32_t)k[9] << 16 |
+	       (uint32_t)k[10] << 8 | k[11];
+}
+
+/* Apply one record to the image databases inside @txn; @objs is the
+ * image's object database (kvf__store_image()). */
 int kvf__image_apply(MDB_txn *txn, const struct kvf__store_dbs *dbs,
-		     const struct kvf__jrec *rec);
+		     MDB_dbi objs, const struct kvf__jrec *rec);
 
 /*
  * kvf__image_fold() - inside the write transaction @txn, fold up to

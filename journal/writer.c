@@ -74,6 +74,7 @@
 #include <string.h>
 
 #include "journal/pipeline.h"
+#include "journal/rewrite.h"
 
 #define NSEC_PER_MSEC 1000000ull
 /* Longest a STRICT group waits for other appenders (kvf__gather_wait_ns). */
@@ -288,6 +289,7 @@ int kvf__commit_frames(struct kvf__journal *j, kvf__frames_fn fn, void *arg)
 struct fold_txn {
 	uint64_t target;
 	struct kvf__store_state st;
+	bool done; /* the rewrite switched */
 };
 
 static int fold_txn(struct kvf__journal *j, MDB_txn *txn, void *arg)
@@ -295,20 +297,55 @@ static int fold_txn(struct kvf__journal *j, MDB_txn *txn, void *arg)
 	struct fold_txn *f = arg;
 
 	f->st = j->st; /* only the slot holder changes it */
+	if (j->rewrite)
+		return kvf__rewrite_step(txn, &j->store.dbs, j->rewrite,
+					 &f->st, &f->done);
 	return kvf__image_fold(txn, &j->store.dbs, f->target,
 			       j->cfg.fold_chunk, &f->st);
 }
 
-/* One fold chunk towards @target; returns a kvf_status. */
+/* Does a checkpoint towards @target rewrite the image (rewrite.c)? */
+static bool rewrite_wanted(const struct kvf__journal *j, uint64_t target)
+{
+	switch (j->cfg.image_rewrite) {
+	case KVF__REWRITE_NEVER:
+		return false;
+	case KVF__REWRITE_ALWAYS:
+		return true;
+	default:
+		return kvf__rewrite_wanted(target - j->st.ckpt_seq,
+					   j->st.objects);
+	}
+}
+
+/*
+ * One fold chunk or rewrite step towards @target; returns a kvf_status.
+ * A failed rewrite is given up (the next one starts over).
+ */
 static int fold_chunk(struct kvf__journal *j, uint64_t target)
 {
 	struct fold_txn f = { .target = target };
 	int rc;
 
+	if (!j->rewrite && rewrite_wanted(j, target)) {
+		j->rewrite = kvf__rewrite_new(target, j->cfg.fold_chunk,
+					      j->cfg.rewrite_budget, &j->st);
+		if (!j->rewrite)
+			return KVF_ERR_NO_MEMORY;
+	}
 	while ((rc = write_txn(j, fold_txn, &f)) == MDB_MAP_FULL) {
+		if (j->rewrite)
+			kvf__rewrite_settle(j->rewrite, false);
 		rc = grow(j);
 		if (rc)
 			break;
+	}
+	if (j->rewrite) {
+		kvf__rewrite_settle(j->rewrite, !rc);
+		if (rc || f.done) {
+			kvf__rewrite_free(j->rewrite);
+			j->rewrite = NULL;
+		}
 	}
 	if (rc)
 		return kvf__journal_status(rc);
@@ -320,13 +357,26 @@ static int fold_chunk(struct kvf__journal *j, uint64_t target)
 	return KVF_OK;
 }
 
+/*
+ * The log's length that starts a checkpoint: the configured count, or half
+ * the image's objects when that is more, so that a rewrite writes at most
+ * two image entries per record it folds.
+ */
+static uint64_t ckpt_threshold(const struct kvf__journal *j)
+{
+	uint64_t half = j->st.objects / 2;
+
+	return j->cfg.checkpoint_records > half ? j->cfg.checkpoint_records :
+						  half;
+}
+
 /* With @mu held: is there folding to do? Starts a threshold checkpoint. */
 static int fold_wanted(struct kvf__journal *j)
 {
 	uint64_t log = j->st.last_seq - j->st.ckpt_seq;
 
 	if (j->ckpt.target <= j->st.ckpt_seq && !j->ckpt.blocked &&
-	    log && log >= j->cfg.checkpoint_records)
+	    log && log >= ckpt_threshold(j))
 		j->ckpt.target = j->st.last_seq;
 	return j->ckpt.target > j->st.ckpt_seq && !j->ckpt.blocked;
 }

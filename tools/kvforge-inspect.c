@@ -369,7 +369,7 @@ static void print_summary(const char *dir, const struct kvf__store_state *st,
 	unsigned long long log = st->last_seq - st->ckpt_seq;
 	uint64_t pending = 0;
 	int wrc = kvf__sidelog_scan(dir, st->id,
-				    st->version < KVF__JOURNAL_FORMAT_VERSION,
+				    st->version < KVF__JOURNAL_FORMAT_SIDELOG_HEADER,
 				    st->sidelog_created, st->last_seq,
 				    count_record, NULL, &pending);
 
@@ -572,12 +572,11 @@ static int inspect(const char *dir, int do_verify, int json)
 		rc = kvf__store_dbs_open(txn, &dbs, 0);
 	if (!rc)
 		rc = kvf__store_state_read(txn, &dbs, &st);
-	if (!rc && st.version != KVF__JOURNAL_FORMAT_VERSION &&
-	    st.version != KVF__JOURNAL_FORMAT_UPGRADABLE) {
+	if (!rc && !kvf__journal_format_readable(st.version)) {
 		fprintf(stderr, "kvforge-inspect: format version %u, this "
-			"tool reads %u and %u\n", st.version,
-			KVF__JOURNAL_FORMAT_VERSION,
-			KVF__JOURNAL_FORMAT_UPGRADABLE);
+			"tool reads %u to %u\n", st.version,
+			KVF__JOURNAL_FORMAT_OLDEST,
+			KVF__JOURNAL_FORMAT_VERSION);
 		rc = -1;
 	} else if (rc) {
 		fprintf(stderr, "kvforge-inspect: %s: not a readable journal: "

@@ -9,8 +9,9 @@
  * SIGKILLs it, then opens the journal and replays it.
  *
  * The child appends generated batches (tests/unit/test_journal_model.h)
- * with a small checkpoint threshold, so kills also land in fold chunks,
- * and after each kvf__journal_append() returns writes "<batch>\n" to its
+ * with a small checkpoint threshold, so kills also land in checkpoints
+ * (image rewrites in several slices and steps, or, in every third
+ * iteration by seed, in-place fold chunks), and after each kvf__journal_append() returns writes "<batch>\n" to its
  * pipe. The generator is deterministic, so the parent regenerates the same
  * batches: with k acknowledged batches, the recovered state must equal the
  * generator's state after k batches, or after k+1 (the batch in flight may
@@ -67,9 +68,17 @@ static struct kvf__journal_config config(const char *dir, int strict)
 		.map_size = 1 << 20, /* small: crashes during growth too */
 		.checkpoint_records = 2000,
 		.fold_chunk = 500,
+		/* image rewrites in several slices (rewrite.c) */
+		.rewrite_budget = 32 << 10,
 		.wal_bytes = 64 << 10, /* crashes around side log rotations */
 	};
 	return cfg;
+}
+
+/* How the child's checkpoints fold: in place in every third iteration. */
+static enum kvf__rewrite_mode checkpoint_mode(uint64_t seed)
+{
+	return seed / 3 % 3 == 2 ? KVF__REWRITE_NEVER : KVF__REWRITE_AUTO;
 }
 
 static int child(const char *dir, int strict, uint64_t seed, int fd)
@@ -80,6 +89,7 @@ static int child(const char *dir, int strict, uint64_t seed, int fd)
 	char line[32];
 
 	jgen_init(&g, seed);
+	cfg.image_rewrite = checkpoint_mode(seed);
 	CHECK(kvf__journal_open(&cfg, &j) == KVF_OK);
 	for (unsigned long b = 1;; b++) {
 		size_t n = jgen_batch(&g, 1 + jgen_rand(&g) % 200, 1);
@@ -129,6 +139,7 @@ static int mixed_child(const char *dir, int strict, uint64_t seed, int fd)
 	pthread_t th[MX_THREADS];
 	struct kvf__journal *j;
 
+	cfg.image_rewrite = checkpoint_mode(seed);
 	CHECK(kvf__journal_open(&cfg, &j) == KVF_OK);
 	for (int i = 0; i < MX_THREADS; i++) {
 		w[i].j = j;

@@ -13,7 +13,7 @@ fail() { echo "FAIL: $*"; exit 1; }
 "$mk" "$tmp/good" good || fail "could not build the good journal"
 out=$("$inspect" "$tmp/good") || fail "summary exited $?"
 echo "$out"
-echo "$out" | grep -q "^format version: *3$" || fail "no format version"
+echo "$out" | grep -q "^format version: *4$" || fail "no format version"
 echo "$out" | grep -q '^checkpoint: *seq [1-9]' || fail "no checkpoint"
 "$inspect" --verify "$tmp/good" || fail "--verify rejected a good journal"
 "$inspect" --verify --json "$tmp/good" | grep -q '"ok": true' ||

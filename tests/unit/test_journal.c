@@ -1000,7 +1000,7 @@ static int scan_sidelog(const char *dir, const struct kvf__store_state *st,
 			uint64_t *records)
 {
 	return kvf__sidelog_scan(dir, st->id,
-				 st->version < KVF__JOURNAL_FORMAT_VERSION,
+				 st->version < KVF__JOURNAL_FORMAT_SIDELOG_HEADER,
 				 st->sidelog_created, st->last_seq, NULL, NULL,
 				 records);
 }
@@ -1264,15 +1264,15 @@ static void write_legacy_side_log(const char *dir, uint64_t id, uint64_t seq,
 /*
  * Upgrade: a format version 2 directory (side log files without a
  * header) whose side log holds acknowledged records opens with every one
- * of them; the files get headers and the directory version 3, and it
- * reopens as such.
+ * of them; the files get headers and the directory the current version,
+ * and it reopens as such.
  */
 static void test_upgrade_v2(void **state)
 {
 	struct tctx *t = *state;
 	struct kvf__journal *j = jopen(t->dir);
 	struct kvf__store_state st;
-	uint32_t v = KVF__JOURNAL_FORMAT_UPGRADABLE, no = 0;
+	uint32_t v = KVF__JOURNAL_FORMAT_OLDEST, no = 0;
 	size_t n;
 
 	append_batches(t, j, 3, 32, 1);

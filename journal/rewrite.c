@@ -1,0 +1,698 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * journal/rewrite.c - a checkpoint that writes a new image instead of
+ * folding into the old one.
+ *
+ * Why: the image is a B-tree keyed by the objects' key hashes, and LMDB
+ * copies every leaf page a transaction touches, whole. Folding a window of
+ * the log in place therefore writes a page for nearly every record once
+ * the image has more leaf pages than a fold chunk has records (about
+ * 2,000 bytes a record at 10M objects, docs/journal.md). A rewrite writes
+ * each page of the image once per checkpoint, full, whatever the window:
+ * its cost per record is the image's size over the window's.
+ *
+ * How: the two object databases "objs" and "objs.1" take turns; meta
+ * "image" names the one in force (kvf__store_image()). A rewrite of the
+ * window (from, to] of the log:
+ *
+ *  1. empties the spare database (what an interrupted rewrite left);
+ *  2. per slice of the hash space (one slice unless the window's records
+ *     would need more than the budget's bytes of memory), reads the window's
+ *     object records of that slice from the log into memory, sorts them by
+ *     (image key, log order), and merges them with the image's entries of
+ *     the slice into the spare database, appending in key order
+ *     (MDB_APPEND: pages are filled, never split);
+ *  3. switches, in one transaction: applies the window's segment and
+ *     client records to their databases (in log order), deletes the
+ *     window from the log, points meta "image" at the new image, empties
+ *     the old one and advances checkpoint_seq to @to.
+ *
+ * Each step is one write transaction, so appends and side log moves are
+ * served between steps as between in-place fold chunks. Nothing the old
+ * image or the log says changes before the switch, which is atomic: a
+ * crash at any point leaves image + log as they were or as after the
+ * checkpoint, and the next rewrite starts by emptying the spare.
+ *
+ * The merge applies a key's records with the rules kvf__image_apply()
+ * uses (put replaces, replicas update a present object, remove deletes a
+ * present one, a new key takes the next tie after its hash's last entry),
+ * so a rewritten image equals the image an in-place fold of the same
+ * window gives.
+ *
+ * State lives in struct kvf__rewrite, owned by the writer thread. A step
+ * changes only @pos; kvf__rewrite_settle() keeps it when the transaction
+ * committed or restores @saved when it did not, so a step that failed
+ * (a full map: the writer grows it and retries) runs again unchanged.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "journal/error.h"
+#include "journal/rewrite.h"
+#include "metadata/hash.h"
+
+/* A rewrite pays off when in-place folding would touch most leaf pages:
+ * a page holds ~30 objects, so a window of a sixteenth of the image. */
+#define RW_WINDOW_SHARE 16
+
+enum rw_phase { RW_CLEAR, RW_COLLECT, RW_EMIT, RW_SWITCH };
+
+/*
+ * A slice's records are kept in RW_BUCKETS runs by the top bits of their
+ * hash within the slice, each sorted only when the merge reaches it: the
+ * sorting is spread over the steps (one sort of a million records held
+ * the transaction slot for ~140 ms).
+ */
+#define RW_BUCKETS 256
+
+/* One object record of the window, encoded at arena[off..off+len). */
+struct rw_item {
+	uint64_t hash;
+	uint64_t seq;
+	size_t off;
+	size_t len;
+};
+
+/* Progress: what a step changes (kvf__rewrite_settle()). */
+struct rw_pos {
+	enum rw_phase phase;
+	uint32_t slice;
+	uint64_t to;        /* end of the window; known after slice 0's read */
+	uint64_t next_seq;  /* COLLECT: the next frame's first sequence */
+	size_t used;        /* arena bytes */
+	size_t side_len;    /* side bytes */
+	uint32_t bucket;    /* EMIT: the bucket merged now */
+	uint32_t sorted;    /* EMIT: buckets below this are sorted */
+	size_t idx;         /* EMIT: its next item */
+	uint64_t next_hash; /* EMIT: the image resumes at this hash */
+	size_t n[RW_BUCKETS]; /* items per bucket */
+};
+
+struct rw_bucket {
+	struct rw_item *v;
+	size_t cap;
+};
+
+struct kvf__rewrite {
+	uint64_t from;   /* checkpoint_seq when planned */
+	uint64_t target; /* fold at least this far */
+	uint64_t chunk;
+	uint32_t slices;
+	struct rw_pos pos, saved;
+	struct rw_bucket b[RW_BUCKETS];
+	uint8_t *arena;
+	size_t arena_cap;
+	uint8_t *side; /* segment and client records, encoded, log order */
+	size_t side_cap;
+};
+
+bool kvf__rewrite_wanted(uint64_t window, uint64_t objects)
+{
+	return window >= objects / RW_WINDOW_SHARE;
+}
+
+struct kvf__rewrite *kvf__rewrite_new(uint64_t target, uint64_t chunk,
+				      uint64_t budget,
+				      const struct kvf__store_state *st)
+{
+	struct kvf__rewrite *rw = calloc(1, sizeof(*rw));
+	uint64_t log = st->last_seq - st->ckpt_seq, window, bytes;
+
+	if (!rw)
+		return NULL;
+	window = target > st->ckpt_seq ? target - st->ckpt_seq : 0;
+	/* the window's share of the log's frames, each at most this big */
+	bytes = log ? (uint64_t)((double)st->log_frames * window / log *
+				 (KVF__FRAME_TARGET + 64)) :
+		      0;
+	rw->from = st->ckpt_seq;
+	rw->target = target;
+	rw->chunk = chunk ? chunk : 1;
+	rw->slices = (uint32_t)(bytes / (budget ? budget : 1) + 1);
+	rw->pos.phase = RW_CLEAR;
+	rw->saved = rw->pos;
+	return rw;
+}
+
+void kvf__rewrite_free(struct kvf__rewrite *rw)
+{
+	if (!rw)
+		return;
+	for (int i = 0; i < RW_BUCKETS; i++)
+		free(rw->b[i].v);
+	free(rw->arena);
+	free(rw->side);
+	free(rw);
+}
+
+void kvf__rewrite_settle(struct kvf__rewrite *rw, bool committed)
+{
+	if (committed)
+		rw->saved = rw->pos;
+	else
+		rw->pos = rw->saved;
+}
+
+/* The hash range [*lo, *hi] of slice @k of @n. */
+static void slice_range(uint32_t k, uint32_t n, uint64_t *lo, uint64_t *hi)
+{
+	uint64_t width = UINT64_MAX / n + 1;
+
+	*lo = k * width;
+	*hi = k + 1 == n ? UINT64_MAX : (k + 1) * width - 1;
+}
+
+/* The bucket of hash @h of the slice [@lo, @hi]. */
+static uint32_t bucket_of(uint64_t h, uint64_t lo, uint64_t hi)
+{
+	unsigned __int128 width = (unsigned __int128)(hi - lo) + 1;
+
+	return (uint32_t)(((unsigned __int128)(h - lo) * RW_BUCKETS) / width);
+}
+
+/* Room for @len more bytes at *@buf (@cap), which holds @used. */
+static int reserve(uint8_t **buf, size_t *cap, size_t used, size_t len)
+{
+	size_t want = *cap ? *cap : 1 << 20;
+	uint8_t *p;
+
+	while (want < used + len)
+		want *= 2;
+	if (want == *cap)
+		return 0;
+	p = realloc(*buf, want);
+	if (!p)
+		return ENOMEM;
+	*buf = p;
+	*cap = want;
+	return 0;
+}
+
+/* Append @rec's encoding to *@buf; *@off receives where it starts. */
+static int keep_encoded(uint8_t **buf, size_t *cap, size_t *used,
+			const struct kvf__jrec *rec, size_t *off,
+			size_t *len)
+{
+	int rc = reserve(buf, cap, *used, kvf__jrec_encoded_max(rec));
+
+	if (rc)
+		return rc;
+	*off = *used;
+	*len = kvf__jrec_encode(rec, *buf + *used);
+	*used += *len;
+	return 0;
+}
+
+/* --- Reading the window. --- */
+
+struct collect {
+	struct kvf__rewrite *rw;
+	uint64_t lo, hi;
+	uint64_t seq; /* of the frame's first record */
+};
+
+static bool is_object(const struct kvf__jrec *rec)
+{
+	return rec->type == KVF__JREC_OBJECT_PUT ||
+	       rec->type == KVF__JREC_OBJECT_REPLICAS ||
+	       rec->type == KVF__JREC_OBJECT_REMOVE;
+}
+
+static int collect_record(void *arg, const struct kvf__jrec *rec,
+			  uint32_t idx)
+{
+	struct collect *c = arg;
+	struct kvf__rewrite *rw = c->rw;
+	struct rw_pos *p = &rw->pos;
+	struct rw_bucket *b;
+	struct rw_item *it;
+	size_t off, len, *n;
+	uint64_t h;
+	int rc;
+
+	if (!is_object(rec)) {
+		if (p->slice) /* slice 0's read kept them */
+			return 0;
+		return keep_encoded(&rw->side, &rw->side_cap, &p->side_len,
+				    rec, &off, &len);
+	}
+	h = kvf__image_key_hash(rec->obj.key, rec->obj.key_len);
+	if (h < c->lo || h > c->hi)
+		return 0;
+	b = &rw->b[bucket_of(h, c->lo, c->hi)];
+	n = &p->n[b - rw->b];
+	if (*n == b->cap) {
+		size_t cap = b->cap ? 2 * b->cap : 1024;
+		struct rw_item *v = realloc(b->v, cap * sizeof(*v));
+
+		if (!v)
+			return ENOMEM;
+		b->v = v;
+		b->cap = cap;
+	}
+	rc = keep_encoded(&rw->arena, &rw->arena_cap, &p->used, rec, &off,
+			  &len);
+	if (rc)
+		return rc;
+	it = &b->v[(*n)++];
+	it->hash = h;
+	it->seq = c->seq + idx;
+	it->off = off;
+	it->len = len;
+	return 0;
+}
+
+/* Read up to a chunk of the window's records (those of the slice). */
+static int collect_step(MDB_txn *txn, const struct kvf__store_dbs *dbs,
+			struct kvf__rewrite *rw)
+{
+	struct rw_pos *p = &rw->pos;
+	struct collect c = { .rw = rw };
+	uint64_t read = 0, end = p->slice ? p->to : rw->target;
+	uint8_t k[8];
+	MDB_val key = { 8, k }, val;
+	MDB_cursor *cur;
+	int rc;
+
+	slice_range(p->slice, rw->slices, &c.lo, &c.hi);
+	rc = mdb_cursor_open(txn, dbs->log, &cur);
+	if (rc)
+		return rc;
+	kvf__put_be64(k, p->next_seq);
+	rc = mdb_cursor_get(cur, &key, &val, MDB_SET_KEY);
+	while (!rc && read < rw->chunk && p->next_seq <= end) {
+		uint32_t count;
+
+		if (key.mv_size != 8 ||
+		    kvf__get_be64(key.mv_data) != p->next_seq) {
+			rc = MDB_CORRUPTED;
+			break;
+		}
+		c.seq = p->next_seq;
+		rc = kvf__frame_decode(val.mv_data, val.mv_size, &count,
+				       collect_record, &c);
+		if (rc == KVF_ERR_JOURNAL_CORRUPT)
+			rc = MDB_CORRUPTED;
+		if (rc)
+			break;
+		p->next_seq += count;
+		read += count;
+		if (p->next_seq <= end)
+			rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT);
+	}
+	mdb_cursor_close(cur);
+	if (rc == MDB_NOTFOUND)
+		rc = MDB_CORRUPTED; /* the log ended inside the window */
+	if (rc || p->next_seq <= end)
+		return rc;
+	if (!p->slice)
+		p->to = p->next_seq - 1;
+	p->phase = RW_EMIT;
+	p->bucket = 0;
+	p->sorted = 0;
+	p->idx = 0;
+	slice_range(p->slice, rw->slices, &p->next_hash, &c.hi);
+	return 0;
+}
+
+/* --- Writing the new image. --- */
+
+/* One object of a hash group: from the image, or put by the window. */
+struct grp_ent {
+	uint32_t tie;
+	bool live, dirty;
+	MDB_val raw; /* the image's value, while not dirty */
+	struct kvf__jrec rec;
+};
+
+struct group {
+	struct grp_ent *e;
+	size_t n, cap;
+};
+
+static struct grp_ent *grp_add(struct group *g)
+{
+	if (g->n == g->cap) {
+		size_t cap = g->cap ? 2 * g->cap : 4;
+		struct grp_ent *e = realloc(g->e, cap * sizeof(*e));
+
+		if (!e)
+			return NULL;
+		g->e = e;
+		g->cap = cap;
+	}
+	memset(&g->e[g->n], 0, sizeof(g->e[0]));
+	return &g->e[g->n++];
+}
+
+static int cmp_item(const void *a, const void *b)
+{
+	const struct rw_item *x = a, *y = b;
+
+	if (x->hash != y->hash)
+		return x->hash < y->hash ? -1 : 1;
+	return (x->seq > y->seq) - (x->seq < y->seq);
+}
+
+/*
+ * The next record of the window to merge (by hash, then log order), or
+ * NULL when the slice has none left; sorts a bucket on reaching it.
+ */
+static const struct rw_item *peek_item(struct kvf__rewrite *rw)
+{
+	struct rw_pos *p = &rw->pos;
+
+	while (p->bucket < RW_BUCKETS && p->idx == p->n[p->bucket]) {
+		p->bucket++;
+		p->idx = 0;
+	}
+	if (p->bucket == RW_BUCKETS)
+		return NULL;
+	if (p->sorted <= p->bucket) {
+		qsort(rw->b[p->bucket].v, p->n[p->bucket],
+		      sizeof(struct rw_item), cmp_item);
+		p->sorted = p->bucket + 1;
+	}
+	return &rw->b[p->bucket].v[p->idx];
+}
+
+static struct grp_ent *grp_find(struct group *g, const struct kvf__jrec *rec)
+{
+	for (size_t i = 0; i < g->n; i++) {
+		struct grp_ent *e = &g->e[i];
+
+		if (e->live && e->rec.obj.key_len == rec->obj.key_len &&
+		    !memcmp(e->rec.obj.key, rec->obj.key, rec->obj.key_len))
+			return e;
+	}
+	return NULL;
+}
+
+/* Apply one window record to its hash group (kvf__image_apply()'s rules). */
+static int grp_apply(struct group *g, const struct kvf__jrec *rec)
+{
+	struct grp_ent *e = grp_find(g, rec);
+	uint32_t tie = 0;
+
+	switch (rec->type) {
+	case KVF__JREC_OBJECT_PUT:
+		if (!e) {
+			for (size_t i = 0; i < g->n; i++)
+				if (g->e[i].live)
+					tie = g->e[i].tie + 1;
+			e = grp_add(g);
+			if (!e)
+				return ENOMEM;
+			e->tie = tie;
+			e->live = true;
+		}
+		e->rec = *rec;
+		e->dirty = true;
+		break;
+	case KVF__JREC_OBJECT_REPLICAS:
+		if (!e)
+			break;
+		e->rec.obj.nr_replicas = rec->obj.nr_replicas;
+		memcpy(e->rec.obj.replicas, rec->obj.replicas,
+		       sizeof(e->rec.obj.replicas));
+		e->dirty = true;
+		break;
+	default: /* OBJECT_REMOVE */
+		if (e)
+			e->live = false;
+		break;
+	}
+	return 0;
+}
+
+static int append_entry(MDB_txn *txn, MDB_dbi dbi, uint64_t hash,
+			const struct grp_ent *e)
+{
+	uint8_t k[KVF__IMAGE_KEY_LEN], small[512], *buf = NULL;
+	MDB_val key = { sizeof(k), k }, val = e->raw;
+	int rc;
+
+	kvf__image_obj_key(k, hash, e->tie);
+	if (e->dirty) {
+		size_t max = kvf__jrec_encoded_max(&e->rec);
+
+		buf = max <= sizeof(small) ? small : malloc(max);
+		if (!buf)
+			return ENOMEM;
+		val.mv_size = kvf__jrec_encode(&e->rec, buf);
+		val.mv_data = buf;
+	}
+	rc = mdb_put(txn, dbi, &key, &val, MDB_APPEND);
+	if (buf && buf != small)
+		free(buf);
+	return rc;
+}
+
+static uint64_t entry_hash(const MDB_val *key)
+{
+	return kvf__get_be64(key->mv_data);
+}
+
+/*
+ * Merge the group of hash @h: the image's entries (from @cur, which is
+ * left on the first entry past them), then the window's records of @h in
+ * log order; append what lives. Returns an LMDB/errno code; *@mrc
+ * receives the cursor's state (0 or MDB_NOTFOUND).
+ */
+static int merge_group(MDB_txn *txn, MDB_dbi spare, MDB_cursor *cur,
+		       MDB_val *key, MDB_val *val, int *mrc,
+		       struct kvf__rewrite *rw, struct group *g, uint64_t h)
+{
+	struct rw_pos *p = &rw->pos;
+	int rc = 0;
+
+	g->n = 0;
+	while (*mrc == 0 && entry_hash(key) == h) {
+		struct grp_ent *e = grp_add(g);
+		size_t used;
+
+		if (!e)
+			return ENOMEM;
+		e->tie = kvf__image_obj_tie(key->mv_data);
+		e->live = true;
+		e->raw = *val;
+		if (kvf__jrec_decode(val->mv_data, val->mv_size, &e->rec,
+				     &used) ||
+		    used != val->mv_size || e->rec.type != KVF__JREC_OBJECT_PUT)
+			return MDB_CORRUPTED;
+		*mrc = mdb_cursor_get(cur, key, val, MDB_NEXT);
+		if (*mrc == 0 && key->mv_size != KVF__IMAGE_KEY_LEN)
+			return MDB_CORRUPTED;
+	}
+	if (*mrc && *mrc != MDB_NOTFOUND)
+		return *mrc;
+	for (const struct rw_item *it; (it = peek_item(rw)) && it->hash == h;
+	     p->idx++) {
+		struct kvf__jrec rec;
+		size_t used;
+
+		if (kvf__jrec_decode(rw->arena + it->off, it->len, &rec, &used))
+			return MDB_CORRUPTED;
+		rc = grp_apply(g, &rec);
+		if (rc)
+			return rc;
+	}
+	for (size_t i = 0; i < g->n && !rc; i++)
+		if (g->e[i].live)
+			rc = append_entry(txn, spare, h, &g->e[i]);
+	return rc;
+}
+
+/* Merge up to a chunk of entries of the slice into the spare database. */
+static int emit_step(MDB_txn *txn, MDB_dbi image, MDB_dbi spare,
+		     struct kvf__rewrite *rw)
+{
+	struct rw_pos *p = &rw->pos;
+	struct group g = { 0 };
+	uint8_t k[KVF__IMAGE_KEY_LEN];
+	MDB_val key = { sizeof(k), k }, val;
+	MDB_cursor *cur;
+	uint64_t lo, hi, written = 0;
+	int mrc, rc;
+
+	slice_range(p->slice, rw->slices, &lo, &hi);
+	rc = mdb_cursor_open(txn, image, &cur);
+	if (rc)
+		return rc;
+	kvf__image_obj_key(k, p->next_hash, 0);
+	mrc = mdb_cursor_get(cur, &key, &val, MDB_SET_RANGE);
+	if (mrc == 0 && key.mv_size != KVF__IMAGE_KEY_LEN)
+		mrc = MDB_CORRUPTED;
+	for (;;) {
+		const struct rw_item *it;
+		bool in_image, in_window;
+		uint64_t h;
+
+		if (mrc && mrc != MDB_NOTFOUND) {
+			rc = mrc;
+			break;
+		}
+		in_image = mrc == 0 && entry_hash(&key) <= hi;
+		it = peek_item(rw);
+		in_window = it != NULL;
+		if (!in_image && !in_window)
+			break;
+		h = in_image ? entry_hash(&key) : it->hash;
+		if (in_window && it->hash < h)
+			h = it->hash;
+		if (written >= rw->chunk) {
+			p->next_hash = h;
+			goto out; /* the slice goes on in the next step */
+		}
+		if (in_window && it->hash == h) {
+			rc = merge_group(txn, spare, cur, &key, &val, &mrc,
+					 rw, &g, h);
+		} else {
+			rc = mdb_put(txn, spare, &key, &val, MDB_APPEND);
+			if (!rc)
+				mrc = mdb_cursor_get(cur, &key, &val, MDB_NEXT);
+			if (mrc == 0 && key.mv_size != KVF__IMAGE_KEY_LEN)
+				mrc = MDB_CORRUPTED;
+		}
+		if (rc)
+			break;
+		written++;
+	}
+	if (!rc && ++p->slice < rw->slices) {
+		p->phase = RW_COLLECT;
+		p->next_seq = rw->from + 1;
+		memset(p->n, 0, sizeof(p->n));
+		p->used = 0;
+	} else if (!rc) {
+		p->phase = RW_SWITCH;
+	}
+out:
+	mdb_cursor_close(cur);
+	free(g.e);
+	return rc;
+}
+
+/* --- The switch. --- */
+
+/* Apply the window's segment and client records, in log order. */
+static int apply_side(MDB_txn *txn, const struct kvf__store_dbs *dbs,
+		      MDB_dbi image, const struct kvf__rewrite *rw)
+{
+	size_t off = 0;
+	int rc = 0;
+
+	while (!rc && off < rw->pos.side_len) {
+		struct kvf__jrec rec;
+		size_t used;
+
+		if (kvf__jrec_decode(rw->side + off, rw->pos.side_len - off,
+				     &rec, &used))
+			return MDB_CORRUPTED;
+		rc = kvf__image_apply(txn, dbs, image, &rec);
+		off += used;
+	}
+	return rc;
+}
+
+/* Delete the window's frames from the head of the log. */
+static int drop_window(MDB_txn *txn, MDB_dbi log, uint64_t to,
+		       struct kvf__store_state *st)
+{
+	MDB_cursor *cur;
+	MDB_val key, val;
+	int rc;
+
+	rc = mdb_cursor_open(txn, log, &cur);
+	if (rc)
+		return rc;
+	while (st->ckpt_seq < to &&
+	       !(rc = mdb_cursor_get(cur, &key, &val, MDB_FIRST))) {
+		uint32_t count = kvf__frame_count(val.mv_data, val.mv_size);
+
+		if (key.mv_size != 8 ||
+		    kvf__get_be64(key.mv_data) != st->ckpt_seq + 1 || !count ||
+		    st->ckpt_seq + count > to) {
+			rc = MDB_CORRUPTED;
+			break;
+		}
+		rc = mdb_cursor_del(cur, 0);
+		if (rc)
+			break;
+		st->ckpt_seq += count;
+		st->log_frames--;
+	}
+	mdb_cursor_close(cur);
+	return rc == MDB_NOTFOUND ? MDB_CORRUPTED : rc;
+}
+
+static int switch_image(MDB_txn *txn, const struct kvf__store_dbs *dbs,
+			MDB_dbi image, MDB_dbi spare, struct kvf__rewrite *rw,
+			struct kvf__store_state *st)
+{
+	uint32_t version = KVF__JOURNAL_FORMAT_VERSION;
+	uint32_t which = spare == dbs->objs_alt;
+	struct kvf__store_state next = *st;
+	int rc;
+
+	rc = apply_side(txn, dbs, image, rw);
+	if (!rc)
+		rc = drop_window(txn, dbs->log, rw->pos.to, &next);
+	if (!rc && next.ckpt_seq >= rw->target)
+		next.ckpt_count++;
+	if (!rc)
+		rc = kvf__store_meta_put(txn, dbs->meta, KVF__META_IMAGE,
+					 &which, sizeof(which));
+	if (!rc)
+		rc = kvf__store_meta_put(txn, dbs->meta, KVF__META_VERSION,
+					 &version, sizeof(version));
+	if (!rc)
+		rc = kvf__store_meta_put(txn, dbs->meta, KVF__META_CKPT_SEQ,
+					 &next.ckpt_seq, sizeof(next.ckpt_seq));
+	if (!rc)
+		rc = kvf__store_meta_put(txn, dbs->meta, KVF__META_CKPT_COUNT,
+					 &next.ckpt_count,
+					 sizeof(next.ckpt_count));
+	if (!rc)
+		rc = mdb_drop(txn, image, 0);
+	if (!rc)
+		rc = kvf__store_count_image(txn, dbs, &next);
+	if (!rc) {
+		next.version = version;
+		*st = next;
+	}
+	return rc;
+}
+
+int kvf__rewrite_step(MDB_txn *txn, const struct kvf__store_dbs *dbs,
+		      struct kvf__rewrite *rw, struct kvf__store_state *st,
+		      bool *done)
+{
+	struct rw_pos *p = &rw->pos;
+	MDB_dbi image, spare;
+	int rc;
+
+	*done = false;
+	if (st->ckpt_seq != rw->from)
+		return MDB_CORRUPTED; /* someone else folded meanwhile */
+	rc = kvf__store_image(txn, dbs, &image, &spare);
+	if (rc)
+		return rc;
+	switch (p->phase) {
+	case RW_CLEAR:
+		rc = mdb_drop(txn, spare, 0);
+		p->phase = RW_COLLECT;
+		p->next_seq = rw->from + 1;
+		return rc;
+	case RW_COLLECT:
+		return collect_step(txn, dbs, rw);
+	case RW_EMIT:
+		return emit_step(txn, image, spare, rw);
+	default:
+		rc = switch_image(txn, dbs, image, spare, rw, st);
+		*done = !rc;
+		return rc;
+	}
+}
