@@ -393,8 +393,8 @@ uint32_t kvf__frame_count(const uint8_t *val, size_t len)
 	return (uint32_t)val[0] | (uint32_t)val[1] << 8;
 }
 
-int kvf__frame_decode(const uint8_t *val, size_t len, uint32_t *count,
-		      kvf__jrec_fn fn, void *arg)
+int kvf__frame_walk(const uint8_t *val, size_t len, uint32_t *count,
+		    kvf__jrec_raw_fn fn, void *arg)
 {
 	size_t off = KVF__FRAME_HDR;
 	struct kvf__jrec rec;
@@ -408,15 +408,38 @@ int kvf__frame_decode(const uint8_t *val, size_t len, uint32_t *count,
 
 		if (kvf__jrec_decode(val + off, len - off, &rec, &used))
 			return KVF_ERR_JOURNAL_CORRUPT;
-		off += used;
-		rc = fn(arg, &rec, i);
+		rc = fn(arg, &rec, i, val + off, used);
 		if (rc)
 			return rc;
+		off += used;
 	}
 	if (off != len)
 		return KVF_ERR_JOURNAL_CORRUPT;
 	*count = n;
 	return KVF_OK;
+}
+
+struct decode_fn {
+	kvf__jrec_fn fn;
+	void *arg;
+};
+
+static int decode_one(void *arg, const struct kvf__jrec *rec, uint32_t idx,
+		      const uint8_t *raw, size_t raw_len)
+{
+	const struct decode_fn *d = arg;
+
+	(void)raw;
+	(void)raw_len;
+	return d->fn(d->arg, rec, idx);
+}
+
+int kvf__frame_decode(const uint8_t *val, size_t len, uint32_t *count,
+		      kvf__jrec_fn fn, void *arg)
+{
+	struct decode_fn d = { fn, arg };
+
+	return kvf__frame_walk(val, len, count, decode_one, &d);
 }
 
 int kvf__frames_decode(const uint8_t *buf, size_t len, uint64_t nr_recs,

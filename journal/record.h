@@ -86,6 +86,18 @@ typedef int (*kvf__jrec_fn)(void *arg, const struct kvf__jrec *rec,
 int kvf__frame_decode(const uint8_t *val, size_t len, uint32_t *count,
 		      kvf__jrec_fn fn, void *arg);
 
+typedef int (*kvf__jrec_raw_fn)(void *arg, const struct kvf__jrec *rec,
+				uint32_t idx, const uint8_t *raw,
+				size_t raw_len);
+
+/*
+ * kvf__frame_walk() - kvf__frame_decode(), also handing @fn each record's
+ * encoding (@raw[0..@raw_len), inside @val): what kvf__jrec_encode()
+ * wrote, so a copy of it decodes to the same record.
+ */
+int kvf__frame_walk(const uint8_t *val, size_t len, uint32_t *count,
+		    kvf__jrec_raw_fn fn, void *arg);
+
 /*
  * kvf__frames_decode() - walk @nr_frames encoded log frames (a batch's
  * bytes, struct kvf__jbatch's layout) at @buf[0..@len), calling @fn per

@@ -191,18 +191,17 @@ static int reserve(uint8_t **buf, size_t *cap, size_t used, size_t len)
 	return 0;
 }
 
-/* Append @rec's encoding to *@buf; *@off receives where it starts. */
+/* Append the record encoding @raw[0..@len) to *@buf; *@off: where. */
 static int keep_encoded(uint8_t **buf, size_t *cap, size_t *used,
-			const struct kvf__jrec *rec, size_t *off,
-			size_t *len)
+			const uint8_t *raw, size_t len, size_t *off)
 {
-	int rc = reserve(buf, cap, *used, kvf__jrec_encoded_max(rec));
+	int rc = reserve(buf, cap, *used, len);
 
 	if (rc)
 		return rc;
 	*off = *used;
-	*len = kvf__jrec_encode(rec, *buf + *used);
-	*used += *len;
+	memcpy(*buf + *used, raw, len);
+	*used += len;
 	return 0;
 }
 
@@ -222,14 +221,14 @@ static bool is_object(const struct kvf__jrec *rec)
 }
 
 static int collect_record(void *arg, const struct kvf__jrec *rec,
-			  uint32_t idx)
+			  uint32_t idx, const uint8_t *raw, size_t raw_len)
 {
 	struct collect *c = arg;
 	struct kvf__rewrite *rw = c->rw;
 	struct rw_pos *p = &rw->pos;
 	struct rw_bucket *b;
 	struct rw_item *it;
-	size_t off, len, *n;
+	size_t off, *n;
 	uint64_t h;
 	int rc;
 
@@ -237,7 +236,7 @@ static int collect_record(void *arg, const struct kvf__jrec *rec,
 		if (p->slice) /* slice 0's read kept them */
 			return 0;
 		return keep_encoded(&rw->side, &rw->side_cap, &p->side_len,
-				    rec, &off, &len);
+				    raw, raw_len, &off);
 	}
 	h = kvf__image_key_hash(rec->obj.key, rec->obj.key_len);
 	if (h < c->lo || h > c->hi)
@@ -253,15 +252,15 @@ static int collect_record(void *arg, const struct kvf__jrec *rec,
 		b->v = v;
 		b->cap = cap;
 	}
-	rc = keep_encoded(&rw->arena, &rw->arena_cap, &p->used, rec, &off,
-			  &len);
+	rc = keep_encoded(&rw->arena, &rw->arena_cap, &p->used, raw, raw_len,
+			  &off);
 	if (rc)
 		return rc;
 	it = &b->v[(*n)++];
 	it->hash = h;
 	it->seq = c->seq + idx;
 	it->off = off;
-	it->len = len;
+	it->len = raw_len;
 	return 0;
 }
 
@@ -292,8 +291,8 @@ static int collect_step(MDB_txn *txn, const struct kvf__store_dbs *dbs,
 			break;
 		}
 		c.seq = p->next_seq;
-		rc = kvf__frame_decode(val.mv_data, val.mv_size, &count,
-				       collect_record, &c);
+		rc = kvf__frame_walk(val.mv_data, val.mv_size, &count,
+				     collect_record, &c);
 		if (rc == KVF_ERR_JOURNAL_CORRUPT)
 			rc = MDB_CORRUPTED;
 		if (rc)
@@ -428,7 +427,7 @@ static int grp_apply(struct group *g, const struct kvf__jrec *rec)
 	return 0;
 }
 
-static int append_entry(MDB_txn *txn, MDB_dbi dbi, uint64_t hash,
+static int append_entry(MDB_cursor *dst, uint64_t hash,
 			const struct grp_ent *e)
 {
 	uint8_t k[KVF__IMAGE_KEY_LEN], small[512], *buf = NULL;
@@ -445,7 +444,7 @@ static int append_entry(MDB_txn *txn, MDB_dbi dbi, uint64_t hash,
 		val.mv_size = kvf__jrec_encode(&e->rec, buf);
 		val.mv_data = buf;
 	}
-	rc = mdb_put(txn, dbi, &key, &val, MDB_APPEND);
+	rc = mdb_cursor_put(dst, &key, &val, MDB_APPEND);
 	if (buf && buf != small)
 		free(buf);
 	return rc;
@@ -459,10 +458,10 @@ static uint64_t entry_hash(const MDB_val *key)
 /*
  * Merge the group of hash @h: the image's entries (from @cur, which is
  * left on the first entry past them), then the window's records of @h in
- * log order; append what lives. Returns an LMDB/errno code; *@mrc
+ * log order; append what lives at @dst. Returns an LMDB/errno code; *@mrc
  * receives the cursor's state (0 or MDB_NOTFOUND).
  */
-static int merge_group(MDB_txn *txn, MDB_dbi spare, MDB_cursor *cur,
+static int merge_group(MDB_cursor *dst, MDB_cursor *cur,
 		       MDB_val *key, MDB_val *val, int *mrc,
 		       struct kvf__rewrite *rw, struct group *g, uint64_t h)
 {
@@ -502,7 +501,7 @@ static int merge_group(MDB_txn *txn, MDB_dbi spare, MDB_cursor *cur,
 	}
 	for (size_t i = 0; i < g->n && !rc; i++)
 		if (g->e[i].live)
-			rc = append_entry(txn, spare, h, &g->e[i]);
+			rc = append_entry(dst, h, &g->e[i]);
 	return rc;
 }
 
@@ -514,14 +513,19 @@ static int emit_step(MDB_txn *txn, MDB_dbi image, MDB_dbi spare,
 	struct group g = { 0 };
 	uint8_t k[KVF__IMAGE_KEY_LEN];
 	MDB_val key = { sizeof(k), k }, val;
-	MDB_cursor *cur;
+	MDB_cursor *cur, *dst;
 	uint64_t lo, hi, written = 0;
 	int mrc, rc;
 
 	slice_range(p->slice, rw->slices, &lo, &hi);
-	rc = mdb_cursor_open(txn, image, &cur);
+	rc = mdb_cursor_open(txn, spare, &dst);
 	if (rc)
 		return rc;
+	rc = mdb_cursor_open(txn, image, &cur);
+	if (rc) {
+		mdb_cursor_close(dst);
+		return rc;
+	}
 	kvf__image_obj_key(k, p->next_hash, 0);
 	mrc = mdb_cursor_get(cur, &key, &val, MDB_SET_RANGE);
 	if (mrc == 0 && key.mv_size != KVF__IMAGE_KEY_LEN)
@@ -548,10 +552,10 @@ static int emit_step(MDB_txn *txn, MDB_dbi image, MDB_dbi spare,
 			goto out; /* the slice goes on in the next step */
 		}
 		if (in_window && it->hash == h) {
-			rc = merge_group(txn, spare, cur, &key, &val, &mrc,
-					 rw, &g, h);
+			rc = merge_group(dst, cur, &key, &val, &mrc, rw, &g,
+					 h);
 		} else {
-			rc = mdb_put(txn, spare, &key, &val, MDB_APPEND);
+			rc = mdb_cursor_put(dst, &key, &val, MDB_APPEND);
 			if (!rc)
 				mrc = mdb_cursor_get(cur, &key, &val, MDB_NEXT);
 			if (mrc == 0 && key.mv_size != KVF__IMAGE_KEY_LEN)
@@ -571,6 +575,7 @@ static int emit_step(MDB_txn *txn, MDB_dbi image, MDB_dbi spare,
 	}
 out:
 	mdb_cursor_close(cur);
+	mdb_cursor_close(dst);
 	free(g.e);
 	return rc;
 }
