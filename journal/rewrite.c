@@ -17,11 +17,14 @@
  *
  *  1. empties the spare database (what an interrupted rewrite left);
  *  2. per slice of the hash space (one slice unless the window's records
- *     would need more than the budget's bytes of memory), reads the window's
- *     object records of that slice from the log into memory, sorts them by
- *     (image key, log order), and merges them with the image's entries of
- *     the slice into the spare database, appending in key order
- *     (MDB_APPEND: pages are filled, never split);
+ *     would need more than the budget's bytes of memory), reads the
+ *     window's object records of that slice from the log into memory,
+ *     sorts them by (image key, log order), and merges them with the
+ *     image's entries of the slice into the spare database, appending in
+ *     key order (MDB_APPEND: pages are filled, never split). Slice 0's
+ *     read decodes and checks every record and, when there are more
+ *     slices, notes each one's hash and length (16 bytes a record), so the
+ *     later reads copy their slice's records without decoding any;
  *  3. switches, in one transaction: applies the window's segment and
  *     client records to their databases (in log order), deletes the
  *     window from the log, points meta "image" at the new image, empties
@@ -76,6 +79,13 @@ struct rw_item {
 	size_t len;
 };
 
+/* Slice 0's index of the window, one per record, for the later slices. */
+struct rw_rec {
+	uint64_t hash;
+	uint32_t len;
+	uint32_t object; /* else a segment or client record */
+};
+
 /* Progress: what a step changes (kvf__rewrite_settle()). */
 struct rw_pos {
 	enum rw_phase phase;
@@ -84,6 +94,7 @@ struct rw_pos {
 	uint64_t next_seq;  /* COLLECT: the next frame's first sequence */
 	size_t used;        /* arena bytes */
 	size_t side_len;    /* side bytes */
+	size_t nrecs;       /* records in the index */
 	uint32_t bucket;    /* EMIT: the bucket merged now */
 	uint32_t sorted;    /* EMIT: buckets below this are sorted */
 	size_t idx;         /* EMIT: its next item */
@@ -107,6 +118,8 @@ struct kvf__rewrite {
 	size_t arena_cap;
 	uint8_t *side; /* segment and client records, encoded, log order */
 	size_t side_cap;
+	struct rw_rec *recs; /* with more than one slice */
+	size_t recs_cap;
 };
 
 bool kvf__rewrite_wanted(uint64_t window, uint64_t objects)
@@ -145,6 +158,7 @@ void kvf__rewrite_free(struct kvf__rewrite *rw)
 		free(rw->b[i].v);
 	free(rw->arena);
 	free(rw->side);
+	free(rw->recs);
 	free(rw);
 }
 
@@ -220,29 +234,16 @@ static bool is_object(const struct kvf__jrec *rec)
 	       rec->type == KVF__JREC_OBJECT_REMOVE;
 }
 
-static int collect_record(void *arg, const struct kvf__jrec *rec,
-			  uint32_t idx, const uint8_t *raw, size_t raw_len)
+/* Keep the object record @raw[0..@len) of hash @h, sequence @seq. */
+static int keep_item(struct kvf__rewrite *rw, const struct collect *c,
+		     uint64_t h, uint64_t seq, const uint8_t *raw, size_t len)
 {
-	struct collect *c = arg;
-	struct kvf__rewrite *rw = c->rw;
 	struct rw_pos *p = &rw->pos;
-	struct rw_bucket *b;
+	struct rw_bucket *b = &rw->b[bucket_of(h, c->lo, c->hi)];
+	size_t off, *n = &p->n[b - rw->b];
 	struct rw_item *it;
-	size_t off, *n;
-	uint64_t h;
 	int rc;
 
-	if (!is_object(rec)) {
-		if (p->slice) /* slice 0's read kept them */
-			return 0;
-		return keep_encoded(&rw->side, &rw->side_cap, &p->side_len,
-				    raw, raw_len, &off);
-	}
-	h = kvf__image_key_hash(rec->obj.key, rec->obj.key_len);
-	if (h < c->lo || h > c->hi)
-		return 0;
-	b = &rw->b[bucket_of(h, c->lo, c->hi)];
-	n = &p->n[b - rw->b];
 	if (*n == b->cap) {
 		size_t cap = b->cap ? 2 * b->cap : 1024;
 		struct rw_item *v = realloc(b->v, cap * sizeof(*v));
@@ -252,16 +253,97 @@ static int collect_record(void *arg, const struct kvf__jrec *rec,
 		b->v = v;
 		b->cap = cap;
 	}
-	rc = keep_encoded(&rw->arena, &rw->arena_cap, &p->used, raw, raw_len,
+	rc = keep_encoded(&rw->arena, &rw->arena_cap, &p->used, raw, len,
 			  &off);
 	if (rc)
 		return rc;
 	it = &b->v[(*n)++];
 	it->hash = h;
-	it->seq = c->seq + idx;
+	it->seq = seq;
 	it->off = off;
-	it->len = raw_len;
+	it->len = len;
 	return 0;
+}
+
+/* Note the window's record @seq in the index the later slices read. */
+static int index_record(struct kvf__rewrite *rw, uint64_t seq, bool object,
+			uint64_t h, size_t len)
+{
+	struct rw_pos *p = &rw->pos;
+	struct rw_rec *r;
+
+	if (rw->slices == 1)
+		return 0;
+	if (seq != rw->from + 1 + p->nrecs || len > UINT32_MAX)
+		return MDB_CORRUPTED;
+	if (p->nrecs == rw->recs_cap) {
+		size_t cap = rw->recs_cap ? 2 * rw->recs_cap : 65536;
+		struct rw_rec *v = realloc(rw->recs, cap * sizeof(*v));
+
+		if (!v)
+			return ENOMEM;
+		rw->recs = v;
+		rw->recs_cap = cap;
+	}
+	r = &rw->recs[p->nrecs++];
+	r->hash = h;
+	r->len = (uint32_t)len;
+	r->object = object;
+	return 0;
+}
+
+/* Slice 0: decode each record of a frame, keep and index it. */
+static int collect_record(void *arg, const struct kvf__jrec *rec,
+			  uint32_t idx, const uint8_t *raw, size_t raw_len)
+{
+	struct collect *c = arg;
+	struct kvf__rewrite *rw = c->rw;
+	uint64_t h = 0;
+	size_t off;
+	int rc;
+
+	if (is_object(rec))
+		h = kvf__image_key_hash(rec->obj.key, rec->obj.key_len);
+	rc = index_record(rw, c->seq + idx, is_object(rec), h, raw_len);
+	if (rc)
+		return rc;
+	if (!is_object(rec))
+		return keep_encoded(&rw->side, &rw->side_cap,
+				    &rw->pos.side_len, raw, raw_len, &off);
+	if (h < c->lo || h > c->hi)
+		return 0;
+	return keep_item(rw, c, h, c->seq + idx, raw, raw_len);
+}
+
+/*
+ * Later slices: the frame at sequence @c->seq was decoded and checked by
+ * slice 0's read and has not changed since (nothing writes the window
+ * before the switch), so its records are found through the index alone.
+ */
+static int scan_frame(struct kvf__rewrite *rw, const struct collect *c,
+		      const uint8_t *val, size_t len, uint32_t *count)
+{
+	uint32_t n = kvf__frame_count(val, len);
+	uint64_t first = c->seq - rw->from - 1;
+	size_t off = KVF__FRAME_HDR;
+	int rc = 0;
+
+	if (!n || first + n > rw->pos.nrecs)
+		return MDB_CORRUPTED;
+	for (uint32_t i = 0; i < n && !rc; i++) {
+		const struct rw_rec *r = &rw->recs[first + i];
+
+		if (r->len > len - off)
+			return MDB_CORRUPTED;
+		if (r->object && r->hash >= c->lo && r->hash <= c->hi)
+			rc = keep_item(rw, c, r->hash, c->seq + i, val + off,
+				       r->len);
+		off += r->len;
+	}
+	if (!rc && off != len)
+		rc = MDB_CORRUPTED;
+	*count = n;
+	return rc;
 }
 
 /* Read up to a chunk of the window's records (those of the slice). */
@@ -291,8 +373,12 @@ static int collect_step(MDB_txn *txn, const struct kvf__store_dbs *dbs,
 			break;
 		}
 		c.seq = p->next_seq;
-		rc = kvf__frame_walk(val.mv_data, val.mv_size, &count,
-				     collect_record, &c);
+		if (p->slice)
+			rc = scan_frame(rw, &c, val.mv_data, val.mv_size,
+					&count);
+		else
+			rc = kvf__frame_walk(val.mv_data, val.mv_size, &count,
+					     collect_record, &c);
 		if (rc == KVF_ERR_JOURNAL_CORRUPT)
 			rc = MDB_CORRUPTED;
 		if (rc)
