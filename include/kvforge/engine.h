@@ -234,13 +234,15 @@ struct kvf_config {
 	/** Eviction order. Default %KVF_EVICTION_PREFIX. */
 	enum kvf_eviction_order eviction_order;
 	/** With a journal, fold its log into its image (a checkpoint)
-	 *  once the log holds this many records; 0 (the default) means
-	 *  1,000,000. Recovery replays at most this many records beyond
-	 *  the image, and a checkpoint rewrites every image page its
-	 *  records land on: fewer records between checkpoints recover
-	 *  faster and write more (at 10M objects about 2 KB of pages per
-	 *  record at the default, docs/benchmarks.md). UINT64_MAX never
-	 *  folds: the log and the next open's replay grow without bound. */
+	 *  once the log holds this many records, or half as many records
+	 *  as the image has objects when that is more; 0 (the default)
+	 *  means 1,000,000. Recovery replays at most that many records
+	 *  beyond the image. A checkpoint whose records are many against
+	 *  the image writes the image anew (each page once); a small one
+	 *  folds in place, rewriting every image page its records land
+	 *  on: fewer records between checkpoints recover faster and write
+	 *  more (docs/journal.md, "Checkpoints"). UINT64_MAX never folds:
+	 *  the log and the next open's replay grow without bound. */
 	uint64_t journal_checkpoint_records;
 };
 
