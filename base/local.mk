@@ -7,6 +7,7 @@ libkvforge_core_la_SOURCES += \
 	base/die.h \
 	base/die.c \
 	base/fault.h \
+	base/grow.h \
 	base/lock.h \
 	base/lock.c \
 	base/prefetch.h \

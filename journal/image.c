@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/grow.h"
 #include "journal/error.h"
 #include "journal/store.h"
 #include "metadata/hash.h"
@@ -244,29 +245,18 @@ struct fold {
 	size_t used, arena_cap;
 };
 
-static bool is_object(const struct kvf__jrec *rec)
-{
-	return rec->type == KVF__JREC_OBJECT_PUT ||
-	       rec->type == KVF__JREC_OBJECT_REPLICAS ||
-	       rec->type == KVF__JREC_OBJECT_REMOVE;
-}
-
 /* Copy @len bytes into the arena; returns their offset, or SIZE_MAX. */
 static size_t arena_copy(struct fold *f, const char *p, size_t len)
 {
 	size_t off = f->used;
 
 	if (f->used + len > f->arena_cap) {
-		size_t cap = f->arena_cap ? 2 * f->arena_cap : 1 << 20;
-		char *a;
+		char *a = kvf__grow(f->arena, &f->arena_cap, f->used + len, 1,
+				    1 << 20);
 
-		while (cap < f->used + len)
-			cap *= 2;
-		a = realloc(f->arena, cap);
 		if (!a)
 			return SIZE_MAX;
 		f->arena = a;
-		f->arena_cap = cap;
 	}
 	if (len)
 		memcpy(f->arena + off, p, len);
@@ -278,24 +268,19 @@ static size_t arena_copy(struct fold *f, const char *p, size_t len)
 static int fold_record(void *arg, const struct kvf__jrec *rec, uint32_t idx)
 {
 	struct fold *f = arg;
-	struct fold_item *it;
+	struct fold_item *it = kvf__grow(f->items, &f->cap, f->n + 1,
+					 sizeof(*it), 4096);
 
 	(void)idx;
-	if (f->n == f->cap) {
-		size_t cap = f->cap ? 2 * f->cap : 4096;
-		struct fold_item *items = realloc(f->items, cap * sizeof(*items));
-
-		if (!items)
-			return ENOMEM;
-		f->items = items;
-		f->cap = cap;
-	}
+	if (!it)
+		return ENOMEM;
+	f->items = it;
 	it = &f->items[f->n];
 	it->rec = *rec;
 	it->pos = f->n;
 	it->order = 0;
 	it->key_off = it->name_off = it->endpoint_off = 0;
-	if (is_object(rec)) {
+	if (kvf__jrec_is_object(rec)) {
 		it->order =
 			kvf__image_key_hash(rec->obj.key, rec->obj.key_len) | 1;
 		it->key_off = arena_copy(f, rec->obj.key, rec->obj.key_len);
@@ -332,7 +317,7 @@ static int fold_apply(struct fold *f)
 	for (size_t i = 0; i < f->n && !rc; i++) {
 		struct kvf__jrec *r = &f->items[i].rec;
 
-		if (is_object(r))
+		if (kvf__jrec_is_object(r))
 			r->obj.key = f->arena + f->items[i].key_off;
 		else if (r->type == KVF__JREC_SEGMENT_MOUNT) {
 			r->mount.name = f->arena + f->items[i].name_off;

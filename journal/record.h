@@ -6,6 +6,7 @@
 #ifndef KVF_JOURNAL_RECORD_H
 #define KVF_JOURNAL_RECORD_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -36,6 +37,15 @@ struct kvf__jbatch {
 	uint32_t nr_frames; /* log frames */
 	uint64_t nr_recs;   /* records */
 };
+
+/* Does @rec name an object (put, replicas, remove), as opposed to a
+ * segment or a client? */
+static inline bool kvf__jrec_is_object(const struct kvf__jrec *rec)
+{
+	return rec->type == KVF__JREC_OBJECT_PUT ||
+	       rec->type == KVF__JREC_OBJECT_REPLICAS ||
+	       rec->type == KVF__JREC_OBJECT_REMOVE;
+}
 
 /* Bytes kvf__jrec_encode() may write for @rec at most. */
 size_t kvf__jrec_encoded_max(const struct kvf__jrec *rec);

@@ -53,6 +53,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/grow.h"
 #include "journal/error.h"
 #include "journal/rewrite.h"
 #include "metadata/hash.h"
@@ -170,12 +171,12 @@ void kvf__rewrite_settle(struct kvf__rewrite *rw, bool committed)
 		rw->pos = rw->saved;
 }
 
-/* The hash range [*lo, *hi] of slice @k of @n. */
+/* The hash range [*lo, *hi] of slice @k of @n (the last takes the rest). */
 static void slice_range(uint32_t k, uint32_t n, uint64_t *lo, uint64_t *hi)
 {
-	uint64_t width = UINT64_MAX / n + 1;
+	uint64_t width = UINT64_MAX / n; /* n > 1: the ranges fit */
 
-	*lo = k * width;
+	*lo = n == 1 ? 0 : k * width;
 	*hi = k + 1 == n ? UINT64_MAX : (k + 1) * width - 1;
 }
 
@@ -187,32 +188,15 @@ static uint32_t bucket_of(uint64_t h, uint64_t lo, uint64_t hi)
 	return (uint32_t)(((unsigned __int128)(h - lo) * RW_BUCKETS) / width);
 }
 
-/* Room for @len more bytes at *@buf (@cap), which holds @used. */
-static int reserve(uint8_t **buf, size_t *cap, size_t used, size_t len)
-{
-	size_t want = *cap ? *cap : 1 << 20;
-	uint8_t *p;
-
-	while (want < used + len)
-		want *= 2;
-	if (want == *cap)
-		return 0;
-	p = realloc(*buf, want);
-	if (!p)
-		return ENOMEM;
-	*buf = p;
-	*cap = want;
-	return 0;
-}
-
 /* Append the record encoding @raw[0..@len) to *@buf; *@off: where. */
 static int keep_encoded(uint8_t **buf, size_t *cap, size_t *used,
 			const uint8_t *raw, size_t len, size_t *off)
 {
-	int rc = reserve(buf, cap, *used, len);
+	uint8_t *p = kvf__grow(*buf, cap, *used + len, 1, 1 << 20);
 
-	if (rc)
-		return rc;
+	if (!p)
+		return ENOMEM;
+	*buf = p;
 	*off = *used;
 	memcpy(*buf + *used, raw, len);
 	*used += len;
@@ -227,13 +211,6 @@ struct collect {
 	uint64_t seq; /* of the frame's first record */
 };
 
-static bool is_object(const struct kvf__jrec *rec)
-{
-	return rec->type == KVF__JREC_OBJECT_PUT ||
-	       rec->type == KVF__JREC_OBJECT_REPLICAS ||
-	       rec->type == KVF__JREC_OBJECT_REMOVE;
-}
-
 /* Keep the object record @raw[0..@len) of hash @h, sequence @seq. */
 static int keep_item(struct kvf__rewrite *rw, const struct collect *c,
 		     uint64_t h, uint64_t seq, const uint8_t *raw, size_t len)
@@ -241,18 +218,13 @@ static int keep_item(struct kvf__rewrite *rw, const struct collect *c,
 	struct rw_pos *p = &rw->pos;
 	struct rw_bucket *b = &rw->b[bucket_of(h, c->lo, c->hi)];
 	size_t off, *n = &p->n[b - rw->b];
-	struct rw_item *it;
+	struct rw_item *it = kvf__grow(b->v, &b->cap, *n + 1, sizeof(*it),
+				       1024);
 	int rc;
 
-	if (*n == b->cap) {
-		size_t cap = b->cap ? 2 * b->cap : 1024;
-		struct rw_item *v = realloc(b->v, cap * sizeof(*v));
-
-		if (!v)
-			return ENOMEM;
-		b->v = v;
-		b->cap = cap;
-	}
+	if (!it)
+		return ENOMEM;
+	b->v = it;
 	rc = keep_encoded(&rw->arena, &rw->arena_cap, &p->used, raw, len,
 			  &off);
 	if (rc)
@@ -276,15 +248,11 @@ static int index_record(struct kvf__rewrite *rw, uint64_t seq, bool object,
 		return 0;
 	if (seq != rw->from + 1 + p->nrecs || len > UINT32_MAX)
 		return MDB_CORRUPTED;
-	if (p->nrecs == rw->recs_cap) {
-		size_t cap = rw->recs_cap ? 2 * rw->recs_cap : 65536;
-		struct rw_rec *v = realloc(rw->recs, cap * sizeof(*v));
-
-		if (!v)
-			return ENOMEM;
-		rw->recs = v;
-		rw->recs_cap = cap;
-	}
+	r = kvf__grow(rw->recs, &rw->recs_cap, p->nrecs + 1, sizeof(*r),
+		      65536);
+	if (!r)
+		return ENOMEM;
+	rw->recs = r;
 	r = &rw->recs[p->nrecs++];
 	r->hash = h;
 	r->len = (uint32_t)len;
@@ -302,12 +270,12 @@ static int collect_record(void *arg, const struct kvf__jrec *rec,
 	size_t off;
 	int rc;
 
-	if (is_object(rec))
+	if (kvf__jrec_is_object(rec))
 		h = kvf__image_key_hash(rec->obj.key, rec->obj.key_len);
-	rc = index_record(rw, c->seq + idx, is_object(rec), h, raw_len);
+	rc = index_record(rw, c->seq + idx, kvf__jrec_is_object(rec), h, raw_len);
 	if (rc)
 		return rc;
-	if (!is_object(rec))
+	if (!kvf__jrec_is_object(rec))
 		return keep_encoded(&rw->side, &rw->side_cap,
 				    &rw->pos.side_len, raw, raw_len, &off);
 	if (h < c->lo || h > c->hi)
@@ -420,15 +388,11 @@ struct group {
 
 static struct grp_ent *grp_add(struct group *g)
 {
-	if (g->n == g->cap) {
-		size_t cap = g->cap ? 2 * g->cap : 4;
-		struct grp_ent *e = realloc(g->e, cap * sizeof(*e));
+	struct grp_ent *e = kvf__grow(g->e, &g->cap, g->n + 1, sizeof(*e), 4);
 
-		if (!e)
-			return NULL;
-		g->e = e;
-		g->cap = cap;
-	}
+	if (!e)
+		return NULL;
+	g->e = e;
 	memset(&g->e[g->n], 0, sizeof(g->e[0]));
 	return &g->e[g->n++];
 }

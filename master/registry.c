@@ -55,6 +55,7 @@
 #include "master/registry.h"
 
 #include "base/clock.h"
+#include "base/grow.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -260,18 +261,11 @@ static uint64_t name_key(const char *p, size_t n)
 
 static int grow(void **arr, size_t *cap, size_t need, size_t size)
 {
-	size_t ncap = *cap ? *cap * 2 : 16;
-	void *p;
+	void *p = need ? kvf__grow(*arr, cap, need, size, 16) : *arr;
 
-	if (need <= *cap)
-		return KVF_OK;
-	while (ncap < need)
-		ncap *= 2;
-	p = realloc(*arr, ncap * size);
-	if (!p)
+	if (need && !p)
 		return KVF_ERR_NO_MEMORY;
 	*arr = p;
-	*cap = ncap;
 	return KVF_OK;
 }
 
