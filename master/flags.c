@@ -168,6 +168,9 @@ static const struct flag_def flag_table[] = {
 	 "close a connection whose request stays half-sent this long, s"},
 	{"expected_objects", FLAG_U64, F(expected_objects), NOSET, "1000000",
 	 "objects the index is presized for"},
+	{"checkpoint_records", FLAG_U64, F(checkpoint_records), NOSET, "0",
+	 "fold the journal's log into its image at this many records, or "
+	 "half the image's objects if more; 0 = 1000000"},
 	{"enable_rdma", FLAG_BOOL, F(enable_rdma), NOSET, "false",
 	 "also accept RDMA handshakes on the RPC port (as MC_RPC_PROTOCOL=rdma)"},
 	{"ha_lease_ttl", FLAG_SEC, F(ha_lease_ttl_s), NOSET, "5",
@@ -872,6 +875,7 @@ int kvf_flags_engine_config(const struct kvf_master_flags *f,
 	cfg->eviction_high_watermark = f->eviction_high_watermark_ratio;
 	if (f->expected_objects)
 		cfg->expected_objects = f->expected_objects;
+	cfg->journal_checkpoint_records = f->checkpoint_records;
 	return KVF_OK;
 }
 

@@ -75,6 +75,7 @@ struct kvf_master_flags {
 	uint64_t idle_timeout_sec;
 	uint64_t request_timeout_sec;
 	uint64_t expected_objects;
+	uint64_t checkpoint_records;
 	bool enable_rdma;
 	uint64_t ha_lease_ttl_s;
 	char ha_advertise_address[KVF_FLAGS_STR_MAX];

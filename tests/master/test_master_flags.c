@@ -325,14 +325,17 @@ static void test_engine_config(void **state)
 	assert_null(cfg.data_dir);
 	assert_int_equal(cfg.placement, KVF_PLACEMENT_FRAGMENTATION_AWARE);
 	assert_int_equal(cfg.put_release_timeout_ms, 600000);
+	assert_int_equal(cfg.journal_checkpoint_records, 0); /* the engine's */
 
 	/* An explicit upstream strategy is honoured; --placement wins. */
 	assert_int_equal(PARSE(&f, err,
 			       "--allocation_strategy=free_ratio_first",
-			       "--data-dir=/d", "--durability=strict"),
+			       "--data-dir=/d", "--durability=strict",
+			       "--checkpoint_records=5000000"),
 			 KVF_OK);
 	assert_int_equal(kvf_flags_engine_config(&f, &cfg, err, sizeof(err)),
 			 KVF_OK);
+	assert_true(cfg.journal_checkpoint_records == 5000000);
 	assert_int_equal(cfg.placement, KVF_PLACEMENT_FREE_RATIO_FIRST);
 	assert_int_equal(cfg.durability, KVF_DURABILITY_STRICT);
 	assert_string_equal(cfg.data_dir, "/d");
