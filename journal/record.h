@@ -38,13 +38,18 @@ struct kvf__jbatch {
 	uint64_t nr_recs;   /* records */
 };
 
-/* Does @rec name an object (put, replicas, remove), as opposed to a
- * segment or a client? */
+/* Does a record of @type name an object (put, replicas, remove), as
+ * opposed to a segment or a client? */
+static inline bool kvf__jrec_type_is_object(uint32_t type)
+{
+	return type == KVF__JREC_OBJECT_PUT ||
+	       type == KVF__JREC_OBJECT_REPLICAS ||
+	       type == KVF__JREC_OBJECT_REMOVE;
+}
+
 static inline bool kvf__jrec_is_object(const struct kvf__jrec *rec)
 {
-	return rec->type == KVF__JREC_OBJECT_PUT ||
-	       rec->type == KVF__JREC_OBJECT_REPLICAS ||
-	       rec->type == KVF__JREC_OBJECT_REMOVE;
+	return kvf__jrec_type_is_object(rec->type);
 }
 
 /* Bytes kvf__jrec_encode() may write for @rec at most. */
