@@ -31,7 +31,6 @@
 #include "journal/store.h"
 #include "metadata/hash.h"
 
-
 /*
  * Position @cur on the object named by @rec's key. Return 0 (found,
  * @cur positioned, @found decoded from the stored value), MDB_NOTFOUND
@@ -106,9 +105,9 @@ static int apply_object(MDB_txn *txn, MDB_dbi objs,
 	case KVF__JREC_OBJECT_PUT:
 		if (rc == MDB_NOTFOUND)
 			kvf__image_obj_key(k,
-				kvf__image_key_hash(rec->obj.key,
-						    rec->obj.key_len),
-				tie);
+					   kvf__image_key_hash(rec->obj.key,
+							       rec->obj.key_len),
+					   tie);
 		rc = obj_store(txn, objs, k, rec);
 		break;
 	case KVF__JREC_OBJECT_REPLICAS:

@@ -119,14 +119,14 @@ struct kvf__jckpt {
 	int blocked;     /* a threshold fold failed: wait for progress */
 };
 
+struct kvf__rewrite;
+
 /*
  * struct kvf__journal - the pipeline's state, holding the parts' states.
  * Locking: @mu protects everything but the store's write transactions,
  * which belong to the holder of the transaction slot (@grp.busy), and is
  * never held across LMDB calls or I/O.
  */
-struct kvf__rewrite;
-
 struct kvf__journal {
 	struct kvf__journal_config cfg;
 	char *dir;

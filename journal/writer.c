@@ -57,12 +57,14 @@
  * (kvf__store_unmap_below()): writing back a mapped page write-protects
  * it with a TLB flush, an IPI to the caller's CPU, per page.
  *
- * Checkpoints: when the log holds checkpoint_records records (or
- * kvf__journal_checkpoint() asks), the writer folds the oldest frames into
- * the image, at most fold_chunk records per transaction, and advances
- * checkpoint_seq in the same transaction. The slot alternates between
- * groups and chunks, so a checkpoint never stalls callers for more than
- * one chunk.
+ * Checkpoints: when the log holds checkpoint_records records, or half as
+ * many as the image has objects if more (or kvf__journal_checkpoint()
+ * asks), the writer folds the oldest frames into the image: by rewriting
+ * the image (rewrite.c) when they are many against it, else in place, at
+ * most fold_chunk records per transaction, advancing checkpoint_seq in
+ * the same transaction. Either way a checkpoint is a series of
+ * transactions, and the slot alternates between groups and them, so a
+ * checkpoint never stalls callers for more than one step.
  *
  * Locking: @mu protects the queue, the counters and the checkpoint
  * request; it is never held across LMDB calls or I/O.
