@@ -133,19 +133,47 @@ int kvf__store_dbs_open(MDB_txn *txn, struct kvf__store_dbs *dbs, int create)
 	return rc == MDB_NOTFOUND ? 0 : rc;
 }
 
+/* Read meta @name (@len bytes) into @out; MDB_NOTFOUND if absent. */
+static int meta_read(MDB_txn *txn, MDB_dbi dbi, const char *name, void *out,
+		     size_t len)
+{
+	MDB_val key = { strlen(name), (void *)name }, val;
+	int rc = mdb_get(txn, dbi, &key, &val);
+
+	if (rc)
+		return rc;
+	if (val.mv_size != len)
+		return MDB_CORRUPTED;
+	memcpy(out, val.mv_data, len);
+	return 0;
+}
+
+/* A key every journal has: absent is damage. */
+static int meta_get(MDB_txn *txn, MDB_dbi dbi, const char *name, void *out,
+		    size_t len)
+{
+	int rc = meta_read(txn, dbi, name, out, len);
+
+	return rc == MDB_NOTFOUND ? MDB_CORRUPTED : rc;
+}
+
+/* An optional key: absent leaves @out as it is. */
+static int meta_get_opt(MDB_txn *txn, MDB_dbi dbi, const char *name,
+			void *out, size_t len)
+{
+	int rc = meta_read(txn, dbi, name, out, len);
+
+	return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
 int kvf__store_image(MDB_txn *txn, const struct kvf__store_dbs *dbs,
 		     MDB_dbi *image, MDB_dbi *spare)
 {
-	MDB_val key = { strlen(KVF__META_IMAGE), (void *)KVF__META_IMAGE };
-	MDB_val val;
 	uint32_t which = 0;
-	int rc = mdb_get(txn, dbs->meta, &key, &val);
+	int rc = meta_get_opt(txn, dbs->meta, KVF__META_IMAGE, &which,
+			      sizeof(which));
 
-	if (rc == 0 && val.mv_size == sizeof(which))
-		memcpy(&which, val.mv_data, sizeof(which));
-	else if (rc == 0)
-		return MDB_CORRUPTED;
-	else if (rc != MDB_NOTFOUND)
+	if (rc)
 		return rc;
 	if (which > 1 || (which && !dbs->has_alt))
 		return MDB_CORRUPTED;
@@ -153,28 +181,6 @@ int kvf__store_image(MDB_txn *txn, const struct kvf__store_dbs *dbs,
 	if (spare)
 		*spare = which ? dbs->objs : dbs->objs_alt;
 	return 0;
-}
-
-static int meta_get(MDB_txn *txn, MDB_dbi dbi, const char *name, void *out,
-		    size_t len)
-{
-	MDB_val key = { strlen(name), (void *)name }, val;
-	int rc = mdb_get(txn, dbi, &key, &val);
-
-	if (rc)
-		return rc == MDB_NOTFOUND ? MDB_CORRUPTED : rc;
-	if (val.mv_size != len)
-		return MDB_CORRUPTED;
-	memcpy(out, val.mv_data, len);
-	return 0;
-}
-
-/* Whether the meta database holds @name (an optional key). */
-static bool meta_has(MDB_txn *txn, MDB_dbi dbi, const char *name)
-{
-	MDB_val key = { strlen(name), (void *)name }, val;
-
-	return mdb_get(txn, dbi, &key, &val) != MDB_NOTFOUND;
 }
 
 int kvf__store_meta_put(MDB_txn *txn, MDB_dbi dbi, const char *name,
@@ -268,10 +274,10 @@ int kvf__store_state_read(MDB_txn *txn, const struct kvf__store_dbs *dbs,
 	if (!rc)
 		rc = meta_get(txn, dbs->meta, KVF__META_JOURNAL_ID, &st->id,
 			      sizeof(st->id));
-	if (!rc && meta_has(txn, dbs->meta, KVF__META_SIDE_LOG))
-		rc = meta_get(txn, dbs->meta, KVF__META_SIDE_LOG,
-			      &st->sidelog_created,
-			      sizeof(st->sidelog_created));
+	if (!rc)
+		rc = meta_get_opt(txn, dbs->meta, KVF__META_SIDE_LOG,
+				  &st->sidelog_created,
+				  sizeof(st->sidelog_created));
 	if (!rc)
 		rc = log_ends(txn, dbs, st);
 	if (!rc)
