@@ -103,11 +103,12 @@ static int apply_object(MDB_txn *txn, MDB_dbi objs,
 		goto out;
 	switch (rec->type) {
 	case KVF__JREC_OBJECT_PUT:
-		if (rc == MDB_NOTFOUND)
-			kvf__image_obj_key(k,
-					   kvf__image_key_hash(rec->obj.key,
-							       rec->obj.key_len),
-					   tie);
+		if (rc == MDB_NOTFOUND) {
+			uint64_t h = kvf__image_key_hash(rec->obj.key,
+							 rec->obj.key_len);
+
+			kvf__image_obj_key(k, h, tie);
+		}
 		rc = obj_store(txn, objs, k, rec);
 		break;
 	case KVF__JREC_OBJECT_REPLICAS:
@@ -327,48 +328,35 @@ static int fold_apply(struct fold *f)
 	return rc;
 }
 
-int kvf__image_fold(MDB_txn *txn, const struct kvf__store_dbs *dbs,
-		    uint64_t target, uint64_t chunk,
-		    struct kvf__store_state *st)
+int kvf__image_log_head(MDB_cursor *cur, const struct kvf__store_state *st,
+			MDB_val *val)
 {
-	struct fold f = { .txn = txn, .dbs = dbs };
-	MDB_cursor *cur;
-	MDB_val key, val;
-	uint64_t done = 0, seq;
-	uint32_t count;
-	int rc;
+	MDB_val key;
+	int rc = mdb_cursor_get(cur, &key, val, MDB_FIRST);
 
-	rc = kvf__store_image(txn, dbs, &f.objs, NULL);
-	if (!rc)
-		rc = mdb_cursor_open(txn, dbs->log, &cur);
-	if (rc)
-		goto out;
-	while (done < chunk && st->ckpt_seq < st->last_seq &&
-	       !(rc = mdb_cursor_get(cur, &key, &val, MDB_FIRST))) {
-		seq = key.mv_size == 8 ? kvf__get_be64(key.mv_data) : 0;
-		if (seq != st->ckpt_seq + 1) {
-			rc = MDB_CORRUPTED;
-			break;
-		}
-		rc = kvf__frame_decode(val.mv_data, val.mv_size, &count,
-				       fold_record, &f);
-		if (rc == KVF_ERR_JOURNAL_CORRUPT)
-			rc = MDB_CORRUPTED;
-		if (!rc)
-			rc = mdb_cursor_del(cur, 0);
-		if (rc)
-			break;
+	if (!rc && (key.mv_size != 8 ||
+		    kvf__get_be64(key.mv_data) != st->ckpt_seq + 1))
+		rc = MDB_CORRUPTED;
+	return rc;
+}
+
+int kvf__image_log_pop(MDB_cursor *cur, uint32_t count,
+		       struct kvf__store_state *st)
+{
+	int rc = mdb_cursor_del(cur, 0);
+
+	if (!rc) {
 		st->ckpt_seq += count;
 		st->log_frames--;
-		done += count;
 	}
-	mdb_cursor_close(cur);
-	if (rc == MDB_NOTFOUND)
-		rc = MDB_CORRUPTED; /* the log ended before last_seq */
-	if (!rc)
-		rc = fold_apply(&f);
-	if (rc)
-		goto out;
+	return rc;
+}
+
+int kvf__image_checkpointed(MDB_txn *txn, const struct kvf__store_dbs *dbs,
+			    uint64_t target, struct kvf__store_state *st)
+{
+	int rc;
+
 	if (st->ckpt_seq >= target)
 		st->ckpt_count++;
 	rc = kvf__store_meta_put(txn, dbs->meta, KVF__META_CKPT_SEQ,
@@ -379,6 +367,44 @@ int kvf__image_fold(MDB_txn *txn, const struct kvf__store_dbs *dbs,
 					 sizeof(st->ckpt_count));
 	if (!rc)
 		rc = kvf__store_count_image(txn, dbs, st);
+	return rc;
+}
+
+int kvf__image_fold(MDB_txn *txn, const struct kvf__store_dbs *dbs,
+		    uint64_t target, uint64_t chunk,
+		    struct kvf__store_state *st)
+{
+	struct fold f = { .txn = txn, .dbs = dbs };
+	MDB_cursor *cur;
+	MDB_val val;
+	uint64_t done = 0;
+	uint32_t count;
+	int rc;
+
+	rc = kvf__store_image(txn, dbs, &f.objs, NULL);
+	if (!rc)
+		rc = mdb_cursor_open(txn, dbs->log, &cur);
+	if (rc)
+		goto out;
+	while (done < chunk && st->ckpt_seq < st->last_seq &&
+	       !(rc = kvf__image_log_head(cur, st, &val))) {
+		rc = kvf__frame_decode(val.mv_data, val.mv_size, &count,
+				       fold_record, &f);
+		if (rc == KVF_ERR_JOURNAL_CORRUPT)
+			rc = MDB_CORRUPTED;
+		if (!rc)
+			rc = kvf__image_log_pop(cur, count, st);
+		if (rc)
+			break;
+		done += count;
+	}
+	mdb_cursor_close(cur);
+	if (rc == MDB_NOTFOUND)
+		rc = MDB_CORRUPTED; /* the log ended before last_seq */
+	if (!rc)
+		rc = fold_apply(&f);
+	if (!rc)
+		rc = kvf__image_checkpointed(txn, dbs, target, st);
 out:
 	free(f.items);
 	free(f.arena);

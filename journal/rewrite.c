@@ -384,7 +384,7 @@ static int collect_step(MDB_txn *txn, const struct kvf__store_dbs *dbs,
 	p->bucket = 0;
 	p->sorted = 0;
 	p->idx = 0;
-	slice_range(p->slice, rw->slices, &p->next_hash, &c.hi);
+	p->next_hash = c.lo;
 	return 0;
 }
 
@@ -754,27 +754,23 @@ static int drop_window(MDB_txn *txn, MDB_dbi log, uint64_t to,
 		       struct kvf__store_state *st)
 {
 	MDB_cursor *cur;
-	MDB_val key, val;
+	MDB_val val;
 	int rc;
 
 	rc = mdb_cursor_open(txn, log, &cur);
 	if (rc)
 		return rc;
 	while (st->ckpt_seq < to &&
-	       !(rc = mdb_cursor_get(cur, &key, &val, MDB_FIRST))) {
+	       !(rc = kvf__image_log_head(cur, st, &val))) {
 		uint32_t count = kvf__frame_count(val.mv_data, val.mv_size);
 
-		if (key.mv_size != 8 ||
-		    kvf__get_be64(key.mv_data) != st->ckpt_seq + 1 || !count ||
-		    st->ckpt_seq + count > to) {
+		if (!count || st->ckpt_seq + count > to) {
 			rc = MDB_CORRUPTED;
 			break;
 		}
-		rc = mdb_cursor_del(cur, 0);
+		rc = kvf__image_log_pop(cur, count, st);
 		if (rc)
 			break;
-		st->ckpt_seq += count;
-		st->log_frames--;
 	}
 	mdb_cursor_close(cur);
 	return rc == MDB_NOTFOUND ? MDB_CORRUPTED : rc;
@@ -792,8 +788,6 @@ static int switch_image(MDB_txn *txn, const struct kvf__store_dbs *dbs,
 	rc = apply_side(txn, dbs, image, rw);
 	if (!rc)
 		rc = drop_window(txn, dbs->log, rw->pos.to, &next);
-	if (!rc && next.ckpt_seq >= rw->target)
-		next.ckpt_count++;
 	if (!rc)
 		rc = kvf__store_meta_put(txn, dbs->meta, KVF__META_IMAGE,
 					 &which, sizeof(which));
@@ -801,16 +795,9 @@ static int switch_image(MDB_txn *txn, const struct kvf__store_dbs *dbs,
 		rc = kvf__store_meta_put(txn, dbs->meta, KVF__META_VERSION,
 					 &version, sizeof(version));
 	if (!rc)
-		rc = kvf__store_meta_put(txn, dbs->meta, KVF__META_CKPT_SEQ,
-					 &next.ckpt_seq, sizeof(next.ckpt_seq));
-	if (!rc)
-		rc = kvf__store_meta_put(txn, dbs->meta, KVF__META_CKPT_COUNT,
-					 &next.ckpt_count,
-					 sizeof(next.ckpt_count));
-	if (!rc)
 		rc = mdb_drop(txn, image, 0);
-	if (!rc)
-		rc = kvf__store_count_image(txn, dbs, &next);
+	if (!rc) /* counts the new image: meta "image" names it now */
+		rc = kvf__image_checkpointed(txn, dbs, rw->target, &next);
 	if (!rc) {
 		next.version = version;
 		*st = next;

@@ -220,6 +220,25 @@ int kvf__image_apply(MDB_txn *txn, const struct kvf__store_dbs *dbs,
 		     MDB_dbi objs, const struct kvf__jrec *rec);
 
 /*
+ * Checkpoint bookkeeping every fold shares, inside the write transaction
+ * that moves the checkpoint:
+ *  - kvf__image_log_head(): position @cur (on the log) on its first
+ *    frame, @val its value; MDB_CORRUPTED unless it starts right after
+ *    @st's checkpoint sequence, MDB_NOTFOUND if the log is empty;
+ *  - kvf__image_log_pop(): delete that frame (@count records) and advance
+ *    @st's checkpoint sequence past it;
+ *  - kvf__image_checkpointed(): store @st's checkpoint sequence, count a
+ *    checkpoint when it reached @target, and refresh @st's image counts.
+ * LMDB codes.
+ */
+int kvf__image_log_head(MDB_cursor *cur, const struct kvf__store_state *st,
+			MDB_val *val);
+int kvf__image_log_pop(MDB_cursor *cur, uint32_t count,
+		       struct kvf__store_state *st);
+int kvf__image_checkpointed(MDB_txn *txn, const struct kvf__store_dbs *dbs,
+			    uint64_t target, struct kvf__store_state *st);
+
+/*
  * kvf__image_fold() - inside the write transaction @txn, fold up to
  * @chunk records from the head of the log into the image and advance the
  * checkpoint sequence (counting a checkpoint when it reaches @target).
