@@ -137,6 +137,41 @@ struct kvf__arena {
 };
 
 /*
+ * Chains. Records are freed in batches (after a grace period, by whichever
+ * thread runs the callback), and allocated one per put by the putting
+ * threads. kvf__arena_free_many() links a batch's blocks of one class
+ * through their first word, before it takes the lock, and pushes the
+ * chain whole onto the class's list of chains (its head's second word
+ * links the chains). An allocating thread whose run is empty takes a
+ * whole chain under the lock and then pops its blocks without it, so
+ * neither side takes the class lock per block. A class whose blocks are
+ * smaller than two words keeps single blocks only.
+ */
+#define CHAIN_MIN_BLOCK (2 * sizeof(void *))
+/*
+ * Lanes. A chain is a list of scattered blocks, and a put that waits for
+ * its block to arrive waits for a whole miss (perf, churn: a third of
+ * put_start's samples in kvf__arena_alloc). So a chain of blocks of at
+ * least three words is also LANES lists ("lanes") of every LANES-th block:
+ * the head lists the first block of every other lane, from its fourth
+ * word (as many as fit: eleven in the 112 bytes of a record with a 68-byte
+ * HiCache key, so twelve lanes), and each block's third word names the
+ * next block of its lane (NULL at the end). A thread that takes a chain
+ * asks for the first block of every lane at once, and whenever fewer
+ * than CHAIN_AHEAD blocks are on their way it asks for the next block of
+ * every lane at once, reading the lanes' words from blocks asked for a
+ * round earlier (so already arrived). Every block has been asked for
+ * CHAIN_AHEAD pops before it is handed out, with the other lanes' blocks
+ * of its round: their misses, page walks included, overlap instead of
+ * coming one per put (a prefetch per pop, FAR_AHEAD pops ahead, spent
+ * its time waiting at that prefetch; docs/benchmarks.md).
+ */
+#define FAR_MIN_BLOCK (3 * sizeof(void *))
+#define LANES_MAX 16
+#define HEAD_LIST_FIRST 3
+#define CHAIN_AHEAD 48
+
+/*
  * Per-thread runs. A thread keeps, per class, the uncarved rest of the
  * last run it took, for one arena at a time (the one it allocated from
  * last). Moving to another arena, or exiting, gives the rest back to the
@@ -151,45 +186,19 @@ struct run {
 	char *next, *end; /* carved blocks not handed out yet */
 };
 
+/* The rest of a chain a thread took (see "Chains" and "Lanes"). */
+struct chain_cursor {
+	void *next;            /* the block handed out next, or NULL */
+	void *lane[LANES_MAX]; /* the block each lane asked for last */
+	uint32_t lanes;        /* lanes not at their end */
+	uint32_t ahead;        /* blocks asked for and not handed out */
+};
+
 struct tcache {
 	uint64_t arena_id; /* 0: no runs */
 	struct run run[NR_CLASSES];
-	void *chain[NR_CLASSES]; /* the rest of a chain taken, see below */
+	struct chain_cursor chain[NR_CLASSES];
 };
-
-/*
- * Chains. Records are freed in batches (after a grace period, by whichever
- * thread runs the callback), and allocated one per put by the putting
- * threads. kvf__arena_free_many() links a batch's blocks of one class
- * through their first word, before it takes the lock, and pushes the
- * chain whole onto the class's list of chains (its head's second word
- * links the chains). An allocating thread whose run is empty takes a
- * whole chain under the lock and then pops its blocks without it, so
- * neither side takes the class lock per block. A class whose blocks are
- * smaller than two words keeps single blocks only. A chained block's
- * third word, where it has one, names the block FAR_AHEAD on: a hint for
- * prefetching, never followed to anything but a prefetch.
- */
-#define CHAIN_MIN_BLOCK (2 * sizeof(void *))
-/*
- * A chain's blocks of at least three words also name, in the third, the
- * block FAR_AHEAD places further on (NULL near the end): a chain is a list
- * of scattered blocks, and one put ahead is too little to bring the next
- * one in while the batch's other misses are in flight (perf, churn: a
- * third of put_start's samples waiting in kvf__arena_alloc). 16 measured
- * better than 8 and 4 (docs/benchmarks.md).
- */
-#define FAR_MIN_BLOCK (3 * sizeof(void *))
-#define FAR_AHEAD 16
-/*
- * No block heralds a chain's first FAR_AHEAD: the head lists them, from
- * its fourth word, as many as fit (eleven in the 112 bytes of a record
- * with a 68-byte HiCache key; NULL-ended when the chain or the block is
- * shorter), and a thread that takes the chain starts loading them all
- * at once (herald_chain()). Without the list each of those pops waited
- * for a block asked for one pop earlier.
- */
-#define HEAD_LIST_FIRST 3
 
 static __thread struct tcache tcache;
 static pthread_key_t tcache_key;
@@ -199,6 +208,9 @@ static struct kvf__arena *live_arenas;
 static uint64_t last_arena_id;
 
 _Static_assert(sizeof(struct chunk) <= CHUNK_HEADER, "chunk header");
+/* A lane's last block is never behind the block popped (cursor_pop()):
+ * lanes are read only while at least a round's blocks are ahead. */
+_Static_assert(CHAIN_AHEAD >= LANES_MAX, "lanes run ahead of the pops");
 _Static_assert(KVF__ARENA_MAX_BLOCK <= CHUNK_SIZE - CHUNK_HEADER,
 	       "a chunk holds the largest block");
 
@@ -370,19 +382,55 @@ static size_t head_room(size_t size)
 	if (words <= HEAD_LIST_FIRST)
 		return 0;
 	words -= HEAD_LIST_FIRST;
-	return words < FAR_AHEAD - 1 ? words : FAR_AHEAD - 1;
+	return words < LANES_MAX - 1 ? words : LANES_MAX - 1;
 }
 
-/* Start loading the blocks the chain head @head lists. */
-static void herald_chain(void *head, size_t size)
+/* The lanes of a chain of class size @size: the head and its list. */
+static size_t chain_lanes(size_t size)
+{
+	return head_room(size) + 1;
+}
+
+/* Ask for the next block of every lane of @cc, each named by the last. */
+static void cursor_advance(struct chain_cursor *cc, size_t size)
+{
+	uint32_t live = 0;
+
+	for (uint32_t j = 0; j < cc->lanes; j++) {
+		void **b = cc->lane[j];
+		void *far;
+
+		unpoison(b, FAR_MIN_BLOCK);
+		far = b[2];
+		poison(b, FAR_MIN_BLOCK);
+		if (!far)
+			continue;
+		prefetch_block(far, size);
+		cc->lane[live++] = far;
+	}
+	cc->lanes = live;
+	cc->ahead += live;
+}
+
+/* @cc now pops the chain headed by @head: ask for every lane's first. */
+static void cursor_start(struct chain_cursor *cc, void *head, size_t size)
 {
 	size_t room = head_room(size);
 	void **w = (void **)head + HEAD_LIST_FIRST;
 
+	cc->next = head;
+	cc->lanes = 0;
+	cc->ahead = 0;
+	if (size < FAR_MIN_BLOCK)
+		return;
+	cc->lane[cc->lanes++] = head;
 	unpoison(w, room * sizeof(void *));
 	for (size_t j = 0; j < room && w[j]; j++)
-		prefetch_block(w[j], size);
+		cc->lane[cc->lanes++] = w[j];
 	poison(w, room * sizeof(void *));
+	for (uint32_t j = 0; j < cc->lanes; j++)
+		prefetch_block(cc->lane[j], size);
+	cc->ahead = cc->lanes;
 }
 
 /*
@@ -438,24 +486,23 @@ static void *chain_next(void **chain, size_t size)
 }
 
 /*
- * chain_next() for a chain link_chain() built: each block's third word
- * names the block FAR_AHEAD places on, which starts loading now, so a
- * block has had FAR_AHEAD puts to arrive, not one.
+ * The next block of @cc's chain, or NULL. Lanes are advanced before the
+ * block is handed out: the last block a lane asked for is never behind
+ * the one popped, so its words are still the chain's.
  */
-static void *chain_next_far(void **chain, size_t size)
+static void *cursor_pop(struct chain_cursor *cc, size_t size)
 {
-	char *p = *chain;
+	void *p = cc->next;
 
-	if (!p || size < FAR_MIN_BLOCK)
-		return chain_next(chain, size);
-	unpoison(p, FAR_MIN_BLOCK);
-	*chain = ((void **)p)[0];
-	/* The next one too: a chain's first FAR_AHEAD have no herald. */
-	if (*chain)
-		prefetch_block(*chain, size);
-	if (((void **)p)[2])
-		prefetch_block(((void **)p)[2], size);
-	poison(p, FAR_MIN_BLOCK); /* the caller unpoisons what it hands out */
+	if (!p)
+		return NULL;
+	unpoison(p, sizeof(void *));
+	cc->next = *(void **)p;
+	poison(p, sizeof(void *)); /* the caller unpoisons what it hands out */
+	if (cc->ahead)
+		cc->ahead--;
+	if (cc->lanes && cc->ahead < CHAIN_AHEAD)
+		cursor_advance(cc, size);
 	return p;
 }
 
@@ -485,14 +532,14 @@ static void tcache_release(struct tcache *tc)
 		struct size_class *sc = &a->cls[c];
 		struct run *r = &tc->run[c];
 
-		if (r->next == r->end && !tc->chain[c])
+		if (r->next == r->end && !tc->chain[c].next)
 			continue;
 		pthread_mutex_lock(&sc->lock);
 		for (; r->next < r->end; r->next += sc->size)
 			push_free(sc, r->next);
-		if (tc->chain[c]) {
-			forget_head_list(tc->chain[c], sc->size);
-			push_chain(sc, tc->chain[c]);
+		if (tc->chain[c].next) {
+			forget_head_list(tc->chain[c].next, sc->size);
+			push_chain(sc, tc->chain[c].next);
 		}
 		pthread_mutex_unlock(&sc->lock);
 	}
@@ -647,14 +694,13 @@ static int add_chunk(struct kvf__arena *a, unsigned c)
  * With @sc's lock held: a freed block of @sc (a chain's head, the rest of
  * the chain going to @chain, or a single block), or NULL.
  */
-static void *take_freed(struct size_class *sc, void **chain)
+static void *take_freed(struct size_class *sc, struct chain_cursor *cc)
 {
 	void *p = pop_chain(sc);
 
 	if (p) {
-		herald_chain(p, sc->size);
-		*chain = p;
-		return chain_next_far(chain, sc->size);
+		cursor_start(cc, p, sc->size);
+		return cursor_pop(cc, sc->size);
 	}
 	return chain_next(&sc->free, sc->size);
 }
@@ -674,7 +720,7 @@ void *kvf__arena_alloc(struct kvf__arena *a, size_t size)
 	tc = tcache_for(a);
 	r = &tc->run[c];
 	if (r->next == r->end) {
-		p = chain_next_far(&tc->chain[c], sc->size);
+		p = cursor_pop(&tc->chain[c], sc->size);
 		if (!p) {
 			pthread_mutex_lock(&sc->lock);
 			p = take_freed(sc, &tc->chain[c]);
@@ -704,15 +750,14 @@ void *kvf__arena_alloc(struct kvf__arena *a, size_t size)
 static void link_chain(const struct size_class *sc, void *const *p, size_t n)
 {
 	bool far = sc->size >= FAR_MIN_BLOCK;
-	size_t room = head_room(sc->size);
+	size_t room = head_room(sc->size), lanes = chain_lanes(sc->size);
 	void **list = (void **)p[0] + HEAD_LIST_FIRST;
 
 	for (size_t i = 0; i < n; i++) {
 		unpoison(p[i], far ? FAR_MIN_BLOCK : sizeof(void *));
 		((void **)p[i])[0] = i + 1 < n ? p[i + 1] : NULL;
 		if (far)
-			((void **)p[i])[2] = i + FAR_AHEAD < n ? p[i + FAR_AHEAD] :
-								 NULL;
+			((void **)p[i])[2] = i + lanes < n ? p[i + lanes] : NULL;
 		poison(p[i], sc->size);
 	}
 	unpoison(list, room * sizeof(void *));

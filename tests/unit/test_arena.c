@@ -7,7 +7,9 @@
  * prefault thread on, chunks from its reserve are zero like fresh ones,
  * and chunks asked for ahead are faulted in and handed out first; the
  * rest of a thread's run goes back to its arena when the thread exits,
- * and a thread whose arena was destroyed moves on to another safely.
+ * and a thread whose arena was destroyed moves on to another safely; a
+ * freed batch of any length comes back whole while the blocks handed out
+ * are overwritten, also when a thread leaves part way through it.
  */
 #include "config.h"
 
@@ -429,6 +431,116 @@ static void chains_outlive_their_threads(void **state)
 	kvf__arena_destroy(a);
 }
 
+/*
+ * Take @n blocks of @size from @a, each zeroed, then scribbled over at
+ * once (as a record's owner would), noting those of @set as taken: the
+ * arena must never read a block's words once it has handed it out.
+ */
+static size_t take_scribbling(struct kvf__arena *a, size_t size, size_t n,
+			      unsigned char **set, size_t set_n)
+{
+	size_t found = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		unsigned char *p = kvf__arena_alloc(a, size);
+
+		assert_non_null(p);
+		assert_true(all_zero(p, size));
+		memset(p, 0xff, size);
+		found += take_from(set, set_n, p);
+	}
+	return found;
+}
+
+/*
+ * A freed batch of any length, in a class of any size, comes back block
+ * by block, each exactly once and zeroed, while the blocks already handed
+ * out are overwritten: the lanes a chain is read ahead by (arena.c,
+ * "Lanes") start, end and run short with the chain, and never follow a
+ * word of a block the arena gave away.
+ */
+static void chains_come_back_whole(void **state)
+{
+	static const size_t sizes[] = { 16, 24, 32, 112, 120, 256, 1024 };
+	static const size_t lens[] = { 1, 2, 11, 12, 13, 16, 25, 47, 48, 49,
+				       100, FREED };
+	static unsigned char *blk[FREED];
+
+	(void)state;
+	for (size_t c = 0; c < sizeof(sizes) / sizeof(sizes[0]); c++) {
+		for (size_t l = 0; l < sizeof(lens) / sizeof(lens[0]); l++) {
+			size_t size = sizes[c], n = lens[l];
+			struct kvf__arena *a;
+			uint64_t mapped;
+
+			assert_int_equal(kvf__arena_create(false, 0, &a),
+					 KVF_OK);
+			for (size_t i = 0; i < n; i++)
+				assert_non_null(blk[i] =
+							kvf__arena_alloc(a, size));
+			mapped = kvf__arena_mapped_bytes(a);
+			kvf__arena_free_many((void *const *)blk, n);
+			assert_int_equal(take_scribbling(a, size,
+							 n + RUN_BYTES / size,
+							 blk, n),
+					 n);
+			assert_true(none_left(blk, n));
+			assert_int_equal(kvf__arena_mapped_bytes(a), mapped);
+			kvf__arena_destroy(a);
+		}
+	}
+}
+
+struct partial {
+	struct kvf__arena *a;
+	size_t take;
+	unsigned char **set;
+	size_t found;
+};
+
+static void *take_part(void *arg)
+{
+	struct partial *t = arg;
+
+	t->found = take_scribbling(t->a, 112, t->take, t->set, FREED);
+	return NULL;
+}
+
+/*
+ * A thread that leaves part way through a chain gives the rest back (its
+ * head listing nothing, arena.c); whoever takes the rest gets each block
+ * of it exactly once, wherever the lanes were cut.
+ */
+static void chain_rests_come_back_whole(void **state)
+{
+	static const size_t cuts[] = { 1, 5, 11, 12, 13, 30, 60, 99 };
+	static unsigned char *blk[FREED];
+
+	(void)state;
+	for (size_t k = 0; k < sizeof(cuts) / sizeof(cuts[0]); k++) {
+		struct partial t = { .take = cuts[k], .set = blk };
+		struct kvf__arena *a;
+		pthread_t th;
+
+		assert_int_equal(kvf__arena_create(false, 0, &a), KVF_OK);
+		for (size_t i = 0; i < 100; i++)
+			assert_non_null(blk[i] = kvf__arena_alloc(a, 112));
+		for (size_t i = 100; i < FREED; i++)
+			blk[i] = NULL;
+		kvf__arena_free_many((void *const *)blk, 100);
+		t.a = a;
+		assert_int_equal(pthread_create(&th, NULL, take_part, &t), 0);
+		pthread_join(th, NULL);
+		assert_int_equal(t.found, cuts[k]);
+		assert_int_equal(take_scribbling(a, 112,
+						 100 - cuts[k] + RUN_BYTES / 112,
+						 blk, FREED),
+				 100 - cuts[k]);
+		assert_true(none_left(blk, FREED));
+		kvf__arena_destroy(a);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -442,6 +554,8 @@ int main(void)
 		cmocka_unit_test(runs_outlive_their_threads),
 		cmocka_unit_test(freed_batches_come_back),
 		cmocka_unit_test(chains_outlive_their_threads),
+		cmocka_unit_test(chains_come_back_whole),
+		cmocka_unit_test(chain_rests_come_back_whole),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
