@@ -56,6 +56,7 @@
 #include "metadata/objstate.h"
 #include "journal/journal.h"
 #include "metadata/hash.h"
+#include "metadata/hugemem.h"
 
 /* Puts read but not yet inserted, oldest first (stage_put()). */
 #define PUTS_AHEAD 8
@@ -217,17 +218,13 @@ static int defer_replicas(struct replay *rp, const struct kvf__object *o,
 			  uint64_t hash, const uint32_t *slots)
 {
 	const struct kvf__replica *rep = kvf__object_replicas_const(o);
+	struct kvf__replay_range *p =
+		kvf__huge_grow(rp->pend, &rp->cap_pend,
+			       rp->nr_pend + o->nr_replicas, sizeof(*p), 65536);
 
-	if (rp->nr_pend + o->nr_replicas > rp->cap_pend) {
-		size_t cap = rp->cap_pend ? 2 * rp->cap_pend : 65536;
-		struct kvf__replay_range *p =
-			realloc(rp->pend, cap * sizeof(*p));
-
-		if (!p)
-			return KVF_ERR_NO_MEMORY;
-		rp->pend = p;
-		rp->cap_pend = cap;
-	}
+	if (!p)
+		return KVF_ERR_NO_MEMORY;
+	rp->pend = p;
 	for (unsigned i = 0; i < o->nr_replicas; i++)
 		rp->pend[rp->nr_pend++] = (struct kvf__replay_range){
 			kvf__replica_offset(&rep[i]), o->size, hash, slots[i]};
@@ -659,17 +656,19 @@ static int reserve_image(void *arg)
 {
 	struct replay *rp = arg;
 	struct kvf__replay_range *tmp = NULL, *sorted = rp->pend;
+	size_t tmp_cap = 0;
 	int ret = drain_staged(rp);
 
 	if (!ret && rp->nr_pend) {
-		tmp = malloc(rp->nr_pend * sizeof(*tmp));
+		tmp = kvf__huge_grow(NULL, &tmp_cap, rp->nr_pend, sizeof(*tmp),
+				     rp->nr_pend);
 		sorted = tmp ? kvf__replay_sort(rp->pend, tmp, rp->nr_pend)
 			     : NULL;
 		ret = sorted ? reserve_sorted(rp, sorted, rp->nr_pend)
 			     : KVF_ERR_NO_MEMORY;
 	}
-	free(tmp);
-	free(rp->pend);
+	kvf__huge_array_free(tmp, tmp_cap, sizeof(*tmp));
+	kvf__huge_array_free(rp->pend, rp->cap_pend, sizeof(*rp->pend));
 	rp->pend = NULL;
 	rp->nr_pend = rp->cap_pend = 0;
 	rp->in_log = true;

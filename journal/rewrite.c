@@ -57,6 +57,7 @@
 #include "journal/error.h"
 #include "journal/rewrite.h"
 #include "metadata/hash.h"
+#include "metadata/hugemem.h"
 
 /* A rewrite pays off when in-place folding would touch most leaf pages:
  * a page holds ~30 objects, so a window of a sixteenth of the image. */
@@ -160,10 +161,10 @@ void kvf__rewrite_free(struct kvf__rewrite *rw)
 		return;
 	for (int i = 0; i < RW_BUCKETS; i++)
 		free(rw->b[i].v);
-	free(rw->arena);
-	free(rw->side);
-	free(rw->recs);
-	free(rw->tmp);
+	kvf__huge_array_free(rw->arena, rw->arena_cap, 1);
+	kvf__huge_array_free(rw->side, rw->side_cap, 1);
+	kvf__huge_array_free(rw->recs, rw->recs_cap, sizeof(*rw->recs));
+	kvf__huge_array_free(rw->tmp, rw->tmp_cap, sizeof(*rw->tmp));
 	free(rw);
 }
 
@@ -200,7 +201,7 @@ static unsigned run_shift(uint64_t lo, uint64_t hi)
 static int keep_encoded(uint8_t **buf, size_t *cap, size_t *used,
 			const uint8_t *raw, size_t len, size_t *off)
 {
-	uint8_t *p = kvf__grow(*buf, cap, *used + len, 1, 1 << 20);
+	uint8_t *p = kvf__huge_grow(*buf, cap, *used + len, 1, 1 << 20);
 
 	if (!p)
 		return ENOMEM;
@@ -259,7 +260,7 @@ static int index_record(struct kvf__rewrite *rw, uint64_t seq,
 		return 0;
 	if (seq != rw->from + 1 + p->nrecs)
 		return MDB_CORRUPTED;
-	r = kvf__grow(rw->recs, &rw->recs_cap, p->nrecs + 1, sizeof(*r),
+	r = kvf__huge_grow(rw->recs, &rw->recs_cap, p->nrecs + 1, sizeof(*r),
 		      65536);
 	if (!r)
 		return ENOMEM;
@@ -456,7 +457,7 @@ static void sort_bucket(struct kvf__rewrite *rw, struct rw_item *v, size_t n)
 		insertion_sort(v, n);
 		return;
 	}
-	tmp = kvf__grow(rw->tmp, &rw->tmp_cap, n, sizeof(*tmp), 4096);
+	tmp = kvf__huge_grow(rw->tmp, &rw->tmp_cap, n, sizeof(*tmp), 4096);
 	if (!tmp) {
 		qsort(v, n, sizeof(*v), cmp_item);
 		return;

@@ -29,6 +29,13 @@ tests_stress_test_index_concurrent_LDADD = $(KVF_TEST_LIBS)
 endif
 
 if HAVE_CMOCKA
+check_PROGRAMS += tests/unit/test_hugemem
+UNIT_TESTS += tests/unit/test_hugemem
+tests_unit_test_hugemem_CFLAGS = $(KVF_TEST_CFLAGS)
+tests_unit_test_hugemem_LDADD = $(KVF_TEST_LIBS)
+endif
+
+if HAVE_CMOCKA
 check_PROGRAMS += tests/unit/test_arena
 CONCURRENCY_TESTS += tests/unit/test_arena
 tests_unit_test_arena_CFLAGS = $(KVF_TEST_CFLAGS)
