@@ -261,7 +261,7 @@ static int index_record(struct kvf__rewrite *rw, uint64_t seq,
 	if (seq != rw->from + 1 + p->nrecs)
 		return MDB_CORRUPTED;
 	r = kvf__huge_grow(rw->recs, &rw->recs_cap, p->nrecs + 1, sizeof(*r),
-		      65536);
+			   65536);
 	if (!r)
 		return ENOMEM;
 	rw->recs = r;

@@ -152,19 +152,19 @@ struct kvf__arena {
  * Lanes. A chain is a list of scattered blocks, and a put that waits for
  * its block to arrive waits for a whole miss (perf, churn: a third of
  * put_start's samples in kvf__arena_alloc). So a chain of blocks of at
- * least three words is also LANES lists ("lanes") of every LANES-th block:
- * the head lists the first block of every other lane, from its fourth
- * word (as many as fit: eleven in the 112 bytes of a record with a 68-byte
- * HiCache key, so twelve lanes), and each block's third word names the
- * next block of its lane (NULL at the end). A thread that takes a chain
- * asks for the first block of every lane at once, and whenever fewer
- * than CHAIN_AHEAD blocks are on their way it asks for the next block of
- * every lane at once, reading the lanes' words from blocks asked for a
- * round earlier (so already arrived). Every block has been asked for
- * CHAIN_AHEAD pops before it is handed out, with the other lanes' blocks
- * of its round: their misses, page walks included, overlap instead of
- * coming one per put (a prefetch per pop, FAR_AHEAD pops ahead, spent
- * its time waiting at that prefetch; docs/benchmarks.md).
+ * least three words is also L lists ("lanes", L = chain_lanes()), each
+ * of every L-th block: the head lists the first block of every other
+ * lane, from its fourth word (as many as fit: eleven in the 112 bytes of
+ * a record with a 68-byte HiCache key, so twelve lanes), and each block's
+ * third word names the next block of its lane (NULL at the end). A thread
+ * that takes a chain asks for the first block of every lane at once, and
+ * whenever fewer than CHAIN_AHEAD blocks are on their way it asks for the
+ * next block of every lane at once, reading the lanes' words from blocks
+ * asked for a round earlier (so already arrived). Every block has been
+ * asked for about CHAIN_AHEAD pops before it is handed out, with the
+ * other lanes' blocks of its round: their misses, page walks included,
+ * overlap instead of coming one per put (one prefetch per pop, 16 pops
+ * ahead, spent its time waiting at that prefetch; docs/benchmarks.md).
  */
 #define FAR_MIN_BLOCK (3 * sizeof(void *))
 #define LANES_MAX 16
@@ -188,10 +188,10 @@ struct run {
 
 /* The rest of a chain a thread took (see "Chains" and "Lanes"). */
 struct chain_cursor {
-	void *next;            /* the block handed out next, or NULL */
+	void *next;	       /* the block handed out next, or NULL */
 	void *lane[LANES_MAX]; /* the block each lane asked for last */
-	uint32_t lanes;        /* lanes not at their end */
-	uint32_t ahead;        /* blocks asked for and not handed out */
+	uint32_t lanes;	       /* lanes not at their end */
+	uint32_t ahead;	       /* blocks asked for and not handed out */
 };
 
 struct tcache {
@@ -692,7 +692,7 @@ static int add_chunk(struct kvf__arena *a, unsigned c)
 
 /*
  * With @sc's lock held: a freed block of @sc (a chain's head, the rest of
- * the chain going to @chain, or a single block), or NULL.
+ * the chain going to @cc, or a single block), or NULL.
  */
 static void *take_freed(struct size_class *sc, struct chain_cursor *cc)
 {
@@ -757,7 +757,8 @@ static void link_chain(const struct size_class *sc, void *const *p, size_t n)
 		unpoison(p[i], far ? FAR_MIN_BLOCK : sizeof(void *));
 		((void **)p[i])[0] = i + 1 < n ? p[i + 1] : NULL;
 		if (far)
-			((void **)p[i])[2] = i + lanes < n ? p[i + lanes] : NULL;
+			((void **)p[i])[2] =
+				i + lanes < n ? p[i + lanes] : NULL;
 		poison(p[i], sc->size);
 	}
 	unpoison(list, room * sizeof(void *));

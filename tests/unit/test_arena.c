@@ -461,9 +461,9 @@ static size_t take_scribbling(struct kvf__arena *a, size_t size, size_t n,
  */
 static void chains_come_back_whole(void **state)
 {
-	static const size_t sizes[] = { 16, 24, 32, 112, 120, 256, 1024 };
-	static const size_t lens[] = { 1, 2, 11, 12, 13, 16, 25, 47, 48, 49,
-				       100, FREED };
+	static const size_t sizes[] = {16, 24, 32, 112, 120, 256, 1024};
+	static const size_t lens[] = {1,  2,  11, 12, 13,  16,
+				      25, 47, 48, 49, 100, FREED};
 	static unsigned char *blk[FREED];
 
 	(void)state;
@@ -476,8 +476,8 @@ static void chains_come_back_whole(void **state)
 			assert_int_equal(kvf__arena_create(false, 0, &a),
 					 KVF_OK);
 			for (size_t i = 0; i < n; i++)
-				assert_non_null(blk[i] =
-							kvf__arena_alloc(a, size));
+				assert_non_null(
+					blk[i] = kvf__arena_alloc(a, size));
 			mapped = kvf__arena_mapped_bytes(a);
 			kvf__arena_free_many((void *const *)blk, n);
 			assert_int_equal(take_scribbling(a, size,
@@ -513,12 +513,12 @@ static void *take_part(void *arg)
  */
 static void chain_rests_come_back_whole(void **state)
 {
-	static const size_t cuts[] = { 1, 5, 11, 12, 13, 30, 60, 99 };
+	static const size_t cuts[] = {1, 5, 11, 12, 13, 30, 60, 99};
 	static unsigned char *blk[FREED];
 
 	(void)state;
 	for (size_t k = 0; k < sizeof(cuts) / sizeof(cuts[0]); k++) {
-		struct partial t = { .take = cuts[k], .set = blk };
+		struct partial t = {.take = cuts[k], .set = blk};
 		struct kvf__arena *a;
 		pthread_t th;
 
@@ -532,10 +532,10 @@ static void chain_rests_come_back_whole(void **state)
 		assert_int_equal(pthread_create(&th, NULL, take_part, &t), 0);
 		pthread_join(th, NULL);
 		assert_int_equal(t.found, cuts[k]);
-		assert_int_equal(take_scribbling(a, 112,
-						 100 - cuts[k] + RUN_BYTES / 112,
-						 blk, FREED),
-				 100 - cuts[k]);
+		assert_int_equal(
+			take_scribbling(a, 112, 100 - cuts[k] + RUN_BYTES / 112,
+					blk, FREED),
+			100 - cuts[k]);
 		assert_true(none_left(blk, FREED));
 		kvf__arena_destroy(a);
 	}
