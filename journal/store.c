@@ -290,11 +290,15 @@ int kvf__store_state_read(MDB_txn *txn, const struct kvf__store_dbs *dbs,
 int kvf__store_count_image(MDB_txn *txn, const struct kvf__store_dbs *dbs,
 			   struct kvf__store_state *st)
 {
-	MDB_dbi objs;
-	int rc = kvf__store_image(txn, dbs, &objs, NULL);
+	MDB_dbi objs, spare;
+	int rc = kvf__store_image(txn, dbs, &objs, &spare);
 
+	st->image_db = dbs->has_alt && objs == dbs->objs_alt;
+	st->spare_entries = 0;
 	if (!rc)
 		rc = kvf__store_entries(txn, objs, &st->objects);
+	if (!rc && dbs->has_alt)
+		rc = kvf__store_entries(txn, spare, &st->spare_entries);
 	if (!rc)
 		rc = kvf__store_entries(txn, dbs->segs, &st->segments);
 	if (!rc)

@@ -56,6 +56,8 @@ struct kvf__store_state {
 	uint64_t segments;
 	uint64_t clients;
 	uint32_t sidelog_created; /* KVF__META_SIDE_LOG is set */
+	uint32_t image_db;        /* 0: "objs" holds the image, 1: "objs.1" */
+	uint64_t spare_entries;   /* in the other one: a rewrite's leftovers */
 };
 
 /*
@@ -261,7 +263,8 @@ int kvf__image_scan(MDB_txn *txn, const struct kvf__store_dbs *dbs,
 
 /* Store-internal (store.c, for image.c). */
 int kvf__store_entries(MDB_txn *txn, MDB_dbi dbi, uint64_t *n);
-/* Refresh @st's image counts (objects, segments, clients) from @txn. */
+/* Refresh @st's image counts (objects, segments, clients, which object
+ * database holds the image and the other's entries) from @txn. */
 int kvf__store_count_image(MDB_txn *txn, const struct kvf__store_dbs *dbs,
 			   struct kvf__store_state *st);
 int kvf__store_meta_put(MDB_txn *txn, MDB_dbi dbi, const char *name,

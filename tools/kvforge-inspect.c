@@ -363,6 +363,16 @@ static int count_record(void *arg, const struct kvf__jrec *r, uint64_t seq)
 	return 0;
 }
 
+/*
+ * The object database holding the image (a checkpoint that rewrites the
+ * image switches between the two); the other should be empty, but for
+ * what a rewrite interrupted by a crash left, which the next one clears.
+ */
+static const char *image_db_name(uint32_t which)
+{
+	return which ? "objs.1" : "objs";
+}
+
 static void print_summary(const char *dir, const struct kvf__store_state *st,
 			  uint64_t map_size, int json)
 {
@@ -380,7 +390,8 @@ static void print_summary(const char *dir, const struct kvf__store_state *st,
 		       "\"last_seq\": %llu, \"checkpoint_seq\": %llu, "
 		       "\"checkpoints\": %llu, \"file_size\": %llu, "
 		       "\"map_size\": %llu, \"side_log_pending\": %llu, "
-		       "\"side_log_ok\": %s",
+		       "\"side_log_ok\": %s, \"image_db\": \"%s\", "
+		       "\"spare_entries\": %llu",
 		       st->version, (unsigned long long)st->objects,
 		       (unsigned long long)st->segments,
 		       (unsigned long long)st->clients, log,
@@ -390,7 +401,9 @@ static void print_summary(const char *dir, const struct kvf__store_state *st,
 		       (unsigned long long)st->ckpt_count,
 		       (unsigned long long)data_size(dir),
 		       (unsigned long long)map_size,
-		       (unsigned long long)pending, wrc ? "false" : "true");
+		       (unsigned long long)pending, wrc ? "false" : "true",
+		       image_db_name(st->image_db),
+		       (unsigned long long)st->spare_entries);
 		return;
 	}
 	printf("journal:          %s\n", dir);
@@ -398,6 +411,9 @@ static void print_summary(const char *dir, const struct kvf__store_state *st,
 	printf("objects (image):  %llu\n", (unsigned long long)st->objects);
 	printf("segments (image): %llu\n", (unsigned long long)st->segments);
 	printf("clients (image):  %llu\n", (unsigned long long)st->clients);
+	printf("image database:   %s (%s: %llu entries)\n",
+	       image_db_name(st->image_db), image_db_name(!st->image_db),
+	       (unsigned long long)st->spare_entries);
 	printf("log records:      %llu in %llu frames\n", log,
 	       (unsigned long long)st->log_frames);
 	printf("last sequence:    %llu\n", (unsigned long long)st->last_seq);

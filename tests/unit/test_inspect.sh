@@ -15,6 +15,12 @@ out=$("$inspect" "$tmp/good") || fail "summary exited $?"
 echo "$out"
 echo "$out" | grep -q "^format version: *4$" || fail "no format version"
 echo "$out" | grep -q '^checkpoint: *seq [1-9]' || fail "no checkpoint"
+# Its checkpoint rewrote the image into the other object database.
+echo "$out" | grep -q '^image database: *objs\.1 (objs: 0 entries)$' ||
+	fail "no image database line"
+"$inspect" --json "$tmp/good" |
+	grep -q '"image_db": "objs.1", "spare_entries": 0' ||
+	fail "--json: no image database"
 "$inspect" --verify "$tmp/good" || fail "--verify rejected a good journal"
 "$inspect" --verify --json "$tmp/good" | grep -q '"ok": true' ||
 	fail "--json"
