@@ -105,9 +105,15 @@ struct rw_pos {
 	size_t n[RW_BUCKETS]; /* items per bucket */
 };
 
+/*
+ * A bucket's items: a part of the rewrite's shared array, sized from the
+ * window's records at planning (so they are on its huge pages), or,
+ * once a bucket outgrew its part, an array of its own (@own).
+ */
 struct rw_bucket {
 	struct rw_item *v;
 	size_t cap;
+	bool own;
 };
 
 struct kvf__rewrite {
@@ -117,6 +123,8 @@ struct kvf__rewrite {
 	uint32_t slices;
 	struct rw_pos pos, saved;
 	struct rw_bucket b[RW_BUCKETS];
+	struct rw_item *shared; /* the buckets' parts, RW_BUCKETS of them */
+	size_t shared_bytes;
 	uint8_t *arena;
 	size_t arena_cap;
 	uint8_t *side; /* segment and client records, encoded, log order */
@@ -130,6 +138,30 @@ struct kvf__rewrite {
 bool kvf__rewrite_wanted(uint64_t window, uint64_t objects)
 {
 	return window >= objects / RW_WINDOW_SHARE;
+}
+
+/*
+ * Give every bucket a part of one array for a slice of about @records
+ * records, a quarter more than its share (a slice's hashes fall evenly
+ * on the buckets: at 1M records a share is ~3,900 with a spread of ~60),
+ * so the items are written into huge pages (kvf__huge_alloc()), not into
+ * 256 arrays of malloc()'s, each grown and faulted in 4 KiB at a time
+ * (~8,600 faults a checkpoint of 1M records). Without the memory the
+ * buckets start empty and grow their own.
+ */
+static void share_buckets(struct kvf__rewrite *rw, uint64_t records)
+{
+	size_t per = (size_t)(records / RW_BUCKETS);
+
+	per += per / 4 + 4;
+	rw->shared_bytes = per * RW_BUCKETS * sizeof(struct rw_item);
+	rw->shared = kvf__huge_alloc(rw->shared_bytes);
+	if (!rw->shared)
+		return;
+	for (int i = 0; i < RW_BUCKETS; i++) {
+		rw->b[i].v = rw->shared + (size_t)i * per;
+		rw->b[i].cap = per;
+	}
 }
 
 struct kvf__rewrite *kvf__rewrite_new(uint64_t target, uint64_t chunk,
@@ -150,6 +182,7 @@ struct kvf__rewrite *kvf__rewrite_new(uint64_t target, uint64_t chunk,
 	rw->target = target;
 	rw->chunk = chunk ? chunk : 1;
 	rw->slices = (uint32_t)(bytes / (budget ? budget : 1) + 1);
+	share_buckets(rw, window / rw->slices);
 	rw->pos.phase = RW_CLEAR;
 	rw->saved = rw->pos;
 	return rw;
@@ -160,7 +193,10 @@ void kvf__rewrite_free(struct kvf__rewrite *rw)
 	if (!rw)
 		return;
 	for (int i = 0; i < RW_BUCKETS; i++)
-		free(rw->b[i].v);
+		if (rw->b[i].own)
+			kvf__huge_array_free(rw->b[i].v, rw->b[i].cap,
+					     sizeof(struct rw_item));
+	kvf__huge_free(rw->shared, rw->shared_bytes);
 	kvf__huge_array_free(rw->arena, rw->arena_cap, 1);
 	kvf__huge_array_free(rw->side, rw->side_cap, 1);
 	kvf__huge_array_free(rw->recs, rw->recs_cap, sizeof(*rw->recs));
@@ -221,6 +257,31 @@ struct collect {
 	uint64_t seq;   /* of the frame's first record */
 };
 
+/* Room for one more item in @b, which holds @n (its capacity). */
+static bool bucket_grow(struct rw_bucket *b, size_t n)
+{
+	struct rw_item *v;
+	size_t cap = 0;
+
+	if (b->own) {
+		v = kvf__huge_grow(b->v, &b->cap, n + 1, sizeof(*v), 1024);
+		if (v)
+			b->v = v;
+		return v != NULL;
+	}
+	/* Out of its shared part (or none): an array of its own. */
+	v = kvf__huge_grow(NULL, &cap, n + 1, sizeof(*v),
+			   b->cap ? 2 * b->cap : 1024);
+	if (!v)
+		return false;
+	if (n)
+		memcpy(v, b->v, n * sizeof(*v));
+	b->v = v;
+	b->cap = cap;
+	b->own = true;
+	return true;
+}
+
 /* Keep the object record @raw[0..@len) of hash @h, sequence @seq. */
 static int keep_item(struct kvf__rewrite *rw, const struct collect *c,
 		     uint64_t h, uint64_t seq, uint32_t type,
@@ -229,13 +290,11 @@ static int keep_item(struct kvf__rewrite *rw, const struct collect *c,
 	struct rw_pos *p = &rw->pos;
 	struct rw_bucket *b = &rw->b[(h - c->lo) >> c->shift];
 	size_t off, *n = &p->n[b - rw->b];
-	struct rw_item *it = kvf__grow(b->v, &b->cap, *n + 1, sizeof(*it),
-				       1024);
+	struct rw_item *it;
 	int rc;
 
-	if (!it)
+	if (*n == b->cap && !bucket_grow(b, *n))
 		return ENOMEM;
-	b->v = it;
 	rc = keep_encoded(&rw->arena, &rw->arena_cap, &p->used, raw, len,
 			  &off);
 	if (rc)
