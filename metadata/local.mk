@@ -15,8 +15,11 @@ libkvforge_core_la_SOURCES += \
 
 if HAVE_CMOCKA
 check_PROGRAMS += tests/unit/test_index tests/stress/test_index_concurrent \
-	tests/unit/test_keyeq tests/unit/test_hash
-UNIT_TESTS += tests/unit/test_index tests/unit/test_keyeq tests/unit/test_hash
+	tests/unit/test_keyeq tests/unit/test_hash tests/unit/test_hugemem
+UNIT_TESTS += tests/unit/test_index tests/unit/test_keyeq tests/unit/test_hash \
+	tests/unit/test_hugemem
+tests_unit_test_hugemem_CFLAGS = $(KVF_TEST_CFLAGS)
+tests_unit_test_hugemem_LDADD = $(KVF_TEST_LIBS)
 tests_unit_test_keyeq_CFLAGS = $(KVF_TEST_CFLAGS)
 tests_unit_test_keyeq_LDADD = $(KVF_TEST_LIBS)
 tests_unit_test_hash_CFLAGS = $(KVF_TEST_CFLAGS)
@@ -26,13 +29,6 @@ tests_unit_test_index_CFLAGS = $(KVF_TEST_CFLAGS)
 tests_unit_test_index_LDADD = $(KVF_TEST_LIBS)
 tests_stress_test_index_concurrent_CFLAGS = $(KVF_TEST_CFLAGS)
 tests_stress_test_index_concurrent_LDADD = $(KVF_TEST_LIBS)
-endif
-
-if HAVE_CMOCKA
-check_PROGRAMS += tests/unit/test_hugemem
-UNIT_TESTS += tests/unit/test_hugemem
-tests_unit_test_hugemem_CFLAGS = $(KVF_TEST_CFLAGS)
-tests_unit_test_hugemem_LDADD = $(KVF_TEST_LIBS)
 endif
 
 if HAVE_CMOCKA
