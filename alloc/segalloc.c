@@ -156,19 +156,21 @@
  * Slabs: a size with a slot whose objects are small against the segment
  * (slab_objs(): SLAB_MIN_OBJS to SLAB_MAX_OBJS of them at least one
  * directory cell long, at most capacity / SLAB_SHARE bytes) is held in
- * slabs once it was allocated SLAB_AFTER times since it took the slot. A slab is one used block of the tree (flag SLAB, tag 0) holding
- * k objects of that size: a bitmap says which are held, an array keeps
- * the high halves of their tags (4 bytes per object against the tree's
- * 16 per block; slab_tag()). The
+ * slabs once it was allocated SLAB_AFTER times since it took the slot. A slab
+ * is one used block of the tree (flag SLAB, tag 0) holding k objects of that
+ * size: a bitmap says which are held, an array keeps the high halves of their
+ * tags (4 bytes per object against the tree's 16 per block; slab_tag()). The
  * per-segment directory (about 2^SLAB_CELLS_LOG cells of 16 bytes, made
  * at the first slab) finds an object's slab in O(1): a slab is at least a
  * cell long, so a cell meets at most two (the one covering its first
  * byte, the one starting inside it); a miss is a plain block of the tree.
  * An alloc of the size takes a parked block first, else a slot of the
- * newest slab with one free (its class's partial list), else carves a new
- * slab by first fit, but not where less than capacity / SLAB_ROOM would
- * stay free. A free in a slab clears a bit: no descent, no merge; the
- * slab goes back to the tree as one free block when its last object goes.
+ * newest slab with one free (the last of its class's partial array: a
+ * run of allocs asks for the heads of the slabs it will take at once,
+ * prefetch_partials()), else carves a new slab by first fit, but not
+ * where less than capacity / SLAB_ROOM would stay free. A free in a slab
+ * clears a bit: no descent, no merge; the slab goes back to the tree as
+ * one free block when its last object goes.
  *  - Space back: a slab's free slots serve its own size only. When the
  *    tree cannot meet a request (after the parked blocks were given
  *    back), slabs with free slots are broken up until it can
@@ -188,9 +190,11 @@
  *  - KVF_SEGALLOC_CHECK verifies after every change: each SLAB block is
  *    in the directory and agrees with it, is never empty, its bitmap
  *    counts its free slots, a free slot has no tag, it is listed (class
- *    or stray) iff it has a free slot; the directory's cells name only
- *    slabs meeting them; and the free bytes are the tree's free blocks
- *    plus parked blocks plus free slots, less the pending claims.
+ *    array, at the place it names, or stray) iff it has a free slot,
+ *    and each class's array has room for all its slabs; the directory's
+ *    cells name only slabs meeting them; and the free bytes are the
+ *    tree's free blocks plus parked blocks plus free slots, less the
+ *    pending claims.
  *
  * Concurrency: one mutex per allocator guards everything. After each change
  * the lock holder publishes free_bytes, largest_free and the allocation
@@ -352,7 +356,10 @@ struct reuse_list {
 	uint32_t hits;         /* allocs of it since it took the slot, to SLAB_AFTER */
 	uint32_t gen;          /* bumped when the slot changes size */
 	uint64_t nr_slabs;     /* slabs of this generation, full ones too */
-	struct slab *partial;  /* its slabs with a free slot, doubly linked */
+	/* Its slabs with a free slot, newest last (slab_partial_top()). */
+	struct slab **partial;
+	uint32_t nr_partial;
+	uint32_t partial_cap; /* kept >= nr_slabs (slab_carve()) */
 	uint64_t off[REUSE_DEPTH];
 	struct node *leaf[REUSE_DEPTH];
 };
@@ -381,17 +388,21 @@ struct reuse {
 /*
  * A slab: @k objects of @size bytes from @base, one used block of the tree
  * (val k * size | USED | SLAB, tag 0). Bit i of used[] is set while object
- * i is held; tag[i] is bits 32-63 of object i's tag. On its class's
- * partial list (@cls)
- * while @nfree > 0; @cls NULL once its size lost its class (it then only
- * drains).
+ * i is held; tag[i] is bits 32-63 of object i's tag. In its class's
+ * partial array (@cls, at @at) while @nfree > 0; @cls NULL once its size
+ * lost its class (it then only drains, on the stray list while @nfree >
+ * 0).
  */
 struct slab {
 	uint64_t base, end, size;
 	uint16_t k, nfree; /* k <= SLAB_MAX_OBJS */
 	uint32_t gen;      /* of @cls when carved */
 	struct reuse_list *cls;
-	struct slab *prev, *next;
+	union {
+		uintptr_t at;	   /* listed by its class: partial[at] */
+		struct slab *prev; /* stray: the list's, doubly linked */
+	};
+	struct slab *next; /* stray only */
 	uint64_t words[]; /* used[k/64 up], then the tags (slab_tags()) */
 };
 
@@ -1215,7 +1226,7 @@ static inline struct slab *slab_at(const struct kvf__segalloc *a,
 static void reuse_publish(struct kvf__segalloc *a, const struct reuse_list *rl)
 {
 	atomic_store_explicit(&a->pub.parked[rl - a->reuse.list],
-			      rl->n || rl->partial ? rl->size : 0,
+			      rl->n || rl->nr_partial ? rl->size : 0,
 			      memory_order_relaxed);
 }
 
@@ -1238,7 +1249,7 @@ static uint64_t largest_listed(const struct kvf__segalloc *a, bool slabs)
 	for (unsigned k = 0; k < REUSE_SIZES; k++) {
 		const struct reuse_list *rl = &a->reuse.list[k];
 
-		if ((slabs ? rl->partial != NULL : rl->n != 0) && rl->size > m)
+		if ((slabs ? rl->nr_partial != 0 : rl->n != 0) && rl->size > m)
 			m = rl->size;
 	}
 	return m;
@@ -1760,38 +1771,70 @@ static inline struct reuse_list *slab_class(const struct slab *s)
 }
 
 /*
- * The list a slab with a free slot is on: its class's partial list, or the
- * stray list once its size lost its class (slab_orphan(), the only place a
- * class changes, moves the listed ones first).
+ * A slab with a free slot is listed: in its class's partial array, or on
+ * the stray list once its size lost its class (slab_orphan(), the only
+ * place a class changes, moves the listed ones first). An array, not a
+ * list: allocs take the newest slab until it is full, and with a list
+ * each next slab's head was known only once the one before it was read,
+ * a cold miss per slab one after another (perf, churn at 1M objects:
+ * slab_pop and slab_list_del ~18% of put_start); in an array a run of
+ * allocs knows its slabs at once (prefetch_partials()). A slab leaving
+ * from elsewhere than the end (emptied, broken up) gives its place to the
+ * last one, which is then taken a little earlier than its turn.
  */
-static inline struct slab **slab_head(struct kvf__segalloc *a,
-				      const struct slab *s)
+static void slab_list_add(struct kvf__segalloc *a, struct slab *s)
 {
 	struct reuse_list *rl = slab_class(s);
 
-	return rl ? &rl->partial : &a->stray;
-}
-
-static void slab_list_add(struct kvf__segalloc *a, struct slab *s)
-{
-	struct slab **head = slab_head(a, s);
-
+	if (rl) {
+		/* Room: partial_cap >= nr_slabs (slab_carve()). */
+		s->at = rl->nr_partial;
+		rl->partial[rl->nr_partial++] = s;
+		return;
+	}
 	s->prev = NULL;
-	s->next = *head;
-	if (*head)
-		(*head)->prev = s;
-	*head = s;
+	s->next = a->stray;
+	if (a->stray)
+		a->stray->prev = s;
+	a->stray = s;
 }
 
 static void slab_list_del(struct kvf__segalloc *a, struct slab *s)
 {
+	struct reuse_list *rl = slab_class(s);
+
+	if (rl) {
+		struct slab *last = rl->partial[--rl->nr_partial];
+
+		rl->partial[s->at] = last;
+		last->at = s->at;
+		return;
+	}
 	if (s->prev)
 		s->prev->next = s->next;
 	else
-		*slab_head(a, s) = s->next;
+		a->stray = s->next;
 	if (s->next)
 		s->next->prev = s->prev;
 	s->prev = s->next = NULL;
+}
+
+/* The slab allocs of @rl's size take a slot of next (nr_partial > 0). */
+static inline struct slab *slab_partial_top(const struct reuse_list *rl)
+{
+	return rl->partial[rl->nr_partial - 1];
+}
+
+/*
+ * Start loading, for writing, the heads of the slabs the next @n allocs
+ * of @rl's size take slots of once its parked blocks are gone (one slab
+ * per alloc at most: a slab may serve several).
+ */
+static void prefetch_partials(const struct reuse_list *rl, uint32_t n)
+{
+	n = n > rl->n ? n - rl->n : 0;
+	for (uint32_t i = 1; i <= n && i <= rl->nr_partial; i++)
+		kvf__prefetch_for_write(rl->partial[rl->nr_partial - i]);
 }
 
 static int slab_break(struct kvf__segalloc *a, struct slab *s);
@@ -1806,17 +1849,15 @@ static void apply_claims(struct kvf__segalloc *a,
  */
 static void slab_orphan(struct kvf__segalloc *a, struct reuse_list *rl)
 {
-	struct slab *list = rl->partial, *s;
+	uint32_t n = rl->nr_partial;
 
-	rl->partial = NULL;
+	rl->nr_partial = 0;
 	rl->gen++;
 	rl->nr_slabs = 0;
 	rl->slab_k = 0;
 	reuse_publish(a, rl);
-	while ((s = list)) {
-		list = s->next;
-		slab_list_add(a, s); /* stray now */
-	}
+	for (uint32_t i = 0; i < n; i++)
+		slab_list_add(a, rl->partial[i]); /* stray now */
 	apply_claims(a, NULL, 0);
 	while (a->stray && !slab_break(a, a->stray))
 		;
@@ -1839,6 +1880,27 @@ static uint64_t slab_pop(struct kvf__segalloc *a, struct slab *s,
 		reuse_publish(a, s->cls);
 	}
 	return s->base + i * s->size;
+}
+
+/*
+ * Room in @rl's partial array for one more slab, whatever becomes
+ * partial: every slab of the class may (a free never allocates). False
+ * when memory is short.
+ */
+static bool partial_room(struct reuse_list *rl)
+{
+	struct slab **p;
+	uint32_t cap;
+
+	if (rl->nr_slabs < rl->partial_cap)
+		return true;
+	cap = rl->partial_cap ? 2 * rl->partial_cap : 16;
+	p = realloc(rl->partial, cap * sizeof(*p));
+	if (!p)
+		return false;
+	rl->partial = p;
+	rl->partial_cap = cap;
+	return true;
 }
 
 /*
@@ -1870,6 +1932,8 @@ static bool slab_carve(struct kvf__segalloc *a, struct reuse_list *rl)
 		atomic_store_explicit(&a->dir_pub, a->dir,
 				      memory_order_release);
 	}
+	if (!partial_room(rl))
+		return false;
 	s = calloc(1, slab_bytes_of(k));
 	if (!s)
 		return false;
@@ -1907,10 +1971,10 @@ static bool slab_carve(struct kvf__segalloc *a, struct reuse_list *rl)
 static bool slab_take(struct kvf__segalloc *a, struct reuse_list *rl,
 		      uint64_t tag, uint64_t *offset)
 {
-	if (!rl->partial &&
+	if (!rl->nr_partial &&
 	    (!rl->slab_k || rl->hits < SLAB_AFTER || !slab_carve(a, rl)))
 		return false;
-	*offset = slab_pop(a, rl->partial, tag);
+	*offset = slab_pop(a, slab_partial_top(rl), tag);
 	return true;
 }
 
@@ -2100,9 +2164,9 @@ static bool slabs_make_room(struct kvf__segalloc *a, uint64_t need)
 	for (unsigned k = 0; k < REUSE_SIZES && a->largest < need; k++) {
 		struct reuse_list *rl = &a->reuse.list[k];
 
-		while (rl->partial && a->largest < need &&
+		while (rl->nr_partial && a->largest < need &&
 		       reuse_largest(a) < need) {
-			if (slab_break(a, rl->partial))
+			if (slab_break(a, slab_partial_top(rl)))
 				return broke;
 			broke = true;
 		}
@@ -2312,7 +2376,7 @@ static void check_reuse(const struct kvf__segalloc *a)
 		}
 		if (atomic_load_explicit(&a->pub.parked[k],
 					 memory_order_relaxed) !=
-		    (rl->n || rl->partial ? rl->size : 0))
+		    (rl->n || rl->nr_partial ? rl->size : 0))
 			kvf__die("parked size of list %u not published", k);
 		listed += rl->n;
 	}
@@ -2339,7 +2403,7 @@ static void check_reuse(const struct kvf__segalloc *a)
  * The slabs of the tree under @n, and its free bytes: every slab block is
  * in the directory and agrees with it; a slab is never empty, its bitmap
  * counts its free slots, a small slot is held, a free slot has no tag; it
- * is on its class's partial list iff it has a free slot and a class.
+ * is in its class's partial array iff it has a free slot and a class.
  * *@nr counts slabs, *@free the tree's free bytes plus free slots.
  */
 static void check_slab_tree(const struct kvf__segalloc *a,
@@ -2385,8 +2449,11 @@ static void check_slab_tree(const struct kvf__segalloc *a,
 				const struct reuse_list *rl = slab_class(s);
 				bool listed = false;
 
-				for (const struct slab *t = rl ? rl->partial :
-								  a->stray;
+				if (rl)
+					listed = s->at < rl->nr_partial &&
+						 rl->partial[s->at] == s;
+				for (const struct slab *t = rl ? NULL
+							       : a->stray;
 				     t; t = t->next)
 					listed |= t == s;
 				if (listed != (s->nfree > 0) ||
@@ -2418,12 +2485,19 @@ static void check_slabs(const struct kvf__segalloc *a)
 			kvf__die("slab directory cell %llu",
 				 (unsigned long long)c);
 	}
-	for (unsigned k = 0; k < REUSE_SIZES; k++)
-		for (const struct slab *t = a->reuse.list[k].partial; t;
-		     t = t->next, listed++)
-			if (slab_class(t) != &a->reuse.list[k] || !t->nfree ||
-			    (t->next && t->next->prev != t))
-				kvf__die("partial list %u", k);
+	for (unsigned k = 0; k < REUSE_SIZES; k++) {
+		const struct reuse_list *rl = &a->reuse.list[k];
+
+		if (rl->nr_partial > rl->partial_cap ||
+		    rl->nr_slabs > rl->partial_cap)
+			kvf__die("partial array %u too small", k);
+		for (uint32_t i = 0; i < rl->nr_partial; i++, listed++) {
+			const struct slab *t = rl->partial[i];
+
+			if (slab_class(t) != rl || !t->nfree || t->at != i)
+				kvf__die("partial array %u", k);
+		}
+	}
 	for (const struct slab *t = a->stray; t; t = t->next, listed++)
 		if (slab_class(t) || !t->nfree ||
 		    (t->next && t->next->prev != t))
@@ -2551,6 +2625,8 @@ void kvf__segalloc_destroy(struct kvf__segalloc *a)
 		free(a->dir[c].start);
 	}
 	free(a->dir);
+	for (unsigned k = 0; k < REUSE_SIZES; k++)
+		free(a->reuse.list[k].partial);
 	free_tree(a->root, a->height);
 	while (a->nr_spare_inner)
 		free(spare_get(a, false));
@@ -2675,6 +2751,16 @@ static int alloc_entry(struct kvf__segalloc *a, uint64_t size, uint64_t tag,
 	return rc;
 }
 
+/* prefetch_partials() for a run of @n allocs of @need bytes. */
+static void prefetch_run(struct kvf__segalloc *a, uint64_t need, uint32_t n)
+{
+	const struct reuse_list *rl =
+		a->reuse.limit ? reuse_find(a, need) : NULL;
+
+	if (rl)
+		prefetch_partials(rl, n);
+}
+
 int kvf__segalloc_try_alloc_many(struct kvf__segalloc *a, uint64_t size,
 				 uint32_t n, const uint64_t *tags,
 				 uint64_t *offsets)
@@ -2696,6 +2782,7 @@ int kvf__segalloc_try_alloc_many(struct kvf__segalloc *a, uint64_t size,
 	 * tree could serve it only by breaking slabs up, and another
 	 * segment may hold it whole.
 	 */
+	prefetch_run(a, need, n);
 	while (k < n && (!k || published_fit(a, need)) &&
 	       alloc_locked(a, need, tags[k], &offsets[k], false) == KVF_OK)
 		k++;
@@ -2764,10 +2851,13 @@ int kvf__segalloc_try_take_parked_many(struct kvf__segalloc *a, uint64_t size,
 	 * What reuse_take() does for alloc, minus the admission and without
 	 * carving a slab.
 	 */
-	for (; rl && got < n && (rl->n || rl->partial); got++) {
+	if (rl)
+		prefetch_partials(rl, n);
+	for (; rl && got < n && (rl->n || rl->nr_partial); got++) {
 		rl->last_use = ++a->reuse.clock;
-		offsets[got] = rl->n ? reuse_pop(a, rl, tags[got]) :
-				       slab_pop(a, rl->partial, tags[got]);
+		offsets[got] =
+			rl->n ? reuse_pop(a, rl, tags[got])
+			      : slab_pop(a, slab_partial_top(rl), tags[got]);
 		a->free_bytes -= need;
 		a->allocs++;
 	}

@@ -1721,6 +1721,92 @@ static void test_slab_tag_bytes(void **state)
 	kvf__segalloc_destroy(a);
 }
 
+static int u64_cmp(const void *x, const void *y)
+{
+	uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+
+	return (a > b) - (a < b);
+}
+
+/*
+ * Slots freed across many slabs (the slabs of a stretch emptied whole, so
+ * they leave the middle of their class's partial array) come back to
+ * runs of allocs (kvf__segalloc_try_alloc_many(), one slab taken after
+ * another), every one of them: no slab is carved while one has a free
+ * slot. The checked build verifies the partial array after each change.
+ */
+static void test_slab_partials_come_back(void **state)
+{
+	enum { N = 4096, RUN = 48 };
+	uint64_t *off = calloc(N, sizeof(*off));
+	uint64_t *freed = calloc(N, sizeof(*freed));
+	uint64_t *got = calloc(N, sizeof(*got));
+	uint64_t tags[RUN], seed = 0x5a1b5a1bULL, slabs;
+	bool *in_slab = calloc(N, sizeof(*in_slab));
+	struct kvf__segalloc_block *b;
+	struct kvf__segalloc *a;
+	size_t nf = 0, ng = 0, nall = 0, nb;
+
+	(void)state;
+	assert_non_null(off);
+	assert_non_null(freed);
+	assert_non_null(got);
+	assert_non_null(in_slab);
+	assert_int_equal(kvf__segalloc_create(64 * MiB, 64, &a), KVF_OK);
+	for (size_t i = 0; i < N; i++)
+		assert_int_equal(kvf__segalloc_alloc_tagged(
+					 a, 1000, (i + 1) << 32 | 1, &off[i]),
+				 KVF_OK);
+	slabs = kvf__segalloc_nr_slabs(a, NULL);
+	assert_true(slabs >= 8);
+	/* A slab keeps a tag's high half only: in_slab[] says which. */
+	assert_int_equal(kvf__segalloc_used_blocks(a, &b, &nb), KVF_OK);
+	assert_int_equal(nb, N);
+	for (size_t i = 0; i < nb; i++)
+		in_slab[(b[i].tag >> 32) - 1] = !(b[i].tag & 0xffffffff);
+	free(b);
+	/*
+	 * One slab object in five at random (a plain block freed could
+	 * merge with free space), and every object of a stretch.
+	 */
+	for (size_t i = 0; i < N; i++) {
+		bool stretch = i >= N / 2 && i < N / 2 + 200;
+
+		if (stretch || (in_slab[i] && rng_next(&seed) % 5 == 0)) {
+			kvf__segalloc_free(a, off[i], 1000);
+			nall++;
+			if (!stretch)
+				freed[nf++] = off[i];
+		}
+	}
+	/* The stretch emptied slabs: they went back to the tree. */
+	assert_true(kvf__segalloc_nr_slabs(a, NULL) < slabs);
+	while (ng < nall) {
+		uint32_t n = nall - ng < RUN ? (uint32_t)(nall - ng) : RUN;
+		int k;
+
+		for (uint32_t i = 0; i < n; i++)
+			tags[i] = ng + i + 1;
+		k = kvf__segalloc_try_alloc_many(a, 1000, n, tags, got + ng);
+		assert_true(k > 0);
+		ng += (size_t)k;
+	}
+	/* Every slot freed outside the stretch came back. */
+	qsort(freed, nf, sizeof(*freed), u64_cmp);
+	qsort(got, ng, sizeof(*got), u64_cmp);
+	for (size_t i = 0, j = 0; i < nf; i++) {
+		while (j < ng && got[j] < freed[i])
+			j++;
+		assert_true(j < ng && got[j] == freed[i]);
+	}
+	assert_int_equal(kvf__segalloc_nr_allocs(a), N);
+	kvf__segalloc_destroy(a);
+	free(off);
+	free(freed);
+	free(got);
+	free(in_slab);
+}
+
 static uint64_t slab_obj;
 
 static void free_slab_inside(struct kvf__segalloc *a)
@@ -2044,6 +2130,7 @@ int main(void)
 		cmocka_unit_test(test_slab_churn),
 		cmocka_unit_test(test_slab_empty_returns),
 		cmocka_unit_test(test_slab_tag_bytes),
+		cmocka_unit_test(test_slab_partials_come_back),
 		cmocka_unit_test(test_slab_bad_frees),
 		cmocka_unit_test(test_slab_broken_under_pressure),
 		cmocka_unit_test(test_alloc_many_stops_at_published),
