@@ -217,6 +217,7 @@
 
 #include "alloc/segalloc.h"
 #include "base/die.h"
+#include "base/grow.h"
 #include "base/lock.h"
 #include "base/prefetch.h"
 
@@ -359,7 +360,7 @@ struct reuse_list {
 	/* Its slabs with a free slot, newest last (slab_partial_top()). */
 	struct slab **partial;
 	uint32_t nr_partial;
-	uint32_t partial_cap; /* kept >= nr_slabs (slab_carve()) */
+	size_t partial_cap; /* kept >= nr_slabs (slab_carve()) */
 	uint64_t off[REUSE_DEPTH];
 	struct node *leaf[REUSE_DEPTH];
 };
@@ -1889,17 +1890,12 @@ static uint64_t slab_pop(struct kvf__segalloc *a, struct slab *s,
  */
 static bool partial_room(struct reuse_list *rl)
 {
-	struct slab **p;
-	uint32_t cap;
+	struct slab **p = kvf__grow(rl->partial, &rl->partial_cap,
+				    rl->nr_slabs + 1, sizeof(*p), 16);
 
-	if (rl->nr_slabs < rl->partial_cap)
-		return true;
-	cap = rl->partial_cap ? 2 * rl->partial_cap : 16;
-	p = realloc(rl->partial, cap * sizeof(*p));
 	if (!p)
 		return false;
 	rl->partial = p;
-	rl->partial_cap = cap;
 	return true;
 }
 
