@@ -2448,10 +2448,10 @@ static void check_slab_tree(const struct kvf__segalloc *a,
 				if (rl)
 					listed = s->at < rl->nr_partial &&
 						 rl->partial[s->at] == s;
-				for (const struct slab *t = rl ? NULL
-							       : a->stray;
-				     t; t = t->next)
-					listed |= t == s;
+				else
+					for (const struct slab *t = a->stray; t;
+					     t = t->next)
+						listed |= t == s;
 				if (listed != (s->nfree > 0) ||
 				    (rl && rl->size != s->size))
 					kvf__die("slab %#llx listing",
