@@ -210,6 +210,7 @@
 #include "config.h"
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -1468,10 +1469,17 @@ static void reuse_claim(struct kvf__segalloc *a, uint64_t need)
 	v->hits = 0;
 }
 
-/* Start loading every line of leaf @l, for writing. */
+/*
+ * Start loading leaf @l's head and sizes (val[]), for writing: what a
+ * free or a claim reads to find its block. Not the tags: each writes one,
+ * a store that waits in the store buffer with the others until the lock
+ * is released, and asking for all nine lines of every leaf a batch
+ * touches left no misses in flight for the rest (perf, churn_remove at
+ * 10M objects: prefetch_descents 14% of it, on the prefetches).
+ */
 static inline void prefetch_leaf(const struct node *l)
 {
-	for (size_t b = 0; b < sizeof(struct leaf); b += 64)
+	for (size_t b = 0; b < offsetof(struct leaf, tag); b += 64)
 		kvf__prefetch_for_write((const char *)l + b);
 }
 
