@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/prefetch.h"
 #include "metadata/arena.h"
 #include "metadata/object.h"
 #include "metadata/objstate.h"
@@ -97,6 +98,9 @@ void kvf__reclaim_add(struct kvf__reclaim *rc, struct kvf__object *o)
 		}
 		rc->blk->n = 0;
 	}
+	/* The array's next line, ahead of the writes that need it. */
+	if (rc->blk->n % 8 == 0 && rc->blk->n + 16 < RECLAIM_BATCH)
+		kvf__prefetch_for_write(&rc->blk->obj[rc->blk->n + 16]);
 	rc->blk->obj[rc->blk->n++] = o;
 }
 
