@@ -761,7 +761,6 @@ void *kvf__arena_alloc(struct kvf__arena *a, size_t size)
 	return p;
 }
 
-
 /* Link the blocks @p[0..n) of class @sc into a chain headed by @p[0]. */
 static void link_chain(const struct size_class *sc, void *const *p, size_t n)
 {
