@@ -756,7 +756,9 @@ void *kvf__arena_alloc(struct kvf__arena *a, size_t size)
 	}
 	p = r->next;
 	r->next += sc->size;
-	prefetch_block(p + FRESH_AHEAD * sc->size, sc->size);
+	/* An address only, maybe past the chunk: never dereferenced. */
+	prefetch_block((const char *)((uintptr_t)p + FRESH_AHEAD * sc->size),
+		       sc->size);
 	unpoison(p, size); /* fresh mappings are zero */
 	return p;
 }
