@@ -24,6 +24,10 @@
 #include "metadata/objstate.h"
 
 #define RECLAIM_BATCH 256
+/* Entries of a reclaim block's array per cache line, and how far ahead
+ * of the entry written its line is asked for (two lines). */
+#define RECLAIM_PER_LINE (64 / sizeof(struct kvf__object *))
+#define RECLAIM_AHEAD (2 * RECLAIM_PER_LINE)
 
 struct kvf__reclaim_block {
 	struct rcu_head rcu;
@@ -99,8 +103,10 @@ void kvf__reclaim_add(struct kvf__reclaim *rc, struct kvf__object *o)
 		rc->blk->n = 0;
 	}
 	/* The array's next line, ahead of the writes that need it. */
-	if (rc->blk->n % 8 == 0 && rc->blk->n + 16 < RECLAIM_BATCH)
-		kvf__prefetch_for_write(&rc->blk->obj[rc->blk->n + 16]);
+	if (rc->blk->n % RECLAIM_PER_LINE == 0 &&
+	    rc->blk->n + RECLAIM_AHEAD < RECLAIM_BATCH)
+		kvf__prefetch_for_write(
+			&rc->blk->obj[rc->blk->n + RECLAIM_AHEAD]);
 	rc->blk->obj[rc->blk->n++] = o;
 }
 
