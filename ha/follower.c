@@ -68,6 +68,8 @@ struct kvf_repl_follower {
 	struct kvf__journal *j;
 	struct kvf_etcd *etcd;
 	struct kvf_repl_lineage lin;
+	/* lin's last view, for the election thread (may_campaign()) */
+	_Atomic uint64_t lin_view;
 	pthread_t thread;
 	_Atomic bool stop;
 	_Atomic bool diverged;
@@ -266,6 +268,7 @@ static int welcome(struct kvf_repl_follower *f, int fd, uint64_t *view)
 		goto out;
 	}
 	f->lin = *lin;
+	atomic_store(&f->lin_view, h.view);
 	*view = h.view;
 	rc = 0;
 out:
@@ -783,6 +786,7 @@ static int set_aside(struct kvf_repl_follower *f)
 	f->kept = f->kept_tail = NULL;
 	f->kept_bytes = 0;
 	f->lin.n = 0;
+	atomic_store(&f->lin_view, 0);
 	ret = kvf__journal_open(&f->o.jcfg, &f->j);
 	if (ret) {
 		fprintf(stderr,
@@ -894,6 +898,7 @@ int kvf_repl_follow_start(const struct kvf_repl_options *o,
 		ret = KVF_ERR_JOURNAL_CORRUPT;
 		goto fail;
 	}
+	atomic_store(&f->lin_view, kvf__repl_lineage_view(&f->lin));
 	kvf__journal_get_stats(f->j, &st);
 	f->last_seq = f->leader_seq = st.last_seq;
 	ret = pthread_create(&f->thread, NULL, run, f) ? KVF_ERR_NO_MEMORY : 0;
@@ -956,15 +961,64 @@ static bool listed(const char *list, const char *member)
 /*
  * The last leader's sync set ("view leader m1,m2", or "*" for an
  * asynchronous leader) names who holds every record it acknowledged:
- * itself and the listed standbys. No set yet: a new cluster.
+ * itself and the listed standbys. No set yet: a new cluster. A name is
+ * an address, and an address outlives a journal: a machine replaced
+ * under the same address with an empty data directory, or a standby
+ * whose journal was moved aside, is still named. So the journal must be
+ * the one the set was made with: its lineage ends at the set's view (a
+ * leader publishes its view's set, empty, before any standby can follow
+ * it, so a member's lineage never ends past the set's view; every
+ * standby the set lists took that view's welcome, and only an emptied
+ * journal's lineage ends before it).
  */
+static bool in_sync_set(struct kvf_repl_follower *f, char *value)
+{
+	char *sp, *leader, *list;
+	unsigned long long view;
+	uint64_t mine;
+	bool named;
+
+	leader = strchr(value, ' ');
+	if (!leader)
+		return false;
+	*leader++ = '\0';
+	sp = strchr(leader, ' ');
+	if (sp)
+		*sp = '\0';
+	list = sp ? sp + 1 : "";
+	if (!strcmp(list, "*"))
+		return true;
+	named = !strcmp(leader, f->member) || listed(list, f->member);
+	view = strtoull(value, NULL, 10);
+	mine = atomic_load(&f->lin_view);
+	if (named && mine == view)
+		return true;
+	if (f->logged_unfit)
+		return false;
+	if (named)
+		fprintf(stderr,
+			"replication: standby: named in the last leader's "
+			"sync set, but this journal does not follow view %llu "
+			"(its lineage ends at view %llu: an emptied or new "
+			"journal): it may lack acknowledged records, so it "
+			"does not campaign\n",
+			view, (unsigned long long)mine);
+	else
+		fprintf(stderr,
+			"replication: standby: not in the last leader's sync "
+			"set [%s]: it may lack acknowledged records, so it "
+			"does not campaign\n",
+			list);
+	return false;
+}
+
 bool kvf_repl_may_campaign(void *ctx)
 {
 	struct kvf_repl_follower *f = ctx;
-	char key[512], *sp, *leader, *list;
+	char key[512];
 	size_t klen;
 	struct kvf_etcd_kv kv;
-	bool found, may = false;
+	bool found, may;
 
 	if (!f)
 		return true;
@@ -976,24 +1030,8 @@ bool kvf_repl_may_campaign(void *ctx)
 		return false;
 	if (!found)
 		return true;
-	leader = strchr(kv.value, ' ');
-	if (leader) {
-		*leader++ = '\0';
-		sp = strchr(leader, ' ');
-		if (sp)
-			*sp = '\0';
-		list = sp ? sp + 1 : "";
-		may = !strcmp(list, "*") || !strcmp(leader, f->member) ||
-		      listed(list, f->member);
-		if (!may && !f->logged_unfit)
-			fprintf(stderr,
-				"replication: standby: not in the last "
-				"leader's sync set [%s]: it may lack "
-				"acknowledged records, so it does not "
-				"campaign\n",
-				list);
-		f->logged_unfit = !may;
-	}
+	may = in_sync_set(f, kv.value);
+	f->logged_unfit = !may;
 	kvf_etcd_kv_clear(&kv);
 	return may;
 }

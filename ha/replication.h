@@ -203,8 +203,10 @@ void kvf_repl_follow_stop(struct kvf_repl_follower *f,
  * (@ctx; NULL: true): false while its journal diverged from the leader's
  * history, or while the last leader's sync set (etcd key
  * kvforge/<cluster>/replication/sync) names neither it as that leader
- * nor it as a member: it may lack records that leader acknowledged.
- * Context: the election thread; blocks (an etcd read).
+ * nor it as a member, or names it (an address) while its journal's
+ * lineage does not end at the set's view (an emptied or new journal
+ * under a named address): it may lack records that leader
+ * acknowledged. Context: the election thread; blocks (an etcd read).
  */
 bool kvf_repl_may_campaign(void *ctx);
 

@@ -38,6 +38,11 @@ Scenarios:
                 the sync set: with the leader killed and the synced
                 standby frozen it does not campaign; thawed, the synced
                 standby leads with every acknowledged object
+  replaced_member  a synced standby's machine replaced under its address
+                with an empty --data-dir, the leader killed and the
+                other standby frozen: named in the sync set but holding
+                nothing, the newcomer does not campaign; thawed, the
+                synced standby leads with every acknowledged object
   chain         three masters, two SIGKILLed leaders in turn: the last
                 one standing has every object the two acknowledged
   legacy_key    --ha_publish_legacy_key: mooncake-store/master_view (the
@@ -109,6 +114,7 @@ CLUSTER = "ha_e2e"
 KEY = "mooncake-store/%s/master_view" % CLUSTER
 TTL = 1  # main() sets it: lease_ttl()
 PORTS = random.Random(os.getpid() ^ int(time.time()))
+PICKED = set()  # free_port()'s answers so far
 
 
 class Fail(Exception):
@@ -121,11 +127,13 @@ def check(cond, what):
 
 
 def free_port():
-    """A random port below the kernel's ephemeral range, free when picked.
-    The master or etcd binds it later (a restarted master the same one
-    again): a port from bind(0) could be handed meanwhile to any socket
-    the tests running beside this one bind or connect, one below that
-    range only to another such pick."""
+    """A random port below the kernel's ephemeral range, free when picked
+    and never picked before in this run. The master or etcd binds it
+    later (a restarted master the same one again): a port from bind(0)
+    could be handed meanwhile to any socket the tests running beside this
+    one bind or connect, one below that range only to another such pick.
+    A standby binds no RPC port, so a port free now may be a live
+    standby's: two masters would publish one address."""
     try:
         with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
             lo = int(f.read().split()[0])
@@ -134,9 +142,12 @@ def free_port():
     base = lo - 16384 if lo > 16384 + 1024 else 1024
     for _ in range(10000):
         port = PORTS.randrange(base, lo)
+        if port in PICKED:
+            continue
         s = socket.socket()
         try:
             s.bind(("127.0.0.1", port))
+            PICKED.add(port)
             return port
         except OSError:
             continue
@@ -880,6 +891,50 @@ def sc_lagging(_):
     finally:
         for t in toks:
             os.unlink(t)
+
+
+def sc_replaced_member(_):
+    """A synced standby's machine replaced under the same address with an
+    empty data directory while the leader dies: the sync set names its
+    address, but the newcomer's journal holds none of the records, so it
+    must not campaign (leading, it would have none of the objects, and
+    the standby that has them would set its journal aside); the standby
+    that holds them leads."""
+    with cluster() as (etcd, m1, m2):
+        m3 = Master(etcd.endpoint(0))
+        m4 = None
+        try:
+            wait_for(lambda: synced(m1) == 2, "two synced standbys")
+            c = client(m1)
+            mount(c)
+            acked = ["rm%d" % i for i in range(100) if put(c, "rm%d" % i)]
+            check(len(acked) == 100, "acknowledged: %d" % len(acked))
+            # m3 frozen first, killed after the leader: a leader that saw
+            # its connection close would drop it from the set
+            freeze(m2)
+            freeze(m3)
+            m1.stop(signal.SIGKILL)
+            m3.p.kill()  # stopped, never continued: it runs no more
+            m3.p.wait(timeout=30)
+            m4 = Master(etcd.endpoint(0), port=m3.port)
+            m4.wait_said("this journal does not follow view")
+            check(not m4.said("RPC listening") and not m4.listening(),
+                  "the newcomer does not lead")
+            m2.p.send_signal(signal.SIGCONT)
+            m2.wait_said("RPC listening")
+            check_all_there(m2, acked, "after the replacement")
+            m4.wait_said("following the leader of view")
+            check(not m4.said("RPC listening"), "the newcomer never led")
+        except Exception:
+            for m in (m3, m4):
+                if m:
+                    m.dump()
+            raise
+        finally:
+            for m in (m3, m4):
+                if m:
+                    m.stop(signal.SIGKILL)
+                    m.remove_dir()
 
 
 def sc_chain(_):
@@ -1753,6 +1808,7 @@ SCENARIOS = {
     "replication": sc_replication,
     "repl_peers": sc_repl_peers,
     "lagging": sc_lagging,
+    "replaced_member": sc_replaced_member,
     "chain": sc_chain,
     "legacy_key": sc_legacy_key,
     "repl_state": sc_repl_state,
