@@ -870,6 +870,77 @@ static bool same_token(const char *a, const char *b)
 	return !d;
 }
 
+/* How long a hello waits for its namesake to leave the sync set: less
+ * than a standby waits for its welcome (READ_TIMEOUT_S there). */
+#define NAMESAKE_WAIT_NS (2 * KVF__NS_PER_SEC)
+
+/* With mu held: a streaming standby other than @p named @member. */
+static struct peer *namesake_of(struct kvf_repl_leader *l, const struct peer *p,
+				const char *member)
+{
+	for (struct peer *o = l->peers; o; o = o->next)
+		if (o != p && !o->dead && o->streaming &&
+		    !strcmp(o->member, member))
+			return o;
+	return NULL;
+}
+
+/* With mu held: a standby named @member still listed in the sync set. */
+static bool name_listed(struct kvf_repl_leader *l, const char *member)
+{
+	for (struct peer *o = l->peers; o; o = o->next)
+		if (o->required && !strcmp(o->member, member))
+			return true;
+	return false;
+}
+
+/*
+ * A standby says hello under the name of one that is streaming (its
+ * restart, or a machine replaced under its address, while the old
+ * connection looks alive): the old one is dropped, and the new one is
+ * welcomed only once the sync set no longer lists the name. Otherwise
+ * the set would name the address while the journal behind it is the
+ * new one, which takes the welcome (and the leader's lineage, so it may
+ * campaign) before it holds the records the set stands for. Unnamed
+ * standbys are not one another's namesakes. NULL, or why the hello is
+ * refused (the set could not be published in time).
+ */
+static const char *supersede_namesake(struct kvf_repl_leader *l, struct peer *p,
+				      const char *member)
+{
+	uint64_t until = kvf__now_ns() + NAMESAKE_WAIT_NS;
+	const char *why = NULL;
+	struct peer *o;
+
+	if (!member[0])
+		return NULL;
+	pthread_mutex_lock(&l->mu);
+	o = namesake_of(l, p, member);
+	if (o)
+		o->users++; /* not reaped under peer_fail() */
+	pthread_mutex_unlock(&l->mu);
+	if (o) {
+		peer_fail(o, "a new connection under its name replaces it");
+		pthread_mutex_lock(&l->mu);
+		o->users--;
+		pthread_mutex_unlock(&l->mu);
+	}
+	pthread_mutex_lock(&l->mu);
+	while (name_listed(l, member) && !l->stop && !why) {
+		struct timespec ts;
+
+		if (kvf__now_ns() >= until) {
+			why = "its name is still in the sync set (retry)";
+			break;
+		}
+		pthread_cond_signal(&l->sync_cv);
+		abs_deadline(&ts, kvf__now_ns() + 50000000ull);
+		pthread_cond_timedwait(&l->ack_cv, &l->mu, &ts);
+	}
+	pthread_mutex_unlock(&l->mu);
+	return why;
+}
+
 /*
  * Check the hello; on success, *@next is the ring index of the first
  * batch to send. Returns NULL or why the peer is refused.
@@ -907,6 +978,9 @@ static const char *handshake(struct peer *p, uint64_t *next)
 		why = "wrong token (--ha_token_file)";
 		goto out;
 	}
+	why = supersede_namesake(l, p, member);
+	if (why)
+		goto out;
 	pthread_mutex_lock(&l->mu);
 	if (!kvf__repl_lineage_accepts(&l->lin, l->last_seq, h.view, h.seq)) {
 		why = h.seq > l->last_seq

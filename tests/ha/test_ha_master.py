@@ -43,6 +43,11 @@ Scenarios:
                 other standby frozen: named in the sync set but holding
                 nothing, the newcomer does not campaign; thawed, the
                 synced standby leads with every acknowledged object
+  namesake      a synced standby frozen (its connection looks alive) and
+                a master started under its address with an empty
+                --data-dir: the leader drops the old connection and
+                publishes a sync set without the address before it
+                welcomes the new one, listed again once caught up
   chain         three masters, two SIGKILLed leaders in turn: the last
                 one standing has every object the two acknowledged
   legacy_key    --ha_publish_legacy_key: mooncake-store/master_view (the
@@ -937,6 +942,54 @@ def sc_replaced_member(_):
                     m.remove_dir()
 
 
+def sc_namesake(_):
+    """A synced standby frozen, so its connection looks alive, and a new
+    master started under its address with an empty data directory: the
+    leader must not go on naming the address in the sync set while the
+    journal behind it is the new, empty one (welcomed, it follows the
+    leader's view and may campaign): the old connection is dropped and a
+    set without the address published before the welcome; the new one
+    is listed once it has caught up."""
+    with cluster() as (etcd, m1, m2):
+        m3 = Master(etcd.endpoint(0))
+        m4 = None
+        try:
+            wait_for(lambda: synced(m1) == 2, "two synced standbys")
+            c = client(m1)
+            mount(c)
+            acked = ["ns%d" % i for i in range(50) if put(c, "ns%d" % i)]
+            check(len(acked) == 50, "acknowledged: %d" % len(acked))
+            freeze(m3)
+            mark = len(m1.lines)
+            follows = "standby %s follows from sequence 1" % m3.addr
+            m4 = Master(etcd.endpoint(0), port=m3.port)
+            m4.wait_said("following the leader of view")
+            wait_for(lambda: any(follows in x for x in m1.lines[mark:]),
+                     "the new standby follows")
+            after = list(m1.lines[mark:])
+            i = next(k for k, x in enumerate(after) if follows in x)
+            check(any("sync set now [" in x and m3.addr not in x
+                      for x in after[:i]),
+                  "a set without %s before its welcome: %r"
+                  % (m3.addr, after[:i + 1]))
+            check(any("dropped: a new connection under its name" in x
+                      for x in after[:i]), "the old connection dropped")
+            wait_for(lambda: any("sync set now [" in x and m3.addr in x
+                                 for x in m1.lines[mark + i:]),
+                     "the new standby in the sync set")
+            check_all_there(m1, acked, "on the leader")
+        except Exception:
+            for m in (m3, m4):
+                if m:
+                    m.dump()
+            raise
+        finally:
+            for m in (m3, m4):
+                if m:
+                    m.stop(signal.SIGKILL)
+                    m.remove_dir()
+
+
 def sc_chain(_):
     with cluster() as (etcd, m1, m2), \
             extra_master(etcd.endpoint(0)) as m3:
@@ -1809,6 +1862,7 @@ SCENARIOS = {
     "repl_peers": sc_repl_peers,
     "lagging": sc_lagging,
     "replaced_member": sc_replaced_member,
+    "namesake": sc_namesake,
     "chain": sc_chain,
     "legacy_key": sc_legacy_key,
     "repl_state": sc_repl_state,
