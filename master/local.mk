@@ -11,6 +11,7 @@ libkvforge_master_la_SOURCES = \
 	master/service.h master/service.c \
 	master/conn.h master/conn.c \
 	master/loop.h master/loop.c \
+	master/port_claim.h master/port_claim.c \
 	master/stallclock.h master/stallclock.c \
 	master/ha_config.h master/ha_config.c
 libkvforge_master_la_LIBADD = libkvforge-http.la libkvforge-client.la \

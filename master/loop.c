@@ -81,6 +81,7 @@
 #include "ha/replication.h"
 #include "rdma/listener.h"
 #include "master/conn.h"
+#include "master/port_claim.h"
 #include "http/metrics.h"
 #include "master/service.h"
 #include "master/stallclock.h"
@@ -485,29 +486,23 @@ out:
 
 static int bind_listener(struct kvf_loop *l)
 {
-	struct addrinfo hints = {.ai_family = AF_UNSPEC,
-				 .ai_socktype = SOCK_STREAM,
-				 .ai_flags = AI_NUMERICHOST | AI_PASSIVE |
-					     AI_NUMERICSERV};
 	struct sockaddr_storage ss;
 	socklen_t sl = sizeof(ss);
-	struct addrinfo *ai;
-	char port[8];
-	int one = 1, fd, err;
+	int fd, err = 0, ret;
 
-	snprintf(port, sizeof(port), "%u", l->o.port);
-	if (getaddrinfo(l->o.address, port, &hints, &ai))
-		return KVF_ERR_INVALID_ARGUMENT;
-	fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
-		    0);
-	if (fd < 0) {
-		freeaddrinfo(ai);
-		return KVF_ERR_IO;
+	if (l->o.claimed) {
+		fd = l->o.claimed_fd;
+		l->o.claimed = false;
+	} else {
+		ret = kvf_port_claim(l->o.address, l->o.port, &fd);
+		if (ret)
+			return ret;
 	}
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	err = bind(fd, ai->ai_addr, ai->ai_addrlen) ? errno : 0;
-	freeaddrinfo(ai);
-	if (!err && listen(fd, 1024))
+	/* Inherited by the accepted connections: their TIME_WAIT leftovers
+	 * must not keep the port from being bound again (a leader that
+	 * stepped down holds it as a standby, master/port_claim.h). */
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &(int){1}, sizeof(int));
+	if (listen(fd, 1024))
 		err = errno;
 	if (!err && getsockname(fd, (struct sockaddr *)&ss, &sl))
 		err = errno;
@@ -561,11 +556,15 @@ int kvf_loop_start(const struct kvf_loop_options *opts, struct kvf_loop **out)
 
 	if (!opts || !opts->service || !opts->threads || !out ||
 	    !opts->max_connections || !opts->idle_timeout_sec ||
-	    !opts->request_timeout_sec)
-		return KVF_ERR_INVALID_ARGUMENT;
+	    !opts->request_timeout_sec) {
+		ret = KVF_ERR_INVALID_ARGUMENT;
+		goto err_claimed;
+	}
 	l = calloc(1, sizeof(*l));
-	if (!l)
-		return KVF_ERR_NO_MEMORY;
+	if (!l) {
+		ret = KVF_ERR_NO_MEMORY;
+		goto err_claimed;
+	}
 	l->o = *opts;
 	l->listen_fd = -1;
 	l->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -589,7 +588,13 @@ int kvf_loop_start(const struct kvf_loop_options *opts, struct kvf_loop **out)
 	*out = l;
 	return KVF_OK;
 err:
+	if (l->o.claimed) /* not taken by bind_listener() yet */
+		close(l->o.claimed_fd);
 	kvf_loop_stop(l);
+	return ret;
+err_claimed:
+	if (opts && opts->claimed)
+		close(opts->claimed_fd);
 	return ret;
 }
 

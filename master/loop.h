@@ -29,6 +29,10 @@ struct kvf_service;
  * @service: answers the requests. @metrics: connection gauge (or NULL).
  * @rdma: accept RDMA handshakes on the port (rdma/listener.h; not ready
  *	without a device: handshakes are closed), or NULL: TCP only.
+ * @claimed: listen on @claimed_fd, a socket kvf_port_claim() bound to
+ *	@address:@port, instead of binding one; the loop owns it from the
+ *	call on (kvf_loop_start() closes it if it fails, kvf_loop_stop()
+ *	when it stops).
  */
 struct kvf_loop_options {
 	const char *address;
@@ -42,6 +46,8 @@ struct kvf_loop_options {
 	struct kvf_service *service;
 	struct kvf_metrics *metrics;
 	struct kvf__rdma_listener *rdma;
+	bool claimed;
+	int claimed_fd;
 	/* Optional: each thread reports its wake-ups (master/stallclock.h). */
 	struct kvf_stallclock *stall;
 };

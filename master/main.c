@@ -13,7 +13,10 @@
  * the engine flushes its journal.
  *
  * With --enable_ha the RPC server runs only while this master leads
- * (ha/election.h), and the engine only while it leads: a standby's
+ * (ha/election.h), and the engine only while it leads; standing by, it
+ * holds the RPC port bound without listening (master/port_claim.h:
+ * clients are refused there as upstream's standbys refuse them, and the
+ * port cannot be found taken once elected): a standby's
  * journal belongs to the replication follower (ha/replication.h), which
  * appends the leader's records to it. The main thread polls the election
  * every 50 ms; once kvf_ha_may_serve() holds it stops the follower, opens
@@ -54,6 +57,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <kvforge/engine.h>
 #include <kvforge/status.h>
@@ -68,6 +72,7 @@
 #include "master/ha_config.h"
 #include "http/http.h"
 #include "master/loop.h"
+#include "master/port_claim.h"
 #include "http/metastore.h"
 #include "http/metrics.h"
 #include "master/registry.h"
@@ -87,6 +92,7 @@ struct master {
 	struct kvf_http_server *http_metadata;
 	struct kvf_stallclock *stall;
 	struct kvf_ha *ha; /* --enable_ha, else NULL */
+	int port_fd;	   /* with HA, standing by: the RPC port held (or -1) */
 	struct kvf_ha_options ha_opts;
 	char advertise[KVF_HA_ADDR_MAX];
 	/* replication (with --enable_ha) */
@@ -319,6 +325,10 @@ static int start_rpc(struct master *m)
 		}
 		lo.rdma = m->rdma;
 	}
+	/* the held port is the loop's from here on, whatever happens */
+	lo.claimed = m->port_fd >= 0;
+	lo.claimed_fd = m->port_fd;
+	m->port_fd = -1;
 	ret = kvf_loop_start(&lo, &m->loop);
 	if (ret) {
 		fprintf(stderr, "kvforge-master: cannot listen on %s:%u: %s\n",
@@ -520,6 +530,32 @@ static void demote(struct master *m)
 	close_engine(m);
 }
 
+/*
+ * With HA, standing by: hold the RPC port (master/port_claim.h), so the
+ * port a standby will serve on is its own before it can be elected.
+ * @starting: a port taken fails the start-up; later (after leading) it
+ * is only logged, and the next promotion binds the port itself.
+ */
+static int hold_rpc_port(struct master *m, bool starting)
+{
+	const struct kvf_master_flags *f = &m->flags;
+	uint16_t port = kvf_flags_rpc_port(f);
+	int ret;
+
+	if (m->port_fd >= 0)
+		return KVF_OK;
+	ret = kvf_port_claim(f->rpc_address, port, &m->port_fd);
+	if (ret) {
+		m->port_fd = -1;
+		fprintf(stderr,
+			"kvforge-master: cannot hold the RPC port %s:%u for "
+			"when this standby leads: %s%s\n",
+			f->rpc_address, port, kvf_strerror(ret),
+			starting ? "" : " (retried at the next promotion)");
+	}
+	return starting ? ret : KVF_OK;
+}
+
 static int start_ha(struct master *m)
 {
 	int ret;
@@ -560,6 +596,7 @@ static int follow_ha(struct master *m)
 			kvf_strerror(ret));
 		demote(m);
 		m->promote_after = kvf__now_ns() + KVF__NS_PER_SEC;
+		hold_rpc_port(m, false);
 		return start_follower(m);
 	}
 	if (!may && m->loop) {
@@ -567,6 +604,7 @@ static int follow_ha(struct master *m)
 		printf("kvforge-master: not the leader any more: RPC port "
 		       "closed\n");
 		fflush(stdout);
+		hold_rpc_port(m, false);
 		return start_follower(m);
 	}
 	return KVF_OK;
@@ -605,6 +643,9 @@ static void shutdown_master(struct master *m)
 	/* the answers in flight are sent (or not) first: they may be
 	 * waiting for the sync standbys, which are still here */
 	stop_rpc(m);
+	if (m->port_fd >= 0)
+		close(m->port_fd);
+	m->port_fd = -1;
 	/* the hand-over: every standby has every record before the lease
 	 * is revoked, so the one that takes over lacks nothing */
 	kvf_repl_lead_drain(m->leader);
@@ -624,7 +665,7 @@ static void shutdown_master(struct master *m)
 
 int main(int argc, char **argv)
 {
-	struct master m = {.abi = NULL};
+	struct master m = {.abi = NULL, .port_fd = -1};
 	sigset_t sigs;
 	char err[512];
 	int ret;
@@ -676,7 +717,9 @@ int main(int argc, char **argv)
 	ret = start_stallclock(&m);
 	if (!ret && m.flags.enable_ha) {
 		/* the follower imports the leader's metadata store */
-		ret = start_metadata(&m);
+		ret = hold_rpc_port(&m, true);
+		if (!ret)
+			ret = start_metadata(&m);
 		if (!ret)
 			ret = start_follower(&m);
 		if (!ret)

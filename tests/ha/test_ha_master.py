@@ -48,6 +48,10 @@ Scenarios:
                 --data-dir: the leader drops the old connection and
                 publishes a sync set without the address before it
                 welcomes the new one, listed again once caught up
+  port_held     a standby holds its RPC port from start-up (no other
+                socket binds it, a client dialling it is refused); a
+                master whose port another process holds exits at once;
+                the standby, elected, serves on the port it held
   chain         three masters, two SIGKILLed leaders in turn: the last
                 one standing has every object the two acknowledged
   legacy_key    --ha_publish_legacy_key: mooncake-store/master_view (the
@@ -921,7 +925,9 @@ def sc_replaced_member(_):
             m1.stop(signal.SIGKILL)
             m3.p.kill()  # stopped, never continued: it runs no more
             m3.p.wait(timeout=30)
-            m4 = Master(etcd.endpoint(0), port=m3.port)
+            # another machine, the same address: here another port
+            # (m3's is held), advertised as m3's
+            m4 = Master(etcd.endpoint(0), "--ha_advertise_address", m3.addr)
             m4.wait_said("this journal does not follow view")
             check(not m4.said("RPC listening") and not m4.listening(),
                   "the newcomer does not lead")
@@ -962,7 +968,9 @@ def sc_namesake(_):
             freeze(m3)
             mark = len(m1.lines)
             follows = "standby %s follows from sequence 1" % m3.addr
-            m4 = Master(etcd.endpoint(0), port=m3.port)
+            # another machine, the same address: here another port
+            # (m3's is held), advertised as m3's
+            m4 = Master(etcd.endpoint(0), "--ha_advertise_address", m3.addr)
             m4.wait_said("following the leader of view")
             wait_for(lambda: any(follows in x for x in m1.lines[mark:]),
                      "the new standby follows")
@@ -988,6 +996,47 @@ def sc_namesake(_):
                 if m:
                     m.stop(signal.SIGKILL)
                     m.remove_dir()
+
+
+def bindable(port, reuse):
+    s = socket.socket()
+    try:
+        if reuse:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("127.0.0.1", port))
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
+def sc_port_held(_):
+    """A standby holds the RPC port it will serve on once elected: no
+    other socket binds it meanwhile (with SO_REUSEADDR or without) and a
+    client dialling it is refused, as at a closed port; a master started
+    on a port another process holds exits at once, instead of standing by
+    to be elected unable to serve; the standby, elected, serves on it."""
+    with cluster() as (etcd, m1, m2):
+        check(not bindable(m2.port, False) and not bindable(m2.port, True),
+              "the standby's port %d is held" % m2.port)
+        check(not m2.listening(), "a client dialling the standby is refused")
+        holder = socket.socket()
+        holder.bind(("127.0.0.1", free_port()))
+        m3 = Master(etcd.endpoint(0), port=holder.getsockname()[1])
+        try:
+            rc = m3.p.wait(timeout=30)
+            m3.t.join(timeout=5)
+            check(rc != 0 and m3.said("cannot hold the RPC port"),
+                  "a master on a held port exits: rc %r, %r"
+                  % (rc, m3.lines[-3:]))
+        finally:
+            holder.close()
+            m3.stop(signal.SIGKILL)
+            m3.remove_dir()
+        m1.stop(signal.SIGKILL)
+        m2.wait_said("RPC listening")
+        check(m2.listening(), "the new leader serves on the port it held")
 
 
 def sc_chain(_):
@@ -1863,6 +1912,7 @@ SCENARIOS = {
     "lagging": sc_lagging,
     "replaced_member": sc_replaced_member,
     "namesake": sc_namesake,
+    "port_held": sc_port_held,
     "chain": sc_chain,
     "legacy_key": sc_legacy_key,
     "repl_state": sc_repl_state,
