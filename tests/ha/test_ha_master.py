@@ -455,10 +455,10 @@ def cluster(members=1, standby_members=(0,), extra=()):
 
 
 @contextlib.contextmanager
-def extra_master(*args):
+def extra_master(*args, **kw):
     """One more master (Master's arguments), dumped on failure, stopped
     and its directory removed after."""
-    m = Master(*args)
+    m = Master(*args, **kw)
     try:
         yield m
     except Exception:
@@ -902,6 +902,24 @@ def sc_lagging(_):
             os.unlink(t)
 
 
+def synced_with_objects(m1, prefix, n):
+    """Once leader @m1 has two synced standbys: @n objects put through
+    it, all acknowledged (their keys)."""
+    wait_for(lambda: synced(m1) == 2, "two synced standbys")
+    c = client(m1)
+    mount(c)
+    acked = ["%s%d" % (prefix, i) for i in range(n)
+             if put(c, "%s%d" % (prefix, i))]
+    check(len(acked) == n, "acknowledged: %d" % len(acked))
+    return acked
+
+
+def same_address(etcd, m):
+    """Another machine under @m's address (an extra_master): here another
+    port, as @m's is held, advertised as @m's."""
+    return extra_master(etcd.endpoint(0), "--ha_advertise_address", m.addr)
+
+
 def sc_replaced_member(_):
     """A synced standby's machine replaced under the same address with an
     empty data directory while the leader dies: the sync set names its
@@ -909,25 +927,16 @@ def sc_replaced_member(_):
     must not campaign (leading, it would have none of the objects, and
     the standby that has them would set its journal aside); the standby
     that holds them leads."""
-    with cluster() as (etcd, m1, m2):
-        m3 = Master(etcd.endpoint(0))
-        m4 = None
-        try:
-            wait_for(lambda: synced(m1) == 2, "two synced standbys")
-            c = client(m1)
-            mount(c)
-            acked = ["rm%d" % i for i in range(100) if put(c, "rm%d" % i)]
-            check(len(acked) == 100, "acknowledged: %d" % len(acked))
-            # m3 frozen first, killed after the leader: a leader that saw
-            # its connection close would drop it from the set
-            freeze(m2)
-            freeze(m3)
-            m1.stop(signal.SIGKILL)
-            m3.p.kill()  # stopped, never continued: it runs no more
-            m3.p.wait(timeout=30)
-            # another machine, the same address: here another port
-            # (m3's is held), advertised as m3's
-            m4 = Master(etcd.endpoint(0), "--ha_advertise_address", m3.addr)
+    with cluster() as (etcd, m1, m2), extra_master(etcd.endpoint(0)) as m3:
+        acked = synced_with_objects(m1, "rm", 100)
+        # m3 frozen first, killed after the leader: a leader that saw its
+        # connection close would drop it from the set
+        freeze(m2)
+        freeze(m3)
+        m1.stop(signal.SIGKILL)
+        m3.p.kill()  # stopped, never continued: it runs no more
+        m3.p.wait(timeout=30)
+        with same_address(etcd, m3) as m4:
             m4.wait_said("this journal does not follow view")
             check(not m4.said("RPC listening") and not m4.listening(),
                   "the newcomer does not lead")
@@ -936,16 +945,6 @@ def sc_replaced_member(_):
             check_all_there(m2, acked, "after the replacement")
             m4.wait_said("following the leader of view")
             check(not m4.said("RPC listening"), "the newcomer never led")
-        except Exception:
-            for m in (m3, m4):
-                if m:
-                    m.dump()
-            raise
-        finally:
-            for m in (m3, m4):
-                if m:
-                    m.stop(signal.SIGKILL)
-                    m.remove_dir()
 
 
 def sc_namesake(_):
@@ -956,21 +955,12 @@ def sc_namesake(_):
     leader's view and may campaign): the old connection is dropped and a
     set without the address published before the welcome; the new one
     is listed once it has caught up."""
-    with cluster() as (etcd, m1, m2):
-        m3 = Master(etcd.endpoint(0))
-        m4 = None
-        try:
-            wait_for(lambda: synced(m1) == 2, "two synced standbys")
-            c = client(m1)
-            mount(c)
-            acked = ["ns%d" % i for i in range(50) if put(c, "ns%d" % i)]
-            check(len(acked) == 50, "acknowledged: %d" % len(acked))
-            freeze(m3)
-            mark = len(m1.lines)
-            follows = "standby %s follows from sequence 1" % m3.addr
-            # another machine, the same address: here another port
-            # (m3's is held), advertised as m3's
-            m4 = Master(etcd.endpoint(0), "--ha_advertise_address", m3.addr)
+    with cluster() as (etcd, m1, m2), extra_master(etcd.endpoint(0)) as m3:
+        acked = synced_with_objects(m1, "ns", 50)
+        freeze(m3)
+        mark = len(m1.lines)
+        follows = "standby %s follows from sequence 1" % m3.addr
+        with same_address(etcd, m3) as m4:
             m4.wait_said("following the leader of view")
             wait_for(lambda: any(follows in x for x in m1.lines[mark:]),
                      "the new standby follows")
@@ -986,16 +976,6 @@ def sc_namesake(_):
                                  for x in m1.lines[mark + i:]),
                      "the new standby in the sync set")
             check_all_there(m1, acked, "on the leader")
-        except Exception:
-            for m in (m3, m4):
-                if m:
-                    m.dump()
-            raise
-        finally:
-            for m in (m3, m4):
-                if m:
-                    m.stop(signal.SIGKILL)
-                    m.remove_dir()
 
 
 def bindable(port, reuse):
@@ -1021,19 +1001,15 @@ def sc_port_held(_):
         check(not bindable(m2.port, False) and not bindable(m2.port, True),
               "the standby's port %d is held" % m2.port)
         check(not m2.listening(), "a client dialling the standby is refused")
-        holder = socket.socket()
-        holder.bind(("127.0.0.1", free_port()))
-        m3 = Master(etcd.endpoint(0), port=holder.getsockname()[1])
-        try:
-            rc = m3.p.wait(timeout=30)
-            m3.t.join(timeout=5)
-            check(rc != 0 and m3.said("cannot hold the RPC port"),
-                  "a master on a held port exits: rc %r, %r"
-                  % (rc, m3.lines[-3:]))
-        finally:
-            holder.close()
-            m3.stop(signal.SIGKILL)
-            m3.remove_dir()
+        with socket.socket() as holder:
+            holder.bind(("127.0.0.1", free_port()))
+            with extra_master(etcd.endpoint(0),
+                              port=holder.getsockname()[1]) as m3:
+                rc = m3.p.wait(timeout=30)
+                m3.t.join(timeout=5)
+                check(rc != 0 and m3.said("cannot hold the RPC port"),
+                      "a master on a held port exits: rc %r, %r"
+                      % (rc, m3.lines[-3:]))
         m1.stop(signal.SIGKILL)
         m2.wait_said("RPC listening")
         check(m2.listening(), "the new leader serves on the port it held")
