@@ -141,8 +141,8 @@ def free_port():
     later (a restarted master the same one again): a port from bind(0)
     could be handed meanwhile to any socket the tests running beside this
     one bind or connect, one below that range only to another such pick.
-    A standby binds no RPC port, so a port free now may be a live
-    standby's: two masters would publish one address."""
+    A port is not picked twice: the master it went to may not have bound
+    it yet, or may be restarted on it."""
     try:
         with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
             lo = int(f.read().split()[0])
