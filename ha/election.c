@@ -32,6 +32,8 @@
  *                 between) after a full TTL + margin
  *     renewal refused (lease gone), key no longer ours, or the deadline
  *     passed -> STANDBY (revoke the lease, best effort) and loop
+ *     kvf_ha_step_aside() (the master could not serve) -> the same, and
+ *     an absent key is not campaigned for until the hold has passed
  *
  * Why the deadline makes a leader stop before its lease can expire:
  * etcd starts a lease's TTL again when it handles a renewal, which is
@@ -89,6 +91,10 @@ struct kvf_ha {
 	pthread_mutex_t mu;
 	pthread_cond_t cv; /* CLOCK_MONOTONIC; broadcast on role change */
 	bool stop;	   /* under mu */
+	/* kvf_ha_step_aside(): give the key up (under mu), then no
+	 * campaign before aside_until (monotonic ns) */
+	bool aside;
+	_Atomic uint64_t aside_until;
 	/* the key as last read or written, for kvf_ha_status(); under mu */
 	char seen_leader[256];
 	uint64_t seen_view;
@@ -221,12 +227,24 @@ static bool sleep_until(struct kvf_ha *ha, uint64_t until_ns)
 
 	kvf__deadline_ts(until_ns, &ts);
 	pthread_mutex_lock(&ha->mu);
-	while (!ha->stop && kvf__now_ns() < until_ns)
+	while (!ha->stop && !ha->aside && kvf__now_ns() < until_ns)
 		if (pthread_cond_timedwait(&ha->cv, &ha->mu, &ts))
 			break;
 	stop = ha->stop;
 	pthread_mutex_unlock(&ha->mu);
 	return !stop;
+}
+
+/* A step aside asked for (cleared: it is acted on now). */
+static bool take_aside(struct kvf_ha *ha)
+{
+	bool aside;
+
+	pthread_mutex_lock(&ha->mu);
+	aside = ha->aside;
+	ha->aside = false;
+	pthread_mutex_unlock(&ha->mu);
+	return aside;
 }
 
 static bool stopping(struct kvf_ha *ha)
@@ -391,6 +409,7 @@ static void lead(struct kvf_ha *ha, uint64_t granted_at, int64_t rev)
 	const char *why = NULL;
 
 	ha->seen_lease = 0;
+	(void)take_aside(ha); /* asked of an earlier term */
 	fprintf(stderr, "ha: elected, view version %llu; %s\n",
 		(unsigned long long)rev,
 		prev ? "serving once the previous leader's lease is gone"
@@ -409,6 +428,12 @@ static void lead(struct kvf_ha *ha, uint64_t granted_at, int64_t rev)
 		}
 		if (!sleep_until(ha, wake))
 			return; /* kvf_ha_stop() revokes */
+		if (take_aside(ha)) {
+			step_down(ha,
+				  "stepped aside (this master cannot serve)",
+				  false);
+			return;
+		}
 		if (kvf__now_ns() < next)
 			continue;
 		switch (renew(ha, &why)) {
@@ -464,6 +489,8 @@ static void *campaign(void *arg)
 		uint64_t t0;
 		int ret;
 
+		/* not leading: a step aside is only its hold (below) */
+		(void)take_aside(ha);
 		ret = kvf_etcd_get(ha->etcd, ha->key, ha->klen, &kv, &found);
 		if (ret) {
 			sleep_until(ha, kvf__now_ns() + HA_RETRY_NS);
@@ -487,6 +514,11 @@ static void *campaign(void *arg)
 			continue;
 		}
 		logged_standby = false;
+		if (kvf__now_ns() < atomic_load(&ha->aside_until)) {
+			set_role(ha, KVF_HA_STANDBY); /* stepped aside */
+			sleep_until(ha, kvf__now_ns() + HA_RETRY_NS);
+			continue;
+		}
 		if (ha->may_campaign && !ha->may_campaign(ha->campaign_ctx)) {
 			set_role(ha, KVF_HA_STANDBY); /* not fit to lead */
 			sleep_until(ha, kvf__now_ns() + HA_RETRY_NS);
@@ -613,6 +645,17 @@ void kvf_ha_stop(struct kvf_ha *ha)
 	free(ha->advertise);
 	kvf_etcd_free(ha->etcd);
 	free(ha);
+}
+
+void kvf_ha_step_aside(struct kvf_ha *ha, uint64_t hold_ns)
+{
+	if (!ha)
+		return;
+	pthread_mutex_lock(&ha->mu);
+	ha->aside = true;
+	atomic_store(&ha->aside_until, kvf__now_ns() + hold_ns);
+	pthread_cond_broadcast(&ha->cv);
+	pthread_mutex_unlock(&ha->mu);
 }
 
 int64_t kvf_ha_lease(const struct kvf_ha *ha)

@@ -85,6 +85,19 @@ int kvf_ha_start(const struct kvf_ha_options *opts, struct kvf_ha **out);
 void kvf_ha_stop(struct kvf_ha *ha);
 
 /**
+ * kvf_ha_step_aside() - give the leadership up, if held, and do not
+ * campaign for @hold_ns: for a leader that cannot serve (its promotion
+ * failed), so that another master takes over instead of the cluster
+ * having a leader that answers nothing. Not serving any more is
+ * immediate (kvf_ha_may_serve() turns false once the election thread
+ * acts, within milliseconds); the lease is revoked, so the key goes at
+ * once. A standby holds back from campaigning likewise.
+ * Context: any thread but the election's; takes the election's mutex
+ * briefly, never blocks on etcd.
+ */
+void kvf_ha_step_aside(struct kvf_ha *ha, uint64_t hold_ns);
+
+/**
  * kvf_ha_may_serve() - is this master the leader, with a live lease?
  * Lock-free (two atomic loads and a clock read); any thread.
  */

@@ -23,7 +23,9 @@
  * the engine from the journal (the promotion cost: a recovery), starts
  * the leader's replication (the journal tap; from then on a mutation is
  * answered only once --ha_sync_standbys standbys have it) and the RPC
- * server. As soon as the election no longer allows serving it aborts the
+ * server; if any of that fails it steps aside (kvf_ha_step_aside(): the
+ * lease revoked, no campaign for two TTLs) rather than lead without
+ * serving. As soon as the election no longer allows serving it aborts the
  * appends waiting for standbys, stops the RPC server (closing the port),
  * the replication, the engine, and follows the new leader again. The
  * service itself refuses every request past the fencing deadline, so the
@@ -73,6 +75,7 @@
 #include "http/http.h"
 #include "master/loop.h"
 #include "master/port_claim.h"
+#include "base/fault.h"
 #include "http/metastore.h"
 #include "http/metrics.h"
 #include "master/registry.h"
@@ -109,6 +112,9 @@ struct master {
 
 /* The state items replicated besides the journal. */
 enum { STATE_SEGMENTS = 0, STATE_METASTORE = 1 };
+
+/* After a failed promotion, no campaign for this many lease TTLs. */
+#define STEP_ASIDE_TTLS 2
 
 /* A loop thread busy this long with one wake-up stalls the serving clock
  * that client liveness is measured on (master/stallclock.h). */
@@ -460,6 +466,36 @@ static void stop_follower(struct master *m, struct kvf_repl_backlog **keep)
 	kvf_repl_follow_stop(f, keep);
 }
 
+#ifdef KVF_FAULT_INJECTION
+/*
+ * Test hook: $KVF_FAULT_PROMOTE=N fails the first N promotions as if the
+ * engine could not be opened (KVF_ERR_IO), said at start-up. Main thread.
+ */
+static long promotions_to_fail;
+
+static int promote_fault_arm(void)
+{
+	const char *v = getenv("KVF_FAULT_PROMOTE");
+
+	promotions_to_fail = v ? strtol(v, NULL, 10) : 0;
+	if (promotions_to_fail > 0) {
+		printf("kvforge-master: fault injection: the next %ld "
+		       "promotions fail\n",
+		       promotions_to_fail);
+		fflush(stdout);
+	}
+	return 0;
+}
+
+static int promote_fault(void)
+{
+	if (promotions_to_fail <= 0)
+		return KVF_OK;
+	promotions_to_fail--;
+	return KVF_ERR_IO;
+}
+#endif
+
 /* Standby -> leader: the engine from the replicated journal, the tap. */
 static int promote(struct master *m)
 {
@@ -472,7 +508,9 @@ static int promote(struct master *m)
 	int ret;
 
 	stop_follower(m, &bl);
-	ret = open_engine(m);
+	ret = KVF__FAULT(promote_fault());
+	if (!ret)
+		ret = open_engine(m);
 	if (ret) {
 		kvf_repl_backlog_free(bl);
 		return ret;
@@ -589,12 +627,18 @@ static int follow_ha(struct master *m)
 			ret = start_rpc(m);
 		if (!ret)
 			return KVF_OK;
-		/* e.g. the lease ran out meanwhile: stand by again, retry
-		 * in a second if the election still says so */
-		fprintf(stderr, "kvforge-master: promotion failed (%s): "
-				"standing by\n",
-			kvf_strerror(ret));
+		/* The engine did not open, or the lease ran out meanwhile:
+		 * leading without serving would keep every other standby
+		 * from taking over. Stand aside for a while, then campaign
+		 * again like any standby. */
+		fprintf(stderr,
+			"kvforge-master: promotion failed (%s): "
+			"stepping aside for %u s\n",
+			kvf_strerror(ret), STEP_ASIDE_TTLS * m->ha_opts.ttl_s);
 		demote(m);
+		kvf_ha_step_aside(m->ha, (uint64_t)STEP_ASIDE_TTLS *
+						 m->ha_opts.ttl_s *
+						 KVF__NS_PER_SEC);
 		m->promote_after = kvf__now_ns() + KVF__NS_PER_SEC;
 		hold_rpc_port(m, false);
 		return start_follower(m);
@@ -716,6 +760,7 @@ int main(int argc, char **argv)
 	}
 	ret = start_stallclock(&m);
 	if (!ret && m.flags.enable_ha) {
+		(void)KVF__FAULT(promote_fault_arm());
 		/* the follower imports the leader's metadata store */
 		ret = hold_rpc_port(&m, true);
 		if (!ret)

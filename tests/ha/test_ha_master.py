@@ -52,6 +52,9 @@ Scenarios:
                 socket binds it, a client dialling it is refused); a
                 master whose port another process holds exits at once;
                 the standby, elected, serves on the port it held
+  step_aside    a synced standby elected whose promotion fails (a fault
+                hook: --enable-fault-injection, else skipped) steps
+                aside: the other synced standby leads with every object
   chain         three masters, two SIGKILLed leaders in turn: the last
                 one standing has every object the two acknowledged
   legacy_key    --ha_publish_legacy_key: mooncake-store/master_view (the
@@ -258,7 +261,8 @@ def b64(s):
 
 
 class Master:
-    def __init__(self, endpoints, *extra, data_dir=None, port=None):
+    def __init__(self, endpoints, *extra, data_dir=None, port=None,
+                 env=None):
         self.port = port or free_port()
         self.addr = "127.0.0.1:%d" % self.port
         self.lines = []
@@ -271,7 +275,8 @@ class Master:
              "--rpc_thread_num", "1", "--data-dir", self.dir,
              # the test clients do not ping: keep them live
              "--client_ttl", "600"] + list(extra),
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            env=dict(os.environ, **(env or {})))
         self.t = threading.Thread(target=self._read, daemon=True)
         self.t.start()
 
@@ -1013,6 +1018,29 @@ def sc_port_held(_):
         m1.stop(signal.SIGKILL)
         m2.wait_said("RPC listening")
         check(m2.listening(), "the new leader serves on the port it held")
+
+
+def sc_step_aside(_):
+    """A standby elected whose promotion fails (the engine does not open:
+    a fault hook) must not keep the leadership without serving: it steps
+    aside, and the other synced standby, thawed only then, leads with
+    every acknowledged object."""
+    with cluster() as (etcd, m1, m2), \
+            extra_master(etcd.endpoint(0),
+                         env={"KVF_FAULT_PROMOTE": "1000"}) as m3:
+        acked = synced_with_objects(m1, "sa", 50)
+        if not m3.said("fault injection: the next"):
+            print("step_aside: skipped (no fault hooks: "
+                  "--enable-fault-injection)")
+            return
+        freeze(m2)
+        m1.stop(signal.SIGKILL)
+        m3.wait_said("promotion failed")
+        m2.p.send_signal(signal.SIGCONT)
+        m2.wait_said("RPC listening")
+        check_all_there(m2, acked, "on the standby that took over")
+        check(m3.said("stepped aside") and not m3.said("RPC listening"),
+              "the failing standby stepped aside, never led")
 
 
 def sc_chain(_):
@@ -1889,6 +1917,7 @@ SCENARIOS = {
     "replaced_member": sc_replaced_member,
     "namesake": sc_namesake,
     "port_held": sc_port_held,
+    "step_aside": sc_step_aside,
     "chain": sc_chain,
     "legacy_key": sc_legacy_key,
     "repl_state": sc_repl_state,
