@@ -558,16 +558,6 @@ static void drop_leader(struct master *m)
 	kvf_repl_lead_stop(l);
 }
 
-/* Leader -> standby (or shutdown): nothing may wait for standbys. */
-static void demote(struct master *m)
-{
-	kvf_repl_lead_abort(m->leader);
-	stop_rpc(m);
-	kvf_metrics_set_repl(m->metrics, NULL, NULL);
-	drop_leader(m);
-	close_engine(m);
-}
-
 /*
  * With HA, standing by: hold the RPC port (master/port_claim.h), so the
  * port a standby will serve on is its own before it can be elected.
@@ -583,15 +573,24 @@ static int hold_rpc_port(struct master *m, bool starting)
 	if (m->port_fd >= 0)
 		return KVF_OK;
 	ret = kvf_port_claim(f->rpc_address, port, &m->port_fd);
-	if (ret) {
-		m->port_fd = -1;
+	if (ret)
 		fprintf(stderr,
 			"kvforge-master: cannot hold the RPC port %s:%u for "
 			"when this standby leads: %s%s\n",
 			f->rpc_address, port, kvf_strerror(ret),
 			starting ? "" : " (retried at the next promotion)");
-	}
 	return starting ? ret : KVF_OK;
+}
+
+/* Leader -> standby: nothing may wait for standbys; the port held again. */
+static void demote(struct master *m)
+{
+	kvf_repl_lead_abort(m->leader);
+	stop_rpc(m);
+	hold_rpc_port(m, false);
+	kvf_metrics_set_repl(m->metrics, NULL, NULL);
+	drop_leader(m);
+	close_engine(m);
 }
 
 static int start_ha(struct master *m)
@@ -640,7 +639,6 @@ static int follow_ha(struct master *m)
 						 m->ha_opts.ttl_s *
 						 KVF__NS_PER_SEC);
 		m->promote_after = kvf__now_ns() + KVF__NS_PER_SEC;
-		hold_rpc_port(m, false);
 		return start_follower(m);
 	}
 	if (!may && m->loop) {
@@ -648,7 +646,6 @@ static int follow_ha(struct master *m)
 		printf("kvforge-master: not the leader any more: RPC port "
 		       "closed\n");
 		fflush(stdout);
-		hold_rpc_port(m, false);
 		return start_follower(m);
 	}
 	return KVF_OK;

@@ -138,6 +138,21 @@ def check(cond, what):
         raise Fail(what)
 
 
+def bindable(port, reuse):
+    """Whether a socket binds 127.0.0.1:@port now (with SO_REUSEADDR
+    if @reuse)."""
+    s = socket.socket()
+    try:
+        if reuse:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("127.0.0.1", port))
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
 def free_port():
     """A random port below the kernel's ephemeral range, free when picked
     and never picked before in this run. The master or etcd binds it
@@ -154,17 +169,9 @@ def free_port():
     base = lo - 16384 if lo > 16384 + 1024 else 1024
     for _ in range(10000):
         port = PORTS.randrange(base, lo)
-        if port in PICKED:
-            continue
-        s = socket.socket()
-        try:
-            s.bind(("127.0.0.1", port))
+        if port not in PICKED and bindable(port, False):
             PICKED.add(port)
             return port
-        except OSError:
-            continue
-        finally:
-            s.close()
     raise Fail("no free port below %d" % lo)
 
 
@@ -981,19 +988,6 @@ def sc_namesake(_):
                                  for x in m1.lines[mark + i:]),
                      "the new standby in the sync set")
             check_all_there(m1, acked, "on the leader")
-
-
-def bindable(port, reuse):
-    s = socket.socket()
-    try:
-        if reuse:
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        s.bind(("127.0.0.1", port))
-        return True
-    except OSError:
-        return False
-    finally:
-        s.close()
 
 
 def sc_port_held(_):
