@@ -1688,6 +1688,14 @@ int kvf_repl_lead_start(const struct kvf_repl_options *o,
 	l->last_seq = st.last_seq;
 	preload(l, bl);
 	bl = NULL;
+	/* What may fail here fails before this view is in the lineage or
+	 * the sync set: a master that cannot lead leaves both as they were,
+	 * and the previous set's standbys may still take over. */
+	if (listen_on(l, &port)) {
+		fprintf(stderr, "replication: cannot listen on %s:%u\n",
+			o->bind_host, o->port);
+		goto fail;
+	}
 	if (kvf__repl_lineage_load(o->data_dir, &l->lin)) {
 		fprintf(stderr, "replication: %s/ha-lineage is damaged\n",
 			o->data_dir);
@@ -1708,12 +1716,6 @@ int kvf_repl_lead_start(const struct kvf_repl_options *o,
 			"replication: cannot publish the sync set: "
 			"%s\n",
 			kvf_strerror(ret));
-		goto fail;
-	}
-	ret = KVF_ERR_IO;
-	if (listen_on(l, &port)) {
-		fprintf(stderr, "replication: cannot listen on %s:%u\n",
-			o->bind_host, o->port);
 		goto fail;
 	}
 	if (pthread_create(&l->acceptor, NULL, acceptor, l)) {

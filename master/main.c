@@ -515,20 +515,24 @@ static int promote(struct master *m)
 		kvf_repl_backlog_free(bl);
 		return ret;
 	}
+	/* what the standbys get after their handshake; taken before the
+	 * replication starts, which publishes this view's sync set */
+	ret = kvf_registry_export(m->registry, &table, &len);
+	if (ret) {
+		kvf_repl_backlog_free(bl);
+		die_status("exporting the segment table", ret);
+		return ret;
+	}
 	j = kvf__engine_journal_of(m->engine);
 	ret = kvf_repl_lead_start(&m->repl_opts, j, kvf_ha_view_version(m->ha),
 				  kvf_ha_lease(m->ha), bl, &l);
 	if (ret) {
+		free(table);
 		die_status("starting replication", ret);
 		return ret;
 	}
-	/* what the standbys get after their handshake */
-	ret = kvf_registry_export(m->registry, &table, &len);
-	if (!ret) {
-		ret = kvf_repl_lead_set_state(l, STATE_SEGMENTS, table, len,
-					      false);
-		free(table);
-	}
+	ret = kvf_repl_lead_set_state(l, STATE_SEGMENTS, table, len, false);
+	free(table);
 	pthread_mutex_lock(&m->leader_mu);
 	m->leader = l;
 	publish_metastore(m);
@@ -561,10 +565,11 @@ static void drop_leader(struct master *m)
 /*
  * With HA, standing by: hold the RPC port (master/port_claim.h), so the
  * port a standby will serve on is its own before it can be elected.
- * @starting: a port taken fails the start-up; later (after leading) it
- * is only logged, and the next promotion binds the port itself.
+ * @must: at start-up and before a promotion, a port taken is the
+ * caller's error; on leaving the lead it is only logged, and the next
+ * promotion tries again first.
  */
-static int hold_rpc_port(struct master *m, bool starting)
+static int hold_rpc_port(struct master *m, bool must)
 {
 	const struct kvf_master_flags *f = &m->flags;
 	uint16_t port = kvf_flags_rpc_port(f);
@@ -578,8 +583,8 @@ static int hold_rpc_port(struct master *m, bool starting)
 			"kvforge-master: cannot hold the RPC port %s:%u for "
 			"when this standby leads: %s%s\n",
 			f->rpc_address, port, kvf_strerror(ret),
-			starting ? "" : " (retried at the next promotion)");
-	return starting ? ret : KVF_OK;
+			must ? "" : " (tried again before a promotion)");
+	return must ? ret : KVF_OK;
 }
 
 /* Leader -> standby: nothing may wait for standbys; the port held again. */
@@ -621,7 +626,11 @@ static int follow_ha(struct master *m)
 
 		printf("kvforge-master: leading, view version %llu\n",
 		       (unsigned long long)kvf_ha_view_version(m->ha));
-		ret = promote(m);
+		/* the port first: a master that cannot serve fails before
+		 * its promotion publishes anything of the new view */
+		ret = hold_rpc_port(m, true);
+		if (!ret)
+			ret = promote(m);
 		if (!ret)
 			ret = start_rpc(m);
 		if (!ret)

@@ -55,6 +55,11 @@ Scenarios:
   step_aside    a synced standby elected whose promotion fails (a fault
                 hook: --enable-fault-injection, else skipped) steps
                 aside: the other synced standby leads with every object
+  repl_port     a synced standby elected that cannot listen on its
+                --ha_replication_port (another process holds it) fails
+                before its view is in the lineage or the sync set: the
+                other standby, thawed, leads with every object; the
+                port freed, the failed one follows and leads next
   chain         three masters, two SIGKILLed leaders in turn: the last
                 one standing has every object the two acknowledged
   legacy_key    --ha_publish_legacy_key: mooncake-store/master_view (the
@@ -1037,6 +1042,33 @@ def sc_step_aside(_):
               "the failing standby stepped aside, never led")
 
 
+def sc_repl_port(_):
+    """A standby elected that cannot lead for a reason found at its
+    promotion (its --ha_replication_port held by another process) must
+    fail before it publishes anything of its view: the sync set still
+    names the other standby, which leads with every object, and the
+    failed one, its journal's lineage unchanged, follows and can lead
+    again once its port is free."""
+    with cluster() as (etcd, m1, m2), socket.socket() as holder:
+        holder.bind(("127.0.0.1", free_port()))
+        holder.listen(1)
+        with extra_master(etcd.endpoint(0), "--ha_replication_port",
+                          str(holder.getsockname()[1])) as m3:
+            acked = synced_with_objects(m1, "rp", 50)
+            freeze(m2)
+            m1.stop(signal.SIGKILL)
+            m3.wait_said("promotion failed")
+            check(m3.said("cannot listen on"), "why: %r" % m3.lines[-5:])
+            m2.p.send_signal(signal.SIGCONT)
+            m2.wait_said("RPC listening")
+            check_all_there(m2, acked, "on the standby that took over")
+            holder.close()
+            m2.wait_said("sync set now [%s]" % m3.addr)
+            m2.stop(signal.SIGKILL)
+            m3.wait_said("RPC listening")
+            check_all_there(m3, acked, "on the master that failed once")
+
+
 def sc_chain(_):
     with cluster() as (etcd, m1, m2), \
             extra_master(etcd.endpoint(0)) as m3:
@@ -1912,6 +1944,7 @@ SCENARIOS = {
     "namesake": sc_namesake,
     "port_held": sc_port_held,
     "step_aside": sc_step_aside,
+    "repl_port": sc_repl_port,
     "chain": sc_chain,
     "legacy_key": sc_legacy_key,
     "repl_state": sc_repl_state,
