@@ -217,8 +217,8 @@ static void wait_reserved(struct kvf__arena *a, uint64_t bytes)
  */
 static void chunks_asked_ahead_come_first(void **state)
 {
-	/* 96-byte blocks (the first guess) filling eight chunks exactly */
-	const uint64_t per_chunk = (CHUNK - 64) / 96;
+	/* 128-byte blocks (the first guess) filling eight chunks exactly */
+	const uint64_t per_chunk = (CHUNK - 64) / 128;
 	struct kvf__arena *a;
 	uint64_t mapped = 0;
 
@@ -227,7 +227,7 @@ static void chunks_asked_ahead_come_first(void **state)
 	/* the prefault thread fills the reserve */
 	wait_reserved(a, 8 * CHUNK);
 	while (mapped < 3 * CHUNK) {
-		assert_non_null(kvf__arena_alloc(a, 96));
+		assert_non_null(kvf__arena_alloc(a, 128));
 		mapped = kvf__arena_mapped_bytes(a);
 	}
 	/*
@@ -241,13 +241,47 @@ static void chunks_asked_ahead_come_first(void **state)
 }
 
 /*
+ * Blocks half the first guess: once the goal follows them, the chunks
+ * faulted in for the guess beyond what the rest of the blocks need go
+ * back to the system, and those blocks still come from the reserve.
+ */
+static void reserve_trimmed_to_smaller_blocks(void **state)
+{
+	const uint64_t per_chunk = (CHUNK - 64) / 128;
+	const uint64_t per_small = (CHUNK - 64) / 64;
+	struct kvf__arena *a;
+	uint64_t n = 0, left;
+
+	(void)state;
+	assert_int_equal(kvf__arena_create(true, 8 * per_chunk, &a), KVF_OK);
+	wait_reserved(a, 8 * CHUNK);
+	/* two chunks of 64-byte blocks taken from the reserve */
+	while (kvf__arena_mapped_bytes(a) < 2 * CHUNK) {
+		assert_non_null(kvf__arena_alloc(a, 64));
+		n++;
+	}
+	/* what the rest of the expected blocks need at 64 bytes each */
+	left = (8 * per_chunk - 2 * per_small + per_small - 1) / per_small;
+	for (int i = 0;
+	     i < 60000 && kvf__arena_reserved_bytes(a) > left * CHUNK; i++)
+		usleep(1000);
+	assert_true(kvf__arena_reserved_bytes(a) <= left * CHUNK);
+	assert_true(kvf__arena_reserved_bytes(a) >= (left - 1) * CHUNK);
+	/* the expected blocks still come without a chunk mapped inline */
+	for (; n < 8 * per_chunk; n++)
+		assert_non_null(kvf__arena_alloc(a, 64));
+	assert_true(kvf__arena_mapped_bytes(a) <= (2 + left) * CHUNK);
+	kvf__arena_destroy(a);
+}
+
+/*
  * Once the blocks asked for ahead have all come, no chunk waits in the
  * reserve for more (the last chunk taken holds the last of them); an
  * arena that grows past them by more than a 64th has its reserve back.
  */
 static void no_spare_chunk_at_expected(void **state)
 {
-	const uint64_t per_chunk = (CHUNK - 64) / 96;
+	const uint64_t per_chunk = (CHUNK - 64) / 128;
 	struct kvf__arena *a;
 	uint64_t n = 0;
 
@@ -255,7 +289,7 @@ static void no_spare_chunk_at_expected(void **state)
 	assert_int_equal(kvf__arena_create(true, 4 * per_chunk, &a), KVF_OK);
 	wait_reserved(a, 4 * CHUNK);
 	for (; n < 4 * per_chunk; n++)
-		assert_non_null(kvf__arena_alloc(a, 96));
+		assert_non_null(kvf__arena_alloc(a, 128));
 	assert_int_equal(kvf__arena_mapped_bytes(a), 4 * CHUNK);
 	/* Nothing is faulted in beyond them (the refill would take ms). */
 	for (int i = 0; i < 300; i++) {
@@ -264,7 +298,7 @@ static void no_spare_chunk_at_expected(void **state)
 	}
 	/* Growing: the sixth chunk taken is a 64th past; one again. */
 	while (kvf__arena_mapped_bytes(a) < 6 * CHUNK)
-		assert_non_null(kvf__arena_alloc(a, 96));
+		assert_non_null(kvf__arena_alloc(a, 128));
 	wait_reserved(a, CHUNK);
 	kvf__arena_destroy(a);
 }
@@ -550,6 +584,7 @@ int main(void)
 		cmocka_unit_test(random_blocks_never_overlap),
 		cmocka_unit_test(threads_never_share_a_block),
 		cmocka_unit_test(chunks_asked_ahead_come_first),
+		cmocka_unit_test(reserve_trimmed_to_smaller_blocks),
 		cmocka_unit_test(no_spare_chunk_at_expected),
 		cmocka_unit_test(runs_outlive_their_threads),
 		cmocka_unit_test(freed_batches_come_back),
