@@ -174,7 +174,7 @@ static void test_expected_objects_faulted_ahead(void **state)
 {
 	struct fixture f = { 0 };
 	struct kvf_engine_stats s;
-	const uint64_t chunks = 10; /* 200,000 x 96 bytes, rounded up */
+	const uint64_t chunks = 13; /* 200,000 x 128 bytes, rounded up */
 
 	(void)state;
 	fixture_config(&f);
