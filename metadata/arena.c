@@ -13,19 +13,21 @@
  * straddling one more line), then four classes per power of two up to
  * KVF__ARENA_MAX_BLOCK: at most 25% slack, and only for long keys.
  *
- * Concurrency: one mutex per class guards its free list (intrusive, the
- * link in the block's first word) and its bump pointer into the newest
- * chunk; the mutex (not a spinlock) keeps ThreadSanitizer's view exact.
- * Records are freed in batches after a grace period, but allocated one per
- * put, and two put threads interleaved their records block by block in
- * the class's newest chunk: each record's lines were written by both
- * CPUs, and the class lock moved between them for every put. So a thread
- * carves a run of RUN_BYTES from the bump pointer under the lock and then
- * allocates from its run without it (per-thread runs, below); freed
- * blocks go back to the class's lists, which an allocation tries once its
- * run is empty. Records are freed a batch at a time: such a batch joins
- * the class as one chain, and an allocating thread takes a whole chain
- * and pops it without the lock (chains, below).
+ * Concurrency: one mutex per class guards its freed blocks (magazines,
+ * and a list of single blocks linked through their first word) and its
+ * bump pointer into the newest chunk; the mutex (not a spinlock) keeps
+ * ThreadSanitizer's view exact. Records are freed in batches after a
+ * grace period, but allocated one per put, and two put threads
+ * interleaved their records block by block in the class's newest chunk:
+ * each record's lines were written by both CPUs, and the class lock
+ * moved between them for every put. So a thread carves a run of
+ * RUN_BYTES from the bump pointer under the lock and then allocates
+ * from its run without it (per-thread runs, below); freed blocks go
+ * back to the class's lists, which an allocation tries once its run is
+ * empty. Records are freed a batch at a time: such a batch joins the
+ * class as one magazine, and an allocating thread takes a whole
+ * magazine and hands its blocks out without the lock (magazines,
+ * below).
  *
  * A fresh block is handed out with the block FRESH_AHEAD strides on asked
  * for, for writing: the prefault thread zeroed the chunk from the other
@@ -117,10 +119,10 @@ struct chunk {
 
 struct size_class {
 	pthread_mutex_t lock;
-	/* Single freed blocks, linked through their first word: a class
-	 * too small for chains, and the rest of a departing thread's run. */
+	/* Single freed blocks, linked through their first word: the rest
+	 * of a departing thread's run, and frees no magazine was had for. */
 	void *free;
-	void *chains;   /* freed blocks, chain by chain (see "Chains") */
+	struct magazine *mags; /* freed blocks, a batch per magazine */
 	char *bump;     /* next uncarved block of the newest chunk */
 	char *bump_end;
 	struct chunk *chunks;
@@ -152,39 +154,32 @@ struct kvf__arena {
 };
 
 /*
- * Chains. Records are freed in batches (after a grace period, by whichever
- * thread runs the callback), and allocated one per put by the putting
- * threads. kvf__arena_free_many() links a batch's blocks of one class
- * through their first word, before it takes the lock, and pushes the
- * chain whole onto the class's list of chains (its head's second word
- * links the chains). An allocating thread whose run is empty takes a
- * whole chain under the lock and then pops its blocks without it, so
- * neither side takes the class lock per block. A class whose blocks are
- * smaller than two words keeps single blocks only.
+ * Magazines. Records are freed in batches (after a grace period, by
+ * whichever thread runs the callback), and allocated one per put, by the
+ * putting threads. kvf__arena_free_many() copies a batch's block addresses
+ * of one class into a magazine (a malloc'd array) and pushes it whole
+ * onto the class's list; an allocating thread whose run is empty takes a
+ * whole magazine under the lock and then hands its blocks out without it,
+ * so neither side takes the class lock per block. Nothing is written into
+ * a freed block: the free touches none of them (the thread that runs the
+ * grace-period callback used to link each into a chain through its first
+ * words, a miss per record, on the vCPU a second put or remove thread
+ * needs), and the put that takes a block finds the next ones' addresses
+ * in the array, so it asks for blocks ahead without waiting for any block
+ * to arrive first: MAG_ROUND of them at once whenever fewer than
+ * MAG_AHEAD - MAG_ROUND are on their way. One block per pop, 16 or 48
+ * pops ahead, measured 20% and 10% slower for churn at 10M objects.
  */
-#define CHAIN_MIN_BLOCK (2 * sizeof(void *))
-/*
- * Lanes. A chain is a list of scattered blocks, and a put that waits for
- * its block to arrive waits for a whole miss (perf, churn: a third of
- * put_start's samples in kvf__arena_alloc). So a chain of blocks of at
- * least three words is also L lists ("lanes", L = chain_lanes()), each
- * of every L-th block: the head lists the first block of every other
- * lane, from its fourth word (as many as fit: eleven in the 112 bytes of
- * a record with a 68-byte HiCache key, so twelve lanes), and each block's
- * third word names the next block of its lane (NULL at the end). A thread
- * that takes a chain asks for the first block of every lane at once, and
- * whenever fewer than CHAIN_AHEAD blocks are on their way it asks for the
- * next block of every lane at once, reading the lanes' words from blocks
- * asked for a round earlier (so already arrived). Every block has been
- * asked for about CHAIN_AHEAD pops before it is handed out, with the
- * other lanes' blocks of its round: their misses, page walks included,
- * overlap instead of coming one per put (one prefetch per pop, 16 pops
- * ahead, spent its time waiting at that prefetch; docs/benchmarks.md).
- */
-#define FAR_MIN_BLOCK (3 * sizeof(void *))
-#define LANES_MAX 16
-#define HEAD_LIST_FIRST 3
-#define CHAIN_AHEAD 48
+struct magazine {
+	struct magazine *next; /* the class's list */
+	uint32_t n;	       /* blocks */
+	uint32_t used;	       /* handed out: the next is blk[used] */
+	uint32_t asked;	       /* blk[used..asked) are on their way */
+	void *blk[];
+};
+
+#define MAG_AHEAD 48
+#define MAG_ROUND 12
 
 /*
  * Per-thread runs. A thread keeps, per class, the uncarved rest of the
@@ -207,18 +202,10 @@ struct run {
 	char *next, *end; /* carved blocks not handed out yet */
 };
 
-/* The rest of a chain a thread took (see "Chains" and "Lanes"). */
-struct chain_cursor {
-	void *next;	       /* the block handed out next, or NULL */
-	void *lane[LANES_MAX]; /* the block each lane asked for last */
-	uint32_t lanes;	       /* lanes not at their end */
-	uint32_t ahead;	       /* blocks asked for and not handed out */
-};
-
 struct tcache {
 	uint64_t arena_id; /* 0: no runs */
 	struct run run[NR_CLASSES];
-	struct chain_cursor chain[NR_CLASSES];
+	struct magazine *mag[NR_CLASSES]; /* the one being handed out */
 };
 
 static __thread struct tcache tcache;
@@ -229,9 +216,6 @@ static struct kvf__arena *live_arenas;
 static uint64_t last_arena_id;
 
 _Static_assert(sizeof(struct chunk) <= CHUNK_HEADER, "chunk header");
-/* A lane's last block is never behind the block popped (cursor_pop()):
- * lanes are read only while at least a round's blocks are ahead. */
-_Static_assert(CHAIN_AHEAD >= LANES_MAX, "lanes run ahead of the pops");
 _Static_assert(KVF__ARENA_MAX_BLOCK <= CHUNK_SIZE - CHUNK_HEADER,
 	       "a chunk holds the largest block");
 
@@ -416,136 +400,76 @@ static struct size_class *class_of_block(const void *p)
 	return &ch->arena->cls[ch->cls];
 }
 
-/* How many blocks a chain's head of class size @size lists. */
-static size_t head_room(size_t size)
+/* The next block of the list at *@list, which moves on; NULL if none. */
+static void *list_next(void **list, size_t size)
 {
-	size_t words = size / sizeof(void *);
-
-	if (words <= HEAD_LIST_FIRST)
-		return 0;
-	words -= HEAD_LIST_FIRST;
-	return words < LANES_MAX - 1 ? words : LANES_MAX - 1;
-}
-
-/* The lanes of a chain of class size @size: the head and its list. */
-static size_t chain_lanes(size_t size)
-{
-	return head_room(size) + 1;
-}
-
-/* Ask for the next block of every lane of @cc, each named by the last. */
-static void cursor_advance(struct chain_cursor *cc, size_t size)
-{
-	uint32_t live = 0;
-
-	for (uint32_t j = 0; j < cc->lanes; j++) {
-		void **b = cc->lane[j];
-		void *far;
-
-		unpoison(b, FAR_MIN_BLOCK);
-		far = b[2];
-		poison(b, FAR_MIN_BLOCK);
-		if (!far)
-			continue;
-		prefetch_block(far, size);
-		cc->lane[live++] = far;
-	}
-	cc->lanes = live;
-	cc->ahead += live;
-}
-
-/* @cc now pops the chain headed by @head: ask for every lane's first. */
-static void cursor_start(struct chain_cursor *cc, void *head, size_t size)
-{
-	size_t room = head_room(size);
-	void **w = (void **)head + HEAD_LIST_FIRST;
-
-	cc->next = head;
-	cc->lanes = 0;
-	cc->ahead = 0;
-	if (size < FAR_MIN_BLOCK)
-		return;
-	cc->lane[cc->lanes++] = head;
-	unpoison(w, room * sizeof(void *));
-	for (size_t j = 0; j < room && w[j]; j++)
-		cc->lane[cc->lanes++] = w[j];
-	poison(w, room * sizeof(void *));
-	for (uint32_t j = 0; j < cc->lanes; j++)
-		prefetch_block(cc->lane[j], size);
-	cc->ahead = cc->lanes;
-}
-
-/*
- * A chain's rest headed by @head, whose list words hold whatever the
- * block held, becomes a chain again: its list says nothing.
- */
-static void forget_head_list(void *head, size_t size)
-{
-	void **w = (void **)head + HEAD_LIST_FIRST;
-
-	if (!head_room(size))
-		return;
-	unpoison(w, sizeof(void *));
-	w[0] = NULL;
-	poison(w, sizeof(void *));
-}
-
-/* With the class lock held: the chain headed by @head joins the list. */
-static void push_chain(struct size_class *sc, void *head)
-{
-	unpoison(head, CHAIN_MIN_BLOCK);
-	((void **)head)[1] = sc->chains;
-	sc->chains = head;
-	poison(head, sc->size);
-}
-
-/* With the class lock held: the first chain off the list, or NULL. */
-static void *pop_chain(struct size_class *sc)
-{
-	void *head = sc->chains;
-
-	if (head) {
-		unpoison(head, CHAIN_MIN_BLOCK);
-		sc->chains = ((void **)head)[1];
-		poison(head, sc->size);
-	}
-	return head;
-}
-
-/* The next block of the list at *@chain, which moves on; NULL if none. */
-static void *chain_next(void **chain, size_t size)
-{
-	char *p = *chain;
+	char *p = *list;
 
 	if (p) {
 		unpoison(p, sizeof(void *));
-		*chain = *(void **)p;
+		*list = *(void **)p;
 		/* Scattered blocks: start on the next one a put ahead. */
-		if (*chain)
-			prefetch_block(*chain, size);
+		if (*list)
+			prefetch_block(*list, size);
 	}
 	return p;
 }
 
-/*
- * The next block of @cc's chain, or NULL. Lanes are advanced before the
- * block is handed out: the last block a lane asked for is never behind
- * the one popped, so its words are still the chain's.
- */
-static void *cursor_pop(struct chain_cursor *cc, size_t size)
+/* Ask for @m's next MAG_ROUND blocks not asked for yet, all at once. */
+static void mag_ask(struct magazine *m, size_t size)
 {
-	void *p = cc->next;
+	uint32_t end =
+		m->n - m->asked < MAG_ROUND ? m->n : m->asked + MAG_ROUND;
 
-	if (!p)
+	for (; m->asked < end; m->asked++)
+		prefetch_block(m->blk[m->asked], size);
+}
+
+/* Ask for the blocks of @m that the next MAG_AHEAD pops hand out. */
+static void mag_start(struct magazine *m, size_t size)
+{
+	m->asked = m->used;
+	while (m->asked < m->n && m->asked - m->used < MAG_AHEAD)
+		mag_ask(m, size);
+}
+
+/*
+ * The next block of the magazine at *@mp, or NULL; a magazine handed out
+ * whole is freed and *@mp cleared.
+ */
+static void *mag_pop(struct magazine **mp, size_t size)
+{
+	struct magazine *m = *mp;
+	void *p;
+
+	if (!m)
 		return NULL;
-	unpoison(p, sizeof(void *));
-	cc->next = *(void **)p;
-	poison(p, sizeof(void *)); /* the caller unpoisons what it hands out */
-	if (cc->ahead)
-		cc->ahead--;
-	if (cc->lanes && cc->ahead < CHAIN_AHEAD)
-		cursor_advance(cc, size);
+	p = m->blk[m->used++];
+	if (m->asked - m->used < MAG_AHEAD - MAG_ROUND)
+		mag_ask(m, size);
+	if (m->used == m->n) {
+		free(m);
+		*mp = NULL;
+	}
 	return p;
+}
+
+/* With the class lock held: @m joins the class's list. */
+static void push_mag(struct size_class *sc, struct magazine *m)
+{
+	m->next = sc->mags;
+	sc->mags = m;
+}
+
+/* Free the magazines of the list at @m (not their blocks). */
+static void free_mags(struct magazine *m)
+{
+	while (m) {
+		struct magazine *next = m->next;
+
+		free(m);
+		m = next;
+	}
 }
 
 /* With live_lock held: the live arena @id, or NULL. */
@@ -559,8 +483,8 @@ static struct kvf__arena *live_arena(uint64_t id)
 }
 
 /*
- * Give @tc's runs and chains back to their arena, if it still exists, and
- * forget them.
+ * Give @tc's runs and magazines back to their arena, if it still exists
+ * (else only free the magazines), and forget them.
  */
 static void tcache_release(struct tcache *tc)
 {
@@ -570,19 +494,21 @@ static void tcache_release(struct tcache *tc)
 		return;
 	pthread_mutex_lock(&live_lock);
 	a = live_arena(tc->arena_id);
-	for (unsigned c = 0; a && c < NR_CLASSES; c++) {
-		struct size_class *sc = &a->cls[c];
+	for (unsigned c = 0; c < NR_CLASSES; c++) {
+		struct size_class *sc = a ? &a->cls[c] : NULL;
 		struct run *r = &tc->run[c];
 
-		if (r->next == r->end && !tc->chain[c].next)
+		if (!sc) {
+			free_mags(tc->mag[c]);
+			continue;
+		}
+		if (r->next == r->end && !tc->mag[c])
 			continue;
 		pthread_mutex_lock(&sc->lock);
 		for (; r->next < r->end; r->next += sc->size)
 			push_free(sc, r->next);
-		if (tc->chain[c].next) {
-			forget_head_list(tc->chain[c].next, sc->size);
-			push_chain(sc, tc->chain[c].next);
-		}
+		if (tc->mag[c])
+			push_mag(sc, tc->mag[c]);
 		pthread_mutex_unlock(&sc->lock);
 	}
 	pthread_mutex_unlock(&live_lock);
@@ -693,8 +619,11 @@ void kvf__arena_destroy(struct kvf__arena *a)
 		;
 	*pp = a->next_live;
 	pthread_mutex_unlock(&live_lock);
-	if (tcache.arena_id == a->id)
+	if (tcache.arena_id == a->id) {
+		for (unsigned c = 0; c < NR_CLASSES; c++)
+			free_mags(tcache.mag[c]);
 		memset(&tcache, 0, sizeof(tcache));
+	}
 	reserve_stop(&a->rsv);
 	for (unsigned c = 0; c < NR_CLASSES; c++) {
 		struct chunk *ch = a->cls[c].chunks, *next;
@@ -704,6 +633,7 @@ void kvf__arena_destroy(struct kvf__arena *a)
 			unpoison(ch, CHUNK_SIZE);
 			kvf__huge_free(ch, CHUNK_SIZE);
 		}
+		free_mags(a->cls[c].mags);
 		pthread_mutex_destroy(&a->cls[c].lock);
 	}
 	free(a);
@@ -733,18 +663,21 @@ static int add_chunk(struct kvf__arena *a, unsigned c)
 }
 
 /*
- * With @sc's lock held: a freed block of @sc (a chain's head, the rest of
- * the chain going to @cc, or a single block), or NULL.
+ * With @sc's lock held: a freed block of @sc (the first of a magazine,
+ * which goes to *@mp, or a single block), or NULL.
  */
-static void *take_freed(struct size_class *sc, struct chain_cursor *cc)
+static void *take_freed(struct size_class *sc, struct magazine **mp)
 {
-	void *p = pop_chain(sc);
+	struct magazine *m = sc->mags;
 
-	if (p) {
-		cursor_start(cc, p, sc->size);
-		return cursor_pop(cc, sc->size);
+	if (m) {
+		sc->mags = m->next;
+		m->next = NULL; /* one magazine, not a list, from here on */
+		*mp = m;
+		mag_start(m, sc->size);
+		return mag_pop(mp, sc->size);
 	}
-	return chain_next(&sc->free, sc->size);
+	return list_next(&sc->free, sc->size);
 }
 
 void *kvf__arena_alloc(struct kvf__arena *a, size_t size)
@@ -762,10 +695,10 @@ void *kvf__arena_alloc(struct kvf__arena *a, size_t size)
 	tc = tcache_for(a);
 	r = &tc->run[c];
 	if (r->next == r->end) {
-		p = cursor_pop(&tc->chain[c], sc->size);
+		p = mag_pop(&tc->mag[c], sc->size);
 		if (!p) {
 			pthread_mutex_lock(&sc->lock);
-			p = take_freed(sc, &tc->chain[c]);
+			p = take_freed(sc, &tc->mag[c]);
 			if (!p && sc->bump == sc->bump_end &&
 			    add_chunk(a, c) != KVF_OK) {
 				pthread_mutex_unlock(&sc->lock);
@@ -790,28 +723,23 @@ void *kvf__arena_alloc(struct kvf__arena *a, size_t size)
 	return p;
 }
 
-/* Link the blocks @p[0..n) of class @sc into a chain headed by @p[0]. */
-static void link_chain(const struct size_class *sc, void *const *p, size_t n)
+/*
+ * A magazine of the @n blocks @p of class @sc (poisoned: freed), or NULL
+ * when there is no memory for one.
+ */
+static struct magazine *fill_mag(const struct size_class *sc, void *const *p,
+				 size_t n)
 {
-	bool far = sc->size >= FAR_MIN_BLOCK;
-	size_t room = head_room(sc->size), lanes = chain_lanes(sc->size);
-	void **list = (void **)p[0] + HEAD_LIST_FIRST;
+	struct magazine *m = malloc(sizeof(*m) + n * sizeof(void *));
 
-	for (size_t i = 0; i < n; i++) {
-		unpoison(p[i], far ? FAR_MIN_BLOCK : sizeof(void *));
-		((void **)p[i])[0] = i + 1 < n ? p[i + 1] : NULL;
-		if (far)
-			((void **)p[i])[2] =
-				i + lanes < n ? p[i + lanes] : NULL;
+	if (!m)
+		return NULL;
+	m->n = (uint32_t)n;
+	m->used = m->asked = 0;
+	memcpy(m->blk, p, n * sizeof(void *));
+	for (size_t i = 0; i < n; i++)
 		poison(p[i], sc->size);
-	}
-	unpoison(list, room * sizeof(void *));
-	for (size_t j = 0; j < room; j++) {
-		list[j] = j + 1 < n ? p[j + 1] : NULL;
-		if (!list[j])
-			break;
-	}
-	poison(list, room * sizeof(void *));
+	return m;
 }
 
 void kvf__arena_free_many(void *const *p, size_t n)
@@ -820,6 +748,7 @@ void kvf__arena_free_many(void *const *p, size_t n)
 
 	while (i < n) {
 		struct size_class *sc;
+		struct magazine *m;
 		size_t j = i + 1;
 
 		if (!p[i]) {
@@ -827,27 +756,32 @@ void kvf__arena_free_many(void *const *p, size_t n)
 			continue;
 		}
 		sc = class_of_block(p[i]);
-		while (j < n && p[j] && class_of_block(p[j]) == sc)
+		while (j < n && j - i < UINT32_MAX && p[j] &&
+		       class_of_block(p[j]) == sc)
 			j++;
-		if (sc->size < CHAIN_MIN_BLOCK) {
-			pthread_mutex_lock(&sc->lock);
-			for (; i < j; i++)
-				push_free(sc, p[i]);
-			pthread_mutex_unlock(&sc->lock);
-			continue;
-		}
-		link_chain(sc, p + i, j - i);
+		m = fill_mag(sc, p + i, j - i);
 		pthread_mutex_lock(&sc->lock);
-		push_chain(sc, p[i]);
+		if (m)
+			push_mag(sc, m);
+		else /* no memory: linked through the blocks, one by one */
+			for (size_t k = i; k < j; k++)
+				push_free(sc, p[k]);
 		pthread_mutex_unlock(&sc->lock);
 		i = j;
 	}
 }
 
-/* One block: a chain of one (a single block in the smallest class). */
+/* One block: on the class's list of single blocks. */
 void kvf__arena_free(void *p)
 {
-	kvf__arena_free_many(&p, 1);
+	struct size_class *sc;
+
+	if (!p)
+		return;
+	sc = class_of_block(p);
+	pthread_mutex_lock(&sc->lock);
+	push_free(sc, p);
+	pthread_mutex_unlock(&sc->lock);
 }
 
 uint64_t kvf__arena_reserved_bytes(struct kvf__arena *a)

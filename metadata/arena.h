@@ -45,10 +45,11 @@ void kvf__arena_destroy(struct kvf__arena *a);
  * 8-byte aligned (64-byte aligned when the size class is a multiple of
  * 64). NULL when out of memory or @size is out of range. Thread-safe:
  * usually lock-free (from the calling thread's run of its size class, or
- * the chain of freed blocks it took last); otherwise takes the class's
- * lock to take a chain of freed blocks, a freed block, or carve the next
- * run, and may map a new chunk (mmap) under it. A thread that moves to
- * another arena, or exits, gives its runs' and chain's rest back.
+ * the magazine of freed blocks it took last); otherwise takes the class's
+ * lock to take a magazine of freed blocks, a freed block, or carve the
+ * next run, and may map a new chunk (mmap) under it; frees a magazine it
+ * has handed out whole (free()). A thread that moves to another arena,
+ * or exits, gives its runs' and magazine's rest back.
  */
 void *kvf__arena_alloc(struct kvf__arena *a, size_t size);
 
@@ -62,9 +63,11 @@ void kvf__arena_free(void *p);
 /*
  * kvf__arena_free_many() - kvf__arena_free() of the @n blocks @p (NULLs
  * skipped), taking a class's lock once per run of consecutive blocks of
- * that class: the run goes onto the class's list whole, and an allocating
- * thread later takes it whole and pops its blocks without the lock.
- * Same guarantees as kvf__arena_free().
+ * that class: the run's addresses go onto the class's list whole, in a
+ * magazine (malloc()'d; without memory, the blocks go one by one), and
+ * an allocating thread later takes it whole and hands its blocks out
+ * without the lock. Writes nothing into the blocks. Same guarantees as
+ * kvf__arena_free().
  */
 void kvf__arena_free_many(void *const *p, size_t n);
 

@@ -32,7 +32,7 @@
 struct kvf__reclaim_block {
 	struct rcu_head rcu;
 	unsigned n;
-	struct kvf__object *obj[RECLAIM_BATCH];
+	void *block[RECLAIM_BATCH]; /* the records' arena blocks */
 };
 
 static uint64_t reclaim_leaks;
@@ -73,12 +73,10 @@ static void reclaim_after_grace(struct rcu_head *head)
 {
 	struct kvf__reclaim_block *b =
 		caa_container_of(head, struct kvf__reclaim_block, rcu);
-	void *blocks[RECLAIM_BATCH];
 
 	kvf__rcu_callback_enter();
-	for (unsigned i = 0; i < b->n; i++)
-		blocks[i] = b->obj[i] ? object_block(b->obj[i]) : NULL;
-	kvf__arena_free_many(blocks, b->n); /* a lock per class, not per record */
+	/* a lock per class, not per record; no record is read */
+	kvf__arena_free_many(b->block, b->n);
 	free(b);
 }
 
@@ -106,8 +104,10 @@ void kvf__reclaim_add(struct kvf__reclaim *rc, struct kvf__object *o)
 	if (rc->blk->n % RECLAIM_PER_LINE == 0 &&
 	    rc->blk->n + RECLAIM_AHEAD < RECLAIM_BATCH)
 		kvf__prefetch_for_write(
-			&rc->blk->obj[rc->blk->n + RECLAIM_AHEAD]);
-	rc->blk->obj[rc->blk->n++] = o;
+			&rc->blk->block[rc->blk->n + RECLAIM_AHEAD]);
+	/* Its block now, while @o is in the caller's cache: the callback
+	 * after the grace period then touches no record. */
+	rc->blk->block[rc->blk->n++] = object_block(o);
 }
 
 uint64_t kvf__reclaim_leaked(void)

@@ -191,9 +191,10 @@ struct kvf_config {
 	 *  them at open (or for the journal's record count, if larger) and,
 	 *  for %KVF_INDEX_BUCKET, its table faulted in then; with @background
 	 *  on, a thread keeps record memory for the expected objects not yet
-	 *  put faulted in (at the average record size so far), so a growing
-	 *  table's puts do not zero fresh pages inline. Both stay within an
-	 *  eighth of physical memory. */
+	 *  put faulted in (at the average record size so far, 128 bytes
+	 *  before the first; what a smaller size leaves over goes back to
+	 *  the system), so a growing table's puts do not zero fresh pages
+	 *  inline. Both stay within an eighth of physical memory. */
 	uint64_t expected_objects;
 	/** Allocation alignment in segments, a power of two, at least 8
 	 *  (smaller is refused). Default 64. A segment must be at least
