@@ -169,6 +169,9 @@ struct kvf__arena {
  * to arrive first: MAG_ROUND of them at once whenever fewer than
  * MAG_AHEAD - MAG_ROUND are on their way. One block per pop, 16 or 48
  * pops ahead, measured 20% and 10% slower for churn at 10M objects.
+ * A magazine costs 8 bytes per freed block (and 24 per magazine) until
+ * its blocks are taken again: a table that only shrinks keeps that much
+ * beside the freed blocks themselves, which the arena keeps anyway.
  */
 struct magazine {
 	struct magazine *next; /* the class's list */
