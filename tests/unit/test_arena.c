@@ -31,6 +31,7 @@
 #include "metadata/arena.h"
 
 #define NR_LIVE 4096
+#define RUN_BYTES 16384 /* a thread's run (arena.c): used before freed blocks */
 #define NR_THREADS 4
 #define THREAD_OPS 200000
 #define CHUNK ((uint64_t)2 << 20)
@@ -346,7 +347,7 @@ static void runs_outlive_their_threads(void **state)
 	pthread_join(t, NULL);
 	assert_non_null(l.p);
 	q = kvf__arena_alloc(a, 120);
-	assert_true(q > l.p && q < l.p + 4096);
+	assert_true(q > l.p && q < l.p + RUN_BYTES);
 	kvf__arena_destroy(a);
 
 	assert_int_equal(kvf__arena_create(false, 0, &a), KVF_OK);
@@ -363,7 +364,6 @@ static void runs_outlive_their_threads(void **state)
 }
 
 #define FREED 300
-#define RUN_BYTES 4096 /* a thread's run (arena.c): used before freed blocks */
 
 /* Whether @p is one of the @n blocks @set; clears it there if so. */
 static bool take_from(unsigned char **set, size_t n, const void *p)
