@@ -35,8 +35,8 @@
  * put's first locked instruction after it (the index stripe's lock)
  * waited for those stores to drain (perf of the fill: the exchange in
  * lock_table() ~29% of put_start). A put's records then arrive ahead of
- * its writes, one block's lines at a time; asking for a whole (then
- * 4 KiB) run at once when it was carved measured no better than without.
+ * its writes, one block's lines at a time; asking for a whole run's
+ * lines when it was carved measured no better than without (4 KiB runs).
  *
  * Memory is never returned to the system before destroy: like malloc's
  * small bins, a freed block waits for the next record of its class.
@@ -161,10 +161,10 @@ struct kvf__arena {
  * onto the class's list; an allocating thread whose run is empty takes a
  * whole magazine under the lock and then hands its blocks out without it,
  * so neither side takes the class lock per block. Nothing is written into
- * a freed block: the free touches none of them (the thread that runs the
- * grace-period callback used to link each into a chain through its first
- * words, a miss per record, on the vCPU a second put or remove thread
- * needs), and the put that takes a block finds the next ones' addresses
+ * a freed block: the free touches none of them (linking each into a list
+ * through its own words costs the grace-period thread a miss per record,
+ * on the vCPU a second put or remove thread needs), and the put that
+ * takes a block finds the next ones' addresses
  * in the array, so it asks for blocks ahead without waiting for any block
  * to arrive first: MAG_ROUND of them at once whenever fewer than
  * MAG_AHEAD - MAG_ROUND are on their way. One block per pop, 16 or 48
