@@ -624,11 +624,9 @@ void kvf__arena_destroy(struct kvf__arena *a)
 		;
 	*pp = a->next_live;
 	pthread_mutex_unlock(&live_lock);
-	if (tcache.arena_id == a->id) {
-		for (unsigned c = 0; c < NR_CLASSES; c++)
-			free_mags(tcache.mag[c]);
-		memset(&tcache, 0, sizeof(tcache));
-	}
+	/* no longer live: only the calling thread's magazines are freed */
+	if (tcache.arena_id == a->id)
+		tcache_release(&tcache);
 	reserve_stop(&a->rsv);
 	for (unsigned c = 0; c < NR_CLASSES; c++) {
 		struct chunk *ch = a->cls[c].chunks, *next;
