@@ -635,10 +635,10 @@ static int follow_ha(struct master *m)
 			ret = start_rpc(m);
 		if (!ret)
 			return KVF_OK;
-		/* The engine did not open, or the lease ran out meanwhile:
-		 * leading without serving would keep every other standby
-		 * from taking over. Stand aside for a while, then campaign
-		 * again like any standby. */
+		/* The RPC port was taken, the engine did not open, or the
+		 * lease ran out meanwhile: leading without serving would keep
+		 * every other standby from taking over. Stand aside for a
+		 * while, then campaign again like any standby. */
 		fprintf(stderr,
 			"kvforge-master: promotion failed (%s): "
 			"stepping aside for %u s\n",
