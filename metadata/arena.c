@@ -13,9 +13,9 @@
  * straddling one more line), then four classes per power of two up to
  * KVF__ARENA_MAX_BLOCK: at most 25% slack, and only for long keys.
  *
- * Concurrency: one mutex per class guards its freed blocks (magazines,
- * and a list of single blocks linked through their first word) and its
- * bump pointer into the newest chunk; the mutex (not a spinlock) keeps
+ * Concurrency: one mutex per class guards its freed blocks (its chunks'
+ * free maps and the list of chunks with any) and its bump pointer into
+ * the newest chunk; the mutex (not a spinlock) keeps
  * ThreadSanitizer's view exact. Records are freed in batches after a
  * grace period, but allocated one per put, and two put threads
  * interleaved their records block by block in the class's newest chunk:
@@ -24,9 +24,9 @@
  * RUN_BYTES from the bump pointer under the lock and then allocates
  * from its run without it (per-thread runs, below); freed blocks go
  * back to the class's lists, which an allocation tries once its run is
- * empty. Records are freed a batch at a time: such a batch joins the
- * class as one magazine, and an allocating thread takes a whole
- * magazine and hands its blocks out without the lock (magazines,
+ * empty. Records are freed a batch at a time, into their chunks' free
+ * maps under one lock hold, and an allocating thread takes many freed
+ * blocks at once and hands them out without the lock (free maps,
  * below).
  *
  * A fresh block is handed out with the block FRESH_AHEAD strides on asked
@@ -113,20 +113,29 @@
 
 struct chunk {
 	struct kvf__arena *arena;
-	struct chunk *next; /* the class's chunks, for destroy */
+	struct chunk *next;	  /* the class's chunks, for destroy */
+	struct chunk *next_freed; /* the class's chunks with freed blocks */
 	uint32_t cls;
+	uint32_t nr_freed; /* bits set in the free map */
+	/* The class's sum_words summary words (bit w: map word w is not
+	 * zero), then its map_words free-map words (bit i: block i is
+	 * free). Class lock. */
+	uint64_t words[];
 };
 
 struct size_class {
 	pthread_mutex_t lock;
-	/* Single freed blocks, linked through their first word: the rest
-	 * of a departing thread's run, and frees no magazine was had for. */
-	void *free;
-	struct magazine *mags; /* freed blocks, a batch per magazine */
+	struct chunk *freed; /* chunks with freed blocks, newest first */
 	char *bump;     /* next uncarved block of the newest chunk */
 	char *bump_end;
 	struct chunk *chunks;
 	uint32_t size;
+	/* A chunk of this class: its blocks, where the first starts, the
+	 * lengths of its summary and free map (class_layout()). */
+	uint32_t blocks;
+	uint32_t first;
+	uint32_t sum_words;
+	uint32_t map_words;
 } __attribute__((aligned(64)));
 
 /* Touched chunks ready for any class, and the thread that touches them. */
@@ -154,33 +163,40 @@ struct kvf__arena {
 };
 
 /*
- * Magazines. Records are freed in batches (after a grace period, by
+ * Free maps. Records are freed in batches (after a grace period, by
  * whichever thread runs the callback), and allocated one per put, by the
- * putting threads. kvf__arena_free_many() copies a batch's block addresses
- * of one class into a magazine (a malloc'd array) and pushes it whole
- * onto the class's list; an allocating thread whose run is empty takes a
- * whole magazine under the lock and then hands its blocks out without it,
- * so neither side takes the class lock per block. Nothing is written into
- * a freed block: the free touches none of them (linking each into a list
- * through its own words costs the grace-period thread a miss per record,
- * on the vCPU a second put or remove thread needs), and the put that
- * takes a block finds the next ones' addresses
- * in the array, so it asks for blocks ahead without waiting for any block
- * to arrive first: MAG_ROUND of them at once whenever fewer than
- * MAG_AHEAD - MAG_ROUND are on their way. One block per pop, 16 or 48
- * pops ahead, measured 20% and 10% slower for churn at 10M objects.
- * A magazine costs 8 bytes per freed block (and 24 per magazine) until
- * its blocks are taken again: a table that only shrinks keeps that much
- * beside the freed blocks themselves, which the arena keeps anyway.
+ * putting threads. Each chunk keeps a bitmap of its freed blocks (bit i:
+ * block i is free) between its header and its first block, with a
+ * summary word per 64 map words, so a free is a bit set under the class
+ * lock and never allocates or writes into a block: kvf__arena_free_many()
+ * asks for the map lines of a batch's blocks, then sets their bits under
+ * one lock hold per run of one class. A chunk with freed blocks is on
+ * its class's list. An allocating thread whose run is empty takes up to
+ * MAG_CAP freed blocks at once under the lock into its magazine (an
+ * array the thread keeps), lowest address first within a chunk, and then
+ * hands them out without the lock; it asks for blocks ahead from the
+ * array without waiting for any block to arrive first: MAG_ROUND of them
+ * at once whenever fewer than MAG_AHEAD - MAG_ROUND are on their way
+ * (one block per pop, 16 or 48 pops ahead, measured 20% and 10% slower
+ * for churn at 10M objects).
+ *
+ * Before the maps, a batch's addresses went into a malloc()'d array
+ * per batch: 8 bytes per freed block until a put took them again, from
+ * memory the grace-period thread had to fault in. In a two-thread
+ * remove of 10M objects that thread spent a quarter of the machine's
+ * CPU growing its heap (page zeroing, mprotect()), on the vCPU a remove
+ * thread needs; a map is a bit per block, in the chunk, from the start.
+ * Linking freed blocks through their own words (before the arrays)
+ * cost the grace-period thread a miss per record instead.
  */
 struct magazine {
-	struct magazine *next; /* the class's list */
-	uint32_t n;	       /* blocks */
-	uint32_t used;	       /* handed out: the next is blk[used] */
-	uint32_t asked;	       /* blk[used..asked) are on their way */
+	uint32_t n;	/* blocks taken */
+	uint32_t used;	/* handed out: the next is blk[used] */
+	uint32_t asked; /* blk[used..asked) are on their way */
 	void *blk[];
 };
 
+#define MAG_CAP 128
 #define MAG_AHEAD 48
 #define MAG_ROUND 12
 
@@ -210,7 +226,7 @@ struct run {
 struct tcache {
 	uint64_t arena_id; /* 0: no runs */
 	struct run run[NR_CLASSES];
-	struct magazine *mag[NR_CLASSES]; /* the one being handed out */
+	struct magazine *mag[NR_CLASSES]; /* freed blocks taken, or NULL */
 };
 
 static __thread struct tcache tcache;
@@ -321,7 +337,8 @@ static uint64_t ahead_chunks(const struct kvf__arena *a, uint64_t room)
 	uint64_t each = blocks ? bytes / blocks : AHEAD_GUESS;
 	uint64_t per = CHUNK_SIZE - CHUNK_HEADER;
 	uint64_t cap = kvf__huge_presize_budget() / CHUNK_SIZE;
-	uint64_t want = (left * each + per - 1) / per;
+	/* each block also takes a bit of its chunk's free map */
+	uint64_t want = (left * each + left / 8 + per - 1) / per;
 
 	return want < cap ? want : cap;
 }
@@ -386,38 +403,133 @@ static inline void prefetch_block(const char *p, size_t size)
 		kvf__prefetch_for_write((const void *)line);
 }
 
-/* With the class lock held: @p becomes the head of the free list. */
-static void push_free(struct size_class *sc, void *p)
+/* The chunk that holds block @p. */
+static struct chunk *chunk_of(const void *p)
 {
-	unpoison(p, sizeof(void *));
-	*(void **)p = sc->free;
-	sc->free = p;
-	poison(p, sc->size);
+	return (struct chunk *)((uintptr_t)p & ~(uintptr_t)(CHUNK_SIZE - 1));
 }
 
 /* The class @p's block belongs to, found from its chunk's header. */
 static struct size_class *class_of_block(const void *p)
 {
-	const struct chunk *ch =
-		(const struct chunk *)((uintptr_t)p & ~(uintptr_t)(CHUNK_SIZE - 1));
+	const struct chunk *ch = chunk_of(p);
 
 	kvf__assert(ch->cls < NR_CLASSES);
 	return &ch->arena->cls[ch->cls];
 }
 
-/* The next block of the list at *@list, which moves on; NULL if none. */
-static void *list_next(void **list, size_t size)
+/*
+ * Where class @sc's chunks keep their blocks: as many as fit after the
+ * header, the summary and the free map (which grow with them), from the
+ * first line boundary after the map.
+ */
+static void class_layout(struct size_class *sc)
 {
-	char *p = *list;
+	size_t n = (CHUNK_SIZE - CHUNK_HEADER) * 8 / (8 * (size_t)sc->size + 1);
+	size_t map, sum, first;
 
-	if (p) {
-		unpoison(p, sizeof(void *));
-		*list = *(void **)p;
-		/* Scattered blocks: start on the next one a put ahead. */
-		if (*list)
-			prefetch_block(*list, size);
+	for (;; n--) {
+		map = (n + 63) / 64;
+		sum = (map + 63) / 64;
+		first = sizeof(struct chunk) + (sum + map) * sizeof(uint64_t);
+		first = (first + 63) & ~(size_t)63;
+		if (first + n * sc->size <= CHUNK_SIZE)
+			break;
 	}
-	return p;
+	sc->blocks = (uint32_t)n;
+	sc->first = (uint32_t)first;
+	sc->sum_words = (uint32_t)sum;
+	sc->map_words = (uint32_t)map;
+}
+
+/* The number of block @p in its chunk @ch of class @sc. */
+static uint32_t block_index(const struct size_class *sc, const struct chunk *ch,
+			    const void *p)
+{
+	uint32_t off =
+		(uint32_t)((const char *)p - (const char *)ch) - sc->first;
+
+	kvf__assert(off % sc->size == 0 && off / sc->size < sc->blocks);
+	return off / sc->size;
+}
+
+/* The free-map word of block @p, for the free that sets its bit. */
+static void prefetch_map_word(const struct size_class *sc, const void *p)
+{
+	struct chunk *ch = chunk_of(p);
+
+	kvf__prefetch_for_write(
+		&ch->words[sc->sum_words + block_index(sc, ch, p) / 64]);
+}
+
+/*
+ * With the class lock held: block @p (of class @sc) is free again, its
+ * bit set in its chunk's map, the chunk on the class's list if it was
+ * not. Nothing is written into the block.
+ */
+static void map_free(struct size_class *sc, void *p)
+{
+	struct chunk *ch = chunk_of(p);
+	uint32_t i = block_index(sc, ch, p);
+	uint64_t *map = ch->words + sc->sum_words, bit = 1ULL << (i % 64);
+
+	if (map[i / 64] & bit)
+		kvf__die("arena: block %p freed twice", p);
+	if (!map[i / 64])
+		ch->words[i / 4096] |= 1ULL << (i / 64 % 64);
+	map[i / 64] |= bit;
+	if (!ch->nr_freed++) {
+		ch->next_freed = sc->freed;
+		sc->freed = ch;
+	}
+	poison(p, sc->size);
+}
+
+/*
+ * With the class lock held: up to @max freed blocks of chunk @ch (class
+ * @sc) into @out, lowest address first, their bits cleared; how many.
+ */
+static uint32_t chunk_take(const struct size_class *sc, struct chunk *ch,
+			   void **out, uint32_t max)
+{
+	uint64_t *sum = ch->words, *map = sum + sc->sum_words;
+	char *base = (char *)ch + sc->first;
+	uint32_t n = 0;
+
+	for (uint32_t s = 0; s < sc->sum_words && n < max; s++) {
+		while (sum[s] && n < max) {
+			uint32_t w = s * 64 + (uint32_t)__builtin_ctzll(sum[s]);
+
+			for (; map[w] && n < max; map[w] &= map[w] - 1) {
+				uint32_t i = w * 64 +
+					     (uint32_t)__builtin_ctzll(map[w]);
+
+				out[n++] = base + (size_t)i * sc->size;
+			}
+			if (!map[w])
+				sum[s] &= sum[s] - 1; /* w's bit: the lowest */
+		}
+	}
+	ch->nr_freed -= n;
+	return n;
+}
+
+/*
+ * With the class lock held: up to @max freed blocks of class @sc into
+ * @out, chunk by chunk; how many. A chunk left with none leaves the list.
+ */
+static uint32_t take_freed(struct size_class *sc, void **out, uint32_t max)
+{
+	uint32_t n = 0;
+
+	while (n < max && sc->freed) {
+		struct chunk *ch = sc->freed;
+
+		n += chunk_take(sc, ch, out + n, max - n);
+		if (!ch->nr_freed)
+			sc->freed = ch->next_freed;
+	}
+	return n;
 }
 
 /* Ask for @m's next MAG_ROUND blocks not asked for yet, all at once. */
@@ -430,51 +542,40 @@ static void mag_ask(struct magazine *m, size_t size)
 		prefetch_block(m->blk[m->asked], size);
 }
 
-/* Ask for the blocks of @m that the next MAG_AHEAD pops hand out. */
+/* Ask for the blocks of @m (just filled) the next MAG_AHEAD pops hand out. */
 static void mag_start(struct magazine *m, size_t size)
 {
-	m->asked = m->used;
+	m->asked = m->used = 0;
 	while (m->asked < m->n && m->asked - m->used < MAG_AHEAD)
 		mag_ask(m, size);
 }
 
-/*
- * The next block of the magazine at *@mp, or NULL; a magazine handed out
- * whole is freed and *@mp cleared.
- */
-static void *mag_pop(struct magazine **mp, size_t size)
+/* The next block of magazine @m (or none: NULL), or NULL. */
+static void *mag_pop(struct magazine *m, size_t size)
 {
-	struct magazine *m = *mp;
 	void *p;
 
-	if (!m)
+	if (!m || m->used == m->n)
 		return NULL;
 	p = m->blk[m->used++];
 	if (m->asked - m->used < MAG_AHEAD - MAG_ROUND)
 		mag_ask(m, size);
-	if (m->used == m->n) {
-		free(m);
-		*mp = NULL;
-	}
 	return p;
 }
 
-/* With the class lock held: @m joins the class's list. */
-static void push_mag(struct size_class *sc, struct magazine *m)
+/*
+ * With the class lock held: a freed block of @sc, or NULL; with a
+ * magazine @m, refilled with up to MAG_CAP of them first.
+ */
+static void *take_one(struct size_class *sc, struct magazine *m)
 {
-	m->next = sc->mags;
-	sc->mags = m;
-}
+	void *p;
 
-/* Free the magazines of the list at @m (not their blocks). */
-static void free_mags(struct magazine *m)
-{
-	while (m) {
-		struct magazine *next = m->next;
-
-		free(m);
-		m = next;
-	}
+	if (!m)
+		return take_freed(sc, &p, 1) ? p : NULL;
+	m->n = take_freed(sc, m->blk, MAG_CAP);
+	mag_start(m, sc->size);
+	return mag_pop(m, sc->size);
 }
 
 /* With live_lock held: the live arena @id, or NULL. */
@@ -488,8 +589,8 @@ static struct kvf__arena *live_arena(uint64_t id)
 }
 
 /*
- * Give @tc's runs and magazines back to their arena, if it still exists
- * (else only free the magazines), and forget them.
+ * Give the rest of @tc's runs and magazines back to their arena, if it
+ * still exists, free the magazines, and forget them.
  */
 static void tcache_release(struct tcache *tc)
 {
@@ -502,19 +603,17 @@ static void tcache_release(struct tcache *tc)
 	for (unsigned c = 0; c < NR_CLASSES; c++) {
 		struct size_class *sc = a ? &a->cls[c] : NULL;
 		struct run *r = &tc->run[c];
+		struct magazine *m = tc->mag[c];
 
-		if (!sc) {
-			free_mags(tc->mag[c]);
-			continue;
+		if (sc && (r->next < r->end || (m && m->used < m->n))) {
+			pthread_mutex_lock(&sc->lock);
+			for (; r->next < r->end; r->next += sc->size)
+				map_free(sc, r->next);
+			for (; m && m->used < m->n; m->used++)
+				map_free(sc, m->blk[m->used]);
+			pthread_mutex_unlock(&sc->lock);
 		}
-		if (r->next == r->end && !tc->mag[c])
-			continue;
-		pthread_mutex_lock(&sc->lock);
-		for (; r->next < r->end; r->next += sc->size)
-			push_free(sc, r->next);
-		if (tc->mag[c])
-			push_mag(sc, tc->mag[c]);
-		pthread_mutex_unlock(&sc->lock);
+		free(m);
 	}
 	pthread_mutex_unlock(&live_lock);
 	memset(tc, 0, sizeof(*tc));
@@ -575,6 +674,7 @@ int kvf__arena_create(bool prefault, uint64_t ahead_blocks,
 	for (unsigned c = 0; c < NR_CLASSES; c++) {
 		kvf__mutex_init_short(&a->cls[c].lock);
 		a->cls[c].size = (uint32_t)class_size(c);
+		class_layout(&a->cls[c]);
 	}
 	pthread_mutex_init(&a->rsv.lock, NULL);
 	pthread_cond_init(&a->rsv.wake, NULL);
@@ -624,7 +724,7 @@ void kvf__arena_destroy(struct kvf__arena *a)
 		;
 	*pp = a->next_live;
 	pthread_mutex_unlock(&live_lock);
-	/* no longer live: only the calling thread's magazines are freed */
+	/* no longer live: the calling thread only frees its magazines */
 	if (tcache.arena_id == a->id)
 		tcache_release(&tcache);
 	reserve_stop(&a->rsv);
@@ -636,7 +736,6 @@ void kvf__arena_destroy(struct kvf__arena *a)
 			unpoison(ch, CHUNK_SIZE);
 			kvf__huge_free(ch, CHUNK_SIZE);
 		}
-		free_mags(a->cls[c].mags);
 		pthread_mutex_destroy(&a->cls[c].lock);
 	}
 	free(a);
@@ -646,7 +745,7 @@ void kvf__arena_destroy(struct kvf__arena *a)
 static int add_chunk(struct kvf__arena *a, unsigned c)
 {
 	struct size_class *sc = &a->cls[c];
-	size_t blocks = (CHUNK_SIZE - CHUNK_HEADER) / sc->size;
+	size_t blocks = sc->blocks;
 	struct chunk *ch = reserve_take(
 		a, kvf__arena_mapped_bytes(a) / CHUNK_SIZE, blocks);
 
@@ -658,29 +757,23 @@ static int add_chunk(struct kvf__arena *a, unsigned c)
 	ch->cls = c;
 	ch->next = sc->chunks;
 	sc->chunks = ch;
-	sc->bump = (char *)ch + CHUNK_HEADER;
+	sc->bump = (char *)ch + sc->first;
 	sc->bump_end = sc->bump + blocks * sc->size;
 	poison(sc->bump, (size_t)(sc->bump_end - sc->bump));
 	__atomic_fetch_add(&a->mapped, CHUNK_SIZE, __ATOMIC_RELAXED);
 	return KVF_OK;
 }
 
-/*
- * With @sc's lock held: a freed block of @sc (the first of a magazine,
- * which goes to *@mp, or a single block), or NULL.
- */
-static void *take_freed(struct size_class *sc, struct magazine **mp)
+/* The calling thread's magazine for class @c, or NULL without memory. */
+static struct magazine *tcache_mag(struct tcache *tc, unsigned c)
 {
-	struct magazine *m = sc->mags;
-
-	if (m) {
-		sc->mags = m->next;
-		m->next = NULL; /* one magazine, not a list, from here on */
-		*mp = m;
-		mag_start(m, sc->size);
-		return mag_pop(mp, sc->size);
+	if (!tc->mag[c]) {
+		tc->mag[c] = malloc(sizeof(struct magazine) +
+				    MAG_CAP * sizeof(void *));
+		if (tc->mag[c])
+			tc->mag[c]->n = tc->mag[c]->used = 0;
 	}
-	return list_next(&sc->free, sc->size);
+	return tc->mag[c];
 }
 
 void *kvf__arena_alloc(struct kvf__arena *a, size_t size)
@@ -698,10 +791,12 @@ void *kvf__arena_alloc(struct kvf__arena *a, size_t size)
 	tc = tcache_for(a);
 	r = &tc->run[c];
 	if (r->next == r->end) {
-		p = mag_pop(&tc->mag[c], sc->size);
+		p = mag_pop(tc->mag[c], sc->size);
 		if (!p) {
+			struct magazine *m = tcache_mag(tc, c);
+
 			pthread_mutex_lock(&sc->lock);
-			p = take_freed(sc, &tc->mag[c]);
+			p = take_one(sc, m);
 			if (!p && sc->bump == sc->bump_end &&
 			    add_chunk(a, c) != KVF_OK) {
 				pthread_mutex_unlock(&sc->lock);
@@ -726,32 +821,12 @@ void *kvf__arena_alloc(struct kvf__arena *a, size_t size)
 	return p;
 }
 
-/*
- * A magazine of the @n blocks @p of class @sc (poisoned: freed), or NULL
- * when there is no memory for one.
- */
-static struct magazine *fill_mag(const struct size_class *sc, void *const *p,
-				 size_t n)
-{
-	struct magazine *m = malloc(sizeof(*m) + n * sizeof(void *));
-
-	if (!m)
-		return NULL;
-	m->n = (uint32_t)n;
-	m->used = m->asked = 0;
-	memcpy(m->blk, p, n * sizeof(void *));
-	for (size_t i = 0; i < n; i++)
-		poison(p[i], sc->size);
-	return m;
-}
-
 void kvf__arena_free_many(void *const *p, size_t n)
 {
 	size_t i = 0;
 
 	while (i < n) {
 		struct size_class *sc;
-		struct magazine *m;
 		size_t j = i + 1;
 
 		if (!p[i]) {
@@ -759,22 +834,17 @@ void kvf__arena_free_many(void *const *p, size_t n)
 			continue;
 		}
 		sc = class_of_block(p[i]);
-		while (j < n && j - i < UINT32_MAX && p[j] &&
-		       class_of_block(p[j]) == sc)
-			j++;
-		m = fill_mag(sc, p + i, j - i);
+		prefetch_map_word(sc, p[i]);
+		for (; j < n && p[j] && class_of_block(p[j]) == sc; j++)
+			prefetch_map_word(sc, p[j]);
 		pthread_mutex_lock(&sc->lock);
-		if (m)
-			push_mag(sc, m);
-		else /* no memory: linked through the blocks, one by one */
-			for (size_t k = i; k < j; k++)
-				push_free(sc, p[k]);
+		for (size_t k = i; k < j; k++)
+			map_free(sc, p[k]);
 		pthread_mutex_unlock(&sc->lock);
 		i = j;
 	}
 }
 
-/* One block: on the class's list of single blocks. */
 void kvf__arena_free(void *p)
 {
 	struct size_class *sc;
@@ -783,8 +853,18 @@ void kvf__arena_free(void *p)
 		return;
 	sc = class_of_block(p);
 	pthread_mutex_lock(&sc->lock);
-	push_free(sc, p);
+	map_free(sc, p);
 	pthread_mutex_unlock(&sc->lock);
+}
+
+uint64_t kvf__arena_chunk_blocks(size_t size)
+{
+	struct size_class sc = {.size = (uint32_t)class_size(class_of(size))};
+
+	if (!size || size > KVF__ARENA_MAX_BLOCK)
+		return 0;
+	class_layout(&sc);
+	return sc.blocks;
 }
 
 uint64_t kvf__arena_reserved_bytes(struct kvf__arena *a)

@@ -45,31 +45,40 @@ void kvf__arena_destroy(struct kvf__arena *a);
  * 8-byte aligned (64-byte aligned when the size class is a multiple of
  * 64). NULL when out of memory or @size is out of range. Thread-safe:
  * usually lock-free (from the calling thread's run of its size class, or
- * the magazine of freed blocks it took last); otherwise takes the class's
- * lock to take a magazine of freed blocks, a freed block, or carve the
- * next run, and may map a new chunk (mmap) under it; frees a magazine it
- * has handed out whole (free()). A thread that moves to another arena,
- * or exits, gives its runs' and magazine's rest back.
+ * the freed blocks it took last); otherwise takes the class's lock to
+ * take up to 128 freed blocks at once (lowest address first within a
+ * chunk), or carve the next run, and may map a new chunk (mmap) under
+ * it. A thread's first take of freed blocks of a class allocates the
+ * array it keeps them in (malloc(), about 1 KiB, freed when the thread
+ * moves on). A thread that moves to another arena, or exits, gives the
+ * rest of its runs and freed blocks back.
  */
 void *kvf__arena_alloc(struct kvf__arena *a, size_t size);
 
 /*
  * kvf__arena_free() - give back a block of any arena (found from the
- * block's address). Thread-safe; never blocks beyond the class lock.
- * Callers guarantee no reader still holds the block (RCU grace period).
+ * block's address): its bit is set in its chunk's free map. Thread-safe;
+ * never blocks beyond the class lock; never allocates, never writes into
+ * the block. A block freed twice, or an address that is not a block,
+ * stops the process (kvf__die()). Callers guarantee no reader still
+ * holds the block (RCU grace period).
  */
 void kvf__arena_free(void *p);
 
 /*
  * kvf__arena_free_many() - kvf__arena_free() of the @n blocks @p (NULLs
  * skipped), taking a class's lock once per run of consecutive blocks of
- * that class: the run's addresses go onto the class's list whole, in a
- * magazine (malloc()'d; without memory, the blocks go one by one), and
- * an allocating thread later takes it whole and hands its blocks out
- * without the lock. Writes nothing into the blocks. Same guarantees as
- * kvf__arena_free().
+ * that class, with the free-map lines of the run asked for before.
+ * Same guarantees as kvf__arena_free().
  */
 void kvf__arena_free_many(void *const *p, size_t n);
+
+/*
+ * kvf__arena_chunk_blocks() - how many blocks of @size (1..
+ * KVF__ARENA_MAX_BLOCK; else 0) one chunk holds: the chunk's 2 MiB less
+ * its header and its free map (a bit per block).
+ */
+uint64_t kvf__arena_chunk_blocks(size_t size);
 
 /*
  * Bytes of faulted-in chunks waiting in the reserve for a size class to

@@ -20,8 +20,10 @@
 #include <stdint.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -220,7 +222,7 @@ static void wait_reserved(struct kvf__arena *a, uint64_t bytes)
 static void chunks_asked_ahead_come_first(void **state)
 {
 	/* 128-byte blocks (the first guess) filling eight chunks exactly */
-	const uint64_t per_chunk = (CHUNK - 64) / 128;
+	const uint64_t per_chunk = kvf__arena_chunk_blocks(128);
 	struct kvf__arena *a;
 	uint64_t mapped = 0;
 
@@ -249,8 +251,8 @@ static void chunks_asked_ahead_come_first(void **state)
  */
 static void reserve_trimmed_to_smaller_blocks(void **state)
 {
-	const uint64_t per_chunk = (CHUNK - 64) / 128;
-	const uint64_t per_small = (CHUNK - 64) / 64;
+	const uint64_t per_chunk = kvf__arena_chunk_blocks(128);
+	const uint64_t per_small = kvf__arena_chunk_blocks(64);
 	struct kvf__arena *a;
 	uint64_t n = 0, left;
 
@@ -283,7 +285,7 @@ static void reserve_trimmed_to_smaller_blocks(void **state)
  */
 static void no_spare_chunk_at_expected(void **state)
 {
-	const uint64_t per_chunk = (CHUNK - 64) / 128;
+	const uint64_t per_chunk = kvf__arena_chunk_blocks(128);
 	struct kvf__arena *a;
 	uint64_t n = 0;
 
@@ -606,6 +608,143 @@ static void batch_free_writes_no_block(void **state)
 	kvf__arena_destroy(a);
 }
 
+static int cmp_addr(const void *x, const void *y)
+{
+	const void *a = *(void *const *)x, *b = *(void *const *)y;
+
+	return ((uintptr_t)a > (uintptr_t)b) - ((uintptr_t)a < (uintptr_t)b);
+}
+
+/*
+ * Freed blocks come back lowest address first within their chunk,
+ * whatever order they were freed in (a refill after a remove writes
+ * neighbouring lines, as a first fill does).
+ */
+static void freed_blocks_come_back_in_address_order(void **state)
+{
+	static unsigned char *blk[FREED], *sorted[FREED];
+	unsigned char *got[FREED];
+	struct kvf__arena *a;
+	uint64_t rng = 7;
+	size_t n = 0;
+
+	(void)state;
+	assert_int_equal(kvf__arena_create(false, 0, &a), KVF_OK);
+	for (size_t i = 0; i < FREED; i++)
+		assert_non_null(blk[i] = kvf__arena_alloc(a, 112));
+	for (size_t i = FREED - 1; i > 0; i--) {
+		size_t j = rng_next(&rng) % (i + 1);
+		unsigned char *t = blk[i];
+
+		blk[i] = blk[j];
+		blk[j] = t;
+	}
+	memcpy(sorted, blk, sizeof(blk));
+	qsort(sorted, FREED, sizeof(sorted[0]), cmp_addr);
+	kvf__arena_free_many((void *const *)blk, FREED);
+	for (size_t i = 0; i < FREED + RUN_BYTES / 112; i++) {
+		unsigned char *p = kvf__arena_alloc(a, 112);
+
+		if (take_from(blk, FREED, p))
+			got[n++] = p;
+	}
+	assert_int_equal(n, FREED);
+	for (size_t i = 0; i < FREED; i++)
+		assert_ptr_equal(got[i], sorted[i]);
+	kvf__arena_destroy(a);
+}
+
+/*
+ * Blocks of several chunks, freed in one batch in random order, all come
+ * back, each once and zeroed, with nothing more mapped: small blocks,
+ * whose free maps need many summary words, and records' sizes.
+ */
+static void freed_chunks_come_back_whole(void **state)
+{
+	static const size_t sizes[] = {16, 112};
+
+	(void)state;
+	for (size_t c = 0; c < sizeof(sizes) / sizeof(sizes[0]); c++) {
+		size_t size = sizes[c];
+		size_t n = 3 * kvf__arena_chunk_blocks(size) + 5;
+		unsigned char **blk = malloc(n * sizeof(*blk));
+		unsigned char **seen = calloc(n, sizeof(*seen));
+		struct kvf__arena *a;
+		uint64_t mapped, rng = 11;
+		size_t got = 0;
+
+		assert_non_null(blk);
+		assert_non_null(seen);
+		assert_int_equal(kvf__arena_create(false, 0, &a), KVF_OK);
+		for (size_t i = 0; i < n; i++) {
+			assert_non_null(blk[i] = kvf__arena_alloc(a, size));
+			memset(blk[i], 0xc3, size);
+		}
+		mapped = kvf__arena_mapped_bytes(a);
+		for (size_t i = n - 1; i > 0; i--) {
+			size_t j = rng_next(&rng) % (i + 1);
+			unsigned char *t = blk[i];
+
+			blk[i] = blk[j];
+			blk[j] = t;
+		}
+		kvf__arena_free_many((void *const *)blk, n);
+		qsort(blk, n, sizeof(blk[0]), cmp_addr);
+		for (size_t i = 0; i < n + RUN_BYTES / size; i++) {
+			unsigned char *p = kvf__arena_alloc(a, size);
+			unsigned char **at =
+				bsearch(&p, blk, n, sizeof(blk[0]), cmp_addr);
+
+			assert_non_null(p);
+			assert_true(all_zero(p, size));
+			if (!at)
+				continue;
+			assert_null(seen[at - blk]); /* each once */
+			seen[at - blk] = p;
+			got++;
+		}
+		assert_int_equal(got, n);
+		assert_int_equal(kvf__arena_mapped_bytes(a), mapped);
+		kvf__arena_destroy(a);
+		free(seen);
+		free(blk);
+	}
+}
+
+/*
+ * A block freed twice stops the process rather than be handed out twice.
+ * Runs in a child; not under TSan, which does not follow fork() in a
+ * threaded process.
+ */
+static void double_free_stops(void **state)
+{
+	struct kvf__arena *a;
+	void *p;
+	pid_t pid;
+	int st;
+
+	(void)state;
+#if defined(__SANITIZE_THREAD__)
+	skip();
+#endif
+	assert_int_equal(kvf__arena_create(false, 0, &a), KVF_OK);
+	p = kvf__arena_alloc(a, 112);
+	assert_non_null(p);
+	kvf__arena_free(p);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		/* the child's report of the second free is expected */
+		if (!freopen("/dev/null", "w", stderr))
+			_exit(0);
+		kvf__arena_free_many(&p, 1);
+		_exit(0);
+	}
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_false(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	kvf__arena_destroy(a);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -623,6 +762,9 @@ int main(void)
 		cmocka_unit_test(magazines_come_back_whole),
 		cmocka_unit_test(magazine_rests_come_back_whole),
 		cmocka_unit_test(batch_free_writes_no_block),
+		cmocka_unit_test(freed_blocks_come_back_in_address_order),
+		cmocka_unit_test(freed_chunks_come_back_whole),
+		cmocka_unit_test(double_free_stops),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
