@@ -125,7 +125,10 @@ struct chunk {
 
 struct size_class {
 	pthread_mutex_t lock;
-	struct chunk *freed; /* chunks with freed blocks, newest first */
+	/* Freed blocks: the newest up to STACK_CAP, or NULL (no memory). */
+	void **stack;
+	uint32_t depth;
+	struct chunk *freed; /* chunks with more freed blocks, newest first */
 	char *bump;     /* next uncarved block of the newest chunk */
 	char *bump_end;
 	struct chunk *chunks;
@@ -163,31 +166,41 @@ struct kvf__arena {
 };
 
 /*
- * Free maps. Records are freed in batches (after a grace period, by
+ * Freed blocks. Records are freed in batches (after a grace period, by
  * whichever thread runs the callback), and allocated one per put, by the
- * putting threads. Each chunk keeps a bitmap of its freed blocks (bit i:
- * block i is free) between its header and its first block, with a
- * summary word per 64 map words, so a free is a bit set under the class
- * lock and never allocates or writes into a block: kvf__arena_free_many()
- * asks for the map lines of a batch's blocks, then sets their bits under
- * one lock hold per run of one class. A chunk with freed blocks is on
- * its class's list. An allocating thread whose run is empty takes up to
+ * putting threads. A class keeps its newest freed blocks' addresses on a
+ * stack of at most STACK_CAP, allocated once, and the rest in its chunks'
+ * free maps: a bitmap of each chunk's freed blocks (bit i: block i is
+ * free) between its header and its first block, with a summary word per
+ * 64 map words; a chunk with bits set is on its class's list. So a free
+ * allocates nothing and writes into no block: kvf__arena_free_many()
+ * copies a batch's addresses onto the stack, and what does not fit sets
+ * bits, the map lines asked for first, all under one lock hold per run
+ * of one class. An allocating thread whose run is empty takes up to
  * MAG_CAP freed blocks at once under the lock into its magazine (an
- * array the thread keeps), lowest address first within a chunk, and then
- * hands them out without the lock; it asks for blocks ahead from the
- * array without waiting for any block to arrive first: MAG_ROUND of them
- * at once whenever fewer than MAG_AHEAD - MAG_ROUND are on their way
- * (one block per pop, 16 or 48 pops ahead, measured 20% and 10% slower
- * for churn at 10M objects).
+ * array the thread keeps), from the stack's top, then from the maps
+ * (lowest address first within a chunk), and then hands them out
+ * without the lock; it asks for blocks ahead from the array without
+ * waiting for any block to arrive first: MAG_ROUND of them at once
+ * whenever fewer than MAG_AHEAD - MAG_ROUND are on their way (one block
+ * per pop, 16 or 48 pops ahead, measured 20% and 10% slower for churn at
+ * 10M objects).
  *
- * Before the maps, a batch's addresses went into a malloc()'d array
- * per batch: 8 bytes per freed block until a put took them again, from
- * memory the grace-period thread had to fault in. In a two-thread
- * remove of 10M objects that thread spent a quarter of the machine's
- * CPU growing its heap (page zeroing, mprotect()), on the vCPU a remove
- * thread needs; a map is a bit per block, in the chunk, from the start.
- * Linking freed blocks through their own words (before the arrays)
- * cost the grace-period thread a miss per record instead.
+ * Why both. In a steady state (a put for each remove) the frees of a
+ * grace period are taken again by the next puts, and the stack holds
+ * them: a copy of 8 bytes each, on both sides. Taking from the maps
+ * alone costs a visit per block when freed blocks are scattered thin
+ * over many chunks: a header, a summary and a map line each, which at
+ * 10M objects are out of cache (perf of a one-thread churn: 12% of its
+ * samples). A mass remove frees more than any put takes for a while,
+ * and there the maps hold the rest at a bit per block, in memory the
+ * chunk has from the start. Before them, every freed batch's addresses
+ * went into a malloc()'d array: 8 bytes per freed block until a put took
+ * it again, faulted in by the grace-period thread; in a two-thread
+ * remove of 10M objects that thread spent a quarter of the machine's CPU
+ * growing its heap (page zeroing, mprotect()), on the vCPU a remove
+ * thread needs. Linking freed blocks through their own words (before
+ * the arrays) cost the grace-period thread a miss per record instead.
  */
 struct magazine {
 	uint32_t n;	/* blocks taken */
@@ -197,6 +210,7 @@ struct magazine {
 };
 
 #define MAG_CAP 128
+#define STACK_CAP 65536 /* 512 KiB of addresses per class */
 #define MAG_AHEAD 48
 #define MAG_ROUND 12
 
@@ -486,6 +500,29 @@ static void map_free(struct size_class *sc, void *p)
 }
 
 /*
+ * With the class lock held: the @n blocks @p of class @sc are free again,
+ * on the stack while it has room, the rest in their chunks' maps.
+ */
+static void class_free(struct size_class *sc, void *const *p, size_t n)
+{
+	size_t k = 0;
+
+	if (!sc->stack && n)
+		sc->stack = malloc(STACK_CAP * sizeof(void *));
+	if (sc->stack) {
+		k = STACK_CAP - sc->depth < n ? STACK_CAP - sc->depth : n;
+		memcpy(sc->stack + sc->depth, p, k * sizeof(void *));
+		sc->depth += (uint32_t)k;
+		for (size_t i = 0; i < k; i++)
+			poison(p[i], sc->size);
+	}
+	for (size_t i = k; i < n; i++)
+		prefetch_map_word(sc, p[i]);
+	for (; k < n; k++)
+		map_free(sc, p[k]);
+}
+
+/*
  * With the class lock held: up to @max freed blocks of chunk @ch (class
  * @sc) into @out, lowest address first, their bits cleared; how many.
  */
@@ -516,12 +553,16 @@ static uint32_t chunk_take(const struct size_class *sc, struct chunk *ch,
 
 /*
  * With the class lock held: up to @max freed blocks of class @sc into
- * @out, chunk by chunk; how many. A chunk left with none leaves the list.
+ * @out, from the stack's top, then chunk by chunk; how many. A chunk left
+ * with none leaves the list.
  */
 static uint32_t take_freed(struct size_class *sc, void **out, uint32_t max)
 {
-	uint32_t n = 0;
+	uint32_t n = sc->depth < max ? sc->depth : max;
 
+	sc->depth -= n;
+	if (n)
+		memcpy(out, sc->stack + sc->depth, n * sizeof(void *));
 	while (n < max && sc->freed) {
 		struct chunk *ch = sc->freed;
 
@@ -607,10 +648,14 @@ static void tcache_release(struct tcache *tc)
 
 		if (sc && (r->next < r->end || (m && m->used < m->n))) {
 			pthread_mutex_lock(&sc->lock);
-			for (; r->next < r->end; r->next += sc->size)
-				map_free(sc, r->next);
-			for (; m && m->used < m->n; m->used++)
-				map_free(sc, m->blk[m->used]);
+			for (; r->next < r->end; r->next += sc->size) {
+				void *p = r->next;
+
+				class_free(sc, &p, 1);
+			}
+			if (m)
+				class_free(sc, m->blk + m->used,
+					   m->n - m->used);
 			pthread_mutex_unlock(&sc->lock);
 		}
 		free(m);
@@ -736,6 +781,7 @@ void kvf__arena_destroy(struct kvf__arena *a)
 			unpoison(ch, CHUNK_SIZE);
 			kvf__huge_free(ch, CHUNK_SIZE);
 		}
+		free(a->cls[c].stack);
 		pthread_mutex_destroy(&a->cls[c].lock);
 	}
 	free(a);
@@ -834,12 +880,10 @@ void kvf__arena_free_many(void *const *p, size_t n)
 			continue;
 		}
 		sc = class_of_block(p[i]);
-		prefetch_map_word(sc, p[i]);
-		for (; j < n && p[j] && class_of_block(p[j]) == sc; j++)
-			prefetch_map_word(sc, p[j]);
+		while (j < n && p[j] && class_of_block(p[j]) == sc)
+			j++;
 		pthread_mutex_lock(&sc->lock);
-		for (size_t k = i; k < j; k++)
-			map_free(sc, p[k]);
+		class_free(sc, p + i, j - i);
 		pthread_mutex_unlock(&sc->lock);
 		i = j;
 	}
@@ -853,7 +897,7 @@ void kvf__arena_free(void *p)
 		return;
 	sc = class_of_block(p);
 	pthread_mutex_lock(&sc->lock);
-	map_free(sc, p);
+	class_free(sc, &p, 1);
 	pthread_mutex_unlock(&sc->lock);
 }
 

@@ -46,30 +46,30 @@ void kvf__arena_destroy(struct kvf__arena *a);
  * 64). NULL when out of memory or @size is out of range. Thread-safe:
  * usually lock-free (from the calling thread's run of its size class, or
  * the freed blocks it took last); otherwise takes the class's lock to
- * take up to 128 freed blocks at once (lowest address first within a
- * chunk), or carve the next run, and may map a new chunk (mmap) under
- * it. A thread's first take of freed blocks of a class allocates the
- * array it keeps them in (malloc(), about 1 KiB, freed when the thread
- * moves on). A thread that moves to another arena, or exits, gives the
- * rest of its runs and freed blocks back.
+ * take up to 128 freed blocks at once (the newest first, then lowest
+ * address first within a chunk), or carve the next run, and may map a
+ * new chunk (mmap) under it. A thread's first take of freed blocks of a
+ * class allocates the array it keeps them in (malloc(), about 1 KiB,
+ * freed when the thread moves on). A thread that moves to another arena,
+ * or exits, gives the rest of its runs and freed blocks back.
  */
 void *kvf__arena_alloc(struct kvf__arena *a, size_t size);
 
 /*
  * kvf__arena_free() - give back a block of any arena (found from the
- * block's address): its bit is set in its chunk's free map. Thread-safe;
- * never blocks beyond the class lock; never allocates, never writes into
- * the block. A block freed twice, or an address that is not a block,
- * stops the process (kvf__die()). Callers guarantee no reader still
- * holds the block (RCU grace period).
+ * block's address): onto its class's stack of freed blocks, or when that
+ * is full into its chunk's free map. Thread-safe; never blocks beyond the
+ * class lock; never writes into the block; allocates only the class's
+ * stack, once (malloc(), 512 KiB). Callers guarantee no reader still
+ * holds the block (RCU grace period) and free each block once.
  */
 void kvf__arena_free(void *p);
 
 /*
  * kvf__arena_free_many() - kvf__arena_free() of the @n blocks @p (NULLs
  * skipped), taking a class's lock once per run of consecutive blocks of
- * that class, with the free-map lines of the run asked for before.
- * Same guarantees as kvf__arena_free().
+ * that class (the free-map lines of what goes into the maps asked for
+ * first). Same guarantees as kvf__arena_free().
  */
 void kvf__arena_free_many(void *const *p, size_t n);
 
