@@ -13,9 +13,9 @@
  * straddling one more line), then four classes per power of two up to
  * KVF__ARENA_MAX_BLOCK: at most 25% slack, and only for long keys.
  *
- * Concurrency: one mutex per class guards its freed blocks (its chunks'
- * free maps and the list of chunks with any) and its bump pointer into
- * the newest chunk; the mutex (not a spinlock) keeps
+ * Concurrency: one mutex per class guards its freed blocks (its stack,
+ * its chunks' free maps and the list of chunks with any) and its bump
+ * pointer into the newest chunk; the mutex (not a spinlock) keeps
  * ThreadSanitizer's view exact. Records are freed in batches after a
  * grace period, but allocated one per put, and two put threads
  * interleaved their records block by block in the class's newest chunk:
@@ -24,10 +24,9 @@
  * RUN_BYTES from the bump pointer under the lock and then allocates
  * from its run without it (per-thread runs, below); freed blocks go
  * back to the class's lists, which an allocation tries once its run is
- * empty. Records are freed a batch at a time, into their chunks' free
- * maps under one lock hold, and an allocating thread takes many freed
- * blocks at once and hands them out without the lock (free maps,
- * below).
+ * empty. Records are freed a batch at a time, under one lock hold, and
+ * an allocating thread takes many freed blocks at once and hands them
+ * out without the lock (freed blocks, below).
  *
  * A fresh block is handed out with the block FRESH_AHEAD strides on asked
  * for, for writing: the prefault thread zeroed the chunk from the other
@@ -118,8 +117,7 @@ struct chunk {
 	uint32_t cls;
 	uint32_t nr_freed; /* bits set in the free map */
 	/* The class's sum_words summary words (bit w: map word w is not
-	 * zero), then its map_words free-map words (bit i: block i is
-	 * free). Class lock. */
+	 * zero), then its free map (bit i: block i is free). Class lock. */
 	uint64_t words[];
 };
 
@@ -133,12 +131,11 @@ struct size_class {
 	char *bump_end;
 	struct chunk *chunks;
 	uint32_t size;
-	/* A chunk of this class: its blocks, where the first starts, the
-	 * lengths of its summary and free map (class_layout()). */
+	/* A chunk of this class: its blocks, where the first starts, its
+	 * summary's length, in words (class_layout()). */
 	uint32_t blocks;
 	uint32_t first;
 	uint32_t sum_words;
-	uint32_t map_words;
 } __attribute__((aligned(64)));
 
 /* Touched chunks ready for any class, and the thread that touches them. */
@@ -453,7 +450,6 @@ static void class_layout(struct size_class *sc)
 	sc->blocks = (uint32_t)n;
 	sc->first = (uint32_t)first;
 	sc->sum_words = (uint32_t)sum;
-	sc->map_words = (uint32_t)map;
 }
 
 /* The number of block @p in its chunk @ch of class @sc. */
