@@ -610,6 +610,18 @@ static void batch_free_writes_no_block(void **state)
 	kvf__arena_destroy(a);
 }
 
+/* Put the @n blocks @v in a random order drawn from @seed. */
+static void shuffle(unsigned char **v, size_t n, uint64_t seed)
+{
+	for (size_t i = n - 1; i > 0; i--) {
+		size_t j = rng_next(&seed) % (i + 1);
+		unsigned char *t = v[i];
+
+		v[i] = v[j];
+		v[j] = t;
+	}
+}
+
 static int cmp_addr(const void *x, const void *y)
 {
 	const void *a = *(void *const *)x, *b = *(void *const *)y;
@@ -629,7 +641,6 @@ static void freed_blocks_come_back_in_address_order(void **state)
 	unsigned char *got[FREED];
 	void **stacked = malloc(STACK_CAP * sizeof(*stacked));
 	struct kvf__arena *a;
-	uint64_t rng = 7;
 	size_t n = 0;
 
 	(void)state;
@@ -641,13 +652,7 @@ static void freed_blocks_come_back_in_address_order(void **state)
 		assert_non_null(blk[i] = kvf__arena_alloc(a, 112));
 	kvf__arena_free_many(stacked, STACK_CAP); /* the stack is full */
 	free(stacked);
-	for (size_t i = FREED - 1; i > 0; i--) {
-		size_t j = rng_next(&rng) % (i + 1);
-		unsigned char *t = blk[i];
-
-		blk[i] = blk[j];
-		blk[j] = t;
-	}
+	shuffle(blk, FREED, 7);
 	memcpy(sorted, blk, sizeof(blk));
 	qsort(sorted, FREED, sizeof(sorted[0]), cmp_addr);
 	kvf__arena_free_many((void *const *)blk, FREED);
@@ -680,7 +685,7 @@ static void freed_chunks_come_back_whole(void **state)
 		unsigned char **blk = malloc(n * sizeof(*blk));
 		unsigned char **seen = calloc(n, sizeof(*seen));
 		struct kvf__arena *a;
-		uint64_t mapped, rng = 11;
+		uint64_t mapped;
 		size_t got = 0;
 
 		assert_non_null(blk);
@@ -691,13 +696,7 @@ static void freed_chunks_come_back_whole(void **state)
 			memset(blk[i], 0xc3, size);
 		}
 		mapped = kvf__arena_mapped_bytes(a);
-		for (size_t i = n - 1; i > 0; i--) {
-			size_t j = rng_next(&rng) % (i + 1);
-			unsigned char *t = blk[i];
-
-			blk[i] = blk[j];
-			blk[j] = t;
-		}
+		shuffle(blk, n, 11);
 		kvf__arena_free_many((void *const *)blk, n);
 		qsort(blk, n, sizeof(blk[0]), cmp_addr);
 		for (size_t i = 0; i < n + RUN_BYTES / size; i++) {
