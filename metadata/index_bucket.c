@@ -337,6 +337,18 @@ static inline uint64_t displaced_load(const struct bucket *b)
 }
 
 /*
+ * Walk the buckets where records homed at @home may sit (I1): @b is
+ * bucket @home + @d for @d from @first to the home's displaced range,
+ * read once before the walk.
+ */
+#define for_each_home_bucket(t, home, first, d, b)                             \
+	for (uint64_t d = (first),                                             \
+		      d##_last = displaced_load(bucket_at((t), (home)));       \
+	     d <= d##_last && d < (t)->nr &&                                   \
+	     ((b) = bucket_at((t), (home) + d));                               \
+	     d++)
+
+/*
  * The slots of @b whose tag may be @tag, as a mask (bit i: slot i), a
  * filter only: every caller loads a selected slot atomically and checks
  * its tag again before using it. With SSE2 the whole line is compared
@@ -403,12 +415,12 @@ static struct kvf__object *range_find(struct bucket_table *t, uint64_t home,
 				      uint64_t first, uint64_t hash,
 				      const struct kvf_key *key)
 {
-	uint64_t last = displaced_load(bucket_at(t, home));
 	uint64_t tag = tag_of(hash);
+	struct bucket *b;
 
-	for (uint64_t d = first; d <= last && d < t->nr; d++) {
-		struct kvf__object *o =
-			bucket_find(bucket_at(t, home + d), tag, key);
+	for_each_home_bucket (t, home, first, d, b) {
+		struct kvf__object *o = bucket_find(b, tag, key);
+
 		if (o)
 			return o;
 	}
@@ -424,12 +436,10 @@ static uint64_t *slot_of(struct bucket_table *t, struct kvf__object *o,
 			 uint64_t hash)
 {
 	uint64_t home = home_of(t, hash), tag = tag_of(hash);
-	uint64_t last = displaced_load(bucket_at(t, home));
+	struct bucket *b;
 
 	/* @o's slot carries @o's tag (slot_make()). */
-	for (uint64_t d = 0; d <= last && d < t->nr; d++) {
-		struct bucket *b = bucket_at(t, home + d);
-
+	for_each_home_bucket (t, home, 0, d, b) {
 		for (uint32_t m = tag_candidates(b, tag); m; m &= m - 1) {
 			int i = __builtin_ctz(m);
 
@@ -897,11 +907,9 @@ static struct kvf__object *bucket_lookup_hash(struct kvf__index *idx,
 {
 	struct bucket_table *t = table_load(bucket_index_of(idx));
 	uint64_t home = home_of(t, hash), tag = tag_of(hash);
-	uint64_t last = displaced_load(bucket_at(t, home));
+	struct bucket *b;
 
-	for (uint64_t d = 0; d <= last && d < t->nr; d++) {
-		const struct bucket *b = bucket_at(t, home + d);
-
+	for_each_home_bucket (t, home, 0, d, b) {
 		for (int i = 0; i < SLOTS_PER_BUCKET; i++) {
 			uint64_t s = slot_load(&b->slot[i]);
 
@@ -1101,11 +1109,9 @@ static int bucket_remove(struct kvf__index *idx, struct kvf__object *o,
 static void visit_home(struct bucket_table *t, uint64_t home, uint64_t from,
 		       kvf__index_visit_fn fn, void *arg)
 {
-	uint64_t last = displaced_load(bucket_at(t, home));
+	struct bucket *b;
 
-	for (uint64_t d = 0; d <= last && d < t->nr; d++) {
-		struct bucket *b = bucket_at(t, home + d);
-
+	for_each_home_bucket (t, home, 0, d, b) {
 		for (int i = 0; i < SLOTS_PER_BUCKET; i++) {
 			struct kvf__object *o =
 				slot_object(slot_load(&b->slot[i]));
