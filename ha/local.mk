@@ -34,7 +34,11 @@ endif
 # kvforge-master --enable_ha end to end: etcd on loopback, masters, the
 # reference Python client (tests/master/mc_wire_pyclient.py). The
 # election thread, the main thread and the loop threads share the
-# fencing state: TSan too.
+# fencing state: TSan too. The scenarios mostly wait (leases, elections),
+# so make check runs them in two shares side by side, each with its own
+# ports: in the sanitizer tiers the whole suite waited on them.
 EXTRA_DIST += tests/ha/test_ha_master.py
-dist_noinst_SCRIPTS += tests/ha/test_ha_master.sh
-CONCURRENCY_TESTS += tests/ha/test_ha_master.sh
+dist_noinst_SCRIPTS += tests/ha/test_ha_master.sh \
+	tests/ha/test_ha_master_1of2.sh tests/ha/test_ha_master_2of2.sh
+CONCURRENCY_TESTS += tests/ha/test_ha_master_1of2.sh \
+	tests/ha/test_ha_master_2of2.sh

@@ -8,10 +8,13 @@ kvforge-masters with --ha_lease_ttl 1 (2 if sanitized); clients are the
 reference Python client (tests/master/mc_wire_pyclient.py) and etcd's
 JSON gateway.
 
-  test_ha_master.py MASTER_BINARY ETCD_BINARY SCENARIO...
+  test_ha_master.py MASTER_BINARY ETCD_BINARY [--part K/N] SCENARIO...
 
 With no SCENARIO, those named in $KVF_HA_SCENARIOS (space-separated),
-else all of them.
+else all of them. --part K/N runs the K-th of N shares of those (split
+by their usual length: share()), with ports of its own: make check runs
+the shares side by side (ha/local.mk), as the scenarios spend most of
+their time waiting for leases and elections.
 
 Scenarios:
   flags         bad HA flags are refused with a message (exit 2)
@@ -132,6 +135,7 @@ KEY = "mooncake-store/%s/master_view" % CLUSTER
 TTL = 1  # main() sets it: lease_ttl()
 PORTS = random.Random(os.getpid() ^ int(time.time()))
 PICKED = set()  # free_port()'s answers so far
+PART, PARTS = 1, 1  # main() sets them: --part K/N
 
 
 class Fail(Exception):
@@ -165,13 +169,17 @@ def free_port():
     could be handed meanwhile to any socket the tests running beside this
     one bind or connect, one below that range only to another such pick.
     A port is not picked twice: the master it went to may not have bound
-    it yet, or may be restarted on it."""
+    it yet, or may be restarted on it. With --part K/N the range is cut
+    in N and this run picks in the K-th cut only, so shares running side
+    by side never pick one port."""
     try:
         with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
             lo = int(f.read().split()[0])
     except (OSError, ValueError, IndexError):
         lo = 32768
     base = lo - 16384 if lo > 16384 + 1024 else 1024
+    cut = (lo - base) // PARTS
+    base, lo = base + (PART - 1) * cut, base + PART * cut
     for _ in range(10000):
         port = PORTS.randrange(base, lo)
         if port not in PICKED and bindable(port, False):
@@ -1268,8 +1276,13 @@ def synced(m):
     return m.http("/health").get("replication", {}).get("sync_standbys")
 
 
+def failover_rounds():
+    """failover_loop's leader kills: $KVF_HA_FAILOVERS, default 10."""
+    return int(os.environ.get("KVF_HA_FAILOVERS", "10"))
+
+
 def sc_failover_loop(_):
-    rounds = int(os.environ.get("KVF_HA_FAILOVERS", "10"))
+    rounds = failover_rounds()
     etcd = Etcd(1)
     ms, dead, bench, lines = [], [], None, []
     acked, unknown = {}, []
@@ -1973,17 +1986,57 @@ def lease_ttl(binary):
     return 2 if b"__asan_init" in elf or b"__tsan_init" in elf else 1
 
 
+def share(names, k, n):
+    """The scenarios of share @k of @n: each in turn, longest first,
+    goes to the share with the least time so far (a scenario takes about
+    4.5 s, failover_loop about 1.9 s a round), ties to the lowest. The
+    same list and $KVF_HA_FAILOVERS give every share the same split."""
+    rounds = failover_rounds()
+
+    def cost(name):
+        return 1.9 * rounds if name == "failover_loop" else 4.5
+
+    load, mine = [0.0] * n, []
+    for name in sorted(names, key=cost, reverse=True):
+        i = load.index(min(load))
+        load[i] += cost(name)
+        if i == k - 1:
+            mine.append(name)
+    return [name for name in names if name in mine]
+
+
+def parse_part(spec):
+    """(K, N) from 'K/N', 1 <= K <= N; None if malformed."""
+    try:
+        k, n = (int(x) for x in spec.split("/"))
+    except ValueError:
+        return None
+    return (k, n) if 1 <= k <= n else None
+
+
 def main():
-    global MASTER, ETCD, TABLE, TTL
+    global MASTER, ETCD, TABLE, TTL, PART, PARTS
     MASTER, ETCD = sys.argv[1], sys.argv[2]
+    args = sys.argv[3:]
+    if args[:1] == ["--part"]:
+        part = parse_part(args[1]) if len(args) > 1 else None
+        if not part:
+            print("FAIL --part wants K/N with 1 <= K <= N")
+            return 1
+        PART, PARTS = part
+        args = args[2:]
     TTL = lease_ttl(MASTER)
     TABLE = mc.load_table()
-    names = (sys.argv[3:] or os.environ.get("KVF_HA_SCENARIOS", "").split()
+    names = (args or os.environ.get("KVF_HA_SCENARIOS", "").split()
              or list(SCENARIOS))
     unknown = [n for n in names if n not in SCENARIOS]
     if unknown:
         print("FAIL unknown scenario(s): %s" % " ".join(unknown))
         return 1
+    names = share(names, PART, PARTS)
+    if not names:
+        print("SKIP: share %d/%d of the scenarios is empty" % (PART, PARTS))
+        return 77
     for name in names:
         t = time.monotonic()
         try:

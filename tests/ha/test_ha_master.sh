@@ -1,11 +1,11 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
 #
-# tests/ha/test_ha_master.sh [SCENARIO...] - kvforge-master --enable_ha
-# against a real etcd started on loopback (test_ha_master.py lists the
-# scenarios). Run from the build directory; KVF_MASTER_BIN overrides
-# ./kvforge-master, KVF_ETCD the etcd binary. Exits 77 (SKIP) without
-# python3 or etcd.
+# tests/ha/test_ha_master.sh [--part K/N] [SCENARIO...] - kvforge-master
+# --enable_ha against a real etcd started on loopback (test_ha_master.py
+# lists the scenarios and says what --part does). Run from the build
+# directory; KVF_MASTER_BIN overrides ./kvforge-master, KVF_ETCD the etcd
+# binary. Exits 77 (SKIP) without python3 or etcd.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 bin=${KVF_MASTER_BIN:-./kvforge-master}
