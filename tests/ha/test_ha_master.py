@@ -2033,7 +2033,12 @@ def main():
     if unknown:
         print("FAIL unknown scenario(s): %s" % " ".join(unknown))
         return 1
-    names = share(names, PART, PARTS)
+    shares = [share(names, k, PARTS) for k in range(1, PARTS + 1)]
+    if sorted(sum(shares, [])) != sorted(names):
+        print("FAIL the %d shares do not cover each scenario once: %s"
+              % (PARTS, shares))
+        return 1
+    names = shares[PART - 1]
     if not names:
         print("SKIP: share %d/%d of the scenarios is empty" % (PART, PARTS))
         return 77
