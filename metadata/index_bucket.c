@@ -418,7 +418,7 @@ static struct kvf__object *range_find(struct bucket_table *t, uint64_t home,
 	uint64_t tag = tag_of(hash);
 	struct bucket *b;
 
-	for_each_home_bucket (t, home, first, d, b) {
+	for_each_home_bucket(t, home, first, d, b) {
 		struct kvf__object *o = bucket_find(b, tag, key);
 
 		if (o)
@@ -439,7 +439,7 @@ static uint64_t *slot_of(struct bucket_table *t, struct kvf__object *o,
 	struct bucket *b;
 
 	/* @o's slot carries @o's tag (slot_make()). */
-	for_each_home_bucket (t, home, 0, d, b) {
+	for_each_home_bucket(t, home, 0, d, b) {
 		for (uint32_t m = tag_candidates(b, tag); m; m &= m - 1) {
 			int i = __builtin_ctz(m);
 
@@ -909,7 +909,7 @@ static struct kvf__object *bucket_lookup_hash(struct kvf__index *idx,
 	uint64_t home = home_of(t, hash), tag = tag_of(hash);
 	struct bucket *b;
 
-	for_each_home_bucket (t, home, 0, d, b) {
+	for_each_home_bucket(t, home, 0, d, b) {
 		for (int i = 0; i < SLOTS_PER_BUCKET; i++) {
 			uint64_t s = slot_load(&b->slot[i]);
 
@@ -1111,7 +1111,7 @@ static void visit_home(struct bucket_table *t, uint64_t home, uint64_t from,
 {
 	struct bucket *b;
 
-	for_each_home_bucket (t, home, 0, d, b) {
+	for_each_home_bucket(t, home, 0, d, b) {
 		for (int i = 0; i < SLOTS_PER_BUCKET; i++) {
 			struct kvf__object *o =
 				slot_object(slot_load(&b->slot[i]));

@@ -1996,13 +1996,13 @@ def share(names, k, n):
     def cost(name):
         return 1.9 * rounds if name == "failover_loop" else 4.5
 
-    load, mine = [0.0] * n, []
-    for name in sorted(names, key=cost, reverse=True):
+    load, mine = [0.0] * n, set()
+    for at in sorted(range(len(names)), key=lambda at: -cost(names[at])):
         i = load.index(min(load))
-        load[i] += cost(name)
+        load[i] += cost(names[at])
         if i == k - 1:
-            mine.append(name)
-    return [name for name in names if name in mine]
+            mine.add(at)
+    return [name for at, name in enumerate(names) if at in mine]
 
 
 def parse_part(spec):
