@@ -1753,6 +1753,74 @@ fail:
 	return ret;
 }
 
+/*
+ * With mu held: one wait for an acknowledgement or a change of the sync
+ * set (ack_cv), at most 100 ms and not past @until. False, without
+ * waiting, once @until has passed.
+ */
+static bool ack_wait_step(struct kvf_repl_leader *l, uint64_t until)
+{
+	struct timespec ts;
+	uint64_t now = kvf__now_ns();
+
+	if (now >= until)
+		return false;
+	abs_deadline(&ts,
+		     now + 100000000ull < until ? now + 100000000ull : until);
+	pthread_cond_timedwait(&l->ack_cv, &l->mu, &ts);
+	return true;
+}
+
+/* With mu held: the standbys the published sync set names. */
+static unsigned count_published(const struct kvf_repl_leader *l)
+{
+	unsigned n = 0;
+
+	for (const struct peer *p = l->peers; p; p = p->next)
+		n += p->published && !p->leaving && !p->dead;
+	return n;
+}
+
+int kvf_repl_lead_await_set(struct kvf_repl_leader *l)
+{
+	uint64_t until, t0 = kvf__now_ns();
+	unsigned want, have;
+	int rc = KVF_OK;
+
+	if (!l || !l->o.sync_standbys)
+		return KVF_OK;
+	want = l->o.sync_standbys;
+	until = t0 + (uint64_t)l->o.sync_timeout_ms * 1000000ull;
+	pthread_mutex_lock(&l->mu);
+	have = count_published(l);
+	if (have < want)
+		fprintf(stderr,
+			"replication: waiting for %u standbys in the sync set "
+			"of view %llu before stepping aside\n",
+			want - have, (unsigned long long)l->view);
+	while (have < want) {
+		if (!ack_wait_step(l, until)) {
+			rc = KVF_ERR_BUSY;
+			break;
+		}
+		have = count_published(l);
+	}
+	pthread_mutex_unlock(&l->mu);
+	if (rc)
+		fprintf(stderr,
+			"replication: the sync set of view %llu names %u of "
+			"%u standbys after %u ms; stepping aside anyway\n",
+			(unsigned long long)l->view, have, want,
+			l->o.sync_timeout_ms);
+	else
+		fprintf(stderr,
+			"replication: the sync set of view %llu names %u "
+			"standbys after %.1f ms\n",
+			(unsigned long long)l->view, have,
+			(double)(kvf__now_ns() - t0) / 1e6);
+	return rc;
+}
+
 int kvf_repl_lead_drain(struct kvf_repl_leader *l)
 {
 	uint64_t until, target, t0 = kvf__now_ns();
@@ -1771,17 +1839,10 @@ int kvf_repl_lead_drain(struct kvf_repl_leader *l)
 			"standbys to hold sequence %llu\n",
 			n - have, n, (unsigned long long)target);
 	while (have < n) {
-		struct timespec ts;
-		uint64_t now = kvf__now_ns();
-
-		if (now >= until) {
+		if (!ack_wait_step(l, until)) {
 			rc = KVF_ERR_BUSY;
 			break;
 		}
-		abs_deadline(&ts, now + 100000000ull < until
-					  ? now + 100000000ull
-					  : until);
-		pthread_cond_timedwait(&l->ack_cv, &l->mu, &ts);
 		n = count_standbys(l, target, &have);
 	}
 	pthread_mutex_unlock(&l->mu);

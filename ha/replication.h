@@ -175,6 +175,21 @@ void kvf_repl_lead_abort(struct kvf_repl_leader *l);
 int kvf_repl_lead_drain(struct kvf_repl_leader *l);
 
 /**
+ * kvf_repl_lead_await_set() - a promotion that failed after its view's
+ * sync set was published: wait until that set names @sync_standbys
+ * standbys (those the options asked for, at least one), so that they
+ * may campaign once this master steps aside. Until then the set names
+ * this master alone, and no other master campaigns. Call only while
+ * nothing of this view was acknowledged (the RPC server never started):
+ * a standby joins the set once it holds everything journaled.
+ * Return: %KVF_OK, at once when the set is "*" (sync_standbys 0: anyone
+ *	campaigns); %KVF_ERR_BUSY: not within sync_timeout_ms (the set
+ *	stays as it is: this master campaigns again after its hold).
+ * Context: blocks.
+ */
+int kvf_repl_lead_await_set(struct kvf_repl_leader *l);
+
+/**
  * kvf_repl_lead_stop() - remove the tap, close the listener and every
  * standby connection, free @l (NULL is ignored). Call once the RPC
  * threads are stopped. Context: blocks (joins threads).

@@ -468,31 +468,53 @@ static void stop_follower(struct master *m, struct kvf_repl_backlog **keep)
 
 #ifdef KVF_FAULT_INJECTION
 /*
- * Test hook: $KVF_FAULT_PROMOTE=N fails the first N promotions as if the
- * engine could not be opened (KVF_ERR_IO), said at start-up. Main thread.
+ * Test hooks, said at start-up. Main thread.
+ * $KVF_FAULT_PROMOTE=N fails the first N promotions as if the engine
+ * could not be opened (KVF_ERR_IO), before the view is published.
+ * $KVF_FAULT_PROMOTE_LATE=N fails the first N that get past that as if
+ * the RPC service could not start: after the view's sync set is
+ * published.
  */
-static long promotions_to_fail;
+static long promotions_to_fail, late_promotions_to_fail;
+
+static long fault_count(const char *var, const char *what)
+{
+	const char *v = getenv(var);
+	long n = v ? strtol(v, NULL, 10) : 0;
+
+	if (n > 0) {
+		printf("kvforge-master: fault injection: the next %ld "
+		       "promotions fail%s\n",
+		       n, what);
+		fflush(stdout);
+	}
+	return n;
+}
 
 static int promote_fault_arm(void)
 {
-	const char *v = getenv("KVF_FAULT_PROMOTE");
-
-	promotions_to_fail = v ? strtol(v, NULL, 10) : 0;
-	if (promotions_to_fail > 0) {
-		printf("kvforge-master: fault injection: the next %ld "
-		       "promotions fail\n",
-		       promotions_to_fail);
-		fflush(stdout);
-	}
+	promotions_to_fail = fault_count("KVF_FAULT_PROMOTE", "");
+	late_promotions_to_fail = fault_count("KVF_FAULT_PROMOTE_LATE",
+					      " after publishing their view");
 	return 0;
+}
+
+static int take_fault(long *left)
+{
+	if (*left <= 0)
+		return KVF_OK;
+	--*left;
+	return KVF_ERR_IO;
 }
 
 static int promote_fault(void)
 {
-	if (promotions_to_fail <= 0)
-		return KVF_OK;
-	promotions_to_fail--;
-	return KVF_ERR_IO;
+	return take_fault(&promotions_to_fail);
+}
+
+static int promote_late_fault(void)
+{
+	return take_fault(&late_promotions_to_fail);
 }
 #endif
 
@@ -632,6 +654,8 @@ static int follow_ha(struct master *m)
 		if (!ret)
 			ret = promote(m);
 		if (!ret)
+			ret = KVF__FAULT(promote_late_fault());
+		if (!ret)
 			ret = start_rpc(m);
 		if (!ret)
 			return KVF_OK;
@@ -643,6 +667,12 @@ static int follow_ha(struct master *m)
 			"kvforge-master: promotion failed (%s): "
 			"stepping aside for %u s\n",
 			kvf_strerror(ret), STEP_ASIDE_TTLS * m->ha_opts.ttl_s);
+		/* Past the publication of this view's sync set (a leader
+		 * exists), which names this master alone: the others may
+		 * campaign only once they are in it, and with nothing of the
+		 * view acknowledged they join it as soon as they follow. */
+		if (m->leader && kvf_ha_may_serve(m->ha))
+			kvf_repl_lead_await_set(m->leader);
 		demote(m);
 		kvf_ha_step_aside(m->ha, (uint64_t)STEP_ASIDE_TTLS *
 						 m->ha_opts.ttl_s *

@@ -1027,18 +1027,19 @@ def sc_port_held(_):
         check(m2.listening(), "the new leader serves on the port it held")
 
 
-def sc_step_aside(_):
-    """A standby elected whose promotion fails (the engine does not open:
-    a fault hook) must not keep the leadership without serving: it steps
-    aside, and the other synced standby, thawed only then, leads with
-    every acknowledged object."""
+def past_failed_promotion(name, hook, armed, failed_said):
+    """A leader with two synced standbys and @name's objects; the third
+    master has the fault hook $@hook armed (its start-up says @armed).
+    The other standby is frozen while the leader is killed, so the
+    hooked one is elected and its promotion fails; thawed only then, the
+    other must lead with every acknowledged object, and the failed one
+    have said @failed_said and never served."""
     with cluster() as (etcd, m1, m2), \
-            extra_master(etcd.endpoint(0),
-                         env={"KVF_FAULT_PROMOTE": "1000"}) as m3:
-        acked = synced_with_objects(m1, "sa", 50)
-        if not m3.said("fault injection: the next"):
-            print("step_aside: skipped (no fault hooks: "
-                  "--enable-fault-injection)")
+            extra_master(etcd.endpoint(0), env={hook: "1000"}) as m3:
+        acked = synced_with_objects(m1, name, 50)
+        if not m3.said(armed):
+            print("%s: skipped (no fault hooks: --enable-fault-injection)"
+                  % name)
             return
         freeze(m2)
         m1.stop(signal.SIGKILL)
@@ -1046,8 +1047,29 @@ def sc_step_aside(_):
         m2.p.send_signal(signal.SIGCONT)
         m2.wait_said("RPC listening")
         check_all_there(m2, acked, "on the standby that took over")
-        check(m3.said("stepped aside") and not m3.said("RPC listening"),
-              "the failing standby stepped aside, never led")
+        check(m3.said(failed_said) and not m3.said("RPC listening"),
+              "the failing standby said %r, never led" % failed_said)
+
+
+def sc_step_aside(name):
+    """A standby elected whose promotion fails (the engine does not open:
+    a fault hook) must not keep the leadership without serving: it steps
+    aside, and the other synced standby, thawed only then, leads with
+    every acknowledged object."""
+    past_failed_promotion(name, "KVF_FAULT_PROMOTE",
+                          "fault injection: the next", "stepped aside")
+
+
+def sc_late_step_aside(name):
+    """A standby elected whose promotion fails after its view's sync set
+    was published (a fault hook: as if the RPC service did not start)
+    leaves that set naming more than itself before it steps aside: it
+    waits for the other standby, thawed only then, to follow it and join
+    the set. That standby then campaigns and leads with every
+    acknowledged object; with the set naming the failed master alone it
+    never would, and every promotion of the failed one fails."""
+    past_failed_promotion(name, "KVF_FAULT_PROMOTE_LATE",
+                          "after publishing their view", "standbys after")
 
 
 def sc_repl_port(_):
@@ -1957,6 +1979,7 @@ SCENARIOS = {
     "namesake": sc_namesake,
     "port_held": sc_port_held,
     "step_aside": sc_step_aside,
+    "late_step_aside": sc_late_step_aside,
     "repl_port": sc_repl_port,
     "chain": sc_chain,
     "legacy_key": sc_legacy_key,
