@@ -58,6 +58,11 @@ Scenarios:
   step_aside    a synced standby elected whose promotion fails (a fault
                 hook: --enable-fault-injection, else skipped) steps
                 aside: the other synced standby leads with every object
+  late_step_aside  one whose promotion fails after its view's sync set
+                is published (a later fault hook) waits for the other
+                standby, thawed only then, to follow it and join that
+                set before it steps aside; the standby leads with every
+                object
   repl_port     a synced standby elected that cannot listen on its
                 --ha_replication_port (another process holds it) fails
                 before its view is in the lineage or the sync set: the
